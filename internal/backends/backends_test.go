@@ -1,0 +1,52 @@
+package backends
+
+import (
+	"context"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestMain(m *testing.M) { Main(m) }
+
+func TestStartLocalRedis_killRestartClose(t *testing.T) {
+	rs := PrivateRedis(t, 1)
+	r := rs[0]
+	ctx := t.Context()
+	if err := r.ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := r.ping(ctx); err == nil {
+		t.Fatal("ping answered after SIGKILL")
+	}
+	if err := r.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ping(ctx); err != nil {
+		t.Fatalf("after restart: %v", err)
+	}
+	dir, pid := r.Proc.Dir, r.Proc.Pid()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("temp dir %s left behind: %v", dir, err)
+	}
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Errorf("server pid %d still running after Close", pid)
+	}
+}
+
+func TestSharedMySQL_ping(t *testing.T) {
+	m := SharedMySQL(t)
+	start := time.Now()
+	if err := pingMySQL(context.Background(), m.DSN); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("mysql %s via %s, ping %v", m.DSN, m.Source, time.Since(start))
+}

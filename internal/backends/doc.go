@@ -1,0 +1,2 @@
+// Package backends finds or starts the MySQL and Redis servers that tests, benchmarks and stockbench run against.
+package backends

@@ -1,0 +1,150 @@
+package backends
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// MySQL is a reachable MySQL or MariaDB server with a database to use.
+type MySQL struct {
+	DSN    string   // go-sql-driver/mysql DSN naming the database
+	Source Source   // how it was found
+	Proc   *Process // the server process when Source is SourceLocal, else nil
+
+	close func() error
+}
+
+// Close stops the server if this package started it.
+func (m *MySQL) Close() error {
+	if m.close == nil {
+		return nil
+	}
+	return m.close()
+}
+
+// Config returns the parsed DSN, for callers that add driver settings.
+func (m *MySQL) Config() *mysql.Config {
+	cfg, err := mysql.ParseDSN(m.DSN)
+	if err != nil {
+		panic(fmt.Sprintf("backends: invalid DSN %q: %v", m.DSN, err)) // validated when resolved
+	}
+	return cfg
+}
+
+// ping connects and makes sure the database exists.
+func pingMySQL(ctx context.Context, dsn string) error {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return err
+	}
+	dbName := cfg.DBName
+	cfg.DBName = ""
+	cfg.Timeout = 2 * time.Second
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		return err
+	}
+	if dbName != "" {
+		_, err = db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+dbName+"`")
+	}
+	return err
+}
+
+// mysqlServerBinaries finds a server and how to initialise its data dir:
+// MariaDB's mariadb-install-db, or MySQL's mysqld --initialize-insecure.
+func mysqlServerBinaries() (server string, initArgs func(datadir string) []string, err error) {
+	if bin, err := exec.LookPath("mariadbd"); err == nil {
+		if inst, err := exec.LookPath("mariadb-install-db"); err == nil {
+			return bin, func(datadir string) []string {
+				return []string{inst, "--no-defaults", "--datadir=" + datadir, "--user=" + currentUser(),
+					"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve"}
+			}, nil
+		}
+	}
+	if bin, err := exec.LookPath("mysqld"); err == nil {
+		return bin, func(datadir string) []string {
+			return []string{bin, "--no-defaults", "--initialize-insecure", "--datadir=" + datadir, "--user=" + currentUser()}
+		}, nil
+	}
+	return "", nil, fmt.Errorf("backends: neither mariadbd + mariadb-install-db nor mysqld on PATH")
+}
+
+func currentUser() string {
+	if os.Geteuid() == 0 {
+		return "root" // mysqld refuses to run as root unless told to
+	}
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	return strconv.Itoa(os.Geteuid())
+}
+
+// StartLocalMySQL initialises a data dir in a temp dir and starts a private
+// mariadbd (or mysqld) on a free loopback port. The server trades
+// durability for speed (innodb_flush_log_at_trx_commit=2): it is a test
+// server, and fsync latency of a shared disk would drown what the strategies
+// differ in.
+func StartLocalMySQL(ctx context.Context) (*MySQL, error) {
+	server, initArgs, err := mysqlServerBinaries()
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for range 3 { // another process may grab the free port before the server binds it
+		dir, err := os.MkdirTemp("", "stockguard-mysql-")
+		if err != nil {
+			return nil, err
+		}
+		datadir := filepath.Join(dir, "data")
+		ia := initArgs(datadir)
+		out, err := exec.CommandContext(ctx, ia[0], ia[1:]...).CombinedOutput()
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("backends: %s: %v\n%s", filepath.Base(ia[0]), err, out)
+		}
+		port, err := freePort()
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		p, err := start(dir, server, "--no-defaults",
+			"--datadir="+datadir, "--user="+currentUser(),
+			"--port="+strconv.Itoa(port), "--bind-address=127.0.0.1",
+			"--socket="+filepath.Join(dir, "mysqld.sock"),
+			"--pid-file="+filepath.Join(dir, "mysqld.pid"),
+			"--skip-name-resolve", "--max-connections=1000",
+			"--innodb-buffer-pool-size=256M", "--innodb-flush-log-at-trx-commit=2",
+			"--skip-log-bin", "--performance-schema=OFF",
+		)
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		cfg := mysql.NewConfig()
+		cfg.User, cfg.Net, cfg.Addr, cfg.DBName = "root", "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), "test"
+		m := &MySQL{DSN: cfg.FormatDSN(), Source: SourceLocal, Proc: p, close: p.Close}
+		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		lastErr = p.waitReady(wctx, func(ctx context.Context) error { return pingMySQL(ctx, m.DSN) })
+		cancel()
+		if lastErr == nil {
+			return m, nil
+		}
+		p.Close()
+	}
+	return nil, lastErr
+}

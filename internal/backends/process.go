@@ -1,0 +1,198 @@
+package backends
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// reaper runs a server as its child and stops it, then removes the server's
+// temp dir, as soon as its stdin reaches EOF. The parent holds the write end
+// of that pipe, so the kernel closes it whenever the parent dies — a panicking
+// or killed test binary still leaves no server and no temp dir behind, which
+// t.Cleanup or a deferred Close cannot promise.
+const reaper = `log=$1; dir=$2; shift 2
+"$@" >>"$log" 2>&1 </dev/null &
+pid=$!
+echo "$pid"
+exec >/dev/null 2>&1
+read -r _
+kill -CONT "$pid"; kill -TERM "$pid"
+i=0
+while [ $i -lt 150 ]; do
+  st=$(cut -d' ' -f3 "/proc/$pid/stat") || break
+  [ "$st" = Z ] && break
+  sleep 0.1; i=$((i+1))
+done
+kill -KILL "$pid"; wait "$pid"
+rm -rf "$dir"
+`
+
+// Process is a server started from a local binary, handed to tests so that a
+// fault test can pause, kill and restart it. All methods are safe for
+// concurrent use.
+type Process struct {
+	Dir  string   // the server's private temp dir, removed on Close
+	Args []string // the command line it was started with
+
+	mu    sync.Mutex
+	pid   int
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	done  chan struct{}
+}
+
+// start runs argv under the reaper in dir, logging to dir/server.log.
+func start(dir string, argv ...string) (*Process, error) {
+	p := &Process{Dir: dir, Args: argv}
+	return p, p.spawn()
+}
+
+func (p *Process) spawn() error {
+	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
+		return err
+	}
+	args := append([]string{"-c", reaper, "reaper", p.Log(), p.Dir}, p.Args...)
+	cmd := exec.Command("/bin/sh", args...)
+	// Own process group: a ^C aimed at `go test` must not kill the server
+	// before the reaper can remove its dir; the reaper sees the EOF anyway.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	pid, perr := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || perr != nil {
+		stdin.Close()
+		cmd.Wait()
+		return fmt.Errorf("backends: starting %s: no pid from reaper (%v)", p.Args[0], errors.Join(err, perr))
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	p.mu.Lock()
+	p.pid, p.cmd, p.stdin, p.done = pid, cmd, stdin, done
+	p.mu.Unlock()
+	return nil
+}
+
+// Pid is the server's process id.
+func (p *Process) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pid
+}
+
+// Log is the path of the server's combined stdout/stderr.
+func (p *Process) Log() string { return filepath.Join(p.Dir, "server.log") }
+
+// Signal sends sig to the server: SIGSTOP pauses it, SIGCONT resumes it,
+// SIGKILL crashes it.
+func (p *Process) Signal(sig syscall.Signal) error {
+	return syscall.Kill(p.Pid(), sig)
+}
+
+// Pause stops the server with SIGSTOP: connections stay open, nothing answers.
+func (p *Process) Pause() error { return p.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server.
+func (p *Process) Resume() error { return p.Signal(syscall.SIGCONT) }
+
+// Kill crashes the server with SIGKILL. Restart brings up a new one.
+func (p *Process) Kill() error { return p.Signal(syscall.SIGKILL) }
+
+// Close stops the server (SIGTERM, SIGKILL after 15s) and removes its dir.
+// It waits until both are done. Closing twice is harmless.
+func (p *Process) Close() error {
+	p.mu.Lock()
+	stdin, done := p.stdin, p.done
+	p.stdin = nil
+	p.mu.Unlock()
+	if stdin == nil {
+		return nil
+	}
+	stdin.Close()
+	<-done
+	return nil
+}
+
+// Restart stops whatever runs now and starts the same command line again in
+// a fresh dir: a crashed server comes back on the same port, empty.
+func (p *Process) Restart(ctx context.Context, ready func(context.Context) error) error {
+	if err := p.Close(); err != nil {
+		return err
+	}
+	if err := p.spawn(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return p.waitReady(ctx, ready)
+}
+
+// alive reports whether the server is still running (not exited, not a zombie).
+func (p *Process) alive() bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b))
+	return len(f) > 2 && f[2] != "Z"
+}
+
+// logTail returns the end of the server log, for error messages.
+func (p *Process) logTail() string {
+	b, _ := os.ReadFile(p.Log())
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// waitReady polls check until it succeeds, the server dies or ctx ends.
+func (p *Process) waitReady(ctx context.Context, check func(context.Context) error) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		if last = check(ctx); last == nil {
+			return nil
+		}
+		if !p.alive() {
+			return fmt.Errorf("backends: %s exited: %v\n%s", p.Args[0], last, p.logTail())
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("backends: %s not ready: %w (last: %v)\n%s", p.Args[0], ctx.Err(), last, p.logTail())
+		case <-tick.C:
+		}
+	}
+}
+
+// freePort asks the kernel for a free loopback TCP port.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

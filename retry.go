@@ -1,0 +1,170 @@
+package stockguard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+)
+
+// RetryPolicy bounds how a strategy retries after a conflict: at most
+// MaxAttempts tries, sleeping between them for a random duration in
+// [0, ceiling) — "full jitter", which spreads colliding writers apart instead
+// of letting them retry in lock-step. The ceiling starts at BaseDelay, doubles
+// with every retry of a request, and is capped at MaxDelay. The zero value
+// means the defaults below.
+//
+// A RetryPolicy is plain configuration; a Retrier built from it with
+// NewRetrier does the retrying and keeps the counters.
+type RetryPolicy struct {
+	// MaxAttempts is the number of tries, the first included. Default 10.
+	MaxAttempts int
+	// BaseDelay is the first backoff ceiling. Default 1ms.
+	BaseDelay time.Duration
+	// MaxDelay caps every backoff. Default 100ms.
+	MaxDelay time.Duration
+	// Adaptive makes the ceiling also grow with observed contention: the
+	// number of requests of the same Retrier currently backing off, times the
+	// recent duration of one attempt. With N writers colliding on one key,
+	// their retries then spread over about N attempt-times — one retry in
+	// flight at a time — instead of N retries piling up each round, which is
+	// what makes optimistic schemes collapse under load. Default false.
+	Adaptive bool
+}
+
+// Default values of RetryPolicy's fields.
+const (
+	DefaultMaxAttempts = 10
+	DefaultBaseDelay   = time.Millisecond
+	DefaultMaxDelay    = 100 * time.Millisecond
+)
+
+// retryError marks an op result that asks for another attempt.
+type retryError struct{ reason error }
+
+func (e *retryError) Error() string {
+	if e.reason == nil {
+		return "stockguard: retry"
+	}
+	return "stockguard: retry: " + e.reason.Error()
+}
+
+func (e *retryError) Unwrap() error { return e.reason }
+
+// Retry wraps reason so that Retrier.Do tries again; reason (which may be
+// nil) is reported if the attempts run out.
+func Retry(reason error) error { return &retryError{reason} }
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = DefaultMaxAttempts
+	}
+	if p.BaseDelay <= 0 {
+		p.BaseDelay = DefaultBaseDelay
+	}
+	if p.MaxDelay <= 0 {
+		p.MaxDelay = DefaultMaxDelay
+	}
+	if p.MaxDelay < p.BaseDelay {
+		p.MaxDelay = p.BaseDelay
+	}
+	return p
+}
+
+// ceiling returns the backoff ceiling before retry number retry (0-based)
+// when extra is the contention-derived floor of the ceiling.
+func (p RetryPolicy) ceiling(retry int, extra time.Duration) time.Duration {
+	c := p.MaxDelay
+	if retry < 30 && p.BaseDelay<<retry < c {
+		c = p.BaseDelay << retry
+	}
+	if extra > c {
+		c = min(extra, p.MaxDelay)
+	}
+	return c
+}
+
+// Retrier runs operations under a RetryPolicy and counts their retries. One
+// Retrier is shared by all requests of a strategy instance, so that an
+// adaptive policy sees them all. It is safe for concurrent use.
+type Retrier struct {
+	policy  RetryPolicy
+	retries atomic.Int64
+	waiting atomic.Int64 // requests currently backing off
+	attempt atomic.Int64 // EWMA of one attempt's duration, in ns
+}
+
+// NewRetrier returns a Retrier for policy (zero fields take their defaults).
+func NewRetrier(policy RetryPolicy) *Retrier {
+	return &Retrier{policy: policy.withDefaults()}
+}
+
+// Policy returns the effective policy, defaults filled in.
+func (r *Retrier) Policy() RetryPolicy { return r.policy }
+
+// Retries returns the number of retries made since r was created.
+func (r *Retrier) Retries() int64 { return r.retries.Load() }
+
+// Do calls op until it returns an error not made by Retry (nil included) and
+// returns that error. When the attempts run out it returns an error wrapping
+// ErrContention and the last reason; when ctx ends while backing off it
+// returns ErrContention joined with ctx's error. op must have applied nothing
+// when it asks for a retry.
+func (r *Retrier) Do(ctx context.Context, op func(ctx context.Context) error) error {
+	p := r.policy
+	var timer *time.Timer
+	for attempt := 1; ; attempt++ {
+		began := time.Now()
+		err := op(ctx)
+		var re *retryError
+		if !errors.As(err, &re) {
+			return err
+		}
+		if p.Adaptive {
+			r.observe(time.Since(began))
+		}
+		if attempt >= p.MaxAttempts {
+			if re.reason == nil {
+				return fmt.Errorf("%w after %d attempts", ErrContention, attempt)
+			}
+			return fmt.Errorf("%w after %d attempts: %w", ErrContention, attempt, re.reason)
+		}
+		r.retries.Add(1)
+		var extra time.Duration
+		if p.Adaptive {
+			extra = time.Duration(r.waiting.Add(1) * r.attempt.Load())
+		}
+		d := rand.N(p.ceiling(attempt-1, extra)) + 1
+		if timer == nil {
+			timer = time.NewTimer(d)
+			defer timer.Stop()
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-ctx.Done():
+			if p.Adaptive {
+				r.waiting.Add(-1)
+			}
+			return errors.Join(fmt.Errorf("%w: context ended after %d attempts", ErrContention, attempt), Canceled(ctx))
+		case <-timer.C:
+		}
+		if p.Adaptive {
+			r.waiting.Add(-1)
+		}
+	}
+}
+
+// observe folds one attempt's duration into the EWMA (weight 1/8). Lost
+// updates between racing writers only blur an estimate, so plain
+// load/store is enough.
+func (r *Retrier) observe(d time.Duration) {
+	old := r.attempt.Load()
+	if old == 0 {
+		r.attempt.Store(int64(d))
+		return
+	}
+	r.attempt.Store(old + (int64(d)-old)/8)
+}
