@@ -1,0 +1,36 @@
+package redislock
+
+import (
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/rediskeys"
+)
+
+// Option configures a constructor of this package (NewAtomic, New,
+// NewGuarded, NewSegmented, NewRedlock). Each constructor documents the
+// options it reads and ignores the rest.
+type Option func(*options)
+
+type options struct {
+	keys  rediskeys.Keys
+	retry stockguard.RetryPolicy
+}
+
+func newOptions(opts []Option) options {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// WithPrefix puts prefix in front of every key: "<prefix>stock:{sku}",
+// "<prefix>lock:{sku}", "<prefix>fence:{sku}". Default "".
+func WithPrefix(prefix string) Option {
+	return func(o *options) { o.keys.Prefix = prefix }
+}
+
+// WithRetry sets the policy for retrying after contention (a lock held by
+// someone else). Zero fields take stockguard's defaults.
+func WithRetry(p stockguard.RetryPolicy) Option {
+	return func(o *options) { o.retry = p }
+}
