@@ -1,0 +1,372 @@
+package stocktest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stockguard/stockguard"
+)
+
+// Violation is one way an Inventory broke the contract.
+type Violation struct {
+	Case   string // the conformance case that found it
+	Detail string
+}
+
+func (v Violation) String() string { return v.Case + ": " + v.Detail }
+
+// Subject is what a case checks.
+type Subject struct {
+	// New returns an instance of the Inventory under test. Every instance
+	// works on the same store, as two processes of one application would.
+	New func() stockguard.Inventory
+	// SKU derives from base a SKU unique to this run, so that cases sharing
+	// a server never see each other's data.
+	SKU func(base string) string
+}
+
+// Case is one conformance check. Check returns the violations it found.
+type Case struct {
+	Name  string
+	Check func(ctx context.Context, s Subject) []Violation
+}
+
+// Suite configures the conformance cases. The zero value uses the defaults.
+type Suite struct {
+	// Goroutines decrementing concurrently in the conservation cases, spread
+	// evenly over two instances. Default 64.
+	Goroutines int
+	// Stock is the initial stock of the one-SKU conservation case. Default 400.
+	Stock int64
+	// SKUs is the number of SKUs of the many-SKU conservation case, each
+	// stocked with Stock/SKUs units. Default 16.
+	SKUs int
+	// Timeout bounds each conservation case. Default 2 minutes.
+	Timeout time.Duration
+}
+
+func (s Suite) withDefaults() Suite {
+	if s.Goroutines <= 0 {
+		s.Goroutines = 64
+	}
+	if s.Stock <= 0 {
+		s.Stock = 400
+	}
+	if s.SKUs <= 0 {
+		s.SKUs = 16
+	}
+	if s.Timeout <= 0 {
+		s.Timeout = 2 * time.Minute
+	}
+	return s
+}
+
+// Run runs the default Suite as subtests of t. newInv is called for every
+// instance a case needs; all instances it returns within one call of Run
+// must share one store.
+func Run(t *testing.T, newInv func(t *testing.T) stockguard.Inventory) {
+	t.Helper()
+	Suite{}.Run(t, newInv)
+}
+
+// Run runs every case of s as a subtest of t, reporting each violation as
+// a test error.
+func (s Suite) Run(t *testing.T, newInv func(t *testing.T) stockguard.Inventory) {
+	t.Helper()
+	for _, c := range s.Cases() {
+		t.Run(c.Name, func(t *testing.T) {
+			subj := NewSubject(func() stockguard.Inventory { return newInv(t) })
+			for _, v := range c.Check(t.Context(), subj) {
+				t.Error(v)
+			}
+		})
+	}
+}
+
+// Check runs every case of s against newInv and returns all violations; nil
+// means the Inventory conforms.
+func (s Suite) Check(ctx context.Context, newInv func() stockguard.Inventory) []Violation {
+	var all []Violation
+	for _, c := range s.Cases() {
+		all = append(all, c.Check(ctx, NewSubject(newInv))...)
+	}
+	return all
+}
+
+// NewSubject returns a Subject over newInv with a fresh random SKU tag.
+func NewSubject(newInv func() stockguard.Inventory) Subject {
+	var b [4]byte
+	rand.Read(b[:])
+	tag := hex.EncodeToString(b[:])
+	return Subject{
+		New: newInv,
+		SKU: func(base string) string { return uniqueSKU(base, tag) },
+	}
+}
+
+// uniqueSKU appends "~tag" to base, trimming base (on a rune boundary) so the
+// result stays within MaxSKULen.
+func uniqueSKU(base, tag string) string {
+	suffix := "~" + tag
+	for len(base)+len(suffix) > stockguard.MaxSKULen {
+		_, size := utf8.DecodeLastRuneInString(base)
+		base = base[:len(base)-size]
+	}
+	return base + suffix
+}
+
+// Cases returns the conformance cases of s.
+func (s Suite) Cases() []Case {
+	s = s.withDefaults()
+	return []Case{
+		{"RoundTrip", checkRoundTrip},
+		{"Decrement", checkDecrement},
+		{"SellOut", checkSellOut},
+		{"Insufficient", checkInsufficient},
+		{"UnknownSKU", checkUnknownSKU},
+		{"InvalidInput", checkInvalidInput},
+		{"OddSKUs", checkOddSKUs},
+		{"CanceledContext", checkCanceled},
+		{"Conservation/OneSKU", func(ctx context.Context, subj Subject) []Violation {
+			return s.conservation(ctx, subj, 1, s.Stock)
+		}},
+		{"Conservation/ManySKUs", func(ctx context.Context, subj Subject) []Violation {
+			return s.conservation(ctx, subj, s.SKUs, max(1, s.Stock/int64(s.SKUs)))
+		}},
+	}
+}
+
+// recorder collects a case's violations.
+type recorder struct {
+	name string
+	vs   []Violation
+}
+
+func (r *recorder) add(format string, args ...any) {
+	r.vs = append(r.vs, Violation{Case: r.name, Detail: fmt.Sprintf(format, args...)})
+}
+
+// contract records err if it is not one of the errors the contract allows.
+func (r *recorder) contract(op string, err error) {
+	if err != nil && !stockguard.IsContract(err) {
+		r.add("%s returned a non-contract error: %v", op, err)
+	}
+}
+
+// expect records a violation unless err matches want (nil means success).
+func (r *recorder) expect(op string, err, want error) bool {
+	r.contract(op, err)
+	switch {
+	case want == nil && err != nil:
+		r.add("%s: want success, got %v", op, err)
+	case want != nil && !errors.Is(err, want):
+		r.add("%s: want %v, got %v", op, want, err)
+	default:
+		return true
+	}
+	return false
+}
+
+// level records a violation unless sku's stock reads as want.
+func (r *recorder) level(ctx context.Context, inv stockguard.Inventory, sku string, want int64) {
+	got, err := inv.Stock(ctx, sku)
+	if r.expect(fmt.Sprintf("Stock(%q)", sku), err, nil) && got != want {
+		r.add("Stock(%q) = %d, want %d", sku, got, want)
+	}
+}
+
+func (r *recorder) set(ctx context.Context, inv stockguard.Inventory, sku string, qty int64) bool {
+	return r.expect(fmt.Sprintf("SetStock(%q, %d)", sku, qty), inv.SetStock(ctx, sku, qty), nil)
+}
+
+func (r *recorder) dec(ctx context.Context, inv stockguard.Inventory, sku string, qty int64, want error) {
+	r.expect(fmt.Sprintf("Decrement(%q, %d)", sku, qty), inv.Decrement(ctx, sku, qty), want)
+}
+
+func checkRoundTrip(ctx context.Context, s Subject) []Violation {
+	r := &recorder{name: "RoundTrip"}
+	a, b := s.New(), s.New()
+	sku := s.SKU("roundtrip")
+	for _, qty := range []int64{42, 7, 0, stockguard.MaxQty} {
+		if r.set(ctx, a, sku, qty) {
+			r.level(ctx, a, sku, qty)
+			r.level(ctx, b, sku, qty)
+		}
+	}
+	// MaxQty is where a double-based implementation (Redis Lua) would round.
+	r.dec(ctx, b, sku, 1, nil)
+	r.level(ctx, a, sku, stockguard.MaxQty-1)
+	return r.vs
+}
+
+func checkDecrement(ctx context.Context, s Subject) []Violation {
+	r := &recorder{name: "Decrement"}
+	a, b := s.New(), s.New()
+	sku := s.SKU("decrement")
+	if r.set(ctx, a, sku, 10) {
+		r.dec(ctx, a, sku, 3, nil)
+		r.level(ctx, b, sku, 7)
+		r.dec(ctx, b, sku, 2, nil)
+		r.level(ctx, a, sku, 5)
+	}
+	return r.vs
+}
+
+func checkSellOut(ctx context.Context, s Subject) []Violation {
+	r := &recorder{name: "SellOut"}
+	inv := s.New()
+	sku := s.SKU("sellout")
+	if r.set(ctx, inv, sku, 5) {
+		r.dec(ctx, inv, sku, 5, nil)
+		r.level(ctx, inv, sku, 0)
+		r.dec(ctx, inv, sku, 1, stockguard.ErrInsufficientStock)
+		r.level(ctx, inv, sku, 0)
+	}
+	return r.vs
+}
+
+func checkInsufficient(ctx context.Context, s Subject) []Violation {
+	r := &recorder{name: "Insufficient"}
+	inv := s.New()
+	sku := s.SKU("insufficient")
+	if r.set(ctx, inv, sku, 5) {
+		r.dec(ctx, inv, sku, 6, stockguard.ErrInsufficientStock)
+		r.dec(ctx, inv, sku, stockguard.MaxQty, stockguard.ErrInsufficientStock)
+		r.level(ctx, inv, sku, 5)
+	}
+	return r.vs
+}
+
+func checkUnknownSKU(ctx context.Context, s Subject) []Violation {
+	r := &recorder{name: "UnknownSKU"}
+	inv := s.New()
+	sku := s.SKU("never-stocked")
+	r.dec(ctx, inv, sku, 1, stockguard.ErrUnknownSKU)
+	// A DECRBY on a missing Redis key would have created it at -1.
+	_, err := inv.Stock(ctx, sku)
+	r.expect("Stock of a never-stocked SKU after Decrement", err, stockguard.ErrUnknownSKU)
+	return r.vs
+}
+
+// Invalid inputs of DESIGN.md's validation rules.
+var (
+	badSKUs = []string{
+		"",
+		strings.Repeat("x", stockguard.MaxSKULen+1),
+		strings.Repeat("é", 33), // 66 bytes, 33 runes: bytes count, not runes
+		"\xff\xfe",
+		"half-\xe2\x82",
+		"new\nline",
+		"nul\x00byte",
+		"tab\tsku",
+		"del\x7f",
+		"c1\u0085control",
+	}
+	badQtys   = []int64{0, -1, stockguard.MaxQty + 1, -1 << 63, 1<<63 - 1}
+	badLevels = []int64{-1, stockguard.MaxQty + 1, -1 << 63, 1<<63 - 1}
+)
+
+func checkInvalidInput(ctx context.Context, s Subject) []Violation {
+	r := &recorder{name: "InvalidInput"}
+	inv := s.New()
+	sku := s.SKU("valid")
+	if !r.set(ctx, inv, sku, 10) {
+		return r.vs
+	}
+	// Validation comes before any I/O, so even a dead context must yield
+	// ErrInvalidRequest, not a context error.
+	dead, cancel := context.WithCancel(ctx)
+	cancel()
+	for _, c := range []context.Context{ctx, dead} {
+		for _, bad := range badSKUs {
+			r.dec(c, inv, bad, 1, stockguard.ErrInvalidRequest)
+			r.expect(fmt.Sprintf("SetStock(%q, 1)", bad), inv.SetStock(c, bad, 1), stockguard.ErrInvalidRequest)
+			_, err := inv.Stock(c, bad)
+			r.expect(fmt.Sprintf("Stock(%q)", bad), err, stockguard.ErrInvalidRequest)
+		}
+		for _, q := range badQtys {
+			r.dec(c, inv, sku, q, stockguard.ErrInvalidRequest)
+		}
+		for _, q := range badLevels {
+			r.expect(fmt.Sprintf("SetStock(%q, %d)", sku, q), inv.SetStock(c, sku, q), stockguard.ErrInvalidRequest)
+		}
+	}
+	r.level(ctx, inv, sku, 10)
+	return r.vs
+}
+
+// checkOddSKUs stocks SKUs that look like SQL, Redis patterns or hash tags,
+// or differ only in case, trailing space or Unicode normalisation, and checks
+// each is its own independent SKU.
+func checkOddSKUs(ctx context.Context, s Subject) []Violation {
+	r := &recorder{name: "OddSKUs"}
+	a, b := s.New(), s.New()
+	tag := s.SKU("")
+	odd := []string{
+		"'; DROP TABLE stock;--" + tag,
+		"*" + tag,
+		"*",
+		"{x}" + tag,
+		"}" + tag,
+		"a}b{c" + tag,
+		`%_\` + tag,
+		"库存-ü-🙂" + tag,
+		"sku" + tag,
+		"SKU" + tag,
+		"sku" + tag + " ",
+		"e\u0301" + tag, // e + combining acute
+		"\u00e9" + tag,  // precomposed é
+	}
+	long := s.SKU(strings.Repeat("L", stockguard.MaxSKULen))
+	long += strings.Repeat("L", stockguard.MaxSKULen-len(long))
+	odd = append(odd, long)
+	ok := true
+	for i, sku := range odd {
+		ok = r.set(ctx, a, sku, int64(100+i)) && ok
+	}
+	if !ok {
+		return r.vs
+	}
+	for i, sku := range odd {
+		r.dec(ctx, b, sku, int64(i+1), nil)
+	}
+	for i, sku := range odd {
+		r.level(ctx, a, sku, int64(100+i)-int64(i+1))
+	}
+	return r.vs
+}
+
+func checkCanceled(ctx context.Context, s Subject) []Violation {
+	r := &recorder{name: "CanceledContext"}
+	inv := s.New()
+	sku := s.SKU("canceled")
+	if !r.set(ctx, inv, sku, 10) {
+		return r.vs
+	}
+	dead, cancel := context.WithCancel(ctx)
+	cancel()
+	r.dec(dead, inv, sku, 1, context.Canceled)
+	if err := inv.SetStock(dead, sku, 99); err == nil {
+		r.add("SetStock with a canceled context succeeded")
+	} else {
+		r.contract("SetStock with a canceled context", err)
+	}
+	if _, err := inv.Stock(dead, sku); err == nil {
+		r.add("Stock with a canceled context succeeded")
+	} else {
+		r.contract("Stock with a canceled context", err)
+	}
+	other := s.SKU("canceled-new")
+	r.dec(dead, inv, other, 1, context.Canceled)
+	r.level(ctx, inv, sku, 10)
+	_, err := inv.Stock(ctx, other)
+	r.expect("Stock of a SKU only touched with a canceled context", err, stockguard.ErrUnknownSKU)
+	return r.vs
+}

@@ -1,0 +1,192 @@
+package stocktest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/memstock"
+	"github.com/stockguard/stockguard/stocktest"
+)
+
+func TestRun_memstock(t *testing.T) {
+	store := memstock.New()
+	stocktest.Run(t, func(*testing.T) stockguard.Inventory { return store })
+}
+
+func TestCheck_memstockHasNoViolations(t *testing.T) {
+	store := memstock.New()
+	if vs := (stocktest.Suite{}).Check(t.Context(), func() stockguard.Inventory { return store }); len(vs) > 0 {
+		t.Fatalf("reference inventory has violations: %v", vs)
+	}
+}
+
+// racy is the seeds' read-then-write decrement: correct alone, broken under
+// contention. Loads and stores are atomic, so the race detector stays quiet
+// and only the checker can catch the lost updates.
+type racy struct {
+	mu    sync.Mutex
+	stock map[string]*atomic.Int64
+}
+
+func (r *racy) cell(sku string) *atomic.Int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stock[sku]
+}
+
+func (r *racy) Decrement(ctx context.Context, sku string, qty int64) error {
+	if err := stockguard.Validate(sku, qty); err != nil {
+		return err
+	}
+	if err := stockguard.Canceled(ctx); err != nil {
+		return err
+	}
+	c := r.cell(sku)
+	if c == nil {
+		return stockguard.ErrUnknownSKU
+	}
+	have := c.Load()
+	if have < qty {
+		return stockguard.ErrInsufficientStock
+	}
+	runtime.Gosched() // the network round trip between GET and SET
+	c.Store(have - qty)
+	return nil
+}
+
+func (r *racy) SetStock(ctx context.Context, sku string, qty int64) error {
+	if err := stockguard.ValidateSKU(sku); err != nil {
+		return err
+	}
+	if err := stockguard.ValidateLevel(qty); err != nil {
+		return err
+	}
+	if err := stockguard.Canceled(ctx); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := new(atomic.Int64)
+	c.Store(qty)
+	r.stock[sku] = c
+	return nil
+}
+
+func (r *racy) Stock(ctx context.Context, sku string) (int64, error) {
+	if err := stockguard.ValidateSKU(sku); err != nil {
+		return 0, err
+	}
+	c := r.cell(sku)
+	if c == nil {
+		return 0, stockguard.ErrUnknownSKU
+	}
+	return c.Load(), nil
+}
+
+// broken wraps the reference inventory with one contract breach.
+type broken struct {
+	*memstock.Store
+	decrement func(s *memstock.Store, ctx context.Context, sku string, qty int64) error
+}
+
+func (b broken) Decrement(ctx context.Context, sku string, qty int64) error {
+	return b.decrement(b.Store, ctx, sku, qty)
+}
+
+func TestCheck_reportsBrokenInventories(t *testing.T) {
+	tests := []struct {
+		name     string
+		inv      func() stockguard.Inventory
+		wantCase string
+		wantText string
+	}{
+		{
+			name:     "read-then-write oversells",
+			inv:      func() stockguard.Inventory { return &racy{stock: map[string]*atomic.Int64{}} },
+			wantCase: "Conservation/OneSKU",
+			wantText: "oversold",
+		},
+		{
+			name: "unknown SKU created at -qty",
+			inv: func() stockguard.Inventory {
+				return broken{memstock.New(), func(s *memstock.Store, ctx context.Context, sku string, qty int64) error {
+					if _, err := s.Stock(ctx, sku); errors.Is(err, stockguard.ErrUnknownSKU) {
+						s.SetStock(ctx, sku, 0)
+						return err
+					}
+					return s.Decrement(ctx, sku, qty)
+				}}
+			},
+			wantCase: "UnknownSKU",
+			wantText: "Stock of a never-stocked SKU",
+		},
+		{
+			name: "no validation before I/O",
+			inv: func() stockguard.Inventory {
+				return broken{memstock.New(), func(s *memstock.Store, ctx context.Context, sku string, qty int64) error {
+					if err := ctx.Err(); err != nil {
+						return err
+					}
+					return s.Decrement(ctx, sku, qty)
+				}}
+			},
+			wantCase: "InvalidInput",
+			wantText: "want stockguard: invalid request",
+		},
+		{
+			name: "stray driver error",
+			inv: func() stockguard.Inventory {
+				return broken{memstock.New(), func(s *memstock.Store, ctx context.Context, sku string, qty int64) error {
+					if qty == 3 {
+						return fmt.Errorf("driver: bad connection")
+					}
+					return s.Decrement(ctx, sku, qty)
+				}}
+			},
+			wantCase: "Conservation/OneSKU",
+			wantText: "unexpected error",
+		},
+		{
+			name: "applies despite a canceled context",
+			inv: func() stockguard.Inventory {
+				return broken{memstock.New(), func(s *memstock.Store, _ context.Context, sku string, qty int64) error {
+					return s.Decrement(context.Background(), sku, qty)
+				}}
+			},
+			wantCase: "CanceledContext",
+			wantText: "Decrement",
+		},
+		{
+			name: "false sold-out",
+			inv: func() stockguard.Inventory {
+				return broken{memstock.New(), func(s *memstock.Store, ctx context.Context, sku string, qty int64) error {
+					if have, _ := s.Stock(ctx, sku); have <= 2 && have > 0 {
+						return stockguard.ErrInsufficientStock
+					}
+					return s.Decrement(ctx, sku, qty)
+				}}
+			},
+			wantCase: "Conservation/",
+			wantText: "not sold out",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := tt.inv()
+			vs := (stocktest.Suite{}).Check(t.Context(), func() stockguard.Inventory { return store })
+			for _, v := range vs {
+				if strings.HasPrefix(v.Case, tt.wantCase) && strings.Contains(v.Detail, tt.wantText) {
+					return
+				}
+			}
+			t.Errorf("no %s violation containing %q; got %v", tt.wantCase, tt.wantText, vs)
+		})
+	}
+}
