@@ -1,0 +1,96 @@
+package stockguard_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stockguard/stockguard"
+)
+
+var errConflict = errors.New("version conflict")
+
+func TestRetrier_Do_retriesUntilSuccess(t *testing.T) {
+	r := stockguard.NewRetrier(stockguard.RetryPolicy{MaxAttempts: 5, BaseDelay: time.Microsecond})
+	calls := 0
+	err := r.Do(t.Context(), func(context.Context) error {
+		calls++
+		if calls < 3 {
+			return stockguard.Retry(errConflict)
+		}
+		return nil
+	})
+	if err != nil || calls != 3 || r.Retries() != 2 {
+		t.Fatalf("err=%v calls=%d retries=%d, want nil 3 2", err, calls, r.Retries())
+	}
+}
+
+func TestRetrier_Do_exhaustedIsContention(t *testing.T) {
+	r := stockguard.NewRetrier(stockguard.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Microsecond})
+	calls := 0
+	err := r.Do(t.Context(), func(context.Context) error { calls++; return stockguard.Retry(errConflict) })
+	if !errors.Is(err, stockguard.ErrContention) || !errors.Is(err, errConflict) || calls != 3 {
+		t.Fatalf("err=%v calls=%d, want ErrContention wrapping the reason after 3 calls", err, calls)
+	}
+}
+
+func TestRetrier_Do_passesOtherErrorsThrough(t *testing.T) {
+	r := stockguard.NewRetrier(stockguard.RetryPolicy{})
+	calls := 0
+	err := r.Do(t.Context(), func(context.Context) error { calls++; return stockguard.ErrInsufficientStock })
+	if !errors.Is(err, stockguard.ErrInsufficientStock) || errors.Is(err, stockguard.ErrContention) || calls != 1 {
+		t.Fatalf("err=%v calls=%d", err, calls)
+	}
+}
+
+func TestRetrier_Do_stopsWhenContextEnds(t *testing.T) {
+	r := stockguard.NewRetrier(stockguard.RetryPolicy{MaxAttempts: 1000, BaseDelay: time.Hour, MaxDelay: time.Hour})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	err := r.Do(ctx, func(context.Context) error { return stockguard.Retry(nil) })
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, stockguard.ErrContention) {
+		t.Fatalf("err=%v, want ErrContention joined with DeadlineExceeded", err)
+	}
+}
+
+func TestRetryPolicy_delaysStayWithinCeiling(t *testing.T) {
+	// Adaptive with no contention history behaves as plain exponential.
+	r := stockguard.NewRetrier(stockguard.RetryPolicy{MaxAttempts: 4, BaseDelay: time.Millisecond, MaxDelay: 2 * time.Millisecond, Adaptive: true})
+	start := time.Now()
+	r.Do(t.Context(), func(context.Context) error { return stockguard.Retry(nil) })
+	// 3 backoffs, each below 2ms (plus scheduling slack).
+	if d := time.Since(start); d > 200*time.Millisecond {
+		t.Fatalf("3 backoffs capped at 2ms took %v", d)
+	}
+}
+
+func TestRetrier_Do_concurrentAdaptive(t *testing.T) {
+	r := stockguard.NewRetrier(stockguard.RetryPolicy{MaxAttempts: 50, BaseDelay: 10 * time.Microsecond, MaxDelay: time.Millisecond, Adaptive: true})
+	var mu sync.Mutex
+	owner := -1 // a one-slot resource: an attempt conflicts while another holds it
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			err := r.Do(t.Context(), func(context.Context) error {
+				mu.Lock()
+				if owner != -1 {
+					mu.Unlock()
+					return stockguard.Retry(errConflict)
+				}
+				owner = g
+				mu.Unlock()
+				time.Sleep(50 * time.Microsecond)
+				mu.Lock()
+				owner = -1
+				mu.Unlock()
+				return nil
+			})
+			if err != nil {
+				t.Errorf("goroutine %d: %v", g, err)
+			}
+		})
+	}
+	wg.Wait()
+}
