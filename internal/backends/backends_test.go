@@ -3,6 +3,8 @@ package backends
 import (
 	"context"
 	"os"
+
+	"github.com/redis/go-redis/v9"
 	"syscall"
 	"testing"
 	"time"
@@ -49,4 +51,30 @@ func TestSharedMySQL_ping(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("mysql %s via %s, ping %v", m.DSN, m.Source, time.Since(start))
+}
+
+func TestPrivateCluster_routesKeysAcrossMasters(t *testing.T) {
+	c := PrivateCluster(t, 3)
+	cl := c.Client()
+	defer cl.Close()
+	ctx := t.Context()
+	for i := range 30 {
+		if err := cl.Set(ctx, "k"+string(rune('a'+i)), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	masters := 0
+	err := cl.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		n, err := m.DBSize(ctx).Result()
+		if n > 0 {
+			masters++
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if masters != 3 {
+		t.Fatalf("keys landed on %d of 3 masters", masters)
+	}
 }

@@ -149,3 +149,18 @@ func PrivateRedis(tb testing.TB, n int, extra ...string) []*Redis {
 	}
 	return servers
 }
+
+// PrivateCluster starts a local Redis Cluster of masters nodes for tb alone
+// and stops it when tb ends.
+func PrivateCluster(tb testing.TB, masters int) *Cluster {
+	tb.Helper()
+	skipShort(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := StartLocalCluster(ctx, masters)
+	if err != nil {
+		unavailable(tb, fmt.Errorf("%w: private redis cluster: %w\n%s", ErrUnavailable, err, howTo))
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
