@@ -1,0 +1,32 @@
+package stocktest_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/memstock"
+	"github.com/stockguard/stockguard/stocktest"
+)
+
+// Check an Inventory of your own without a *testing.T: every violation of
+// the contract comes back as a value.
+func ExampleSuite_Check() {
+	store := memstock.New() // stands in for your Inventory
+	suite := stocktest.Suite{Goroutines: 16, Stock: 100}
+	violations := suite.Check(context.Background(), func() stockguard.Inventory { return store })
+	fmt.Println("violations:", len(violations))
+	// Output: violations: 0
+}
+
+// In your own tests, Run makes every case a subtest. The function is called
+// for each instance a case needs; return instances that share one store, as
+// two processes of your application would.
+func ExampleRun() {
+	var t *testing.T // your test's t
+	store := memstock.New()
+	if t != nil {
+		stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return store })
+	}
+}
