@@ -24,9 +24,10 @@ func ExampleSuite_Check() {
 // for each instance a case needs; return instances that share one store, as
 // two processes of your application would.
 func ExampleRun() {
-	var t *testing.T // your test's t
-	store := memstock.New()
-	if t != nil {
+	// func TestMyInventory(t *testing.T) {
+	testMyInventory := func(t *testing.T) {
+		store := memstock.New() // stands in for a connection to your shared store
 		stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return store })
 	}
+	_ = testMyInventory
 }
