@@ -1,6 +1,7 @@
 package redisx
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -46,3 +47,33 @@ func ParseLevel(key, s string) (int64, error) {
 // IsWrongType reports whether err is Redis's WRONGTYPE reply: the key exists
 // but does not hold a string.
 func IsWrongType(err error) bool { return redis.HasErrorPrefix(err, "WRONGTYPE") }
+
+// Processor is the part of a go-redis client that SetLevel and GetLevel
+// need; every redis.UniversalClient and *redis.Tx has it.
+type Processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// SetLevel sets stock key key to qty (already validated) with SET, sent at
+// most once: resent after a decrement was applied in between, an overwrite
+// would undo that decrement. Errors come from Classify (Write).
+func SetLevel(ctx context.Context, c Processor, key string, qty int64) error {
+	return Classify(ctx, c.Process(ctx, Once(redis.NewStatusCmd(ctx, "set", key, qty))), Write)
+}
+
+// GetLevel reads stock key key with GET. A missing key is
+// stockguard.ErrUnknownSKU, a value that is no stock level is Corrupt, other
+// errors come from Classify (Read).
+func GetLevel(ctx context.Context, c Processor, key string) (int64, error) {
+	cmd := redis.NewStringCmd(ctx, "get", key)
+	err := c.Process(ctx, cmd)
+	switch {
+	case errors.Is(err, redis.Nil):
+		return 0, fmt.Errorf("%w: key %q does not exist", stockguard.ErrUnknownSKU, key)
+	case IsWrongType(err):
+		return 0, Corrupt(key, "is not a string")
+	case err != nil:
+		return 0, Classify(ctx, err, Read)
+	}
+	return ParseLevel(key, cmd.Val())
+}
