@@ -1,0 +1,42 @@
+package watchtx
+
+import (
+	"time"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/rediskeys"
+)
+
+// DefaultRetry is the retry policy of New. It is contention-aware
+// (Adaptive): a request that lost a race backs off for longer the more
+// requests of the same Inventory are backing off, so that under a hot key
+// the retries spread out instead of colliding again in the next round.
+// Attempts are generous because a loser applied nothing and an EXEC is
+// cheap; a request gives up (ErrContention) only under sustained overload.
+var DefaultRetry = stockguard.RetryPolicy{
+	MaxAttempts: 50,
+	BaseDelay:   100 * time.Microsecond,
+	MaxDelay:    20 * time.Millisecond,
+	Adaptive:    true,
+}
+
+// Option configures New.
+type Option func(*options)
+
+type options struct {
+	keys  rediskeys.Keys
+	retry stockguard.RetryPolicy
+}
+
+// WithPrefix puts prefix in front of every key: "<prefix>stock:{sku}", the
+// same keys as redislock.NewAtomic with the same prefix. Default "".
+func WithPrefix(prefix string) Option {
+	return func(o *options) { o.keys.Prefix = prefix }
+}
+
+// WithRetry sets the policy for retrying after a conflict (EXEC aborted
+// because the key changed after WATCH). Zero fields take stockguard's
+// defaults, not DefaultRetry's. Default DefaultRetry.
+func WithRetry(p stockguard.RetryPolicy) Option {
+	return func(o *options) { o.retry = p }
+}

@@ -1,0 +1,285 @@
+package watchtx
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/rediskeys"
+	"github.com/stockguard/stockguard/internal/redisx/cutproxy"
+	"github.com/stockguard/stockguard/stocktest"
+)
+
+// testPrefix returns a key prefix unique to t, and deletes its keys when t ends.
+func testPrefix(t *testing.T, rdb redis.UniversalClient) string {
+	t.Helper()
+	prefix := "test:" + strings.ReplaceAll(t.Name(), "/", ":") + ":" + rand.Text()[:8] + ":"
+	t.Cleanup(func() {
+		ctx := context.Background()
+		keys, err := rdb.Keys(ctx, prefix+"*").Result()
+		if err == nil && len(keys) > 0 {
+			rdb.Del(ctx, keys...)
+		}
+	})
+	return prefix
+}
+
+func TestInventory_conformance(t *testing.T) {
+	rdb := backends.RedisClient(t)
+	prefix := testPrefix(t, rdb)
+	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return New(rdb, WithPrefix(prefix)) })
+}
+
+// afterGet is a go-redis hook that calls fn after every GET of key has been
+// answered — on the WATCHed connection, between the read and the EXEC.
+type afterGet struct {
+	key string
+	fn  func(ctx context.Context)
+}
+
+func (h afterGet) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h afterGet) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h afterGet) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if args := cmd.Args(); cmd.Name() == "get" && len(args) == 2 && args[1] == h.key {
+			h.fn(ctx)
+		}
+		return err
+	}
+}
+
+// conflictOnce returns a client on which the first GET of sku's stock key is
+// followed by another client taking 1 unit: a deterministic conflict.
+func conflictOnce(t *testing.T, prefix, sku string) (*redis.Client, *atomic.Int64) {
+	t.Helper()
+	other := backends.RedisClient(t)
+	rdb := backends.RedisClient(t)
+	key := rediskeys.Keys{Prefix: prefix}.Stock(sku)
+	var writes atomic.Int64
+	rdb.AddHook(afterGet{key: key, fn: func(ctx context.Context) {
+		if writes.CompareAndSwap(0, 1) {
+			if err := other.DecrBy(ctx, key, 1).Err(); err != nil {
+				t.Errorf("the conflicting write: %v", err)
+			}
+		}
+	}})
+	return rdb, &writes
+}
+
+func TestInventory_Decrement_retriesOnConflict(t *testing.T) {
+	prefix := testPrefix(t, backends.RedisClient(t))
+	rdb, writes := conflictOnce(t, prefix, "sku")
+	inv := New(rdb, WithPrefix(prefix))
+	ctx := t.Context()
+	if err := inv.SetStock(ctx, "sku", 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := inv.Decrement(ctx, "sku", 2); err != nil {
+		t.Fatalf("Decrement with one conflict: %v", err)
+	}
+	if writes.Load() != 1 {
+		t.Fatal("the conflicting write did not happen")
+	}
+	if got := inv.Retries(); got != 1 {
+		t.Errorf("Retries = %d, want 1", got)
+	}
+	if n, err := inv.Stock(ctx, "sku"); n != 7 || err != nil {
+		t.Fatalf("Stock = %d, %v; want 7 (10 - 1 by the other client - 2)", n, err)
+	}
+}
+
+func TestInventory_Decrement_oneAttemptGivesUp(t *testing.T) {
+	prefix := testPrefix(t, backends.RedisClient(t))
+	rdb, _ := conflictOnce(t, prefix, "sku")
+	inv := New(rdb, WithPrefix(prefix), WithRetry(stockguard.RetryPolicy{MaxAttempts: 1}))
+	ctx := t.Context()
+	if err := inv.SetStock(ctx, "sku", 10); err != nil {
+		t.Fatal(err)
+	}
+	err := inv.Decrement(ctx, "sku", 2)
+	if !errors.Is(err, stockguard.ErrContention) || !errors.Is(err, redis.TxFailedErr) {
+		t.Fatalf("Decrement with one attempt and a conflict: %v, want ErrContention", err)
+	}
+	if got := inv.Retries(); got != 0 {
+		t.Errorf("Retries = %d, want 0", got)
+	}
+	if n, err := inv.Stock(ctx, "sku"); n != 9 || err != nil {
+		t.Fatalf("Stock = %d, %v; want 9 (only the other client's unit gone)", n, err)
+	}
+}
+
+// TestInventory_Decrement_checksValueReadUnderWatch lets the conflicting
+// write take the stock below the request: the retry must read the new
+// level and refuse, not apply a decision made on the old one.
+func TestInventory_Decrement_checksValueReadUnderWatch(t *testing.T) {
+	prefix := testPrefix(t, backends.RedisClient(t))
+	rdb, _ := conflictOnce(t, prefix, "sku")
+	inv := New(rdb, WithPrefix(prefix))
+	ctx := t.Context()
+	if err := inv.SetStock(ctx, "sku", 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := inv.Decrement(ctx, "sku", 3); !errors.Is(err, stockguard.ErrInsufficientStock) {
+		t.Fatalf("Decrement of 3 when the other client took 1 of 3: %v, want ErrInsufficientStock", err)
+	}
+	if n, err := inv.Stock(ctx, "sku"); n != 2 || err != nil {
+		t.Fatalf("Stock = %d, %v; want 2", n, err)
+	}
+}
+
+func TestInventory_Decrement_unknownSKUCreatesNothing(t *testing.T) {
+	rdb := backends.RedisClient(t)
+	prefix := testPrefix(t, rdb)
+	inv := New(rdb, WithPrefix(prefix))
+	ctx := t.Context()
+	if err := inv.Decrement(ctx, "ghost", 3); !errors.Is(err, stockguard.ErrUnknownSKU) {
+		t.Fatalf("Decrement of an unknown sku: %v, want ErrUnknownSKU", err)
+	}
+	if n := rdb.Exists(ctx, rediskeys.Keys{Prefix: prefix}.Stock("ghost")).Val(); n != 0 {
+		t.Fatalf("EXISTS after Decrement of an unknown sku = %d, want 0", n)
+	}
+}
+
+func TestInventory_Decrement_corruptValue(t *testing.T) {
+	rdb := backends.RedisClient(t)
+	prefix := testPrefix(t, rdb)
+	inv := New(rdb, WithPrefix(prefix))
+	for _, c := range []struct {
+		name, value string
+		hash        bool
+	}{
+		{name: "text", value: "abc"},
+		{name: "float", value: "1.5"},
+		{name: "negative", value: "-3"},
+		{name: "leading zero", value: "007"},
+		{name: "above MaxQty", value: "9007199254740992"},
+		{name: "hash", hash: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := t.Context()
+			key := rediskeys.Keys{Prefix: prefix}.Stock(c.name)
+			var err error
+			if c.hash {
+				err = rdb.HSet(ctx, key, "qty", 5).Err()
+			} else {
+				err = rdb.Set(ctx, key, c.value, 0).Err()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := rdb.Dump(ctx, key).Val()
+			err = inv.Decrement(ctx, c.name, 1)
+			if !errors.Is(err, ErrCorruptStock) || !errors.Is(err, stockguard.ErrUnknownSKU) {
+				t.Errorf("Decrement: %v, want ErrCorruptStock and ErrUnknownSKU", err)
+			}
+			if _, err := inv.Stock(ctx, c.name); !errors.Is(err, ErrCorruptStock) {
+				t.Errorf("Stock: %v, want ErrCorruptStock", err)
+			}
+			if after := rdb.Dump(ctx, key).Val(); after != before {
+				t.Errorf("the corrupt value changed")
+			}
+		})
+	}
+}
+
+// TestInventory_Decrement_replyLost loses the reply to EXEC after Redis ran
+// it: ErrOutcomeUnknown, and the transaction applied at most once.
+func TestInventory_Decrement_replyLost(t *testing.T) {
+	srv := backends.SharedRedis(t)
+	proxy := cutproxy.Start(t, srv.Addr)
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, MaxRetries: 3})
+	t.Cleanup(func() { rdb.Close() })
+	prefix := testPrefix(t, backends.RedisClient(t))
+	key := rediskeys.Keys{Prefix: prefix}.Stock("sku")
+	rdb.AddHook(afterGet{key: key, fn: func(context.Context) { proxy.CutNextReply() }})
+	inv := New(rdb, WithPrefix(prefix))
+	ctx := t.Context()
+	if err := inv.SetStock(ctx, "sku", 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := inv.Decrement(ctx, "sku", 3); !errors.Is(err, stockguard.ErrOutcomeUnknown) {
+		t.Fatalf("Decrement with the EXEC reply lost: %v, want ErrOutcomeUnknown", err)
+	}
+	n, err := New(backends.RedisClient(t), WithPrefix(prefix)).Stock(ctx, "sku")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 7 {
+		t.Fatalf("Stock = %d; want 7 (the cut proxy waits for the EXEC reply, so it was applied, once)", n)
+	}
+}
+
+// TestInventory_Decrement_serverPaused stops the server (SIGSTOP) between
+// the GET and the EXEC: EXEC lands in the server's socket buffer, the reply
+// never comes, the client times out: ErrOutcomeUnknown.
+func TestInventory_Decrement_serverPaused(t *testing.T) {
+	srv := backends.PrivateRedis(t, 1)[0]
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { rdb.Close() })
+	key := rediskeys.Keys{}.Stock("sku")
+	var paused atomic.Bool
+	rdb.AddHook(afterGet{key: key, fn: func(context.Context) {
+		if err := srv.Proc.Pause(); err != nil {
+			t.Error(err)
+		}
+		paused.Store(true)
+	}})
+	t.Cleanup(func() {
+		if paused.Load() {
+			srv.Proc.Resume()
+		}
+	})
+	inv := New(rdb)
+	ctx := t.Context()
+	if err := inv.SetStock(ctx, "sku", 10); err != nil {
+		t.Fatal(err)
+	}
+	err := inv.Decrement(ctx, "sku", 3)
+	if err := srv.Proc.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(err, stockguard.ErrOutcomeUnknown) {
+		t.Fatalf("Decrement with the server paused before EXEC: %v, want ErrOutcomeUnknown", err)
+	}
+	plain := srv.Client()
+	t.Cleanup(func() { plain.Close() })
+	n, err := New(plain).Stock(ctx, "sku")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 10 && n != 7 {
+		t.Fatalf("Stock after resume = %d; want 10 (not applied) or 7 (applied once)", n)
+	}
+	t.Logf("stock after resume: %d (the buffered EXEC %s)", n, map[bool]string{true: "ran", false: "was dropped"}[n == 7])
+}
+
+func TestInventory_validatesBeforeIO(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	rdb.Close()
+	inv := New(rdb)
+	ctx := t.Context()
+	for name, err := range map[string]error{
+		"Decrement empty sku": inv.Decrement(ctx, "", 1),
+		"Decrement qty -1":    inv.Decrement(ctx, "x", -1),
+		"SetStock too much":   inv.SetStock(ctx, "x", stockguard.MaxQty+1),
+	} {
+		if !errors.Is(err, stockguard.ErrInvalidRequest) {
+			t.Errorf("%s: %v, want ErrInvalidRequest", name, err)
+		}
+	}
+	if err := inv.Decrement(ctx, "x", 1); !errors.Is(err, stockguard.ErrContention) {
+		t.Errorf("Decrement on a closed client: %v, want ErrContention", err)
+	}
+}
