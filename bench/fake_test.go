@@ -1,0 +1,161 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/memstock"
+)
+
+// memTarget is the correct in-memory reference: every instance shares one
+// memstock.Store.
+func memTarget() Target {
+	return Target{
+		Name: "mem", About: "memstock reference",
+		Open: func(context.Context, Backends, string) (*Store, error) {
+			s := memstock.New()
+			return &Store{New: func() (stockguard.Inventory, error) { return s, nil }}, nil
+		},
+	}
+}
+
+// fault is a way for fakeInv to be wrong.
+type fault int
+
+const (
+	faultNone         fault = iota
+	faultRacy               // read, yield, write the computed level: lost updates
+	faultLie                // every 7th success is reported as ErrContention
+	faultUnknown            // every 7th success is reported as ErrOutcomeUnknown (honest)
+	faultStockLies          // Stock reports one unit more than there is
+	faultFalseRefusal       // every 7th request is refused as insufficient, stock untouched
+	faultNoCheck            // decrements below zero
+	faultOther              // every 7th request fails with a non-contract error, nothing applied
+	faultSlowRetries        // counts one retry per request
+)
+
+// fakeStore is an in-memory store whose levels are atomics, so that Raw
+// can read them independently of the Inventory's methods.
+type fakeStore struct {
+	mu     sync.Mutex
+	levels map[string]*atomic.Int64
+}
+
+func (s *fakeStore) level(sku string) *atomic.Int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.levels[sku]
+}
+
+type fakeInv struct {
+	s       *fakeStore
+	f       fault
+	n       atomic.Int64
+	retries atomic.Int64
+}
+
+func (i *fakeInv) Retries() int64 { return i.retries.Load() }
+
+func (i *fakeInv) SetStock(ctx context.Context, sku string, qty int64) error {
+	i.s.mu.Lock()
+	defer i.s.mu.Unlock()
+	v := new(atomic.Int64)
+	v.Store(qty)
+	i.s.levels[sku] = v
+	return nil
+}
+
+func (i *fakeInv) Stock(ctx context.Context, sku string) (int64, error) {
+	l := i.s.level(sku)
+	if l == nil {
+		return 0, stockguard.ErrUnknownSKU
+	}
+	if i.f == faultStockLies {
+		return l.Load() + 1, nil
+	}
+	return l.Load(), nil
+}
+
+var errWeird = errors.New("something odd")
+
+func (i *fakeInv) Decrement(ctx context.Context, sku string, qty int64) error {
+	l := i.s.level(sku)
+	if l == nil {
+		return stockguard.ErrUnknownSKU
+	}
+	seventh := i.n.Add(1)%7 == 0
+	switch {
+	case i.f == faultFalseRefusal && seventh:
+		return stockguard.ErrInsufficientStock
+	case i.f == faultOther && seventh:
+		return errWeird
+	case i.f == faultSlowRetries:
+		i.retries.Add(1)
+	case i.f == faultNoCheck:
+		l.Add(-qty)
+		return nil
+	case i.f == faultRacy:
+		have := l.Load()
+		if have < qty {
+			return stockguard.ErrInsufficientStock
+		}
+		runtime.Gosched()
+		l.Store(have - qty)
+		return nil
+	}
+	for {
+		have := l.Load()
+		if have < qty {
+			return fmt.Errorf("%w: %d < %d", stockguard.ErrInsufficientStock, have, qty)
+		}
+		if l.CompareAndSwap(have, have-qty) {
+			break
+		}
+	}
+	switch {
+	case i.f == faultLie && seventh:
+		return stockguard.ErrContention
+	case i.f == faultUnknown && seventh:
+		return stockguard.ErrOutcomeUnknown
+	}
+	return nil
+}
+
+// fakeTarget is a target of fakeInv instances with fault f; their store has
+// an independent reader.
+func fakeTarget(name string, f fault) Target {
+	return Target{
+		Name: name,
+		Open: func(context.Context, Backends, string) (*Store, error) {
+			s := &fakeStore{levels: map[string]*atomic.Int64{}}
+			return &Store{
+				New: func() (stockguard.Inventory, error) { return &fakeInv{s: s, f: f}, nil },
+				Raw: func(_ context.Context, sku string) (int64, error) {
+					l := s.level(sku)
+					if l == nil {
+						return 0, stockguard.ErrUnknownSKU
+					}
+					return l.Load(), nil
+				},
+			}, nil
+		},
+	}
+}
+
+// noop does nothing at all, to measure the harness itself. Its audit fails
+// by construction: nothing it acknowledges ever leaves the stock.
+type noop struct{}
+
+func (noop) Decrement(context.Context, string, int64) error { return nil }
+func (noop) SetStock(context.Context, string, int64) error  { return nil }
+func (noop) Stock(context.Context, string) (int64, error)   { return DefaultSteadyStock, nil }
+func noopTarget() Target {
+	return Target{Name: "noop", Open: func(context.Context, Backends, string) (*Store, error) {
+		return &Store{New: func() (stockguard.Inventory, error) { return noop{}, nil }}, nil
+	}}
+}

@@ -1,0 +1,51 @@
+package bench
+
+import "time"
+
+// Latency summarises the measured requests' latencies, successful or not.
+type Latency struct {
+	P50, P90, P99, P999, Max, Mean time.Duration
+}
+
+// Result is what one Run measured and found.
+type Result struct {
+	Target         string
+	Counterexample bool
+	Workload       Workload
+	// Elapsed is the measured window: from the end of warm-up to the end of
+	// the last request begun before the stop.
+	Elapsed time.Duration
+	// Attempts counts measured requests; Successes those that took stock,
+	// Units the units they took.
+	Attempts, Successes, Units int64
+	// Throughput is successful decrements per second: over Elapsed, or over
+	// SellOut when a flash sale sold out.
+	Throughput float64
+	// AttemptRate is requests per second over Elapsed.
+	AttemptRate float64
+	Latency     Latency
+	// Retries is the strategy's own retry count during the measured window
+	// (from stockguard.RetryCounter, 0 when it has none).
+	Retries      int64
+	RetriesPerOp float64
+	// Errors counts measured requests by error kind (Kind.String), only
+	// kinds that occurred.
+	Errors map[string]int64
+	// OtherErrors holds a few messages of errors outside the contract.
+	OtherErrors []string
+	// SoldOut reports that every SKU of a flash sale refused a request of
+	// the smallest quantity; SellOut is the time from the start of
+	// measurement to the last successful decrement.
+	SoldOut bool
+	SellOut time.Duration
+	Audit   Audit
+	// Interrupted reports that the run's context ended before the run did.
+	Interrupted bool
+}
+
+// Sound reports whether the audit found nothing wrong. Errors outside the
+// contract (Errors["other"]) are reported but do not make a run unsound
+// unless they hid oversold or lost stock, which the audit then shows.
+func (r *Result) Sound() bool {
+	return r.Audit.Sound()
+}

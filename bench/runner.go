@@ -1,0 +1,537 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/stockguard/stockguard"
+)
+
+// Option configures Run.
+type Option func(*runOptions)
+
+type runOptions struct {
+	progress func(done float64)
+}
+
+// WithProgress makes Run call f with the fraction of the run done so far
+// (0…1), about ten times a second while measuring, from its own goroutine.
+// Default: no progress reports.
+func WithProgress(f func(done float64)) Option {
+	return func(o *runOptions) { o.progress = f }
+}
+
+// Run phases, read by every worker before each request.
+const (
+	phaseWarm int32 = iota
+	phaseMeasure
+	phaseStop
+)
+
+// Latencies are tracked from 1 ns to a minute at 3 significant digits;
+// slower requests are recorded as a minute (and reported exactly as Max).
+const maxTracked = int64(time.Minute)
+
+// perWorkerCells bounds workers × SKUs for per-worker acknowledgement
+// tallies; above it the tallies are shared atomics (many SKUs spread the
+// writes, so they rarely collide).
+const perWorkerCells = 1 << 22
+
+// Run stocks a fresh store of target t, runs workload w against it from
+// w.Workers goroutines over w.Instances instances, then audits the store.
+// The store is removed afterwards.
+//
+// It returns an error wrapping ErrInvalidWorkload or ErrMissingBackend
+// before doing anything, or the error of setting up or auditing the store.
+// When ctx ends during the run, the run stops early, is audited anyway and
+// the Result comes back with Interrupted set, together with ctx's error.
+func Run(ctx context.Context, t Target, b Backends, w Workload, opts ...Option) (*Result, error) {
+	if err := w.Validate(); err != nil {
+		return nil, err
+	}
+	if err := t.check(b); err != nil {
+		return nil, err
+	}
+	var o runOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	store, err := t.Open(ctx, b, newNamespace())
+	if err != nil {
+		return nil, fmt.Errorf("bench: %s: open: %w", t.Name, err)
+	}
+	if store.Close != nil {
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			store.Close(cctx)
+		}()
+	}
+	insts := make([]stockguard.Inventory, min(w.Instances, w.Workers))
+	for i := range insts {
+		if insts[i], err = store.New(); err != nil {
+			return nil, fmt.Errorf("bench: %s: instance %d: %w", t.Name, i, err)
+		}
+		if c, ok := insts[i].(io.Closer); ok {
+			defer c.Close()
+		}
+	}
+	r := newRun(w)
+	if err := r.stock(ctx, insts[0]); err != nil {
+		return nil, fmt.Errorf("bench: %s: stocking: %w", t.Name, err)
+	}
+	res := r.execute(ctx, insts, o)
+	res.Target, res.Counterexample = t.Name, t.Counterexample
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	defer cancel()
+	if res.Audit, err = r.audit(actx, insts[0], store.Raw); err != nil {
+		return res, fmt.Errorf("bench: %s: audit: %w", t.Name, err)
+	}
+	if res.Interrupted {
+		return res, fmt.Errorf("bench: %s: interrupted: %w", t.Name, stockguard.Canceled(ctx))
+	}
+	return res, nil
+}
+
+// run is the shared state of one Run. Workers write only to their own
+// worker value and, rarely, to the atomics here.
+type run struct {
+	w       Workload
+	skus    []string // sale SKUs, then (flash) the warm-up SKUs
+	sale    int      // number of sale SKUs
+	initial []int64  // stock each SKU starts with
+	phase   atomic.Int32
+
+	acked      []atomic.Int64 // units acknowledged per SKU, when not tallied per worker
+	unknown    []atomic.Int64 // units of requests that ended ErrOutcomeUnknown, per SKU
+	minRefused []atomic.Int64 // smallest qty refused as insufficient per SKU, 0 if none
+	soldOut    []atomic.Bool  // sale SKUs refused a request of QtyMin: nothing more can sell
+	soldCount  atomic.Int64
+	allSold    chan struct{}
+	workers    []*worker
+}
+
+func newRun(w Workload) *run {
+	r := &run{w: w, sale: w.SKUs, allSold: make(chan struct{})}
+	n := w.SKUs
+	if w.Shape == Flash && w.Warmup > 0 {
+		n *= 2
+	}
+	r.skus = make([]string, n)
+	r.initial = make([]int64, n)
+	for i := range r.skus {
+		if i < r.sale {
+			r.skus[i] = "sku-" + strconv.Itoa(i)
+			r.initial[i] = w.InitialStock()
+		} else {
+			r.skus[i] = "warm-" + strconv.Itoa(i-r.sale)
+			r.initial[i] = DefaultSteadyStock
+		}
+	}
+	if w.Workers*n > perWorkerCells {
+		r.acked = make([]atomic.Int64, n)
+	}
+	r.unknown = make([]atomic.Int64, n)
+	r.minRefused = make([]atomic.Int64, n)
+	r.soldOut = make([]atomic.Bool, r.sale)
+	return r
+}
+
+// stock sets every SKU's initial stock.
+func (r *run) stock(ctx context.Context, inv stockguard.Inventory) error {
+	return parallel(len(r.skus), func(i int) error {
+		return inv.SetStock(ctx, r.skus[i], r.initial[i])
+	})
+}
+
+// execute runs the workers through warm-up and measurement and collects
+// their figures.
+func (r *run) execute(ctx context.Context, insts []stockguard.Inventory, o runOptions) *Result {
+	w := r.w
+	r.workers = make([]*worker, w.Workers)
+	quota, extra := int64(-1), int64(0)
+	if w.Ops > 0 {
+		quota, extra = w.Ops/int64(w.Workers), w.Ops%int64(w.Workers)
+	}
+	for i := range r.workers {
+		q := quota
+		if int64(i) < extra {
+			q++
+		}
+		r.workers[i] = newWorker(r, i, insts[i%len(insts)], q)
+	}
+
+	if w.Warmup > 0 {
+		r.phase.Store(phaseWarm)
+	} else {
+		r.phase.Store(phaseMeasure)
+	}
+	stopWatch := context.AfterFunc(ctx, func() { r.phase.Store(phaseStop) })
+	defer stopWatch()
+
+	var wg sync.WaitGroup
+	finished := make(chan struct{})
+	for _, wk := range r.workers {
+		if wk.quota == 0 {
+			continue // more workers than ops
+		}
+		wg.Go(func() { wk.loop(ctx) })
+	}
+	go func() { wg.Wait(); close(finished) }()
+
+	begin := time.Now()
+	planned := w.Warmup + w.Duration
+	var progressDone, progressStopped chan struct{}
+	if o.progress != nil && w.Duration > 0 {
+		progressDone, progressStopped = make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(progressStopped)
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-progressDone:
+					o.progress(1)
+					return
+				case <-tick.C:
+					o.progress(min(float64(time.Since(begin))/float64(planned), 1))
+				}
+			}
+		}()
+	}
+
+	if w.Warmup > 0 {
+		timer := time.NewTimer(w.Warmup)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+		case <-finished:
+		}
+		timer.Stop()
+	}
+	retries0 := sumRetries(insts)
+	r.phase.CompareAndSwap(phaseWarm, phaseMeasure)
+	start := time.Now()
+	if r.phase.Load() == phaseMeasure {
+		r.measure(ctx, start, finished)
+	}
+	r.phase.Store(phaseStop)
+	<-finished
+	res := r.collect(start)
+	res.Retries = sumRetries(insts) - retries0
+	if res.Attempts > 0 {
+		res.RetriesPerOp = float64(res.Retries) / float64(res.Attempts)
+	}
+	if progressDone != nil {
+		close(progressDone)
+		<-progressStopped
+	}
+	res.Interrupted = ctx.Err() != nil
+	res.Workload = w
+	return res
+}
+
+// measure waits for the end of the measured window: the duration, the op
+// count, a flash sale's sell-out (plus a short tail), or ctx.
+func (r *run) measure(ctx context.Context, start time.Time, finished <-chan struct{}) {
+	w := r.w
+	var deadline <-chan time.Time
+	if w.Duration > 0 {
+		t := time.NewTimer(w.Duration)
+		defer t.Stop()
+		deadline = t.C
+	}
+	var sold <-chan struct{}
+	if w.Shape == Flash {
+		sold = r.allSold
+	}
+	select {
+	case <-deadline:
+	case <-finished:
+	case <-ctx.Done():
+	case <-sold:
+		// Keep going briefly to measure refusals after the sell-out.
+		tail := max(time.Since(start)/10, 50*time.Millisecond)
+		if w.Duration > 0 {
+			tail = min(tail, max(w.Duration-time.Since(start), 0))
+		}
+		t := time.NewTimer(tail)
+		select {
+		case <-t.C:
+		case <-finished:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+}
+
+// collect merges the workers' figures.
+func (r *run) collect(start time.Time) *Result {
+	res := &Result{Errors: map[string]int64{}}
+	hist := newHistogram()
+	var last, lastSale time.Time
+	var maxLat int64
+	for _, wk := range r.workers {
+		hist.Merge(wk.hist)
+		maxLat = max(maxLat, wk.max)
+		res.Attempts += wk.attempts
+		res.Units += wk.units
+		res.Successes += wk.counts[1][KindOK]
+		for k := KindOutcomeUnknown; k < numKinds; k++ {
+			if n := wk.counts[1][k]; n > 0 {
+				res.Errors[k.String()] += n
+			}
+		}
+		res.OtherErrors = appendSamples(res.OtherErrors, wk.others...)
+		if wk.lastEnd.After(last) {
+			last = wk.lastEnd
+		}
+		if wk.lastSuccess.After(lastSale) {
+			lastSale = wk.lastSuccess
+		}
+	}
+	if last.After(start) {
+		res.Elapsed = last.Sub(start)
+	}
+	if res.Attempts > 0 {
+		res.Latency = Latency{
+			P50:  time.Duration(hist.ValueAtQuantile(50)),
+			P90:  time.Duration(hist.ValueAtQuantile(90)),
+			P99:  time.Duration(hist.ValueAtQuantile(99)),
+			P999: time.Duration(hist.ValueAtQuantile(99.9)),
+			Max:  time.Duration(maxLat),
+			Mean: time.Duration(hist.Mean()),
+		}
+	}
+	select {
+	case <-r.allSold:
+		res.SoldOut = true
+		if lastSale.After(start) {
+			res.SellOut = lastSale.Sub(start)
+		}
+	default:
+	}
+	window := res.Elapsed
+	if res.SoldOut && res.SellOut > 0 {
+		window = res.SellOut
+	}
+	if window > 0 {
+		res.Throughput = float64(res.Successes) / window.Seconds()
+	}
+	if res.Elapsed > 0 {
+		res.AttemptRate = float64(res.Attempts) / res.Elapsed.Seconds()
+	}
+	return res
+}
+
+func newHistogram() *hdrhistogram.Histogram { return hdrhistogram.New(1, maxTracked, 3) }
+
+// sumRetries adds up the retry counters of the instances that have one.
+func sumRetries(insts []stockguard.Inventory) int64 {
+	var n int64
+	for _, inv := range insts {
+		if rc, ok := inv.(stockguard.RetryCounter); ok {
+			n += rc.Retries()
+		}
+	}
+	return n
+}
+
+// worker is one buyer. Its fields are written only by its own goroutine
+// until the run ends.
+type worker struct {
+	r     *run
+	inv   stockguard.Inventory
+	rng   *rand.Rand
+	zipf  *rand.Zipf
+	warm  int   // index offset of the warm-up SKUs (flash), else 0
+	qmin  int64 // request quantity: qmin + [0, qspan)
+	qspan int64
+	quota int64 // measured attempts left, -1 for no limit
+
+	acked []int64 // units acknowledged per SKU, nil when the run tallies them shared
+	hist  *hdrhistogram.Histogram
+	max   int64
+	// counts[m][k]: outcomes of kind k, m = 1 for measured requests.
+	counts      [2][numKinds]int64
+	attempts    int64
+	units       int64
+	lastEnd     time.Time
+	lastSuccess time.Time
+	others      []string
+
+	_ [64]byte // keep neighbouring workers' hot fields off this cache line
+}
+
+func newWorker(r *run, id int, inv stockguard.Inventory, quota int64) *worker {
+	w := r.w
+	wk := &worker{
+		r: r, inv: inv, quota: quota,
+		rng:  rand.New(rand.NewPCG(w.Seed, uint64(id))),
+		qmin: w.QtyMin, qspan: w.QtyMax - w.QtyMin + 1,
+		hist: newHistogram(),
+	}
+	if w.Skew.Zipf > 1 && w.SKUs > 1 {
+		wk.zipf = rand.NewZipf(wk.rng, w.Skew.Zipf, 1, uint64(w.SKUs-1))
+	}
+	if len(r.skus) > r.sale {
+		wk.warm = r.sale
+	}
+	if r.acked == nil {
+		wk.acked = make([]int64, len(r.skus))
+	}
+	return wk
+}
+
+// pick returns the index of the sale SKU of the next request.
+func (wk *worker) pick() int {
+	switch {
+	case wk.zipf != nil:
+		return int(wk.zipf.Uint64())
+	case wk.r.sale == 1:
+		return 0
+	}
+	return wk.rng.IntN(wk.r.sale)
+}
+
+func (wk *worker) qty() int64 {
+	if wk.qspan == 1 {
+		return wk.qmin
+	}
+	return wk.qmin + wk.rng.Int64N(wk.qspan)
+}
+
+// loop is the hot path: no locks, no allocations, one clock read per
+// request — a request's latency runs from the end of the previous one,
+// which adds only the few nanoseconds of picking a SKU and a quantity.
+func (wk *worker) loop(ctx context.Context) {
+	r := wk.r
+	prev := time.Now()
+	for {
+		ph := r.phase.Load()
+		if ph == phaseStop {
+			return
+		}
+		m := 0
+		i := wk.pick()
+		if ph == phaseMeasure {
+			m = 1
+		} else {
+			i += wk.warm
+		}
+		q := wk.qty()
+		err := wk.inv.Decrement(ctx, r.skus[i], q)
+		now := time.Now()
+		lat := int64(now.Sub(prev))
+		prev = now
+
+		k := Classify(err)
+		wk.counts[m][k]++
+		switch k {
+		case KindOK:
+			if wk.acked != nil {
+				wk.acked[i] += q
+			} else {
+				r.acked[i].Add(q)
+			}
+		case KindOutcomeUnknown:
+			r.unknown[i].Add(q)
+		case KindInsufficient:
+			r.refused(i, q)
+		case KindOther:
+			wk.others = appendSamples(wk.others, err.Error())
+		}
+		if m == 0 {
+			continue
+		}
+		wk.hist.RecordValue(min(lat, maxTracked))
+		wk.max = max(wk.max, lat)
+		wk.attempts++
+		wk.lastEnd = now
+		if k == KindOK {
+			wk.units += q
+			wk.lastSuccess = now
+		}
+		if wk.quota > 0 {
+			if wk.quota--; wk.quota == 0 {
+				return
+			}
+		}
+	}
+}
+
+// refused records that a request of q units of SKU i was refused as
+// insufficient.
+func (r *run) refused(i int, q int64) {
+	for {
+		cur := r.minRefused[i].Load()
+		if (cur != 0 && cur <= q) || r.minRefused[i].CompareAndSwap(cur, q) {
+			break
+		}
+	}
+	if i < r.sale && q == r.w.QtyMin && !r.soldOut[i].Load() && !r.soldOut[i].Swap(true) {
+		if r.soldCount.Add(1) == int64(r.sale) {
+			close(r.allSold)
+		}
+	}
+}
+
+// maxSamples bounds the distinct error messages kept per run.
+const maxSamples = 5
+
+// appendSamples adds the messages not yet in samples, up to maxSamples.
+func appendSamples(samples []string, msgs ...string) []string {
+next:
+	for _, m := range msgs {
+		if len(samples) >= maxSamples {
+			break
+		}
+		for _, s := range samples {
+			if s == m {
+				continue next
+			}
+		}
+		samples = append(samples, m)
+	}
+	return samples
+}
+
+// parallel calls f(0…n-1) from up to 16 goroutines and returns the first
+// error.
+func parallel(n int, f func(i int) error) error {
+	var (
+		next atomic.Int64
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for range min(n, 16) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := f(i); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return errs[0]
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/rediskeys"
+	"github.com/stockguard/stockguard/mysqllock"
+)
+
+// MySQLTarget returns a target whose store is a fresh stock table of
+// mysqllock's schema, named after the run's namespace, dropped afterwards;
+// the audit reads it back with its own SELECT. newInv builds one instance on
+// the table.
+func MySQLTarget(name, about string, newInv func(db *sqlx.DB, table string) (stockguard.Inventory, error)) Target {
+	return Target{
+		Name: name, About: about, Needs: NeedMySQL,
+		Open: func(ctx context.Context, b Backends, ns string) (*Store, error) {
+			table := "stockbench_" + ns
+			if err := mysqllock.CreateSchema(ctx, b.DB, mysqllock.WithTable(table)); err != nil {
+				return nil, err
+			}
+			return &Store{
+				New: func() (stockguard.Inventory, error) { return newInv(b.DB, table) },
+				Raw: func(ctx context.Context, sku string) (int64, error) {
+					return rawRow(ctx, b.DB, "SELECT qty FROM `"+table+"` WHERE sku = ?", sku)
+				},
+				Close: func(ctx context.Context) error {
+					_, err := b.DB.ExecContext(ctx, "DROP TABLE IF EXISTS `"+table+"`")
+					return err
+				},
+			}, nil
+		},
+	}
+}
+
+// rawRow reads one integer with query(sku); a missing row is ErrUnknownSKU.
+func rawRow(ctx context.Context, db *sqlx.DB, query, sku string) (int64, error) {
+	var v sql.NullInt64
+	err := db.QueryRowxContext(ctx, query, sku).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !v.Valid) {
+		return 0, fmt.Errorf("%w: no row for %q", stockguard.ErrUnknownSKU, sku)
+	}
+	return v.Int64, err
+}
+
+// RedisTarget returns a target whose store is the keys under a prefix
+// derived from the run's namespace ("<ns>:"), deleted afterwards; the audit
+// GETs the stock key (rediskeys' "<prefix>stock:{sku}") itself. newInv
+// builds one instance using that prefix.
+func RedisTarget(name, about string, newInv func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error)) Target {
+	return Target{
+		Name: name, About: about, Needs: NeedRedis,
+		Open: func(ctx context.Context, b Backends, ns string) (*Store, error) {
+			prefix := ns + ":"
+			keys := rediskeys.Keys{Prefix: prefix}
+			return &Store{
+				New: func() (stockguard.Inventory, error) { return newInv(b.Redis, prefix) },
+				Raw: func(ctx context.Context, sku string) (int64, error) {
+					return rawGet(ctx, b.Redis, keys.Stock(sku))
+				},
+				Close: func(ctx context.Context) error { return deletePrefix(ctx, b.Redis, prefix) },
+			}, nil
+		},
+	}
+}
+
+// rawGet reads an integer key; a missing key is ErrUnknownSKU.
+func rawGet(ctx context.Context, rdb redis.UniversalClient, key string) (int64, error) {
+	s, err := rdb.Get(ctx, key).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, fmt.Errorf("%w: no key %q", stockguard.ErrUnknownSKU, key)
+	}
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("key %q holds %q, not an integer", key, s)
+	}
+	return v, nil
+}
+
+// deletePrefix removes every key starting with prefix (which holds no
+// pattern characters), on every master of a cluster.
+func deletePrefix(ctx context.Context, rdb redis.UniversalClient, prefix string) error {
+	del := func(ctx context.Context, c redis.UniversalClient) error {
+		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		pipe := c.Pipeline() // single-key UNLINKs: a cluster node refuses multi-key commands across slots
+		for iter.Next(ctx) {
+			pipe.Unlink(ctx, iter.Val())
+			if pipe.Len() >= 1000 {
+				if _, err := pipe.Exec(ctx); err != nil {
+					return err
+				}
+			}
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+		_, err := pipe.Exec(ctx)
+		return err
+	}
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return del(ctx, c) })
+	}
+	return del(ctx, rdb)
+}

@@ -1,0 +1,2 @@
+// Package counterexample holds the seed articles' broken stock-decrement patterns, each a real Inventory, kept only to prove that the harness's audit catches them: never use them.
+package counterexample

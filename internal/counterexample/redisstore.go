@@ -1,0 +1,120 @@
+package counterexample
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/rediskeys"
+	"github.com/stockguard/stockguard/internal/redisx"
+)
+
+// redisStock keeps stock levels as plain strings under rediskeys names, as
+// the seeds do, and reads and writes them with separate commands.
+type redisStock struct {
+	rdb  redis.UniversalClient
+	keys rediskeys.Keys
+}
+
+// SetStock creates or overwrites sku's stock level.
+func (s redisStock) SetStock(ctx context.Context, sku string, qty int64) error {
+	if err := stockguard.ValidateSKU(sku); err != nil {
+		return err
+	}
+	if err := stockguard.ValidateLevel(qty); err != nil {
+		return err
+	}
+	if err := stockguard.Canceled(ctx); err != nil {
+		return err
+	}
+	return redisx.Classify(ctx, s.rdb.Process(ctx, redisx.Once(redis.NewStatusCmd(ctx, "set", s.keys.Stock(sku), qty))), redisx.Write)
+}
+
+// Stock returns sku's stock level, or ErrUnknownSKU.
+func (s redisStock) Stock(ctx context.Context, sku string) (int64, error) {
+	if err := stockguard.ValidateSKU(sku); err != nil {
+		return 0, err
+	}
+	if err := stockguard.Canceled(ctx); err != nil {
+		return 0, err
+	}
+	return s.read(ctx, sku)
+}
+
+// read GETs sku's stock level.
+func (s redisStock) read(ctx context.Context, sku string) (int64, error) {
+	key := s.keys.Stock(sku)
+	v, err := s.rdb.Get(ctx, key).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
+	}
+	if err != nil {
+		return 0, redisx.Classify(ctx, err, redisx.Read)
+	}
+	return redisx.ParseLevel(key, v)
+}
+
+// write SETs sku's stock level to a value computed from an earlier read:
+// the step that makes every pattern here a read-modify-write.
+func (s redisStock) write(ctx context.Context, sku string, level int64) error {
+	err := s.rdb.Process(ctx, redisx.Once(redis.NewStatusCmd(ctx, "set", s.keys.Stock(sku), level)))
+	return redisx.Classify(ctx, err, redisx.Write)
+}
+
+// takeUnlocked is the seeds' critical section: read, check, (stall), write
+// the computed level.
+func (s redisStock) takeUnlocked(ctx context.Context, sku string, qty int64, stall Stall) error {
+	have, err := s.read(ctx, sku)
+	if err != nil {
+		return err
+	}
+	if have < qty {
+		return fmt.Errorf("%w: %q has %d, asked %d", stockguard.ErrInsufficientStock, sku, have, qty)
+	}
+	stall.maybe()
+	return s.write(ctx, sku, have-qty)
+}
+
+// Stall is an occasional pause of the application — a garbage-collection
+// pause, a slow downstream call, a descheduled thread — the thing that
+// real-life lock holders suffer now and then and lock TTLs are sized
+// against. The zero value never stalls.
+type Stall struct {
+	// Chance is the probability of a stall per request, 0…1.
+	Chance float64
+	// For is how long a stall lasts.
+	For time.Duration
+}
+
+func (s Stall) maybe() {
+	if s.Chance > 0 && rand.Float64() < s.Chance {
+		time.Sleep(s.For)
+	}
+}
+
+// spin waits a little before another try at a busy lock: up to 500µs,
+// jittered, much shorter than the seeds' 50ms sleeps so that the broken
+// locks are busy enough under a short benchmark for their races to show.
+func spin(ctx context.Context) error {
+	t := time.NewTimer(rand.N(500 * time.Microsecond))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return stockguard.Canceled(ctx)
+	case <-t.C:
+		return nil
+	}
+}
+
+// lockWait bounds how long a lock-based counterexample waits for its lock
+// before giving up with ErrContention.
+const lockWait = 5 * time.Second
+
+func contention(sku string) error {
+	return fmt.Errorf("%w: lock on %q not obtained within %v", stockguard.ErrContention, sku, lockWait)
+}
