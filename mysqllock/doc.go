@@ -1,0 +1,2 @@
+// Package mysqllock implements stockguard strategies on MySQL 8.x and MariaDB 10.6+: a conditional UPDATE, SELECT … FOR UPDATE, version CAS and GET_LOCK.
+package mysqllock

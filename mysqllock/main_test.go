@@ -1,0 +1,137 @@
+package mysqllock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/backends"
+)
+
+func TestMain(m *testing.M) { backends.Main(m) }
+
+// testDB opens a pool on the shared server. Tests use the driver's default
+// settings unless they say otherwise, so they pass on an unprepared DSN.
+func testDB(t testing.TB, edit ...func(*mysql.Config)) *sqlx.DB {
+	t.Helper()
+	return backends.DB(t, edit...)
+}
+
+func interpolate(c *mysql.Config) { c.InterpolateParams = true }
+
+var nonIdent = regexp.MustCompile(`[^A-Za-z0-9_]+`)
+
+// newTable creates a stock table of its own for t, dropped when t ends.
+func newTable(t testing.TB, db *sqlx.DB) string {
+	t.Helper()
+	var b [4]byte
+	rand.Read(b[:])
+	name := nonIdent.ReplaceAllString(t.Name(), "_")
+	name = "t_" + name[:min(len(name), 36)] + "_" + hex.EncodeToString(b[:])
+	if err := CreateSchema(t.Context(), db, WithTable(name)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+quote(name)); err != nil {
+			t.Errorf("drop %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+// mustSet stocks sku through a FencedStore (any strategy would do).
+func mustSet(t testing.TB, db *sqlx.DB, table, sku string, qty int64) {
+	t.Helper()
+	if err := NewFencedStore(db, WithTable(table)).SetStock(t.Context(), sku, qty); err != nil {
+		t.Fatalf("SetStock(%q, %d): %v", sku, qty, err)
+	}
+}
+
+// level reads sku's qty and version straight from the table.
+func level(t testing.TB, db *sqlx.DB, table, sku string) (qty, version int64) {
+	t.Helper()
+	err := db.QueryRowxContext(context.WithoutCancel(t.Context()), "SELECT qty, version FROM "+quote(table)+" WHERE sku = ?", sku).Scan(&qty, &version)
+	if err != nil {
+		t.Fatalf("read %q: %v", sku, err)
+	}
+	return qty, version
+}
+
+// holdRow starts a transaction on its own connection that locks sku's row
+// with lock ("FOR UPDATE" or "LOCK IN SHARE MODE"). The caller commits or
+// rolls back; cleanup rolls back whatever is left.
+func holdRow(t testing.TB, db *sqlx.DB, table, sku, lock string) *sqlx.Tx {
+	t.Helper()
+	tx, err := db.BeginTxx(context.WithoutCancel(t.Context()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback() })
+	var qty int64
+	if err := tx.QueryRowx("SELECT qty FROM "+quote(table)+" WHERE sku = ? "+lock, sku).Scan(&qty); err != nil {
+		t.Fatalf("lock %q: %v", sku, err)
+	}
+	return tx
+}
+
+// waitingOn polls the process list until a statement starting with prefix
+// waits for a lock, and returns its connection id.
+func waitingOn(t testing.TB, db *sqlx.DB, prefix string) int64 {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var ids []int64
+		err := db.SelectContext(t.Context(), &ids, `SELECT p.ID FROM information_schema.PROCESSLIST p
+			JOIN information_schema.INNODB_TRX x ON x.trx_mysql_thread_id = p.ID
+			WHERE x.trx_state = 'LOCK WAIT' AND p.INFO LIKE ?`, strings.ReplaceAll(prefix, "_", `\_`)+"%")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ids) == 1 {
+			return ids[0]
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no statement %q waiting for a lock", prefix)
+	return 0
+}
+
+// contractOne fails t unless err satisfies exactly one contract error, and
+// that one is want.
+func contractOne(t testing.TB, err, want error) {
+	t.Helper()
+	var hits []error
+	for _, e := range []error{
+		stockguard.ErrInsufficientStock, stockguard.ErrUnknownSKU, stockguard.ErrInvalidRequest,
+		stockguard.ErrContention, stockguard.ErrOutcomeUnknown, context.Canceled, context.DeadlineExceeded,
+	} {
+		if errors.Is(err, e) {
+			hits = append(hits, e)
+		}
+	}
+	if len(hits) != 1 || hits[0] != want {
+		t.Fatalf("got %v (matches %v), want exactly %v", err, hits, want)
+	}
+}
+
+// strategies builds every Inventory strategy of the package on one table.
+func strategies(db *sqlx.DB, opts ...Option) map[string]stockguard.Inventory {
+	return map[string]stockguard.Inventory{
+		"atomic":      NewAtomic(db, opts...),
+		"pessimistic": NewPessimistic(db, opts...),
+		"optimistic":  NewOptimistic(db, opts...),
+		"namedlock":   NewNamedLock(db, opts...),
+	}
+}
+
+var strategyNames = []string{"atomic", "pessimistic", "optimistic", "namedlock"}

@@ -1,0 +1,151 @@
+package mysqllock
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/stockguard/stockguard"
+)
+
+// Option configures CreateSchema and the constructors of this package. Each
+// documents the options it reads and ignores the rest. An invalid option
+// value makes CreateSchema, and every method of the strategy built with it,
+// return an error wrapping stockguard.ErrInvalidRequest.
+type Option func(*options)
+
+type options struct {
+	table       string
+	retry       *stockguard.RetryPolicy
+	mode        LockMode
+	lockWait    time.Duration
+	lockTimeout time.Duration
+	err         error
+}
+
+// Defaults of the options.
+const (
+	DefaultTable           = "stock"
+	DefaultLockWaitTimeout = 5 * time.Second
+	DefaultNamedLockWait   = 5 * time.Second
+)
+
+// LockMode says how NewPessimistic's SELECT … FOR UPDATE treats a row that
+// another transaction holds.
+type LockMode int
+
+const (
+	// LockWait waits for the row, at most the lock-wait timeout
+	// (WithLockWaitTimeout).
+	LockWait LockMode = iota
+	// LockNoWait fails at once with stockguard.ErrContention (FOR UPDATE NOWAIT).
+	LockNoWait
+	// LockSkipLocked skips the busy row and reports stockguard.ErrContention
+	// (FOR UPDATE SKIP LOCKED).
+	LockSkipLocked
+)
+
+func (m LockMode) String() string {
+	switch m {
+	case LockWait:
+		return "wait"
+	case LockNoWait:
+		return "nowait"
+	case LockSkipLocked:
+		return "skiplocked"
+	}
+	return fmt.Sprintf("LockMode(%d)", int(m))
+}
+
+// identifier is what WithTable accepts: a plain unquoted identifier. It is
+// spliced into statements (quoted), so nothing else may reach them. 48 bytes
+// leave room for the names MySQL derives from it (`<table>_chk_1`) within
+// its 64-byte limit.
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
+
+// WithTable names the stock table: 1–48 ASCII letters, digits or
+// underscores, not starting with a digit. Default "stock".
+func WithTable(name string) Option {
+	return func(o *options) {
+		if !identifier.MatchString(name) {
+			o.fail(fmt.Errorf("table name %q is not a plain identifier ([A-Za-z_][A-Za-z0-9_]{0,47})", name))
+			return
+		}
+		o.table = name
+	}
+}
+
+// WithRetry sets the policy for retrying a request that applied nothing:
+// after a deadlock (error 1213), a version conflict (NewOptimistic), or a
+// row that changed between a failed UPDATE and the read explaining it
+// (NewAtomic). Zero fields take stockguard's defaults. Default: the
+// stockguard defaults, except for NewOptimistic (see there).
+func WithRetry(p stockguard.RetryPolicy) Option {
+	return func(o *options) { o.retry = &p }
+}
+
+// WithLockMode sets NewPessimistic's lock mode. Default LockWait.
+func WithLockMode(m LockMode) Option {
+	return func(o *options) {
+		if m < LockWait || m > LockSkipLocked {
+			o.fail(fmt.Errorf("unknown lock mode %v", m))
+			return
+		}
+		o.mode = m
+	}
+}
+
+// WithLockWaitTimeout bounds how long NewPessimistic's SELECT … FOR UPDATE
+// waits for a busy row, through the session variable
+// innodb_lock_wait_timeout, which counts whole seconds: d is rounded up, to
+// at least 1s. When it runs out the request fails with
+// stockguard.ErrContention. A context deadline cannot do this job alone:
+// cancelling closes the socket, but the server keeps waiting. Default 5s.
+func WithLockWaitTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d <= 0 || d > 100_000_000*time.Second {
+			o.fail(fmt.Errorf("lock wait timeout %v outside (0, 1e8 s]", d))
+			return
+		}
+		o.lockWait = d
+	}
+}
+
+// WithNamedLockTimeout bounds how long NewNamedLock waits for GET_LOCK; 0
+// tries once. A sooner context deadline shortens it. MariaDB honours
+// fractions of a second; MySQL rounds to whole seconds. Default 5s.
+func WithNamedLockTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d < 0 || d > 100_000_000*time.Second {
+			o.fail(fmt.Errorf("named lock timeout %v outside [0, 1e8 s]", d))
+			return
+		}
+		o.lockTimeout = d
+	}
+}
+
+func (o *options) fail(err error) {
+	if o.err == nil {
+		o.err = fmt.Errorf("%w: mysqllock: %w", stockguard.ErrInvalidRequest, err)
+	}
+}
+
+func newOptions(opts []Option) options {
+	o := options{
+		table:       DefaultTable,
+		lockWait:    DefaultLockWaitTimeout,
+		lockTimeout: DefaultNamedLockWait,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// retryPolicy returns the configured policy, or def.
+func (o *options) retryPolicy(def stockguard.RetryPolicy) stockguard.RetryPolicy {
+	if o.retry != nil {
+		return *o.retry
+	}
+	return def
+}

@@ -1,0 +1,133 @@
+package mysqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/stockguard/stockguard"
+)
+
+// Pessimistic decrements in a transaction that locks the row first:
+//
+//	BEGIN
+//	SELECT qty FROM stock WHERE sku = ? FOR UPDATE [NOWAIT | SKIP LOCKED]
+//	-- check qty in Go
+//	UPDATE stock SET qty = qty - ?, version = version + 1 WHERE sku = ?
+//	COMMIT
+//
+// Concurrent buyers of one SKU queue on the row lock, which is held for two
+// round trips — slower than NewAtomic, but the pattern for when the check
+// needs more than one comparison. It is safe for concurrent use and with
+// other instances, and with the other strategies of this package on the
+// same table.
+type Pessimistic struct {
+	store
+	mode    LockMode
+	session *sessionInit // LockWait only: the lock-wait timeout
+	retrier *stockguard.Retrier
+}
+
+var (
+	_ stockguard.Inventory    = (*Pessimistic)(nil)
+	_ stockguard.RetryCounter = (*Pessimistic)(nil)
+)
+
+// NewPessimistic returns the SELECT … FOR UPDATE strategy over db's table
+// (options read: WithTable, WithLockMode, WithLockWaitTimeout, WithRetry).
+//
+// In LockWait mode each pooled connection it uses gets
+// SET SESSION innodb_lock_wait_timeout once (WithLockWaitTimeout); don't
+// change that variable on the same pool. See NewAtomic for the DSN
+// settings that matter.
+func NewPessimistic(db *sqlx.DB, opts ...Option) *Pessimistic {
+	o := newOptions(opts)
+	p := &Pessimistic{
+		store:   newStore(db, o),
+		mode:    o.mode,
+		retrier: stockguard.NewRetrier(o.retryPolicy(stockguard.RetryPolicy{})),
+	}
+	if o.mode == LockWait {
+		secs := int64((o.lockWait + time.Second - 1) / time.Second)
+		p.session = newSessionInit(fmt.Sprintf("SET SESSION innodb_lock_wait_timeout = %d", secs))
+	}
+	return p
+}
+
+// Retries returns how many times a transaction was tried again after a
+// deadlock.
+func (p *Pessimistic) Retries() int64 { return p.retrier.Retries() }
+
+// Decrement takes qty units of sku, all or none. It returns nil or an error
+// wrapping one of stockguard.ErrInsufficientStock, ErrUnknownSKU,
+// ErrInvalidRequest, ErrContention (the row stayed busy past the lock-wait
+// timeout, NOWAIT or SKIP LOCKED found it busy, deadlock retries ran out,
+// or the connection failed before COMMIT: nothing changed),
+// ErrOutcomeUnknown (COMMIT was sent but its reply was lost), or the
+// context's error (nothing changed; a context that ends while the row lock
+// is awaited ends the wait at once).
+func (p *Pessimistic) Decrement(ctx context.Context, sku string, qty int64) error {
+	if err := p.validate(sku, qty); err != nil {
+		return err
+	}
+	if err := stockguard.Canceled(ctx); err != nil {
+		return err
+	}
+	return p.retrier.Do(ctx, func(ctx context.Context) error {
+		conn, err := p.conn(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		if p.session != nil {
+			if err := p.session.apply(ctx, conn); err != nil {
+				return err
+			}
+		}
+		return p.take(ctx, conn, sku, qty)
+	})
+}
+
+func (p *Pessimistic) take(ctx context.Context, conn *sqlx.Conn, sku string, qty int64) error {
+	tx, err := conn.BeginTxx(ctx, nil)
+	if err != nil {
+		return classify(ctx, err, unsent)
+	}
+	// Until COMMIT is sent nothing can be applied: on any error the
+	// transaction is rolled back, by Rollback or by the server when the
+	// connection dies.
+	var have int64
+	err = tx.QueryRowxContext(ctx, p.q.lockRow, sku).Scan(&have)
+	if err == nil && have >= qty {
+		_, err = tx.ExecContext(ctx, p.q.takeHeld, qty, sku)
+		if err == nil {
+			return commitError(ctx, tx.Commit())
+		}
+	}
+	tx.Rollback()
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return p.missing(ctx, conn, sku)
+	case err != nil:
+		return classify(ctx, err, unsent)
+	}
+	return insufficient(sku, qty, have)
+}
+
+// missing explains a locking read that found no row. Waiting or NOWAIT, a
+// locking read sees the latest committed row, so the SKU is unknown. SKIP
+// LOCKED also skips a row that is locked, so a plain read tells: no row
+// means unknown (rows are never deleted); a row means it was busy, or has
+// been created since — either way the caller may try again.
+func (p *Pessimistic) missing(ctx context.Context, conn *sqlx.Conn, sku string) error {
+	if p.mode != LockSkipLocked {
+		return unknownSKU(sku)
+	}
+	if _, err := p.level(ctx, conn, sku); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %q is locked by another transaction (SKIP LOCKED)", stockguard.ErrContention, sku)
+}

@@ -1,0 +1,87 @@
+package mysqllock
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// CreateSchema creates the stock table if it does not exist (options read:
+// WithTable). It is idempotent and leaves an existing table as it is.
+//
+// The table is DESIGN.md's, with one deliberate difference: sku is
+// VARBINARY(64), not VARCHAR(64). Every text collation of MariaDB, and
+// MySQL's utf8mb4_bin, is PAD SPACE ('a' = 'a ') and most also fold case or
+// accents ('sku' = 'SKU', 'e' = 'é'), so distinct valid SKUs would share a
+// row. Binary comparison makes every distinct byte string its own SKU, on
+// MySQL 8.x and MariaDB alike, and 64 bytes is exactly stockguard.MaxSKULen.
+// A CHECK constraint keeps qty within 0…stockguard.MaxQty as a last line of
+// defence (enforced by MySQL ≥ 8.0.16 and MariaDB ≥ 10.2).
+//
+//	sku     VARBINARY(64) PRIMARY KEY
+//	qty     BIGINT NOT NULL                  units left
+//	version BIGINT NOT NULL DEFAULT 0        bumped by every write (NewOptimistic's CAS)
+//	fence   BIGINT NOT NULL DEFAULT 0        highest lock token that wrote the row (FencedStore)
+//
+// It returns an error wrapping stockguard.ErrInvalidRequest for an invalid
+// option, else the driver's error.
+func CreateSchema(ctx context.Context, db sqlx.ExecerContext, opts ...Option) error {
+	o := newOptions(opts)
+	if o.err != nil {
+		return o.err
+	}
+	_, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+quote(o.table)+` (
+	sku VARBINARY(64) NOT NULL PRIMARY KEY,
+	qty BIGINT NOT NULL,
+	version BIGINT NOT NULL DEFAULT 0,
+	fence BIGINT NOT NULL DEFAULT 0,
+	CHECK (qty BETWEEN 0 AND 9007199254740991)
+) ENGINE=InnoDB`)
+	if err != nil {
+		return fmt.Errorf("mysqllock: create table %s: %w", o.table, err)
+	}
+	return nil
+}
+
+// quote quotes an identifier that passed the identifier check.
+func quote(name string) string { return "`" + name + "`" }
+
+// queries are the statements of one table, built once per instance.
+type queries struct {
+	setStock  string // sku, qty, qty
+	stock     string // sku → qty
+	take      string // qty, sku, qty: the conditional decrement
+	lockRow   string // sku → qty; FOR UPDATE plus the lock mode's suffix
+	takeHeld  string // qty, sku: decrement of a row this transaction has locked
+	read      string // sku → qty, version
+	cas       string // qty, sku, version
+	fenced    string // qty, token, sku, token
+	readFence string // sku → fence
+}
+
+func newQueries(table string, mode LockMode) queries {
+	t := quote(table)
+	lock := " FOR UPDATE"
+	switch mode {
+	case LockNoWait:
+		lock += " NOWAIT"
+	case LockSkipLocked:
+		lock += " SKIP LOCKED"
+	}
+	return queries{
+		// version moves on every write, so a CAS of NewOptimistic never
+		// mistakes a row rewritten by another strategy, or re-stocked, for
+		// the one it read (no ABA), and the fence is never touched here: a
+		// stale lock holder must stay fenced off after a re-stock.
+		setStock:  "INSERT INTO " + t + " (sku, qty) VALUES (?, ?) ON DUPLICATE KEY UPDATE qty = ?, version = version + 1",
+		stock:     "SELECT qty FROM " + t + " WHERE sku = ?",
+		take:      "UPDATE " + t + " SET qty = qty - ?, version = version + 1 WHERE sku = ? AND qty >= ?",
+		lockRow:   "SELECT qty FROM " + t + " WHERE sku = ?" + lock,
+		takeHeld:  "UPDATE " + t + " SET qty = qty - ?, version = version + 1 WHERE sku = ?",
+		read:      "SELECT qty, version FROM " + t + " WHERE sku = ?",
+		cas:       "UPDATE " + t + " SET qty = ?, version = version + 1 WHERE sku = ? AND version = ?",
+		fenced:    "UPDATE " + t + " SET qty = ?, fence = ?, version = version + 1 WHERE sku = ? AND fence < ?",
+		readFence: "SELECT fence FROM " + t + " WHERE sku = ?",
+	}
+}

@@ -1,0 +1,112 @@
+package mysqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/stockguard/stockguard"
+)
+
+// store is what every strategy shares: the pool, the table's statements,
+// and SetStock/Stock.
+type store struct {
+	db  *sqlx.DB
+	q   queries
+	err error // an invalid option, reported by every method
+}
+
+func newStore(db *sqlx.DB, o options) store {
+	return store{db: db, q: newQueries(o.table, o.mode), err: o.err}
+}
+
+// SetStock creates sku with qty units, or overwrites its level; qty may be
+// 0…stockguard.MaxQty. Overwriting bumps the row's version (so a
+// concurrent optimistic decrement retries instead of writing over it) and
+// keeps its fence (so a stale lock holder stays fenced off). It returns nil,
+// or an error wrapping stockguard.ErrInvalidRequest, ErrContention (nothing
+// changed), ErrOutcomeUnknown or the context's error.
+func (s *store) SetStock(ctx context.Context, sku string, qty int64) error {
+	if err := s.check(sku); err != nil {
+		return err
+	}
+	if err := stockguard.ValidateLevel(qty); err != nil {
+		return err
+	}
+	if err := stockguard.Canceled(ctx); err != nil {
+		return err
+	}
+	conn, err := s.conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_, err = conn.ExecContext(ctx, s.q.setStock, sku, qty, qty)
+	return classify(ctx, err, sent)
+}
+
+// Stock returns the units of sku left. It returns an error wrapping
+// stockguard.ErrUnknownSKU when sku was never stocked, ErrInvalidRequest,
+// ErrContention (the read failed) or the context's error.
+func (s *store) Stock(ctx context.Context, sku string) (int64, error) {
+	if err := s.check(sku); err != nil {
+		return 0, err
+	}
+	if err := stockguard.Canceled(ctx); err != nil {
+		return 0, err
+	}
+	conn, err := s.conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	return s.level(ctx, conn, sku)
+}
+
+// level reads sku's qty on conn: ErrUnknownSKU when the row is missing.
+func (s *store) level(ctx context.Context, conn *sqlx.Conn, sku string) (int64, error) {
+	var qty int64
+	err := conn.QueryRowxContext(ctx, s.q.stock, sku).Scan(&qty)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, unknownSKU(sku)
+	}
+	return qty, classify(ctx, err, unsent)
+}
+
+// check validates sku after the options.
+func (s *store) check(sku string) error {
+	if s.err != nil {
+		return s.err
+	}
+	return stockguard.ValidateSKU(sku)
+}
+
+// validate checks a Decrement request after the options.
+func (s *store) validate(sku string, qty int64) error {
+	if s.err != nil {
+		return s.err
+	}
+	return stockguard.Validate(sku, qty)
+}
+
+// conn pins a pooled connection for one request, so that every statement
+// of the request runs on one session and an error getting the connection —
+// a context that ended while waiting for the pool — is known to come
+// before anything was sent.
+func (s *store) conn(ctx context.Context) (*sqlx.Conn, error) {
+	conn, err := s.db.Connx(ctx)
+	if err != nil {
+		return nil, classify(ctx, err, unsent)
+	}
+	return conn, nil
+}
+
+func unknownSKU(sku string) error {
+	return fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
+}
+
+func insufficient(sku string, want, have int64) error {
+	return fmt.Errorf("%w: %q has %d, %d wanted", stockguard.ErrInsufficientStock, sku, have, want)
+}
