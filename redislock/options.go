@@ -1,6 +1,8 @@
 package redislock
 
 import (
+	"time"
+
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 )
@@ -11,8 +13,10 @@ import (
 type Option func(*options)
 
 type options struct {
-	keys  rediskeys.Keys
-	retry stockguard.RetryPolicy
+	keys    rediskeys.Keys
+	retry   stockguard.RetryPolicy
+	store   Store         // NewGuarded: where the stock lives; nil means Redis
+	lockTTL time.Duration // NewGuarded: lease of the SKU lock; 0 means DefaultLockTTL
 }
 
 func newOptions(opts []Option) options {

@@ -1,0 +1,261 @@
+package redislock
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/rediskeys"
+	"github.com/stockguard/stockguard/internal/redisx"
+)
+
+// Errors of the lock client. Compare with errors.Is.
+var (
+	// ErrNotObtained: the lock is held by someone else and Obtain's retry
+	// strategy gave up (or its context ended, then joined with ctx's error).
+	ErrNotObtained = errors.New("redislock: lock not obtained")
+	// ErrNotHeld: the lock is no longer held by this handle's owner — its
+	// lease ran out, someone else holds it now, or the handle was released.
+	ErrNotHeld = errors.New("redislock: lock not held")
+	// ErrReleased is the cause (context.Cause) of a Lock's Context after
+	// Release.
+	ErrReleased = errors.New("redislock: lock released")
+)
+
+// RedisClient is the part of a go-redis client that this package's locks
+// need: Lua scripting for every lock operation, Process to send commands
+// that must not be resent, and pub/sub for notified waiting (Notify). Every
+// redis.UniversalClient — *redis.Client, *redis.ClusterClient, *redis.Ring,
+// a failover client — satisfies it.
+type RedisClient interface {
+	redis.Scripter
+	Process(ctx context.Context, cmd redis.Cmder) error
+	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
+}
+
+var (
+	//go:embed lock_obtain.lua
+	lockObtainLua string
+	//go:embed lock_release.lua
+	lockReleaseLua string
+	//go:embed lock_refresh.lua
+	lockRefreshLua string
+	//go:embed lock_pttl.lua
+	lockPTTLLua string
+
+	lockObtainScript  = redis.NewScript(lockObtainLua)
+	lockReleaseScript = redis.NewScript(lockReleaseLua)
+	lockRefreshScript = redis.NewScript(lockRefreshLua)
+	lockPTTLScript    = redis.NewScript(lockPTTLLua)
+)
+
+// Client obtains locks on one Redis deployment (a single master, or a
+// cluster: a lock's keys share a hash tag). The lock on key lives in
+// "<prefix>lock:{key}", its fencing counter in "<prefix>fence:{key}" —
+// the same names NewGuarded uses for a SKU, so a lock on a SKU obtained
+// here excludes Guarded decrements of that SKU. The fencing counter has no
+// expiry and must never be deleted: tokens are strictly increasing only as
+// long as it lives.
+//
+// A Client is safe for concurrent use. It holds no connection of its own
+// until an Obtain waits with Notify; the pub/sub connection that waiting
+// opens is shared by all its waiters and closed a few seconds after the
+// last one is done.
+type Client struct {
+	rdb    RedisClient
+	once   redis.Scripter // rdb with EVAL/EVALSHA sent at most once
+	keys   rediskeys.Keys
+	notify *notifier
+}
+
+// New returns a lock client over rdb. It reads the option WithPrefix.
+func New(rdb RedisClient, opts ...Option) *Client {
+	o := newOptions(opts)
+	return &Client{rdb: rdb, once: redisx.OnceScripter(rdb), keys: o.keys, notify: &notifier{rdb: rdb}}
+}
+
+// ObtainOption configures one Obtain.
+type ObtainOption func(*obtainOptions)
+
+type obtainOptions struct {
+	retry     RetryStrategy
+	notify    bool
+	watchdog  bool
+	maxHold   time.Duration
+	owner     Owner
+	reentrant bool
+}
+
+// Retry sets how Obtain retries while the lock is held by someone else.
+// Default NoRetry() (one attempt), or LinearBackoff(time.Second) with Notify.
+// Whatever the strategy, Obtain stops when its context ends.
+func Retry(s RetryStrategy) ObtainOption {
+	return func(o *obtainOptions) { o.retry = s }
+}
+
+// Notify makes a retrying Obtain wait for the lock's release instead of
+// polling: before its first retry it subscribes to the lock's release
+// channel (published by every release), then sleeps until a release is
+// announced, the holder's lease runs out, or the retry strategy's backoff
+// elapses — the backoff is only the fallback for a lost message, so make
+// it long. Waiters of one Client share one pub/sub connection, and each
+// announced release wakes one of them, not all. Default off.
+func Notify() ObtainOption {
+	return func(o *obtainOptions) { o.notify = true }
+}
+
+// Watchdog keeps the lock alive while it is held: a goroutine renews the
+// lease every ttl/3 (owner-checked, never re-creating a lost lock) until
+// Release, and cancels the Lock's Context as soon as a renewal finds the
+// lock gone, or the lease ran out while renewals failed. Default off. See
+// Lock for what a watchdog cannot protect against.
+func Watchdog() ObtainOption {
+	return func(o *obtainOptions) { o.watchdog = true }
+}
+
+// MaxHold caps the total time a watchdog keeps the lock: it shortens the
+// last renewals so the lease ends d after Obtain, then stops. It implies
+// Watchdog. Default: no cap.
+func MaxHold(d time.Duration) ObtainOption {
+	return func(o *obtainOptions) { o.watchdog, o.maxHold = true, d }
+}
+
+// lockKeys are the names one lock works with.
+type lockKeys struct {
+	lock, fence, channel string
+}
+
+func (c *Client) keysFor(key string) lockKeys {
+	return lockKeys{lock: c.keys.Lock(key), fence: c.keys.Fence(key), channel: c.keys.Name("unlock", key)}
+}
+
+// Obtain takes the lock on key for ttl (at least 1ms; sub-millisecond
+// parts are dropped, as Redis keeps leases in milliseconds) and returns
+// its handle, with a fresh fencing token (Lock.Token) unless it re-enters
+// a reentrant lock. It returns the handle or an error:
+//   - one wrapping stockguard.ErrInvalidRequest: ttl below 1ms, or
+//     Reentrant with a zero Owner; nothing sent;
+//   - the context's error: ctx ended before the first attempt;
+//   - ErrNotObtained: the lock is held and the retry strategy gave up; if
+//     ctx ended while waiting, ErrNotObtained joined with ctx's error;
+//   - any other error is Redis failing (wrapped go-redis error). If it
+//     failed after the script was sent, the lock may have been taken: it
+//     then expires after ttl.
+func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...ObtainOption) (*Lock, error) {
+	var o obtainOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	ttl = ttl.Truncate(time.Millisecond)
+	if ttl < time.Millisecond {
+		return nil, fmt.Errorf("%w: redislock: lock ttl %v below 1ms", stockguard.ErrInvalidRequest, ttl)
+	}
+	if o.reentrant && o.owner.id == "" {
+		return nil, fmt.Errorf("%w: redislock: reentrant lock with a zero Owner (use NewOwner)", stockguard.ErrInvalidRequest)
+	}
+	if err := stockguard.Canceled(ctx); err != nil {
+		return nil, err
+	}
+	retry := o.retry
+	if retry == nil {
+		retry = NoRetry()
+		if o.notify {
+			retry = LinearBackoff(time.Second)
+		}
+	}
+	owner := o.owner.id
+	if !o.reentrant {
+		owner = newToken()
+	}
+	k := c.keysFor(key)
+
+	var (
+		w     *waiter
+		timer *time.Timer
+		l     *Lock
+	)
+	defer func() {
+		if w != nil {
+			w.leave(l == nil)
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for attempt := 1; ; attempt++ {
+		sent := time.Now()
+		token, holder, err := c.attempt(ctx, k, owner, ttl, o.reentrant)
+		if err != nil {
+			return nil, fmt.Errorf("redislock: obtain %q: %w", key, err)
+		}
+		if token > 0 {
+			l = c.newLock(key, k, owner, token, ttl, sent, &o)
+			return l, nil
+		}
+		d, ok := retry.Backoff(attempt)
+		if !ok {
+			return nil, fmt.Errorf("%w: %q is held by another owner (%d attempts)", ErrNotObtained, key, attempt)
+		}
+		var wake <-chan struct{}
+		if o.notify {
+			if w == nil {
+				w = c.notify.join(ctx, k.channel)
+			}
+			wake = w.wake
+			if holder > 0 {
+				// The lock is free by then at the latest, released or not.
+				d = min(d, holder+time.Millisecond)
+			}
+		}
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, errors.Join(
+				fmt.Errorf("%w: %q is held by another owner (%d attempts)", ErrNotObtained, key, attempt),
+				stockguard.Canceled(ctx))
+		case <-timer.C:
+		case <-wake:
+		}
+	}
+}
+
+// attempt runs the obtain script once. It returns the fencing token when
+// the lock was obtained, else 0 and the holder's remaining lease (0 when
+// unknown).
+func (c *Client) attempt(ctx context.Context, k lockKeys, owner string, ttl time.Duration, reentrant bool) (int64, time.Duration, error) {
+	keys := []string{k.lock, k.fence}
+	var cmd *redis.Cmd
+	if reentrant {
+		// Re-entering counts: a resent script would count twice.
+		cmd = reentrantObtainScript.Run(ctx, c.once, keys, owner, ttl.Milliseconds())
+	} else {
+		// Idempotent for its owner token, so go-redis may resend it.
+		cmd = lockObtainScript.Run(ctx, c.rdb, keys, owner, ttl.Milliseconds())
+	}
+	n, err := cmd.Int64()
+	switch {
+	case err != nil:
+		return 0, 0, err
+	case n > 0:
+		return n, 0, nil
+	}
+	return 0, time.Duration(-n) * time.Millisecond, nil
+}
+
+// newToken returns 128 random bits, hex-encoded: an owner token nobody
+// else will ever present.
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand, Go ≥ 1.24)
+	return hex.EncodeToString(b[:])
+}

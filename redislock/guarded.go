@@ -1,0 +1,203 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/redisx"
+)
+
+// DefaultLockTTL is the lease of a Guarded inventory's SKU lock unless
+// WithLockTTL says otherwise: far above the milliseconds a decrement holds
+// it, short enough that a crashed holder blocks its SKU only briefly. A
+// holder that outlives it is fenced off by the store, not trusted.
+const DefaultLockTTL = 2 * time.Second
+
+// WithLockTTL sets the lease of the SKU lock NewGuarded takes around each
+// write. Values below 1ms mean the default, DefaultLockTTL.
+func WithLockTTL(d time.Duration) Option {
+	return func(o *options) { o.lockTTL = d }
+}
+
+// Guarded is an Inventory that serialises the writers of a SKU with a Redis
+// lock — the seeds' "lock, read, check, write, unlock", done right:
+//
+//   - the lock is "<prefix>lock:{sku}", taken with SET NX PX and a random
+//     owner token (Client.Obtain), so it expires if its holder dies and only
+//     its holder can release it;
+//   - the write is fenced (Store.WriteFenced with the lock's fencing token):
+//     a holder whose lease ran out while it was paused, and whose SKU was
+//     locked by someone else meanwhile, is refused by the store instead of
+//     overwriting the newer holder's write;
+//   - a lock held by someone else is retried under WithRetry's policy and
+//     given up as stockguard.ErrContention.
+//
+// The lock costs two extra round trips per request and serialises all
+// writers of a SKU across processes; NewAtomic is much faster on Redis
+// stock. Guarded is for stock that lives elsewhere (WithStore), or to
+// compare. Guarded is safe for concurrent use.
+type Guarded struct {
+	locks   *Client
+	store   Store
+	ttl     time.Duration
+	retrier *stockguard.Retrier
+}
+
+var (
+	_ stockguard.Inventory    = (*Guarded)(nil)
+	_ stockguard.RetryCounter = (*Guarded)(nil)
+)
+
+// NewGuarded returns a Guarded inventory locking on rdb. It reads the
+// options WithPrefix, WithRetry, WithLockTTL and WithStore; by default the
+// stock lives in Redis, in the keys NewAtomic uses (RedisStore).
+func NewGuarded(rdb RedisClient, opts ...Option) *Guarded {
+	o := newOptions(opts)
+	g := &Guarded{
+		locks:   New(rdb, opts...),
+		store:   o.store,
+		ttl:     o.lockTTL,
+		retrier: stockguard.NewRetrier(o.retry),
+	}
+	if g.store == nil {
+		g.store = NewRedisStore(rdb, opts...)
+	}
+	if g.ttl < time.Millisecond {
+		g.ttl = DefaultLockTTL
+	}
+	return g
+}
+
+// Retries returns the number of lock acquisitions retried so far.
+func (g *Guarded) Retries() int64 { return g.retrier.Retries() }
+
+// Decrement takes qty units of sku, all or none, under sku's lock. It
+// returns nil or an error wrapping:
+//   - stockguard.ErrInvalidRequest: bad sku or qty, checked before any I/O;
+//   - the context's error: ctx ended before the write was sent;
+//   - stockguard.ErrUnknownSKU: sku has no stock (nothing is created);
+//   - stockguard.ErrInsufficientStock: fewer than qty units are left;
+//   - stockguard.ErrContention: the lock stayed busy (or was lost before the
+//     write, or Redis failed before it) through the retry policy, or ctx
+//     ended while retrying; nothing was written;
+//   - stockguard.ErrOutcomeUnknown: the write was sent but its reply lost.
+func (g *Guarded) Decrement(ctx context.Context, sku string, qty int64) error {
+	if err := stockguard.Validate(sku, qty); err != nil {
+		return err
+	}
+	if err := stockguard.Canceled(ctx); err != nil {
+		return err
+	}
+	return g.retrier.Do(ctx, func(ctx context.Context) error {
+		return g.locked(ctx, sku, func(l *Lock) error {
+			level, err := g.store.Stock(ctx, sku)
+			if err != nil {
+				return readFailed(sku, err)
+			}
+			if level < qty {
+				return fmt.Errorf("%w: %q has %d, %d wanted", stockguard.ErrInsufficientStock, sku, level, qty)
+			}
+			return g.write(ctx, l, sku, level-qty)
+		})
+	})
+}
+
+// SetStock creates sku with qty units (0…stockguard.MaxQty), or overwrites
+// its level, under sku's lock, so it never lands in the middle of a
+// decrement. It returns nil or an error wrapping
+// stockguard.ErrInvalidRequest (before any I/O), the context's error,
+// stockguard.ErrContention (lock busy through the retry policy, or nothing
+// written) or stockguard.ErrOutcomeUnknown (the write may have been
+// applied).
+func (g *Guarded) SetStock(ctx context.Context, sku string, qty int64) error {
+	if err := stockguard.ValidateSKU(sku); err != nil {
+		return err
+	}
+	if err := stockguard.ValidateLevel(qty); err != nil {
+		return err
+	}
+	if err := stockguard.Canceled(ctx); err != nil {
+		return err
+	}
+	return g.retrier.Do(ctx, func(ctx context.Context) error {
+		return g.locked(ctx, sku, func(*Lock) error {
+			return written(sku, g.store.SetStock(ctx, sku, qty))
+		})
+	})
+}
+
+// Stock returns the units of sku left; a single read needs no lock. Its
+// errors wrap stockguard.ErrInvalidRequest (before any I/O), the context's
+// error, stockguard.ErrUnknownSKU or stockguard.ErrContention (the read
+// failed).
+func (g *Guarded) Stock(ctx context.Context, sku string) (int64, error) {
+	if err := stockguard.ValidateSKU(sku); err != nil {
+		return 0, err
+	}
+	if err := stockguard.Canceled(ctx); err != nil {
+		return 0, err
+	}
+	n, err := g.store.Stock(ctx, sku)
+	if err != nil {
+		return 0, readFailed(sku, err)
+	}
+	return n, nil
+}
+
+// locked runs fn holding sku's lock. A busy lock asks the retrier for
+// another attempt.
+func (g *Guarded) locked(ctx context.Context, sku string, fn func(*Lock) error) error {
+	l, err := g.locks.Obtain(ctx, sku, g.ttl)
+	switch {
+	case errors.Is(err, ErrNotObtained):
+		return stockguard.Retry(err)
+	case err != nil:
+		// Whatever the obtain script did, the stock is untouched.
+		return fmt.Errorf("redislock: lock %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
+	}
+	defer func() {
+		// The outcome is decided; a failed release only leaves the lock to
+		// expire. Release even when the caller's context has just ended.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.ttl)
+		_ = l.Release(rctx)
+		cancel()
+	}()
+	return fn(l)
+}
+
+// write stores level as sku's stock, fenced with l's token.
+func (g *Guarded) write(ctx context.Context, l *Lock, sku string, level int64) error {
+	if !l.valid() {
+		// The lease ran out (a slow read, a pause): the store would refuse
+		// the write if anyone has taken over, so don't send it.
+		return stockguard.Retry(fmt.Errorf("%w: the lease of %q ran out before the write", ErrNotHeld, sku))
+	}
+	err := g.store.WriteFenced(ctx, sku, level, l.Token())
+	if errors.Is(err, stockguard.ErrContention) && !errors.Is(err, stockguard.ErrOutcomeUnknown) {
+		// Fenced off, or refused: nothing was written, so try again.
+		return stockguard.Retry(err)
+	}
+	return written(sku, err)
+}
+
+// written maps the error of a store write: contract errors as they are,
+// anything else as a write that may have happened.
+func written(sku string, err error) error {
+	if err == nil || stockguard.IsContract(err) {
+		return err
+	}
+	return fmt.Errorf("%w: writing the stock of %q: %v", stockguard.ErrOutcomeUnknown, sku, err)
+}
+
+// readFailed maps the error of a store read: nothing was written, so an
+// error that is not one of the contract's "nothing changed" ones becomes
+// ErrContention.
+func readFailed(sku string, err error) error {
+	if stockguard.IsContract(err) && !errors.Is(err, stockguard.ErrOutcomeUnknown) {
+		return err
+	}
+	return fmt.Errorf("%w: reading the stock of %q: %v", stockguard.ErrContention, sku, err)
+}

@@ -1,0 +1,155 @@
+package redislock
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/rediskeys"
+	"github.com/stockguard/stockguard/internal/redisx"
+)
+
+// Store is where a Guarded inventory keeps its stock levels. The lock
+// serialises the holders; WriteFenced makes the store itself refuse a holder
+// that lost the lock, which the lock alone cannot (see Lock).
+//
+// RedisStore is the default; mysqllock.NewFencedStore keeps the stock in a
+// MySQL table with a fence column. Implementations must be safe for
+// concurrent use and return errors that satisfy stockguard.IsContract.
+type Store interface {
+	// SetStock creates sku with qty units or overwrites its level.
+	SetStock(ctx context.Context, sku string, qty int64) error
+	// Stock returns the units of sku left, or an error wrapping
+	// stockguard.ErrUnknownSKU.
+	Stock(ctx context.Context, sku string) (int64, error)
+	// WriteFenced sets sku's level to qty on behalf of the holder of the
+	// lock's fencing token token, unless a holder with a newer token has
+	// written or may write: then it writes nothing and returns an error
+	// wrapping stockguard.ErrContention.
+	WriteFenced(ctx context.Context, sku string, qty, token int64) error
+}
+
+// WithStore makes NewGuarded keep the stock in s instead of in Redis.
+// Default: a RedisStore over NewGuarded's client with the same prefix.
+func WithStore(s Store) Option {
+	return func(o *options) { o.store = s }
+}
+
+// ErrFenced is wrapped by the error of a fenced write refused because a
+// newer lock holder exists: the writer's lock was lost (its lease ran out
+// and someone else obtained it), and nothing was written. It wraps
+// stockguard.ErrContention.
+var ErrFenced = fmt.Errorf("redislock: write fenced off by a newer lock holder: %w", stockguard.ErrContention)
+
+//go:embed guarded_write.lua
+var guardedWriteLua string
+
+var guardedWriteScript = redis.NewScript(guardedWriteLua)
+
+// RedisStore keeps stock levels in Redis, in the same keys as NewAtomic
+// ("<prefix>stock:{sku}", a decimal string), so the two are interchangeable
+// on the same data.
+//
+// Its WriteFenced accepts a write only while the writer's token is the
+// newest the SKU's fencing counter ("<prefix>fence:{sku}") has issued —
+// checked in the same Lua script as the write, so no holder can obtain the
+// lock between the check and the write. That is stricter than a fence
+// column's "no newer token has written yet": once anyone else has obtained
+// the lock, a late writer is refused. The counter is the one Client.Obtain
+// increments, so a RedisStore and the lock client must use the same prefix.
+//
+// Writes are sent at most once (a lost reply is ErrOutcomeUnknown, never a
+// second write). A RedisStore is safe for concurrent use.
+type RedisStore struct {
+	rdb     RedisClient
+	scripts redis.Scripter // rdb with EVAL/EVALSHA sent at most once
+	keys    rediskeys.Keys
+}
+
+var _ Store = (*RedisStore)(nil)
+
+// NewRedisStore returns a RedisStore over rdb. It reads the option
+// WithPrefix.
+func NewRedisStore(rdb RedisClient, opts ...Option) *RedisStore {
+	o := newOptions(opts)
+	return &RedisStore{rdb: rdb, scripts: redisx.OnceScripter(rdb), keys: o.keys}
+}
+
+// SetStock creates sku with qty units (0…stockguard.MaxQty) or overwrites
+// its level. It is not fenced: Guarded calls it under the SKU's lock. It
+// returns nil or an error wrapping stockguard.ErrInvalidRequest (before any
+// I/O), the context's error, stockguard.ErrContention (nothing sent, or
+// Redis refused) or stockguard.ErrOutcomeUnknown (the SET may have been
+// applied).
+func (s *RedisStore) SetStock(ctx context.Context, sku string, qty int64) error {
+	if err := stockguard.ValidateSKU(sku); err != nil {
+		return err
+	}
+	if err := stockguard.ValidateLevel(qty); err != nil {
+		return err
+	}
+	if err := stockguard.Canceled(ctx); err != nil {
+		return err
+	}
+	if err := redisx.SetLevel(ctx, s.rdb, s.keys.Stock(sku), qty); err != nil {
+		return fmt.Errorf("redislock: set stock of %q: %w", sku, err)
+	}
+	return nil
+}
+
+// Stock returns the units of sku left. Its errors wrap
+// stockguard.ErrInvalidRequest (before any I/O), the context's error,
+// stockguard.ErrUnknownSKU (no stock key; with ErrCorruptStock, a key that
+// holds no stock level) or stockguard.ErrContention (the read failed).
+func (s *RedisStore) Stock(ctx context.Context, sku string) (int64, error) {
+	if err := stockguard.ValidateSKU(sku); err != nil {
+		return 0, err
+	}
+	if err := stockguard.Canceled(ctx); err != nil {
+		return 0, err
+	}
+	n, err := redisx.GetLevel(ctx, s.rdb, s.keys.Stock(sku))
+	if err != nil {
+		return 0, fmt.Errorf("redislock: stock of %q: %w", sku, err)
+	}
+	return n, nil
+}
+
+// WriteFenced sets sku's level to qty if token is still the newest fencing
+// token issued for sku. It returns nil, or an error wrapping:
+//   - stockguard.ErrInvalidRequest: bad sku, level or token, before any I/O;
+//   - the context's error: ctx ended before the script was sent;
+//   - ErrFenced (and so stockguard.ErrContention): a newer token exists,
+//     nothing was written;
+//   - stockguard.ErrUnknownSKU: the stock key is gone, nothing was written;
+//   - stockguard.ErrContention: nothing sent, or Redis refused the script;
+//   - stockguard.ErrOutcomeUnknown: the connection failed after the script
+//     was sent; it may have been applied.
+func (s *RedisStore) WriteFenced(ctx context.Context, sku string, qty, token int64) error {
+	if err := stockguard.ValidateSKU(sku); err != nil {
+		return err
+	}
+	if err := stockguard.ValidateLevel(qty); err != nil {
+		return err
+	}
+	if token < 1 {
+		return fmt.Errorf("%w: fencing token %d, tokens start at 1", stockguard.ErrInvalidRequest, token)
+	}
+	if err := stockguard.Canceled(ctx); err != nil {
+		return err
+	}
+	keys := []string{s.keys.Stock(sku), s.keys.Fence(sku)}
+	r, err := guardedWriteScript.Run(ctx, s.scripts, keys, qty, strconv.FormatInt(token, 10)).Int64()
+	switch {
+	case err != nil:
+		return fmt.Errorf("redislock: fenced write of %q: %w", sku, redisx.Classify(ctx, err, redisx.Write))
+	case r == 0:
+		return fmt.Errorf("%w: %q, token %d", ErrFenced, sku, token)
+	case r < 0:
+		return fmt.Errorf("%w: %q (stock key gone)", stockguard.ErrUnknownSKU, sku)
+	}
+	return nil
+}
