@@ -76,21 +76,28 @@ func TestAtomic_Decrement_unknownSKUCreatesNothing(t *testing.T) {
 	}
 }
 
-// corruptValues are stock key contents stockguard never writes, each set by
-// its function.
-var corruptValues = map[string]func(ctx context.Context, rdb redis.UniversalClient, key string) error{
-	"text":         func(ctx context.Context, rdb redis.UniversalClient, key string) error { return rdb.Set(ctx, key, "abc", 0).Err() },
-	"float":        func(ctx context.Context, rdb redis.UniversalClient, key string) error { return rdb.Set(ctx, key, "1.5", 0).Err() },
-	"negative":     func(ctx context.Context, rdb redis.UniversalClient, key string) error { return rdb.Set(ctx, key, "-3", 0).Err() },
-	"leading zero": func(ctx context.Context, rdb redis.UniversalClient, key string) error { return rdb.Set(ctx, key, "007", 0).Err() },
-	"exponent":     func(ctx context.Context, rdb redis.UniversalClient, key string) error { return rdb.Set(ctx, key, "1e3", 0).Err() },
-	"above MaxQty": func(ctx context.Context, rdb redis.UniversalClient, key string) error {
-		return rdb.Set(ctx, key, "9007199254740992", 0).Err()
-	},
-	"huge": func(ctx context.Context, rdb redis.UniversalClient, key string) error {
-		return rdb.Set(ctx, key, "99999999999999999999999", 0).Err()
-	},
-	"hash": func(ctx context.Context, rdb redis.UniversalClient, key string) error { return rdb.HSet(ctx, key, "qty", 5).Err() },
+// corruptValues are stock key contents stockguard never writes.
+var corruptValues = []struct {
+	name, value string
+	hash        bool // a hash instead of a string
+}{
+	{name: "text", value: "abc"},
+	{name: "empty", value: ""},
+	{name: "float", value: "1.5"},
+	{name: "negative", value: "-3"},
+	{name: "leading zero", value: "007"},
+	{name: "exponent", value: "1e3"},
+	{name: "space", value: " 7"},
+	{name: "above MaxQty", value: "9007199254740992"},
+	{name: "huge", value: "99999999999999999999999"},
+	{name: "hash", hash: true},
+}
+
+func setCorrupt(ctx context.Context, rdb redis.UniversalClient, key, value string, hash bool) error {
+	if hash {
+		return rdb.HSet(ctx, key, "qty", 5).Err()
+	}
+	return rdb.Set(ctx, key, value, 0).Err()
 }
 
 // checkCorrupt checks that Decrement and Stock of sku, whose stock key holds
@@ -128,13 +135,13 @@ func TestAtomic_Decrement_corruptValue(t *testing.T) {
 	rdb := backends.RedisClient(t)
 	prefix := testPrefix(t, rdb)
 	a := NewAtomic(rdb, WithPrefix(prefix))
-	for name, set := range corruptValues {
-		t.Run(name, func(t *testing.T) {
-			key := rediskeys.Keys{Prefix: prefix}.Stock(name)
-			if err := set(t.Context(), rdb, key); err != nil {
+	for _, c := range corruptValues {
+		t.Run(c.name, func(t *testing.T) {
+			key := rediskeys.Keys{Prefix: prefix}.Stock(c.name)
+			if err := setCorrupt(t.Context(), rdb, key, c.value, c.hash); err != nil {
 				t.Fatal(err)
 			}
-			checkCorrupt(t, a, rdb, key, name)
+			checkCorrupt(t, a, rdb, key, c.name)
 		})
 	}
 }
