@@ -1,0 +1,223 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/mysqllock"
+	"github.com/stockguard/stockguard/stocktest"
+)
+
+func TestGuarded_conformance(t *testing.T) {
+	rdb := backends.RedisClient(t)
+	prefix := lockPrefix(t)
+	stocktest.Run(t, func(t *testing.T) stockguard.Inventory {
+		return NewGuarded(rdb, WithPrefix(prefix))
+	})
+}
+
+// fencedTable creates a stock table of its own for t and drops it at the end.
+func fencedTable(t testing.TB, db *sqlx.DB) string {
+	t.Helper()
+	table := fmt.Sprintf("guarded_%08x", rand.Uint32())
+	if err := mysqllock.CreateSchema(context.Background(), db, mysqllock.WithTable(table)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Exec("DROP TABLE " + table) })
+	return table
+}
+
+func TestGuarded_conformance_mysqlFencedStore(t *testing.T) {
+	rdb := backends.RedisClient(t)
+	db := backends.DB(t)
+	table := fencedTable(t, db)
+	prefix := lockPrefix(t)
+	stocktest.Run(t, func(t *testing.T) stockguard.Inventory {
+		return NewGuarded(rdb, WithPrefix(prefix), WithStore(mysqllock.NewFencedStore(db, mysqllock.WithTable(table))))
+	})
+}
+
+func TestGuarded_busyLockIsContention(t *testing.T) {
+	rdb := backends.RedisClient(t)
+	prefix := lockPrefix(t)
+	ctx := t.Context()
+	g := NewGuarded(rdb, WithPrefix(prefix), WithRetry(stockguard.RetryPolicy{MaxAttempts: 3}))
+	if err := g.SetStock(ctx, "sku", 10); err != nil {
+		t.Fatal(err)
+	}
+	held, err := New(rdb, WithPrefix(prefix)).Obtain(ctx, "sku", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(ctx)
+	if err := g.Decrement(ctx, "sku", 1); !errors.Is(err, stockguard.ErrContention) {
+		t.Fatalf("Decrement under a held lock = %v, want ErrContention", err)
+	}
+	if err := g.SetStock(ctx, "sku", 5); !errors.Is(err, stockguard.ErrContention) {
+		t.Fatalf("SetStock under a held lock = %v, want ErrContention", err)
+	}
+	if n := g.Retries(); n != 4 {
+		t.Fatalf("Retries = %d, want 2 per request", n)
+	}
+	if n, err := g.Stock(ctx, "sku"); err != nil || n != 10 {
+		t.Fatalf("Stock = %d, %v; want 10 untouched", n, err)
+	}
+}
+
+// stealingStore takes the SKU's lock away (as an expired lease followed by
+// another holder would) just before the first writes.
+type stealingStore struct {
+	Store
+	steals atomic.Int64
+	steal  func(ctx context.Context, sku string) error
+}
+
+func (s *stealingStore) WriteFenced(ctx context.Context, sku string, qty, token int64) error {
+	if s.steals.Add(-1) >= 0 {
+		if err := s.steal(ctx, sku); err != nil {
+			return err
+		}
+	}
+	return s.Store.WriteFenced(ctx, sku, qty, token)
+}
+
+func TestGuarded_lockLostBeforeWriteIsRefused(t *testing.T) {
+	rdb := backends.RedisClient(t)
+	prefix := lockPrefix(t)
+	ctx := t.Context()
+	thief := New(rdb, WithPrefix(prefix))
+	store := &stealingStore{Store: NewRedisStore(rdb, WithPrefix(prefix)), steal: func(ctx context.Context, sku string) error {
+		rdb.Del(ctx, thief.keys.Lock(sku)) // the lease "ran out"
+		l, err := thief.Obtain(ctx, sku, time.Second)
+		if err != nil {
+			return err
+		}
+		return l.Release(ctx)
+	}}
+	for _, tc := range []struct {
+		attempts int
+		want     error
+		left     int64
+	}{
+		{1, stockguard.ErrContention, 10}, // refused, given up: nothing written
+		{2, nil, 9},                       // refused, retried: written once
+	} {
+		g := NewGuarded(rdb, WithPrefix(prefix), WithStore(store), WithRetry(stockguard.RetryPolicy{MaxAttempts: tc.attempts}))
+		if err := g.SetStock(ctx, "sku", 10); err != nil {
+			t.Fatal(err)
+		}
+		store.steals.Store(1)
+		err := g.Decrement(ctx, "sku", 1)
+		if !errors.Is(err, tc.want) {
+			t.Fatalf("attempts %d: Decrement = %v, want %v", tc.attempts, err, tc.want)
+		}
+		if tc.want != nil && !errors.Is(err, ErrFenced) {
+			t.Fatalf("attempts %d: Decrement = %v, want it to say the write was fenced off", tc.attempts, err)
+		}
+		if n, err := g.Stock(ctx, "sku"); err != nil || n != tc.left {
+			t.Fatalf("attempts %d: Stock = %d, %v; want %d", tc.attempts, n, err, tc.left)
+		}
+	}
+}
+
+// replyCutter applies the fenced write, then loses its reply.
+type replyCutter struct{ cut atomic.Bool }
+
+func (h *replyCutter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *replyCutter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if a := cmd.Args(); len(a) > 1 && a[1] == guardedWriteScript.Hash() && h.cut.Load() {
+			err = &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+			cmd.SetErr(err)
+		}
+		return err
+	}
+}
+
+func (h *replyCutter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func TestGuarded_lostWriteReplyIsOutcomeUnknown(t *testing.T) {
+	rdb := backends.SharedRedis(t).Client()
+	t.Cleanup(func() { rdb.Close() })
+	hook := &replyCutter{}
+	rdb.AddHook(hook)
+	ctx := t.Context()
+	g := NewGuarded(rdb, WithPrefix(lockPrefix(t)))
+	if err := g.SetStock(ctx, "sku", 10); err != nil {
+		t.Fatal(err)
+	}
+	hook.cut.Store(true)
+	err := g.Decrement(ctx, "sku", 3)
+	hook.cut.Store(false)
+	if !errors.Is(err, stockguard.ErrOutcomeUnknown) {
+		t.Fatalf("Decrement with a lost reply = %v, want ErrOutcomeUnknown", err)
+	}
+	if n, err := g.Stock(ctx, "sku"); err != nil || n != 7 {
+		t.Fatalf("Stock = %d, %v; want 7: the write was applied once, not resent", n, err)
+	}
+	if rdb.Exists(ctx, g.locks.keys.Lock("sku")).Val() != 0 {
+		t.Fatal("lock left behind after an unknown outcome")
+	}
+}
+
+func TestRedisStore_WriteFenced(t *testing.T) {
+	rdb := backends.RedisClient(t)
+	prefix := lockPrefix(t)
+	ctx := t.Context()
+	c, s := New(rdb, WithPrefix(prefix)), NewRedisStore(rdb, WithPrefix(prefix))
+	if err := s.SetStock(ctx, "sku", 10); err != nil {
+		t.Fatal(err)
+	}
+	first, err := c.Obtain(ctx, "sku", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteFenced(ctx, "sku", 9, first.Token()); err != nil {
+		t.Fatal(err)
+	}
+	first.Release(ctx)
+	second, err := c.Obtain(ctx, "sku", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Release(ctx)
+	err = s.WriteFenced(ctx, "sku", 1, first.Token())
+	if !errors.Is(err, ErrFenced) || !errors.Is(err, stockguard.ErrContention) {
+		t.Fatalf("stale token's write = %v, want ErrFenced (ErrContention)", err)
+	}
+	if err := s.WriteFenced(ctx, "sku", 8, second.Token()); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Stock(ctx, "sku"); err != nil || n != 8 {
+		t.Fatalf("Stock = %d, %v; want 8", n, err)
+	}
+	if err := s.WriteFenced(ctx, "sku", 8, 0); !errors.Is(err, stockguard.ErrInvalidRequest) {
+		t.Fatalf("token 0 = %v, want ErrInvalidRequest", err)
+	}
+	fresh, err := c.Obtain(ctx, "nostock", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Release(ctx)
+	if err := s.WriteFenced(ctx, "nostock", 1, fresh.Token()); !errors.Is(err, stockguard.ErrUnknownSKU) {
+		t.Fatalf("write to an unstocked SKU = %v, want ErrUnknownSKU", err)
+	}
+	if rdb.Exists(ctx, s.keys.Stock("nostock")).Val() != 0 {
+		t.Fatal("a refused write created the stock key")
+	}
+}
