@@ -231,8 +231,7 @@ func BenchmarkWait(b *testing.B) {
 	for _, m := range waitModes {
 		b.Run("mode="+m.name+"/waiters=64", func(b *testing.B) {
 			b.ReportAllocs()
-			var cost acquireCost
-			cost = measure(b, rdb, func() int64 {
+			cost := measure(b, rdb, func() int64 {
 				b.ResetTimer()
 				n := contend(b, c, 64, int64(b.N), 0, m.opts...)
 				b.StopTimer()
