@@ -43,7 +43,7 @@ func TestConformance_mixedStrategies(t *testing.T) {
 	})
 }
 
-func TestPessimistic_conformance_skipLocked(t *testing.T) {
+func TestPessimistic_conformance_lockModes(t *testing.T) {
 	db := testDB(t, interpolate)
 	for _, m := range []LockMode{LockNoWait, LockSkipLocked} {
 		t.Run(m.String(), func(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"io"
+	"log"
 	"regexp"
 	"strings"
 	"testing"
@@ -16,7 +18,11 @@ import (
 	"github.com/stockguard/stockguard/internal/backends"
 )
 
-func TestMain(m *testing.M) { backends.Main(m) }
+func TestMain(m *testing.M) {
+	// Tests kill connections on purpose; the driver would log each one.
+	mysql.SetLogger(log.New(io.Discard, "", 0))
+	backends.Main(m)
+}
 
 // testDB opens a pool on the shared server. Tests use the driver's default
 // settings unless they say otherwise, so they pass on an unprepared DSN.
@@ -85,7 +91,7 @@ func holdRow(t testing.TB, db *sqlx.DB, table, sku, lock string) *sqlx.Tx {
 }
 
 // waitingOn polls the process list until a statement starting with prefix
-// waits for a lock, and returns its connection id.
+// waits for a row lock, and returns its connection id.
 func waitingOn(t testing.TB, db *sqlx.DB, prefix string) int64 {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -100,9 +106,17 @@ func waitingOn(t testing.TB, db *sqlx.DB, prefix string) int64 {
 		if len(ids) == 1 {
 			return ids[0]
 		}
-		time.Sleep(5 * time.Millisecond)
+		// InnoDB refreshes its information_schema tables only when they have
+		// not been read for 100ms: faster polling would read a frozen picture.
+		time.Sleep(120 * time.Millisecond)
 	}
-	t.Fatalf("no statement %q waiting for a lock", prefix)
+	var procs []string
+	db.SelectContext(t.Context(), &procs, `SELECT CONCAT_WS(' | ', p.ID, p.COMMAND, p.STATE, p.INFO, x.trx_state, x.trx_id) FROM information_schema.PROCESSLIST p
+		LEFT JOIN information_schema.INNODB_TRX x ON x.trx_mysql_thread_id = p.ID`)
+	var trx []string
+	db.SelectContext(t.Context(), &trx, `SELECT CONCAT_WS(' | ', trx_id, trx_state, trx_mysql_thread_id) FROM information_schema.INNODB_TRX`)
+	procs = append(procs, trx...)
+	t.Fatalf("no statement %q waiting for a lock; process list:\n%s", prefix, strings.Join(procs, "\n"))
 	return 0
 }
 

@@ -1,0 +1,153 @@
+package mysqllock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/stockguard/stockguard"
+)
+
+// lockFree fails t unless sku's named lock is free within a second: no
+// session, pooled or not, holds it.
+func lockFree(t *testing.T, n *NamedLock, sku string) {
+	t.Helper()
+	name := lockName(*n.dbName.Load(), n.table, sku)
+	deadline := time.Now().Add(time.Second)
+	for {
+		var free int
+		if err := n.db.Get(&free, "SELECT IS_FREE_LOCK(?)", name); err != nil {
+			t.Fatal(err)
+		}
+		if free == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			var holder int64
+			n.db.Get(&holder, "SELECT IS_USED_LOCK(?)", name)
+			t.Fatalf("lock %s still held by connection %d", name, holder)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestLockName(t *testing.T) {
+	long := strings.Repeat("🙂", stockguard.MaxSKULen/4)
+	names := map[string]bool{}
+	for _, c := range [][3]string{
+		{"test", "stock", "a"}, {"test", "stock", "A"}, {"test", "stock", "a "}, {"test", "stock", long},
+		{"test", "stock2", "a"}, {"other", "stock", "a"},
+		// the separator keeps (db, table, sku) apart from concatenations
+		{"test", "stocka", ""}, {"test", "stock", "\x00a"},
+	} {
+		n := lockName(c[0], c[1], c[2])
+		if len(n) > 64 {
+			t.Errorf("%q: %d characters", n, len(n))
+		}
+		if names[n] {
+			t.Errorf("%v: collides", c)
+		}
+		names[n] = true
+	}
+}
+
+func TestNamedLock_WithLock_releasedOnCancelMidHold(t *testing.T) {
+	db := testDB(t, interpolate)
+	table := newTable(t, db)
+	mustSet(t, db, table, "hot", 10)
+	n := NewNamedLock(db, WithTable(table))
+	for name, body := range map[string]func(ctx context.Context, conn *sqlx.Conn) error{
+		// The context ends between statements: RELEASE_LOCK still runs.
+		"idle": func(ctx context.Context, _ *sqlx.Conn) error {
+			<-ctx.Done()
+			return ctx.Err()
+		},
+		// The context ends mid-statement: the driver closes the socket while
+		// the server sleeps on; only killing the session frees the lock now.
+		"busy": func(ctx context.Context, conn *sqlx.Conn) error {
+			_, err := conn.ExecContext(ctx, "DO SLEEP(30)")
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			held := make(chan struct{})
+			done := make(chan error, 1)
+			go func() {
+				done <- n.WithLock(ctx, "hot", func(ctx context.Context, conn *sqlx.Conn) error {
+					close(held)
+					return body(ctx, conn)
+				})
+			}()
+			<-held
+			time.Sleep(50 * time.Millisecond)
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("WithLock: %v, want the body's context.Canceled", err)
+			}
+			lockFree(t, n, "hot")
+			// Named locks are reentrant per session: a pooled connection still
+			// holding it would let this take it while another session waits.
+			if err := n.Decrement(t.Context(), "hot", 1); err != nil {
+				t.Fatal(err)
+			}
+			lockFree(t, n, "hot")
+		})
+	}
+}
+
+func TestNamedLock_WithLock_releasedOnPanic(t *testing.T) {
+	db := testDB(t, interpolate)
+	table := newTable(t, db)
+	mustSet(t, db, table, "hot", 10)
+	n := NewNamedLock(db, WithTable(table))
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Fatalf("recovered %v, want the body's panic", r)
+			}
+		}()
+		n.WithLock(t.Context(), "hot", func(context.Context, *sqlx.Conn) error { panic("boom") })
+	}()
+	lockFree(t, n, "hot")
+	if err := n.Decrement(t.Context(), "hot", 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNamedLock_Decrement_lockBusy(t *testing.T) {
+	db := testDB(t, interpolate)
+	table := newTable(t, db)
+	mustSet(t, db, table, "hot", 10)
+	holder := NewNamedLock(db, WithTable(table))
+	n := NewNamedLock(db, WithTable(table), WithNamedLockTimeout(200*time.Millisecond))
+	held, release := make(chan struct{}), make(chan struct{})
+	go holder.WithLock(t.Context(), "hot", func(context.Context, *sqlx.Conn) error {
+		close(held)
+		<-release
+		return nil
+	})
+	<-held
+	began := time.Now()
+	err := n.Decrement(t.Context(), "hot", 1)
+	took := time.Since(began)
+	contractOne(t, err, stockguard.ErrContention)
+	if took < 150*time.Millisecond || took > 2*time.Second {
+		t.Errorf("gave up after %v, want about 200ms", took)
+	}
+	// A context deadline shorter than the lock timeout bounds the wait too.
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	began = time.Now()
+	err = NewNamedLock(db, WithTable(table)).Decrement(ctx, "hot", 1)
+	if took := time.Since(began); took > time.Second || err == nil {
+		t.Errorf("with a 100ms deadline: %v after %v", err, took)
+	}
+	close(release)
+	if qty, _ := level(t, db, table, "hot"); qty != 10 {
+		t.Errorf("qty %d, want 10", qty)
+	}
+}

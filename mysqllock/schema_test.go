@@ -1,0 +1,101 @@
+package mysqllock
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stockguard/stockguard"
+)
+
+// SKUs that text collations would merge — PAD SPACE, case and accent
+// folding, Unicode normalisation — are distinct rows.
+func TestCreateSchema_distinctSKUs(t *testing.T) {
+	db := testDB(t)
+	table := newTable(t, db)
+	// Idempotent: a second call leaves the table as it is.
+	if err := CreateSchema(t.Context(), db, WithTable(table)); err != nil {
+		t.Fatal(err)
+	}
+	skus := []string{"a", "a ", "a  ", " a", "A", "é", "e\u0301", "e", "E", "ß", "ss", "i", "ı", "🙂", "😀",
+		strings.Repeat("x", stockguard.MaxSKULen), strings.Repeat("é", stockguard.MaxSKULen/2)}
+	inv := NewAtomic(db, WithTable(table))
+	for i, sku := range skus {
+		if err := inv.SetStock(t.Context(), sku, int64(i)); err != nil {
+			t.Fatalf("SetStock(%q): %v", sku, err)
+		}
+	}
+	for i, sku := range skus {
+		if got, err := inv.Stock(t.Context(), sku); err != nil || got != int64(i) {
+			t.Errorf("Stock(%q) = %d, %v; want %d", sku, got, err, i)
+		}
+	}
+	var rows int
+	if err := db.Get(&rows, "SELECT COUNT(*) FROM "+quote(table)); err != nil || rows != len(skus) {
+		t.Errorf("%d rows, %v; want %d", rows, err, len(skus))
+	}
+}
+
+// The CHECK constraint refuses a level no strategy should ever write.
+func TestCreateSchema_checkConstraint(t *testing.T) {
+	db := testDB(t)
+	table := newTable(t, db)
+	mustSet(t, db, table, "x", 1)
+	for _, q := range []int64{-1, stockguard.MaxQty + 1} {
+		if _, err := db.Exec("UPDATE "+quote(table)+" SET qty = ? WHERE sku = 'x'", q); err == nil {
+			t.Errorf("qty %d accepted", q)
+		}
+	}
+}
+
+func TestWithTable_invalid(t *testing.T) {
+	for _, name := range []string{"", "1stock", "stock;DROP TABLE x", "st`ock", "sto ck", "schema.stock", "stöck",
+		strings.Repeat("s", 49)} {
+		t.Run(name, func(t *testing.T) {
+			// Rejected before any I/O: no database needed.
+			if err := CreateSchema(t.Context(), nil, WithTable(name)); !errors.Is(err, stockguard.ErrInvalidRequest) {
+				t.Errorf("CreateSchema: %v, want ErrInvalidRequest", err)
+			}
+			for sname, inv := range strategies(nil, WithTable(name)) {
+				if err := inv.Decrement(t.Context(), "x", 1); !errors.Is(err, stockguard.ErrInvalidRequest) {
+					t.Errorf("%s.Decrement: %v, want ErrInvalidRequest", sname, err)
+				}
+				if err := inv.SetStock(t.Context(), "x", 1); !errors.Is(err, stockguard.ErrInvalidRequest) {
+					t.Errorf("%s.SetStock: %v, want ErrInvalidRequest", sname, err)
+				}
+				if _, err := inv.Stock(t.Context(), "x"); !errors.Is(err, stockguard.ErrInvalidRequest) {
+					t.Errorf("%s.Stock: %v, want ErrInvalidRequest", sname, err)
+				}
+			}
+			if err := NewFencedStore(nil, WithTable(name)).WriteFenced(t.Context(), "x", 1, 1); !errors.Is(err, stockguard.ErrInvalidRequest) {
+				t.Errorf("WriteFenced: %v, want ErrInvalidRequest", err)
+			}
+		})
+	}
+}
+
+func TestOptions_invalid(t *testing.T) {
+	for name, opt := range map[string]Option{
+		"mode":           WithLockMode(LockMode(7)),
+		"lockWait0":      WithLockWaitTimeout(0),
+		"lockWaitHuge":   WithLockWaitTimeout(200_000_000 * time.Second),
+		"namedNegative":  WithNamedLockTimeout(-time.Second),
+		"namedHuge":      WithNamedLockTimeout(200_000_000 * time.Second),
+		"tableThenValid": func(o *options) { WithTable("bad name")(o); WithTable("good")(o) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := CreateSchema(t.Context(), nil, opt); !errors.Is(err, stockguard.ErrInvalidRequest) {
+				t.Errorf("CreateSchema: %v, want ErrInvalidRequest", err)
+			}
+		})
+	}
+}
+
+func TestLockMode_String(t *testing.T) {
+	for m, want := range map[LockMode]string{LockWait: "wait", LockNoWait: "nowait", LockSkipLocked: "skiplocked", 9: "LockMode(9)"} {
+		if got := m.String(); got != want {
+			t.Errorf("%d: %q, want %q", int(m), got, want)
+		}
+	}
+}
