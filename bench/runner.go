@@ -302,11 +302,11 @@ func (r *run) collect(start time.Time) *Result {
 		res.Elapsed = last.Sub(start)
 	}
 	if res.Attempts > 0 {
+		// A histogram quantile is the top of its bucket (within 0.1%), which
+		// can exceed the exact maximum: cap it there.
+		q := func(p float64) time.Duration { return time.Duration(min(hist.ValueAtQuantile(p), maxLat)) }
 		res.Latency = Latency{
-			P50:  time.Duration(hist.ValueAtQuantile(50)),
-			P90:  time.Duration(hist.ValueAtQuantile(90)),
-			P99:  time.Duration(hist.ValueAtQuantile(99)),
-			P999: time.Duration(hist.ValueAtQuantile(99.9)),
+			P50: q(50), P90: q(90), P99: q(99), P999: q(99.9),
 			Max:  time.Duration(maxLat),
 			Mean: time.Duration(hist.Mean()),
 		}

@@ -1,0 +1,303 @@
+package bench
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Row is the flat, serialisable form of a Result, as the JSON and CSV
+// reports write it.
+type Row struct {
+	Strategy       string           `json:"strategy"`
+	Counterexample bool             `json:"counterexample"`
+	Workload       string           `json:"workload"`
+	Workers        int              `json:"workers"`
+	Instances      int              `json:"instances"`
+	SKUs           int              `json:"skus"`
+	Skew           string           `json:"skew"`
+	Qty            string           `json:"qty"`
+	ElapsedS       float64          `json:"elapsed_s"`
+	Attempts       int64            `json:"attempts"`
+	Successes      int64            `json:"successes"`
+	Throughput     float64          `json:"throughput"`
+	AttemptsPerS   float64          `json:"attempts_per_s"`
+	P50Ms          float64          `json:"p50_ms"`
+	P90Ms          float64          `json:"p90_ms"`
+	P99Ms          float64          `json:"p99_ms"`
+	P999Ms         float64          `json:"p999_ms"`
+	MaxMs          float64          `json:"max_ms"`
+	MeanMs         float64          `json:"mean_ms"`
+	Retries        int64            `json:"retries"`
+	RetriesPerOp   float64          `json:"retries_per_op"`
+	Errors         map[string]int64 `json:"errors"`
+	OtherErrors    []string         `json:"other_errors,omitempty"`
+	SoldOut        bool             `json:"sold_out"`
+	SellOutMs      float64          `json:"sellout_ms"`
+	Initial        int64            `json:"initial"`
+	Acked          int64            `json:"acked"`
+	Gone           int64            `json:"gone"`
+	Oversold       int64            `json:"oversold"`
+	Lost           int64            `json:"lost"`
+	Unknown        int64            `json:"unknown"`
+	UnknownUnits   int64            `json:"unknown_units"`
+	FalseRefusals  int64            `json:"false_refusals"`
+	Mismatches     int64            `json:"mismatches"`
+	RawChecked     bool             `json:"raw_checked"`
+	Sound          bool             `json:"sound"`
+	Interrupted    bool             `json:"interrupted,omitempty"`
+	Problems       []string         `json:"problems,omitempty"`
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// NewRow flattens r.
+func NewRow(r *Result) Row {
+	w, a := r.Workload, r.Audit
+	return Row{
+		Strategy: r.Target, Counterexample: r.Counterexample,
+		Workload: w.Shape.String(), Workers: w.Workers, Instances: min(w.Instances, w.Workers),
+		SKUs: w.SKUs, Skew: w.Skew.String(), Qty: w.Qty(),
+		ElapsedS: r.Elapsed.Seconds(), Attempts: r.Attempts, Successes: r.Successes,
+		Throughput: r.Throughput, AttemptsPerS: r.AttemptRate,
+		P50Ms: ms(r.Latency.P50), P90Ms: ms(r.Latency.P90), P99Ms: ms(r.Latency.P99),
+		P999Ms: ms(r.Latency.P999), MaxMs: ms(r.Latency.Max), MeanMs: ms(r.Latency.Mean),
+		Retries: r.Retries, RetriesPerOp: r.RetriesPerOp,
+		Errors: r.Errors, OtherErrors: r.OtherErrors,
+		SoldOut: r.SoldOut, SellOutMs: ms(r.SellOut),
+		Initial: a.Initial, Acked: a.Acked, Gone: a.Gone,
+		Oversold: a.Oversold, Lost: a.Lost, Unknown: a.Unknown, UnknownUnits: a.UnknownUnits,
+		FalseRefusals: a.FalseRefusals, Mismatches: a.Mismatches, RawChecked: a.Raw,
+		Sound: r.Sound(), Interrupted: r.Interrupted, Problems: a.Problems,
+	}
+}
+
+// WriteJSON writes the results as a JSON array of Rows.
+func WriteJSON(w io.Writer, results []*Result) error {
+	rows := make([]Row, len(results))
+	for i, r := range results {
+		rows[i] = NewRow(r)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rows)
+}
+
+var csvHeader = []string{
+	"strategy", "counterexample", "workload", "workers", "instances", "skus", "skew", "qty",
+	"elapsed_s", "attempts", "successes", "throughput", "attempts_per_s",
+	"p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms",
+	"retries", "retries_per_op", "errors", "sold_out", "sellout_ms",
+	"initial", "acked", "gone", "oversold", "lost", "unknown", "unknown_units",
+	"false_refusals", "mismatches", "raw_checked", "sound",
+}
+
+// WriteCSV writes the results as CSV with a header line; errors are one
+// field of "kind=count" pairs separated by semicolons.
+func WriteCSV(w io.Writer, results []*Result) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(csvHeader); err != nil {
+		return err
+	}
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	d := func(v int64) string { return strconv.FormatInt(v, 10) }
+	for _, r := range results {
+		x := NewRow(r)
+		var errs []string
+		for _, k := range slices.Sorted(maps.Keys(x.Errors)) {
+			errs = append(errs, k+"="+d(x.Errors[k]))
+		}
+		rec := []string{
+			x.Strategy, strconv.FormatBool(x.Counterexample), x.Workload, strconv.Itoa(x.Workers), strconv.Itoa(x.Instances),
+			strconv.Itoa(x.SKUs), x.Skew, x.Qty,
+			f(x.ElapsedS), d(x.Attempts), d(x.Successes), f(x.Throughput), f(x.AttemptsPerS),
+			f(x.P50Ms), f(x.P90Ms), f(x.P99Ms), f(x.P999Ms), f(x.MaxMs), f(x.MeanMs),
+			d(x.Retries), f(x.RetriesPerOp), strings.Join(errs, ";"), strconv.FormatBool(x.SoldOut), f(x.SellOutMs),
+			d(x.Initial), d(x.Acked), d(x.Gone), d(x.Oversold), d(x.Lost), d(x.Unknown), d(x.UnknownUnits),
+			d(x.FalseRefusals), d(x.Mismatches), strconv.FormatBool(x.RawChecked), strconv.FormatBool(x.Sound),
+		}
+		if err := cw.Write(rec); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// WriteTable writes the results as an aligned text table for people,
+// followed by the audit's verdict: every unsound strategy named loudly with
+// its problems, the counterexamples caught, and any error outside the
+// contract.
+func WriteTable(w io.Writer, results []*Result) error {
+	flash := slices.ContainsFunc(results, func(r *Result) bool { return r.Workload.Shape == Flash })
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "STRATEGY\tWORKERS\tSKUS\tDECR/S\tATTEMPTS/S\tP50 ms\tP90 ms\tP99 ms\tP99.9 ms\tMAX ms\tRETRIES/OP\t"
+	if flash {
+		head += "SOLD OUT\t"
+	}
+	fmt.Fprintln(tw, pad("STRATEGY", results)+head[len("STRATEGY"):]+"ERRORS\tAUDIT\t")
+	for _, r := range results {
+		name := r.Target
+		if r.Counterexample {
+			name += " [broken]"
+		}
+		name = pad(name, results)
+		line := fmt.Sprintf("%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t", name, r.Workload.Workers, r.Workload.SKUs,
+			count(r.Throughput), count(r.AttemptRate),
+			millis(r.Latency.P50), millis(r.Latency.P90), millis(r.Latency.P99), millis(r.Latency.P999), millis(r.Latency.Max),
+			r.RetriesPerOp)
+		if flash {
+			line += sellOut(r) + "\t"
+		}
+		fmt.Fprintln(tw, line+errorSummary(r.Errors)+"\t"+verdict(r)+"\t")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return writeVerdict(w, results)
+}
+
+func writeVerdict(w io.Writer, results []*Result) error {
+	var b strings.Builder
+	var unsound, caught, counter []string
+	for _, r := range results {
+		if r.Counterexample && !slices.Contains(counter, r.Target) {
+			counter = append(counter, r.Target)
+		}
+		if r.Sound() {
+			continue
+		}
+		if r.Counterexample {
+			if !slices.Contains(caught, r.Target) {
+				caught = append(caught, r.Target)
+			}
+			continue
+		}
+		unsound = append(unsound, r.Target)
+		fmt.Fprintf(&b, "\n!!! UNSOUND: %s at %d workers — oversold %d, lost %d, false refusals %d (of %d units acknowledged)\n",
+			r.Target, r.Workload.Workers, r.Audit.Oversold, r.Audit.Lost, r.Audit.FalseRefusals, r.Audit.Acked)
+		for _, p := range r.Audit.Problems {
+			fmt.Fprintf(&b, "!!!   %s\n", p)
+		}
+	}
+	b.WriteString("\n")
+	if len(unsound) == 0 {
+		b.WriteString("audit: every strategy sound — units acknowledged match the stock gone, read through Stock and straight from the backend.\n")
+	} else {
+		fmt.Fprintf(&b, "audit: %d UNSOUND result(s) — do not use: %s\n", len(unsound), strings.Join(slices.Compact(unsound), ", "))
+	}
+	if len(counter) > 0 {
+		var missed []string
+		for _, c := range counter {
+			if !slices.Contains(caught, c) {
+				missed = append(missed, c)
+			}
+		}
+		fmt.Fprintf(&b, "counterexamples: %d of %d caught by the audit", len(caught), len(counter))
+		if len(missed) > 0 {
+			fmt.Fprintf(&b, "; NOT caught in this run: %s", strings.Join(missed, ", "))
+		}
+		b.WriteString(" (one worker cannot race with itself).\n")
+	}
+	for _, r := range results {
+		if n := r.Errors["other"]; n > 0 {
+			fmt.Fprintf(&b, "errors outside the contract: %s at %d workers: %d, e.g. %q\n", r.Target, r.Workload.Workers, n, r.OtherErrors)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// pad left-aligns a first-column cell in the right-aligned table by
+// padding it to the longest name.
+func pad(s string, results []*Result) string {
+	width := len("STRATEGY")
+	for _, r := range results {
+		n := len(r.Target)
+		if r.Counterexample {
+			n += len(" [broken]")
+		}
+		width = max(width, n)
+	}
+	return s + strings.Repeat(" ", width-len(s))
+}
+
+// verdict is the AUDIT column.
+func verdict(r *Result) string {
+	a := r.Audit
+	if r.Sound() {
+		s := "ok"
+		if a.Unknown > 0 {
+			s += fmt.Sprintf(" (%d unknown)", a.Unknown)
+		}
+		if r.Interrupted {
+			s += " (interrupted)"
+		}
+		return s
+	}
+	var parts []string
+	if a.Oversold > 0 {
+		parts = append(parts, fmt.Sprintf("oversold %d", a.Oversold))
+	}
+	if a.Lost > 0 {
+		parts = append(parts, fmt.Sprintf("lost %d", a.Lost))
+	}
+	if a.FalseRefusals > 0 {
+		parts = append(parts, fmt.Sprintf("false refusals %d", a.FalseRefusals))
+	}
+	label := "UNSOUND"
+	if r.Counterexample {
+		label = "CAUGHT"
+	}
+	return label + ": " + strings.Join(parts, ", ")
+}
+
+func sellOut(r *Result) string {
+	if !r.SoldOut {
+		return "no"
+	}
+	return millis(r.SellOut) + " ms"
+}
+
+func errorSummary(errs map[string]int64) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(errs)) {
+		parts = append(parts, fmt.Sprintf("%s %s", k, count(float64(errs[k]))))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// count formats a non-negative number with thousands separators, no decimals.
+func count(v float64) string {
+	s := strconv.FormatInt(int64(v+0.5), 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// millis formats a duration in milliseconds with three significant digits.
+func millis(d time.Duration) string {
+	v := ms(d)
+	switch {
+	case v == 0:
+		return "0"
+	case v < 1:
+		return strconv.FormatFloat(v, 'f', 3, 64)
+	case v < 10:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	case v < 100:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64)
+}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/stockguard/stockguard/bench"
+)
+
+// env is what the command runs with: its output streams and the targets it
+// knows (tests swap in their own).
+type env struct {
+	stdout, stderr  io.Writer
+	strategies      []bench.Target
+	counterexamples []bench.Target
+}
+
+// run is the whole command; it returns the exit status.
+func run(ctx context.Context, args []string, e env) int {
+	c, err := parse(args, e, e.stderr)
+	var ue usageError
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(e.stderr, "stockbench: %s\nRun stockbench -h for the flags.\n", ue.msg)
+		return exitUsage
+	case err != nil:
+		fmt.Fprintf(e.stderr, "stockbench: %v\n", err)
+		return exitError
+	}
+
+	fmt.Fprintf(e.stderr, "stockbench: %d strategies × %d worker counts, about %v plus set-up\n",
+		len(c.targets), len(c.workers), c.planned().Round(time.Second))
+	srv, err := openServers(ctx, c, slices.Max(c.workers))
+	if err != nil {
+		fmt.Fprintf(e.stderr, "stockbench: %v\n", err)
+		return exitError
+	}
+	defer srv.Close()
+	for _, d := range srv.desc {
+		fmt.Fprintf(e.stderr, "stockbench: %s\n", d)
+	}
+
+	results, failed := runAll(ctx, c, srv.backends, e.stderr)
+
+	if err := report(e.stdout, c, srv.desc, results); err != nil {
+		fmt.Fprintf(e.stderr, "stockbench: writing the report: %v\n", err)
+		failed = true
+	}
+	if c.plot != "" && len(results) > 0 {
+		if err := writeChart(c.plot, results); err != nil {
+			fmt.Fprintf(e.stderr, "stockbench: chart: %v\n", err)
+			failed = true
+		} else {
+			fmt.Fprintf(e.stderr, "stockbench: chart written to %s\n", c.plot)
+		}
+	}
+	for _, r := range results {
+		if !r.Counterexample && !r.Sound() {
+			fmt.Fprintf(e.stderr, "stockbench: UNSOUND: %s — see the audit above\n", r.Target)
+			return exitUnsound
+		}
+	}
+	if failed {
+		return exitError
+	}
+	return exitOK
+}
+
+// runAll runs every target at every worker count. It stops at an
+// interrupt; a target that fails to run is reported and skipped.
+func runAll(ctx context.Context, c config, b bench.Backends, stderr io.Writer) (results []*bench.Result, failed bool) {
+	p := newProgress(stderr, len(c.targets)*len(c.workers))
+	defer p.finish()
+	for _, t := range c.targets {
+		for _, n := range c.workers {
+			w := c.workload
+			w.Workers = n
+			p.start(fmt.Sprintf("%s ×%d", t.Name, n))
+			r, err := bench.Run(ctx, t, b, w, bench.WithProgress(p.within))
+			p.done()
+			if r != nil {
+				results = append(results, r)
+			}
+			if ctx.Err() != nil {
+				p.printf("stockbench: interrupted; reporting the runs so far\n")
+				return results, true
+			}
+			if err != nil {
+				p.printf("stockbench: %s at %d workers: %v\n", t.Name, n, err)
+				failed = true
+				if r == nil {
+					break // the next worker count would fail the same way
+				}
+			}
+		}
+	}
+	return results, failed
+}
+
+func report(w io.Writer, c config, servers []string, results []*bench.Result) error {
+	switch c.format {
+	case "json":
+		return bench.WriteJSON(w, results)
+	case "csv":
+		return bench.WriteCSV(w, results)
+	}
+	wl := c.workload
+	stock := fmt.Sprint(wl.InitialStock())
+	if wl.Stock == 0 && wl.Shape == bench.Steady {
+		stock = "10^12 (never runs out)"
+	}
+	end := fmt.Sprintf("%v measured", wl.Duration)
+	if wl.Ops > 0 {
+		end = fmt.Sprintf("%d requests", wl.Ops)
+		if wl.Duration > 0 {
+			end += fmt.Sprintf(" (at most %v)", wl.Duration)
+		}
+	}
+	skus := "1 hot SKU"
+	if wl.SKUs > 1 {
+		skus = fmt.Sprintf("%d SKUs (%s)", wl.SKUs, wl.Skew)
+	}
+	fmt.Fprintf(w, "workload: %s, %s, qty %s, stock %s per SKU, %s after %v warm-up, workers over %d app instances, seed %d\n",
+		wl.Shape, skus, wl.Qty(), stock, end, wl.Warmup, wl.Instances, wl.Seed)
+	if len(servers) > 0 {
+		fmt.Fprintf(w, "servers: %s\n", strings.Join(servers, "; "))
+	}
+	fmt.Fprintln(w)
+	return bench.WriteTable(w, results)
+}
+
+func writeChart(path string, results []*bench.Result) error {
+	f, err := chartFormat(path)
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	if err := bench.WriteChart(&b, results, f); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}
+
+// progress shows a bar on a terminal, or one line per run elsewhere.
+type progress struct {
+	out   io.Writer
+	bar   *progressbar.ProgressBar
+	total int
+	index int
+}
+
+func newProgress(stderr io.Writer, total int) *progress {
+	p := &progress{out: stderr, total: total}
+	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.bar = progressbar.NewOptions(total*1000,
+			progressbar.OptionSetWriter(stderr),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	return p
+}
+
+func (p *progress) start(what string) {
+	if p.bar == nil {
+		fmt.Fprintf(p.out, "stockbench: [%d/%d] %s\n", p.index+1, p.total, what)
+		return
+	}
+	p.bar.Describe(fmt.Sprintf("[%d/%d] %-32s", p.index+1, p.total, what))
+}
+
+// within reports the fraction done of the current run.
+func (p *progress) within(f float64) {
+	if p.bar != nil {
+		p.bar.Set(p.index*1000 + int(f*1000))
+	}
+}
+
+func (p *progress) done() {
+	p.index++
+	if p.bar != nil {
+		p.bar.Set(p.index * 1000)
+	}
+}
+
+// printf writes a message without tearing the bar.
+func (p *progress) printf(format string, args ...any) {
+	if p.bar != nil {
+		p.bar.Clear()
+	}
+	fmt.Fprintf(p.out, format, args...)
+}
+
+func (p *progress) finish() {
+	if p.bar != nil {
+		p.bar.Finish()
+	}
+}
