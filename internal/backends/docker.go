@@ -278,6 +278,9 @@ func checkDocker(ctx context.Context, image string) error {
 		}
 		return p.Health(ctx) // closes p
 	})
+	if err != nil && pingErr != nil {
+		err = fmt.Errorf("%w; %w", pingErr, err) // testcontainers alone says just "rootless Docker not found"
+	}
 	if err != nil {
 		return fmt.Errorf("backends: docker unavailable: %w", err)
 	}
