@@ -61,7 +61,9 @@ var (
 // the same names NewGuarded uses for a SKU, so a lock on a SKU obtained
 // here excludes Guarded decrements of that SKU. The fencing counter has no
 // expiry and must never be deleted: tokens are strictly increasing only as
-// long as it lives.
+// long as it lives. (Lost with an unpersisted Redis, it restarts at 1, and
+// a fenced store refuses every write until the new tokens pass the highest
+// it has seen: safe, but stuck — persist Redis, or raise the counter.)
 //
 // A Client is safe for concurrent use. It holds no connection of its own
 // until an Obtain waits with Notify; the pub/sub connection that waiting

@@ -477,3 +477,23 @@ func BenchmarkObtainRelease(b *testing.B) {
 		})
 	})
 }
+
+// go-redis resends a command whose reply was lost; the obtain script must
+// then recognise its own lock and return its token, not refuse.
+func TestLockObtainScript_resendIsIdempotent(t *testing.T) {
+	c, _ := newTestClient(t)
+	ctx := t.Context()
+	k, owner := c.keysFor("k"), newToken()
+	first, _, err := c.attempt(ctx, k, owner, time.Second, false)
+	if err != nil || first < 1 {
+		t.Fatalf("first attempt: token %d, %v", first, err)
+	}
+	again, _, err := c.attempt(ctx, k, owner, time.Second, false)
+	if err != nil || again != first {
+		t.Fatalf("resent attempt: token %d, %v; want %d", again, err, first)
+	}
+	other, holder, err := c.attempt(ctx, k, newToken(), time.Second, false)
+	if err != nil || other != 0 || holder <= 0 || holder > time.Second {
+		t.Fatalf("another owner's attempt: token %d, holder's lease %v, %v", other, holder, err)
+	}
+}

@@ -64,16 +64,16 @@ var guardedWriteScript = redis.NewScript(guardedWriteLua)
 // Writes are sent at most once (a lost reply is ErrOutcomeUnknown, never a
 // second write). A RedisStore is safe for concurrent use.
 type RedisStore struct {
-	rdb     RedisClient
+	rdb     AtomicClient
 	scripts redis.Scripter // rdb with EVAL/EVALSHA sent at most once
 	keys    rediskeys.Keys
 }
 
 var _ Store = (*RedisStore)(nil)
 
-// NewRedisStore returns a RedisStore over rdb. It reads the option
-// WithPrefix.
-func NewRedisStore(rdb RedisClient, opts ...Option) *RedisStore {
+// NewRedisStore returns a RedisStore over rdb (scripting and Process, as
+// NewAtomic). It reads the option WithPrefix.
+func NewRedisStore(rdb AtomicClient, opts ...Option) *RedisStore {
 	o := newOptions(opts)
 	return &RedisStore{rdb: rdb, scripts: redisx.OnceScripter(rdb), keys: o.keys}
 }
