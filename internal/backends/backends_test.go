@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/redis/go-redis/v9"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -63,18 +64,18 @@ func TestPrivateCluster_routesKeysAcrossMasters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	masters := 0
+	var masters atomic.Int32 // ForEachMaster calls back concurrently
 	err := cl.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 		n, err := m.DBSize(ctx).Result()
 		if n > 0 {
-			masters++
+			masters.Add(1)
 		}
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if masters != 3 {
-		t.Fatalf("keys landed on %d of 3 masters", masters)
+	if masters.Load() != 3 {
+		t.Fatalf("keys landed on %d of 3 masters", masters.Load())
 	}
 }
