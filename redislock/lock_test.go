@@ -410,14 +410,14 @@ func TestLock_contextEndsWhenLeaseRunsOut(t *testing.T) {
 func TestLock_refreshExtendsAndMovesTheDeadline(t *testing.T) {
 	c, _ := newTestClient(t)
 	ctx := t.Context()
-	l, err := c.Obtain(ctx, "k", 150*time.Millisecond)
+	l, err := c.Obtain(ctx, "k", 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	lost := l.Lost()
 	for range 4 {
-		time.Sleep(75 * time.Millisecond)
-		if err := l.Refresh(ctx, 150*time.Millisecond); err != nil {
+		time.Sleep(100 * time.Millisecond)
+		if err := l.Refresh(ctx, 300*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -427,7 +427,7 @@ func TestLock_refreshExtendsAndMovesTheDeadline(t *testing.T) {
 	default:
 	}
 	if err := l.Release(ctx); err != nil {
-		t.Fatalf("Release after 300ms of refreshes of a 150ms lease: %v", err)
+		t.Fatalf("Release after 400ms of refreshes of a 300ms lease: %v", err)
 	}
 }
 
