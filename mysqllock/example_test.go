@@ -1,0 +1,133 @@
+package mysqllock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/mysqllock"
+)
+
+// open connects the way the package recommends: interpolateParams=true and
+// a pool at least as large as the number of concurrent buyers.
+func open(workers int) *sqlx.DB {
+	cfg, err := mysql.ParseDSN(os.Getenv("STOCKGUARD_MYSQL_DSN")) // e.g. root@tcp(127.0.0.1:3306)/test
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg.InterpolateParams = true // one round trip per statement instead of two
+	db, err := sqlx.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		log.Fatal(err)
+	}
+	db.SetMaxOpenConns(workers)
+	db.SetMaxIdleConns(workers)
+	return db
+}
+
+// The everyday choice: one conditional UPDATE per purchase.
+func Example() {
+	ctx := context.Background()
+	db := open(64)
+	defer db.Close()
+	if err := mysqllock.CreateSchema(ctx, db); err != nil {
+		log.Fatal(err)
+	}
+	inv := mysqllock.NewAtomic(db)
+	if err := inv.SetStock(ctx, "sku-42", 10); err != nil {
+		log.Fatal(err)
+	}
+	switch err := inv.Decrement(ctx, "sku-42", 3); {
+	case err == nil:
+		fmt.Println("sold 3")
+	case errors.Is(err, stockguard.ErrInsufficientStock):
+		fmt.Println("sold out")
+	case errors.Is(err, stockguard.ErrOutcomeUnknown):
+		// The connection died after the UPDATE was sent: reconcile (for
+		// example against an order table written in the same transaction
+		// elsewhere) before telling the buyer anything.
+		fmt.Println("unknown, reconcile")
+	default:
+		fmt.Println("failed:", err) // nothing was taken
+	}
+}
+
+// A flash sale that would rather turn buyers away than queue them on the
+// hot row: NOWAIT answers ErrContention at once when the row is busy.
+func ExampleNewPessimistic() {
+	ctx := context.Background()
+	db := open(64)
+	defer db.Close()
+	inv := mysqllock.NewPessimistic(db,
+		mysqllock.WithLockMode(mysqllock.LockNoWait),
+	)
+	if err := inv.Decrement(ctx, "sku-42", 1); errors.Is(err, stockguard.ErrContention) {
+		fmt.Println("busy, try again")
+	}
+}
+
+// Waiting mode with a bound on the server-side wait, for checks that need
+// more than one comparison inside the transaction.
+func ExampleWithLockWaitTimeout() {
+	db := open(16)
+	defer db.Close()
+	inv := mysqllock.NewPessimistic(db, mysqllock.WithLockWaitTimeout(2*time.Second))
+	_ = inv.Decrement(context.Background(), "sku-42", 1)
+}
+
+// Optimistic CAS with the default contention-aware retries; Retries feeds
+// a retries-per-operation metric.
+func ExampleNewOptimistic() {
+	ctx := context.Background()
+	db := open(64)
+	defer db.Close()
+	inv := mysqllock.NewOptimistic(db, mysqllock.WithTable("stock"))
+	if err := inv.Decrement(ctx, "sku-42", 1); err != nil {
+		fmt.Println(err)
+	}
+	fmt.Println("retries so far:", inv.Retries())
+}
+
+// Run your own read-check-write under the SKU's named lock, on the
+// connection that holds it.
+func ExampleNamedLock_WithLock() {
+	ctx := context.Background()
+	db := open(16)
+	defer db.Close()
+	inv := mysqllock.NewNamedLock(db, mysqllock.WithNamedLockTimeout(time.Second))
+	err := inv.WithLock(ctx, "sku-42", func(ctx context.Context, conn *sqlx.Conn) error {
+		var qty int64
+		if err := conn.QueryRowxContext(ctx, "SELECT qty FROM stock WHERE sku = ?", "sku-42").Scan(&qty); err != nil {
+			return err
+		}
+		fmt.Println("units while nobody else can take any:", qty)
+		return nil
+	})
+	if errors.Is(err, stockguard.ErrContention) {
+		fmt.Println("lock busy")
+	}
+}
+
+// Stock in MySQL, guarded by a lock service that hands out fencing tokens
+// (redislock's Lock.Token): a holder whose lease ran out cannot overwrite
+// the write of the holder after it.
+func ExampleFencedStore_WriteFenced() {
+	ctx := context.Background()
+	db := open(16)
+	defer db.Close()
+	store := mysqllock.NewFencedStore(db)
+	var token int64 = 17 // from the lock that guards "sku-42"
+	qty, err := store.Stock(ctx, "sku-42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := store.WriteFenced(ctx, "sku-42", qty-1, token); errors.Is(err, mysqllock.ErrFenced) {
+		fmt.Println("lost the lock meanwhile; nothing written")
+	}
+}
