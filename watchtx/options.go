@@ -9,14 +9,18 @@ import (
 
 // DefaultRetry is the retry policy of New. It is contention-aware
 // (Adaptive): a request that lost a race backs off for longer the more
-// requests of the same Inventory are backing off, so that under a hot key
-// the retries spread out instead of colliding again in the next round.
-// Attempts are generous because a loser applied nothing and an EXEC is
-// cheap; a request gives up (ErrContention) only under sustained overload.
+// requests of the same Inventory are backing off, times the recent length
+// of an attempt, so that on a hot key the retries spread out instead of
+// colliding again in the next round. MaxDelay must leave room for that
+// spread (about writers × attempt time): with a 20ms cap, 64 writers on one
+// key fell to 0.1–0.5× the 1-writer throughput; with 100ms they keep
+// 0.7–1.3× on 2 cores (BenchmarkInventoryScaling). Attempts are generous
+// because a loser applied nothing; a request gives up (ErrContention) only
+// under sustained overload.
 var DefaultRetry = stockguard.RetryPolicy{
 	MaxAttempts: 50,
-	BaseDelay:   100 * time.Microsecond,
-	MaxDelay:    20 * time.Millisecond,
+	BaseDelay:   time.Millisecond,
+	MaxDelay:    100 * time.Millisecond,
 	Adaptive:    true,
 }
 
