@@ -109,6 +109,10 @@ type run struct {
 	sale    int      // number of sale SKUs
 	initial []int64  // stock each SKU starts with
 	phase   atomic.Int32
+	// base is the run's clock origin. Workers read the time as
+	// time.Since(base): one monotonic clock read, where time.Now makes two
+	// (wall and monotonic) — the largest cost of the hot path.
+	base time.Time
 
 	acked      []atomic.Int64 // units acknowledged per SKU, when not tallied per worker
 	unknown    []atomic.Int64 // units of requests that ended ErrOutcomeUnknown, per SKU
@@ -177,6 +181,7 @@ func (r *run) execute(ctx context.Context, insts []stockguard.Inventory, o runOp
 	stopWatch := context.AfterFunc(ctx, func() { r.phase.Store(phaseStop) })
 	defer stopWatch()
 
+	r.base = time.Now()
 	var wg sync.WaitGroup
 	finished := make(chan struct{})
 	for _, wk := range r.workers {
@@ -187,7 +192,6 @@ func (r *run) execute(ctx context.Context, insts []stockguard.Inventory, o runOp
 	}
 	go func() { wg.Wait(); close(finished) }()
 
-	begin := time.Now()
 	planned := w.Warmup + w.Duration
 	var progressDone, progressStopped chan struct{}
 	if o.progress != nil && w.Duration > 0 {
@@ -202,7 +206,7 @@ func (r *run) execute(ctx context.Context, insts []stockguard.Inventory, o runOp
 					o.progress(1)
 					return
 				case <-tick.C:
-					o.progress(min(float64(time.Since(begin))/float64(planned), 1))
+					o.progress(min(float64(time.Since(r.base))/float64(planned), 1))
 				}
 			}
 		}()
@@ -219,7 +223,7 @@ func (r *run) execute(ctx context.Context, insts []stockguard.Inventory, o runOp
 	}
 	retries0 := sumRetries(insts)
 	r.phase.CompareAndSwap(phaseWarm, phaseMeasure)
-	start := time.Now()
+	start := time.Since(r.base)
 	if r.phase.Load() == phaseMeasure {
 		r.measure(ctx, start, finished)
 	}
@@ -241,7 +245,7 @@ func (r *run) execute(ctx context.Context, insts []stockguard.Inventory, o runOp
 
 // measure waits for the end of the measured window: the duration, the op
 // count, a flash sale's sell-out (plus a short tail), or ctx.
-func (r *run) measure(ctx context.Context, start time.Time, finished <-chan struct{}) {
+func (r *run) measure(ctx context.Context, start time.Duration, finished <-chan struct{}) {
 	w := r.w
 	var deadline <-chan time.Time
 	if w.Duration > 0 {
@@ -259,9 +263,10 @@ func (r *run) measure(ctx context.Context, start time.Time, finished <-chan stru
 	case <-ctx.Done():
 	case <-sold:
 		// Keep going briefly to measure refusals after the sell-out.
-		tail := max(time.Since(start)/10, 50*time.Millisecond)
+		sofar := time.Since(r.base) - start
+		tail := max(sofar/10, 50*time.Millisecond)
 		if w.Duration > 0 {
-			tail = min(tail, max(w.Duration-time.Since(start), 0))
+			tail = min(tail, max(w.Duration-sofar, 0))
 		}
 		t := time.NewTimer(tail)
 		select {
@@ -273,11 +278,12 @@ func (r *run) measure(ctx context.Context, start time.Time, finished <-chan stru
 	}
 }
 
-// collect merges the workers' figures.
-func (r *run) collect(start time.Time) *Result {
+// collect merges the workers' figures; measurement began at start (since
+// r.base).
+func (r *run) collect(start time.Duration) *Result {
 	res := &Result{Errors: map[string]int64{}}
 	hist := newHistogram()
-	var last, lastSale time.Time
+	var last, lastSale time.Duration
 	var maxLat int64
 	for _, wk := range r.workers {
 		hist.Merge(wk.hist)
@@ -291,15 +297,11 @@ func (r *run) collect(start time.Time) *Result {
 			}
 		}
 		res.OtherErrors = appendSamples(res.OtherErrors, wk.others...)
-		if wk.lastEnd.After(last) {
-			last = wk.lastEnd
-		}
-		if wk.lastSuccess.After(lastSale) {
-			lastSale = wk.lastSuccess
-		}
+		last = max(last, wk.lastEnd)
+		lastSale = max(lastSale, wk.lastSuccess)
 	}
-	if last.After(start) {
-		res.Elapsed = last.Sub(start)
+	if last > start {
+		res.Elapsed = last - start
 	}
 	if res.Attempts > 0 {
 		// A histogram quantile is the top of its bucket (within 0.1%), which
@@ -314,8 +316,8 @@ func (r *run) collect(start time.Time) *Result {
 	select {
 	case <-r.allSold:
 		res.SoldOut = true
-		if lastSale.After(start) {
-			res.SellOut = lastSale.Sub(start)
+		if lastSale > start {
+			res.SellOut = lastSale - start
 		}
 	default:
 	}
@@ -364,8 +366,8 @@ type worker struct {
 	counts      [2][numKinds]int64
 	attempts    int64
 	units       int64
-	lastEnd     time.Time
-	lastSuccess time.Time
+	lastEnd     time.Duration // since run.base
+	lastSuccess time.Duration
 	others      []string
 
 	_ [64]byte // keep neighbouring workers' hot fields off this cache line
@@ -386,7 +388,11 @@ func newWorker(r *run, id int, inv stockguard.Inventory, quota int64) *worker {
 		wk.warm = r.sale
 	}
 	if r.acked == nil {
-		wk.acked = make([]int64, len(r.skus))
+		// A cache line of padding in front keeps this tally off the line
+		// of whatever the allocator placed before it (another worker's
+		// tally, typically): shared lines would cost more than the harness.
+		buf := make([]int64, cacheLineWords+len(r.skus))
+		wk.acked = buf[cacheLineWords:]
 	}
 	return wk
 }
@@ -414,7 +420,8 @@ func (wk *worker) qty() int64 {
 // which adds only the few nanoseconds of picking a SKU and a quantity.
 func (wk *worker) loop(ctx context.Context) {
 	r := wk.r
-	prev := time.Now()
+	base := r.base
+	prev := time.Since(base)
 	for {
 		ph := r.phase.Load()
 		if ph == phaseStop {
@@ -429,8 +436,8 @@ func (wk *worker) loop(ctx context.Context) {
 		}
 		q := wk.qty()
 		err := wk.inv.Decrement(ctx, r.skus[i], q)
-		now := time.Now()
-		lat := int64(now.Sub(prev))
+		now := time.Since(base)
+		lat := int64(now - prev)
 		prev = now
 
 		k := Classify(err)
@@ -483,6 +490,9 @@ func (r *run) refused(i int, q int64) {
 		}
 	}
 }
+
+// cacheLineWords is a cache line's worth of int64s.
+const cacheLineWords = 64 / 8
 
 // maxSamples bounds the distinct error messages kept per run.
 const maxSamples = 5

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/bench"
+	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/memstock"
+)
+
+func TestMain(m *testing.M) { backends.Main(m) }
+
+// memTarget is the in-memory reference, needing no server.
+func memTarget() bench.Target {
+	return bench.Target{Name: "mem", About: "in-memory reference", Open: func(context.Context, bench.Backends, string) (*bench.Store, error) {
+		s := memstock.New()
+		return &bench.Store{New: func() (stockguard.Inventory, error) { return s, nil }}, nil
+	}}
+}
+
+// racy reads, yields and writes the computed level: lost updates.
+type racy struct {
+	mu    sync.Mutex
+	stock map[string]int64
+}
+
+func (r *racy) get(sku string) (int64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v, ok := r.stock[sku]
+	return v, ok
+}
+
+func (r *racy) SetStock(_ context.Context, sku string, qty int64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stock[sku] = qty
+	return nil
+}
+
+func (r *racy) Stock(_ context.Context, sku string) (int64, error) {
+	v, ok := r.get(sku)
+	if !ok {
+		return 0, stockguard.ErrUnknownSKU
+	}
+	return v, nil
+}
+
+func (r *racy) Decrement(_ context.Context, sku string, qty int64) error {
+	have, _ := r.get(sku)
+	if have < qty {
+		return stockguard.ErrInsufficientStock
+	}
+	runtime.Gosched()
+	return r.SetStock(context.Background(), sku, have-qty)
+}
+
+// racyTarget is a broken in-memory target that does not say it is broken.
+func racyTarget() bench.Target {
+	return bench.Target{Name: "racy", About: "read, yield, write", Open: func(context.Context, bench.Backends, string) (*bench.Store, error) {
+		s := &racy{stock: map[string]int64{}}
+		return &bench.Store{New: func() (stockguard.Inventory, error) { return s, nil }}, nil
+	}}
+}
+
+// brokenMem is memTarget labelled as a counterexample, to test selection.
+func brokenMem() bench.Target {
+	t := memTarget()
+	t.Name, t.Counterexample = "broken-mem", true
+	return t
+}
+
+// invoke runs the command with args on the given targets.
+func invoke(t *testing.T, strategies []bench.Target, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(t.Context(), args, env{stdout: &out, stderr: &errOut, strategies: strategies, counterexamples: []bench.Target{brokenMem()}})
+	return code, out.String(), errOut.String()
+}
+
+// quick are flags for short runs that write no chart.
+var quick = []string{"-duration", "100ms", "-warmup", "0", "-plot", ""}
+
+func TestRun_usage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // in stderr
+	}{
+		{"unknown flag", []string{"-frobnicate"}, "flag provided but not defined"},
+		{"positional argument", []string{"mysql-atomic"}, "unexpected argument"},
+		{"unknown strategy", []string{"-strategies", "mem,nope"}, `unknown strategy "nope"; known: mem, racy`},
+		{"empty strategy list", []string{"-strategies", ","}, "names no strategy"},
+		{"counterexample without the flag", []string{"-strategies", "broken-mem"}, "add -counterexamples"},
+		{"bad workers", []string{"-workers", "1,x"}, "-workers"},
+		{"zero workers", []string{"-workers", "0"}, "-workers"},
+		{"too many workers", []string{"-workers", "5000"}, "-workers"},
+		{"bad skus", []string{"-skus", "0"}, "SKUs"},
+		{"bad skew", []string{"-skew", "zipf:0.5"}, "above 1"},
+		{"bad qty", []string{"-qty", "3-1"}, "qty"},
+		{"bad workload", []string{"-workload", "bursty"}, "steady or flash"},
+		{"negative duration", []string{"-duration", "-1s"}, "negative"},
+		{"bad format", []string{"-format", "xml"}, "table, json or csv"},
+		{"bad chart name", []string{"-plot", "out.gif"}, ".svg or .png"},
+		{"bad dsn", []string{"-mysql-dsn", "not a dsn"}, "-mysql-dsn"},
+		{"bad redis address", []string{"-redis-addr", "localhost"}, "host:port"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := invoke(t, []bench.Target{memTarget(), racyTarget()}, tc.args...)
+			if code != exitUsage || !strings.Contains(stderr, tc.want) || !strings.Contains(stderr, "stockbench -h") || stdout != "" {
+				t.Errorf("exit %d, stderr %q, stdout %q; want %d and %q", code, stderr, stdout, exitUsage, tc.want)
+			}
+		})
+	}
+}
+
+func TestRun_help(t *testing.T) {
+	code, _, stderr := invoke(t, []bench.Target{memTarget()}, "-h")
+	if code != exitOK || !strings.Contains(stderr, "-strategies") || !strings.Contains(stderr, "broken-mem") || !strings.Contains(stderr, "Exit status") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+func TestRun_tableAndChart(t *testing.T) {
+	chart := filepath.Join(t.TempDir(), "out.png")
+	code, stdout, stderr := invoke(t, []bench.Target{memTarget()}, "-workers", "4,1", "-duration", "100ms", "-warmup", "10ms", "-plot", chart)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"workload: steady, 1 hot SKU", "STRATEGY", "mem ", "audit: every strategy sound"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Index(stdout, "mem              1") > strings.Index(stdout, "mem              4") {
+		t.Errorf("worker counts not in order:\n%s", stdout)
+	}
+	if !strings.Contains(stderr, "[2/2] mem ×4") || !strings.Contains(stderr, "chart written") {
+		t.Errorf("stderr %q", stderr)
+	}
+	if b, err := os.ReadFile(chart); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+		t.Errorf("chart: %v, %d bytes", err, len(b))
+	}
+}
+
+func TestRun_json(t *testing.T) {
+	code, stdout, stderr := invoke(t, []bench.Target{memTarget()}, append(quick, "-format", "json", "-workers", "2", "-skus", "3", "-qty", "1-2")...)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(stdout), &rows); err != nil {
+		t.Fatalf("%v:\n%s", err, stdout)
+	}
+	if len(rows) != 1 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	for k, want := range map[string]any{"strategy": "mem", "workers": 2.0, "skus": 3.0, "oversold": 0.0, "lost": 0.0, "unknown": 0.0, "counterexample": false, "qty": "1-2"} {
+		if rows[0][k] != want {
+			t.Errorf("%s = %v, want %v", k, rows[0][k], want)
+		}
+	}
+	for _, k := range []string{"throughput", "p50_ms", "p99_ms", "retries_per_op"} {
+		if _, ok := rows[0][k].(float64); !ok {
+			t.Errorf("%s = %v, want a number", k, rows[0][k])
+		}
+	}
+}
+
+func TestRun_csvFlash(t *testing.T) {
+	code, stdout, stderr := invoke(t, []bench.Target{memTarget()}, append(quick, "-format", "csv", "-workload", "flash", "-stock", "50", "-workers", "4")...)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "strategy,") || !strings.HasPrefix(lines[1], "mem,false,flash,4,") {
+		t.Errorf("csv:\n%s", stdout)
+	}
+}
+
+// TestRun_unsound: a broken target that claims to be a strategy makes the
+// command fail with status 3 and say so loudly.
+func TestRun_unsound(t *testing.T) {
+	code, stdout, stderr := invoke(t, []bench.Target{memTarget(), racyTarget()}, append(quick, "-workers", "8")...)
+	if code != exitUnsound {
+		t.Fatalf("exit %d, want %d; stderr %s", code, exitUnsound, stderr)
+	}
+	if !strings.Contains(stdout, "!!! UNSOUND: racy at 8 workers") || !strings.Contains(stderr, "UNSOUND: racy") {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	}
+}
+
+// TestRun_counterexampleNotFatal: a caught counterexample is the expected
+// outcome, not a failure.
+func TestRun_counterexampleNotFatal(t *testing.T) {
+	var out, errOut bytes.Buffer
+	broken := racyTarget()
+	broken.Name, broken.Counterexample = "broken-racy", true
+	code := run(t.Context(), append(quick, "-counterexamples", "-workers", "8"),
+		env{stdout: &out, stderr: &errOut, strategies: []bench.Target{memTarget()}, counterexamples: []bench.Target{broken}})
+	if code != exitOK || !strings.Contains(out.String(), "broken-racy [broken]") || !strings.Contains(out.String(), "counterexamples: 1 of 1 caught") {
+		t.Errorf("exit %d\n%s\n%s", code, out.String(), errOut.String())
+	}
+}
+
+// TestRun_realCounterexampleMarkedReal runs a real counterexample against
+// Redis as if it were a strategy: status 3.
+func TestRun_realCounterexampleMarkedReal(t *testing.T) {
+	addr := backends.SharedRedis(t).Addr
+	ce, ok := bench.Lookup("broken-redis-check-then-act")
+	if !ok {
+		t.Fatal("counterexample not registered")
+	}
+	ce.Counterexample = false
+	code, stdout, stderr := invoke(t, []bench.Target{ce}, "-redis-addr", addr, "-workers", "8", "-duration", "300ms", "-warmup", "0", "-plot", "")
+	if code != exitUnsound || !strings.Contains(stdout, "UNSOUND: broken-redis-check-then-act") {
+		t.Errorf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}
+
+// TestRun_strategies runs every registered strategy briefly through the
+// servers the backends package provides, as the default command does.
+func TestRun_strategies(t *testing.T) {
+	dsn, addr := backends.SharedMySQL(t).DSN, backends.SharedRedis(t).Addr
+	code, stdout, stderr := invoke(t, bench.Targets(), "-mysql-dsn", dsn, "-redis-addr", addr, "-workers", "1,16",
+		"-duration", "150ms", "-warmup", "20ms", "-format", "json", "-plot", filepath.Join(t.TempDir(), "c.svg"))
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var rows []bench.Row
+	if err := json.Unmarshal([]byte(stdout), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2*len(bench.Targets()) {
+		t.Errorf("%d rows for %d strategies", len(rows), len(bench.Targets()))
+	}
+	for _, r := range rows {
+		if !r.Sound || r.Successes == 0 || !r.RawChecked {
+			t.Errorf("%s at %d workers: %+v", r.Strategy, r.Workers, r)
+		}
+	}
+}
+
+func TestRun_serverUnreachable(t *testing.T) {
+	ce, _ := bench.Lookup("broken-redis-check-then-act")
+	ce.Counterexample = false
+	code, _, stderr := invoke(t, []bench.Target{ce}, append(quick, "-redis-addr", "127.0.0.1:1")...)
+	if code != exitError || !strings.Contains(stderr, "127.0.0.1:1") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
