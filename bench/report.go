@@ -180,7 +180,9 @@ func writeVerdict(w io.Writer, results []*Result) error {
 			}
 			continue
 		}
-		unsound = append(unsound, r.Target)
+		if !slices.Contains(unsound, r.Target) {
+			unsound = append(unsound, r.Target)
+		}
 		fmt.Fprintf(&b, "\n!!! UNSOUND: %s at %d workers — oversold %d, lost %d, false refusals %d (of %d units acknowledged)\n",
 			r.Target, r.Workload.Workers, r.Audit.Oversold, r.Audit.Lost, r.Audit.FalseRefusals, r.Audit.Acked)
 		for _, p := range r.Audit.Problems {
@@ -191,7 +193,7 @@ func writeVerdict(w io.Writer, results []*Result) error {
 	if len(unsound) == 0 {
 		b.WriteString("audit: every strategy sound — units acknowledged match the stock gone, read through Stock and straight from the backend.\n")
 	} else {
-		fmt.Fprintf(&b, "audit: %d UNSOUND result(s) — do not use: %s\n", len(unsound), strings.Join(slices.Compact(unsound), ", "))
+		fmt.Fprintf(&b, "audit: %d UNSOUND result(s) — do not use: %s\n", len(unsound), strings.Join(unsound, ", "))
 	}
 	if len(counter) > 0 {
 		var missed []string
@@ -204,7 +206,7 @@ func writeVerdict(w io.Writer, results []*Result) error {
 		if len(missed) > 0 {
 			fmt.Fprintf(&b, "; NOT caught in this run: %s", strings.Join(missed, ", "))
 		}
-		b.WriteString(" (one worker cannot race with itself).\n")
+		b.WriteString(".\n")
 	}
 	for _, r := range results {
 		if n := r.Errors["other"]; n > 0 {
@@ -232,6 +234,12 @@ func pad(s string, results []*Result) string {
 // verdict is the AUDIT column.
 func verdict(r *Result) string {
 	a := r.Audit
+	if r.Sound() && r.Counterexample {
+		if r.Workload.Workers == 1 {
+			return "not caught (1 worker: no race)"
+		}
+		return "NOT CAUGHT"
+	}
 	if r.Sound() {
 		s := "ok"
 		if a.Unknown > 0 {

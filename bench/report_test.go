@@ -48,7 +48,7 @@ func TestWriteTable(t *testing.T) {
 	for _, want := range []string{
 		"STRATEGY", "P99 ms", "broken-thing [broken]", "CAUGHT: oversold 7", "UNSOUND: lost 4",
 		"!!! UNSOUND: liar at 8 workers", "sku-0: LOST 4", "audit: 1 UNSOUND result(s) — do not use: liar",
-		"counterexamples: 1 of 1 caught", "errors outside the contract: liar", "contention 64",
+		"counterexamples: 1 of 1 caught", "not caught (1 worker: no race)", "errors outside the contract: liar", "contention 64",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
