@@ -234,3 +234,12 @@ func TestAtomic_Decrement_scriptFlushed(t *testing.T) {
 		t.Fatalf("Stock = %d, %v; want 1", n, err)
 	}
 }
+
+// TestAtomic_conformanceCluster runs the suite on a 3-master Redis Cluster:
+// the script's one key routes by its hash tag, and Once-wrapped commands
+// route like go-redis's own.
+func TestAtomic_conformanceCluster(t *testing.T) {
+	rdb := backends.PrivateCluster(t, 3).Client()
+	t.Cleanup(func() { rdb.Close() })
+	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return NewAtomic(rdb) })
+}

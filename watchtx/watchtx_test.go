@@ -283,3 +283,11 @@ func TestInventory_validatesBeforeIO(t *testing.T) {
 		t.Errorf("Decrement on a closed client: %v, want ErrContention", err)
 	}
 }
+
+// TestInventory_conformanceCluster runs the suite on a 3-master Redis
+// Cluster: WATCH and the transaction go to the node of the key's slot.
+func TestInventory_conformanceCluster(t *testing.T) {
+	rdb := backends.PrivateCluster(t, 3).Client()
+	t.Cleanup(func() { rdb.Close() })
+	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return New(rdb) })
+}
