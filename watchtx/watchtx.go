@@ -118,6 +118,9 @@ func (inv *Inventory) watched(ctx context.Context, tx *redis.Tx, key, sku string
 	if have < qty {
 		return fmt.Errorf("%w: %q has %d units, not %d", stockguard.ErrInsufficientStock, sku, have, qty)
 	}
+	// DECRBY applies exactly the qty just checked against the level read
+	// under WATCH, and EXEC runs only if that level is still current. (Seed
+	// 004's SET of count-- wrote the old value back: a post-decrement.)
 	// Once keeps go-redis from resending the transaction after a lost reply.
 	_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		return p.Process(ctx, redisx.Once(redis.NewIntCmd(ctx, "decrby", key, qty)))
