@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/bench"
@@ -256,5 +257,22 @@ func TestRun_serverUnreachable(t *testing.T) {
 	code, _, stderr := invoke(t, []bench.Target{ce}, append(quick, "-redis-addr", "127.0.0.1:1")...)
 	if code != exitError || !strings.Contains(stderr, "127.0.0.1:1") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestRun_interrupted: an interrupt stops the run, reports what was
+// measured (audited) and exits 1.
+func TestRun_interrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	var out, errOut bytes.Buffer
+	began := time.Now()
+	code := run(ctx, []string{"-duration", "1m", "-workers", "1,8", "-plot", ""},
+		env{stdout: &out, stderr: &errOut, strategies: []bench.Target{memTarget()}})
+	if code != exitError || time.Since(began) > 20*time.Second {
+		t.Fatalf("exit %d after %v", code, time.Since(began))
+	}
+	if !strings.Contains(out.String(), "ok (interrupted)") || !strings.Contains(errOut.String(), "interrupted") || strings.Contains(errOut.String(), "[2/2]") {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
 	}
 }
