@@ -46,6 +46,7 @@ var palette = []color.RGBA{
 type series struct {
 	label  string
 	broken bool
+	needs  Need
 	points []*Result // sorted by workers
 }
 
@@ -64,7 +65,7 @@ func chartSeries(results []*Result) []series {
 		}
 		i := slices.IndexFunc(out, func(s series) bool { return s.label == label })
 		if i < 0 {
-			out = append(out, series{label: label, broken: r.Counterexample})
+			out = append(out, series{label: label, broken: r.Counterexample, needs: r.Needs})
 			i = len(out) - 1
 		}
 		out[i].points = append(out[i].points, r)
@@ -98,7 +99,7 @@ func WriteChart(w io.Writer, results []*Result, format ChartFormat) error {
 	var workers []int
 	for i, s := range ss {
 		style := draw.LineStyle{Color: palette[i%len(palette)], Width: vg.Points(2)}
-		glyph := draw.GlyphStyle{Color: style.Color, Radius: vg.Points(3.5), Shape: glyphs[(i/len(palette))%len(glyphs)]}
+		glyph := draw.GlyphStyle{Color: style.Color, Radius: vg.Points(3.5), Shape: glyphFor(s.needs)}
 		if s.broken {
 			style.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
 		}
@@ -172,7 +173,17 @@ func WriteChart(w io.Writer, results []*Result, format ChartFormat) error {
 	return err
 }
 
-var glyphs = []draw.GlyphDrawer{draw.CircleGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{}}
+// glyphFor tells the backends apart: circles for MySQL, squares for Redis,
+// triangles for anything else.
+func glyphFor(n Need) draw.GlyphDrawer {
+	switch n {
+	case NeedMySQL:
+		return draw.CircleGlyph{}
+	case NeedRedis:
+		return draw.SquareGlyph{}
+	}
+	return draw.TriangleGlyph{}
+}
 
 func plotterLinePoints(xys plotter.XYs) (*plotter.Line, *plotter.Scatter, error) {
 	line, err := plotter.NewLine(xys)

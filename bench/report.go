@@ -18,6 +18,7 @@ import (
 type Row struct {
 	Strategy       string           `json:"strategy"`
 	Counterexample bool             `json:"counterexample"`
+	Backend        string           `json:"backend"`
 	Workload       string           `json:"workload"`
 	Workers        int              `json:"workers"`
 	Instances      int              `json:"instances"`
@@ -62,7 +63,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 func NewRow(r *Result) Row {
 	w, a := r.Workload, r.Audit
 	return Row{
-		Strategy: r.Target, Counterexample: r.Counterexample,
+		Strategy: r.Target, Counterexample: r.Counterexample, Backend: r.Needs.String(),
 		Workload: w.Shape.String(), Workers: w.Workers, Instances: min(w.Instances, w.Workers),
 		SKUs: w.SKUs, Skew: w.Skew.String(), Qty: w.Qty(),
 		ElapsedS: r.Elapsed.Seconds(), Attempts: r.Attempts, Successes: r.Successes,
@@ -91,7 +92,7 @@ func WriteJSON(w io.Writer, results []*Result) error {
 }
 
 var csvHeader = []string{
-	"strategy", "counterexample", "workload", "workers", "instances", "skus", "skew", "qty",
+	"strategy", "counterexample", "backend", "workload", "workers", "instances", "skus", "skew", "qty",
 	"elapsed_s", "attempts", "successes", "throughput", "attempts_per_s",
 	"p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms",
 	"retries", "retries_per_op", "errors", "sold_out", "sellout_ms",
@@ -115,7 +116,7 @@ func WriteCSV(w io.Writer, results []*Result) error {
 			errs = append(errs, k+"="+d(x.Errors[k]))
 		}
 		rec := []string{
-			x.Strategy, strconv.FormatBool(x.Counterexample), x.Workload, strconv.Itoa(x.Workers), strconv.Itoa(x.Instances),
+			x.Strategy, strconv.FormatBool(x.Counterexample), x.Backend, x.Workload, strconv.Itoa(x.Workers), strconv.Itoa(x.Instances),
 			strconv.Itoa(x.SKUs), x.Skew, x.Qty,
 			f(x.ElapsedS), d(x.Attempts), d(x.Successes), f(x.Throughput), f(x.AttemptsPerS),
 			f(x.P50Ms), f(x.P90Ms), f(x.P99Ms), f(x.P999Ms), f(x.MaxMs), f(x.MeanMs),

@@ -90,7 +90,7 @@ func TestWriteCSV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 11 || len(recs[0]) != len(csvHeader) || recs[4][0] != "fast" || recs[4][3] != "8" || recs[4][21] != "contention=8" {
+	if len(recs) != 11 || len(recs[0]) != len(csvHeader) || recs[4][0] != "fast" || recs[4][4] != "8" || recs[4][22] != "contention=8" {
 		t.Errorf("csv %q", recs[:5])
 	}
 }

@@ -11,7 +11,9 @@ type Latency struct {
 type Result struct {
 	Target         string
 	Counterexample bool
-	Workload       Workload
+	// Needs says which servers the target used.
+	Needs    Need
+	Workload Workload
 	// Elapsed is the measured window: from the end of warm-up to the end of
 	// the last request begun before the stop.
 	Elapsed time.Duration

@@ -89,7 +89,7 @@ func Run(ctx context.Context, t Target, b Backends, w Workload, opts ...Option) 
 		return nil, fmt.Errorf("bench: %s: stocking: %w", t.Name, err)
 	}
 	res := r.execute(ctx, insts, o)
-	res.Target, res.Counterexample = t.Name, t.Counterexample
+	res.Target, res.Counterexample, res.Needs = t.Name, t.Counterexample, t.Needs
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	defer cancel()
 	if res.Audit, err = r.audit(actx, insts[0], store.Raw); err != nil {

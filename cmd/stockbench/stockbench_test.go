@@ -183,7 +183,7 @@ func TestRun_csvFlash(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], "strategy,") || !strings.HasPrefix(lines[1], "mem,false,flash,4,") {
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "strategy,") || !strings.HasPrefix(lines[1], "mem,false,none,flash,4,") {
 		t.Errorf("csv:\n%s", stdout)
 	}
 }
