@@ -37,6 +37,12 @@ var (
 // (db.SetMaxOpenConns, db.SetMaxIdleConns), or requests queue for a
 // connection and new ones are dialled per request. The package works with
 // any value of clientFoundRows.
+//
+// A context that ends while the UPDATE waits for a busy row closes the
+// socket, but the server goes on waiting and applies the UPDATE when it
+// gets the row: the request reports ErrOutcomeUnknown. To bound that wait on
+// the server too, put innodb_lock_wait_timeout=N (seconds) in the DSN; the
+// driver sets it on every connection.
 func NewAtomic(db *sqlx.DB, opts ...Option) *Atomic {
 	o := newOptions(opts)
 	return &Atomic{store: newStore(db, o), retrier: stockguard.NewRetrier(o.retryPolicy(stockguard.RetryPolicy{}))}
