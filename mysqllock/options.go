@@ -20,6 +20,8 @@ type options struct {
 	mode        LockMode
 	lockWait    time.Duration
 	lockTimeout time.Duration
+	batchSize   int // NewBatched
+	segments    int // NewSegmented
 	err         error
 }
 
@@ -135,6 +137,8 @@ func newOptions(opts []Option) options {
 		table:       DefaultTable,
 		lockWait:    DefaultLockWaitTimeout,
 		lockTimeout: DefaultNamedLockWait,
+		batchSize:   DefaultBatchSize,
+		segments:    DefaultSegments,
 	}
 	for _, opt := range opts {
 		opt(&o)

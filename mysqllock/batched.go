@@ -1,0 +1,387 @@
+package mysqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/stockguard/stockguard"
+)
+
+// DefaultBatchSize is NewBatched's default bound on the requests one
+// transaction carries.
+const DefaultBatchSize = 64
+
+// WithBatchSize bounds how many queued requests of one SKU NewBatched
+// combines into one transaction, 1–10000; the rest wait for the next one.
+// The cost of the common path does not grow with the batch, so the bound
+// mostly limits how many buyers one lost COMMIT leaves with
+// ErrOutcomeUnknown. Default DefaultBatchSize (64).
+func WithBatchSize(n int) Option {
+	return func(o *options) {
+		if n < 1 || n > 10_000 {
+			o.fail(fmt.Errorf("batch size %d outside 1…10000", n))
+			return
+		}
+		o.batchSize = n
+	}
+}
+
+// Batched combines concurrent requests for one SKU into one write — flat
+// combining, or client-side group commit. While a write for a SKU is in
+// flight, further requests for it queue; when it returns, the whole queue
+// (at most the batch size) goes out as the next write:
+//
+//	UPDATE stock SET qty = qty - total, version = version + 1 WHERE sku = ? AND qty >= total
+//
+// one autocommit statement, one round trip, however many buyers it serves.
+// When the total does not fit, one transaction grants the requests in
+// arrival order:
+//
+//	BEGIN
+//	SELECT qty FROM stock WHERE sku = ? FOR UPDATE
+//	-- grant each request that still fits, refuse the others
+//	UPDATE stock SET qty = qty - granted, version = version + 1 WHERE sku = ?
+//	COMMIT
+//
+// A refused request never fits in what is left after the requests before
+// it, and the requests after it only take more: no request is refused
+// while stock remains for it, and a later, smaller request may still be
+// granted after a larger one was refused. A batch that does not fit writes
+// nothing with the UPDATE, so each batch changes the stock in exactly one
+// transaction.
+//
+// Nothing waits to fill a batch: a request that finds its SKU idle goes
+// out alone at once, and batches grow only as long as the writes take. So
+// a hot SKU's throughput scales with the batch size while a request waits
+// at most for the write in flight and its own.
+//
+// Batching happens within one instance; correctness rests on the database
+// alone (the conditional UPDATE and the row lock), so any number of
+// instances, in any number of processes, may share the table, also with
+// the package's other strategies. Batched is safe for concurrent use; share
+// one instance per process, or it has nothing to combine.
+type Batched struct {
+	store
+	size    int
+	session *sessionInit
+	retrier *stockguard.Retrier
+
+	mu     sync.Mutex
+	queues map[string]*queue // SKUs with a drainer running; removed when idle
+
+	batches  atomic.Int64
+	requests atomic.Int64
+}
+
+var (
+	_ stockguard.Inventory    = (*Batched)(nil)
+	_ stockguard.RetryCounter = (*Batched)(nil)
+)
+
+// NewBatched returns the combining strategy over db's table (options read:
+// WithTable, WithBatchSize, WithLockWaitTimeout, WithRetry). Each batch
+// uses one pooled connection, which gets SET SESSION
+// innodb_lock_wait_timeout once (WithLockWaitTimeout); don't change that
+// variable on the same pool. See NewAtomic for the DSN settings that
+// matter; the pool needs a connection per SKU being written at once, not
+// per buyer.
+func NewBatched(db *sqlx.DB, opts ...Option) *Batched {
+	o := newOptions(opts)
+	o.mode = LockWait // the fallback must see every row, not skip or refuse a busy one
+	return &Batched{
+		store:   newStore(db, o),
+		size:    o.batchSize,
+		session: lockWaitSession(o.lockWait),
+		retrier: stockguard.NewRetrier(o.retryPolicy(stockguard.RetryPolicy{})),
+		queues:  map[string]*queue{},
+	}
+}
+
+// lockWaitSession bounds a session's row-lock waits to d, rounded up to
+// whole seconds.
+func lockWaitSession(d time.Duration) *sessionInit {
+	secs := int64((d + time.Second - 1) / time.Second)
+	return newSessionInit(fmt.Sprintf("SET SESSION innodb_lock_wait_timeout = %d", secs))
+}
+
+// BatchStats counts what a Batched instance wrote.
+type BatchStats struct {
+	Batches  int64 // writes sent, each one transaction
+	Requests int64 // requests those writes carried
+}
+
+// Stats returns the counts since the instance was created;
+// Requests/Batches is the mean batch size.
+func (b *Batched) Stats() BatchStats {
+	return BatchStats{Batches: b.batches.Load(), Requests: b.requests.Load()}
+}
+
+// Retries returns how many times a batch was written again after a
+// deadlock.
+func (b *Batched) Retries() int64 { return b.retrier.Retries() }
+
+// A request's state: waiting in a queue or a batch not yet written,
+// claimed by a write (its outcome now depends on the database), or
+// abandoned by its caller before any write carried it.
+const (
+	waiting int32 = iota
+	claimed
+	abandoned
+)
+
+type request struct {
+	qty     int64
+	state   atomic.Int32
+	batch   *batch // set, under Batched.mu, when a drainer takes the request
+	refused error  // set by the write that refused it
+	done    chan error
+}
+
+// queue holds one SKU's requests in arrival order.
+type queue struct{ pending []*request }
+
+// batch is one write in flight. Its statements run under a context of
+// their own, not any caller's: one buyer giving up must not abort the
+// others' write. The context ends only when every member has stopped
+// waiting for it.
+type batch struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	live   atomic.Int64 // members still waiting
+}
+
+func (bt *batch) leave() {
+	if bt.live.Add(-1) == 0 {
+		bt.cancel()
+	}
+}
+
+// Decrement takes qty units of sku, all or none, in a batch with the other
+// requests for sku. It returns nil or an error wrapping one of
+// stockguard.ErrInsufficientStock, ErrUnknownSKU, ErrInvalidRequest,
+// ErrContention (the row stayed busy past the lock-wait timeout, deadlock
+// retries ran out, the server refused, or no connection: nothing changed),
+// ErrOutcomeUnknown (the batch's write was sent but its reply was lost,
+// or ctx ended after the write carrying the request was sent), or the
+// context's error (ctx ended while the request was still queued; it was
+// removed and nothing changed).
+func (b *Batched) Decrement(ctx context.Context, sku string, qty int64) error {
+	if err := b.validate(sku, qty); err != nil {
+		return err
+	}
+	if err := stockguard.Canceled(ctx); err != nil {
+		return err
+	}
+	r := &request{qty: qty, done: make(chan error, 1)}
+	b.mu.Lock()
+	q, ok := b.queues[sku]
+	if !ok {
+		q = &queue{}
+		b.queues[sku] = q
+		go b.drain(sku, q)
+	}
+	q.pending = append(q.pending, r)
+	b.mu.Unlock()
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		return b.abandon(ctx, r)
+	}
+}
+
+// abandon answers a request whose context ended before its result came.
+func (b *Batched) abandon(ctx context.Context, r *request) error {
+	b.mu.Lock()
+	left := r.state.CompareAndSwap(waiting, abandoned)
+	bt := r.batch
+	b.mu.Unlock()
+	if left {
+		// Still queued, or taken but not yet claimed: no write will carry it.
+		if bt != nil {
+			bt.leave()
+		}
+		return stockguard.Canceled(ctx)
+	}
+	select {
+	case err := <-r.done:
+		return err
+	default:
+	}
+	bt.leave()
+	return fmt.Errorf("%w: the context ended (%v) while the batch carrying the request was being written", stockguard.ErrOutcomeUnknown, ctx.Err())
+}
+
+// drain writes sku's queue batch after batch until it finds it empty, then
+// removes it, so that idle SKUs cost no memory. Decrement starts one
+// drainer per busy SKU.
+func (b *Batched) drain(sku string, q *queue) {
+	var reqs []*request
+	for {
+		bt := &batch{}
+		bt.ctx, bt.cancel = context.WithCancel(context.Background())
+		b.mu.Lock()
+		reqs = b.take(q, reqs[:0], bt)
+		if len(reqs) == 0 {
+			delete(b.queues, sku)
+			b.mu.Unlock()
+			bt.cancel()
+			return
+		}
+		b.mu.Unlock()
+		b.write(bt.ctx, sku, reqs)
+		bt.cancel()
+		clear(reqs)
+	}
+}
+
+// take moves up to the batch size of q's waiting requests, in arrival
+// order, into reqs, and drops abandoned ones. Call with b.mu held.
+func (b *Batched) take(q *queue, reqs []*request, bt *batch) []*request {
+	i := 0
+	for ; i < len(q.pending) && len(reqs) < b.size; i++ {
+		if r := q.pending[i]; r.state.Load() == waiting {
+			r.batch = bt
+			reqs = append(reqs, r)
+		}
+	}
+	n := copy(q.pending, q.pending[i:])
+	clear(q.pending[n:])
+	q.pending = q.pending[:n]
+	bt.live.Store(int64(len(reqs)))
+	return reqs
+}
+
+// write applies the requests of one batch and answers each one that has
+// not been abandoned.
+func (b *Batched) write(ctx context.Context, sku string, reqs []*request) {
+	var members []*request
+	err := b.retrier.Do(ctx, func(ctx context.Context) error {
+		return b.pinned(ctx, b.session, func(ctx context.Context, conn *sqlx.Conn) error {
+			// Claim the members last thing before the first write: one
+			// that gives up until here is dropped without effect.
+			members = members[:0]
+			for _, r := range reqs {
+				if claim(r) {
+					r.refused = nil
+					members = append(members, r)
+				}
+			}
+			if len(members) == 0 {
+				return nil
+			}
+			return b.apply(ctx, conn, sku, members)
+		})
+	})
+	if len(members) > 0 {
+		b.batches.Add(1)
+		b.requests.Add(int64(len(members)))
+	}
+	for _, r := range reqs {
+		// Requests not claimed yet met an error from before the first
+		// write, which applied nothing: it is their answer too.
+		if !claim(r) {
+			continue
+		}
+		if r.refused != nil {
+			r.done <- r.refused
+		} else {
+			r.done <- err
+		}
+	}
+}
+
+// claim reports whether r is, or has now been, claimed by a write, and so
+// is still awaiting its answer.
+func claim(r *request) bool {
+	return r.state.Load() == claimed || r.state.CompareAndSwap(waiting, claimed)
+}
+
+// apply writes the members' total with one conditional UPDATE and falls
+// back to granting them one by one under the row lock when it does not
+// fit. A member the fallback refuses gets its own error in refused.
+func (b *Batched) apply(ctx context.Context, conn *sqlx.Conn, sku string, members []*request) error {
+	var total int64
+	for _, r := range members {
+		// Beyond MaxQty no stock level can hold the total: skip the UPDATE.
+		total = min(total+r.qty, stockguard.MaxQty+1)
+	}
+	if total <= stockguard.MaxQty {
+		res, err := conn.ExecContext(ctx, b.q.take, total, sku, total)
+		if err != nil {
+			return classify(ctx, err, sent)
+		}
+		// Rows matched equals rows changed (see Atomic.take).
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return classify(ctx, err, sent)
+		}
+	}
+	return b.grant(ctx, conn, sku, members)
+}
+
+// grant locks the row and grants the members that fit, in arrival order,
+// in one transaction. A member it refuses gets its own error in refused,
+// which stands even if COMMIT fails: the write never included it.
+func (b *Batched) grant(ctx context.Context, conn *sqlx.Conn, sku string, members []*request) error {
+	return inTx(ctx, conn, func(tx *sqlx.Tx) error {
+		var have, granted int64
+		err := tx.QueryRowxContext(ctx, b.q.lockRow, sku).Scan(&have)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return unknownSKU(sku)
+		case err != nil:
+			return classify(ctx, err, unsent)
+		}
+		for _, r := range members {
+			if left := have - granted; r.qty > left {
+				r.refused = insufficient(sku, r.qty, left)
+			} else {
+				granted += r.qty
+			}
+		}
+		if granted == 0 {
+			return errNothingGranted
+		}
+		_, err = tx.ExecContext(ctx, b.q.takeHeld, granted, sku)
+		return classify(ctx, err, unsent)
+	})
+}
+
+// errNothingGranted rolls back a batch that refused every member; each
+// gets its own refusal.
+var errNothingGranted = errors.New("mysqllock: every request of the batch was refused")
+
+// pinned runs fn on a connection of its own, after applying sess to it.
+func (s *store) pinned(ctx context.Context, sess *sessionInit, fn func(context.Context, *sqlx.Conn) error) error {
+	conn, err := s.conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := sess.apply(ctx, conn); err != nil {
+		return err
+	}
+	return fn(ctx, conn)
+}
+
+// inTx runs fn in a transaction on conn and commits it, or rolls it back
+// and returns fn's error, which fn has classified. Until COMMIT is sent
+// nothing can be applied: the server rolls back also when the connection
+// dies.
+func inTx(ctx context.Context, conn *sqlx.Conn, fn func(*sqlx.Tx) error) error {
+	tx, err := conn.BeginTxx(ctx, nil)
+	if err != nil {
+		return classify(ctx, err, unsent)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return commitError(ctx, tx.Commit())
+}
