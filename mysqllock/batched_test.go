@@ -1,0 +1,440 @@
+package mysqllock
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/stocktest"
+)
+
+func TestBatched_conformance(t *testing.T) {
+	db := testDB(t, interpolate)
+	table := newTable(t, db)
+	stocktest.Run(t, func(*testing.T) stockguard.Inventory {
+		return NewBatched(db, WithTable(table))
+	})
+}
+
+// goDecrement starts inv.Decrement and returns where its error will be.
+func goDecrement(ctx context.Context, inv stockguard.Decrementer, sku string, qty int64) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- inv.Decrement(ctx, sku, qty) }()
+	return done
+}
+
+// queued waits until sku's queue in b exists and holds n requests: 0 means
+// the drainer has taken them all.
+func queued(t *testing.T, b *Batched, sku string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b.mu.Lock()
+		got := -1
+		if q := b.queues[sku]; q != nil {
+			got = len(q.pending)
+		}
+		b.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests queued for %q, want %d", got, sku, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// idle waits until b has no queue left: drainers remove them when done.
+func idle(t *testing.T, b *Batched) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b.mu.Lock()
+		n := len(b.queues)
+		b.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d queues left after every request returned", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// stalled starts a request for sku that the held row stops in its UPDATE,
+// so that the requests after it queue behind a write in flight. The
+// caller releases the row.
+func stalled(t *testing.T, db *sqlx.DB, b *Batched, table, sku string) (*sqlx.Tx, <-chan error) {
+	t.Helper()
+	tx := holdRow(t, db, table, sku, "FOR UPDATE")
+	first := goDecrement(t.Context(), b, sku, 1)
+	waitingOn(t, db, "UPDATE "+quote(table))
+	return tx, first
+}
+
+// The requests queued behind a write go out together, in arrival order:
+// the total does not fit, so each is granted while it fits — the later,
+// smaller one too.
+func TestBatched_Decrement_partialFillInArrivalOrder(t *testing.T) {
+	db := testDB(t, interpolate)
+	table := newTable(t, db)
+	mustSet(t, db, table, "hot", 7)
+	b := NewBatched(db, WithTable(table))
+	tx, first := stalled(t, db, b, table, "hot")
+	var done []<-chan error
+	for i, qty := range []int64{5, 4, 1} {
+		done = append(done, goDecrement(t.Context(), b, "hot", qty))
+		queued(t, b, "hot", i+1)
+	}
+	tx.Rollback()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []error{nil, stockguard.ErrInsufficientStock, nil} {
+		if err := <-done[i]; want == nil && err != nil {
+			t.Errorf("request %d: %v", i, err)
+		} else if want != nil {
+			contractOne(t, err, want)
+		}
+	}
+	if qty, _ := level(t, db, table, "hot"); qty != 0 {
+		t.Errorf("%d left, want 0", qty)
+	}
+	if got, want := b.Stats(), (BatchStats{Batches: 2, Requests: 4}); got != want {
+		t.Errorf("stats %+v, want %+v", got, want)
+	}
+	idle(t, b)
+}
+
+// A request whose context ends while it waits in the queue, or in a batch
+// that has not been written yet, is dropped without effect; one whose
+// batch is being written gets ErrOutcomeUnknown.
+func TestBatched_Decrement_canceled(t *testing.T) {
+	t.Run("queued", func(t *testing.T) {
+		db := testDB(t, interpolate)
+		table := newTable(t, db)
+		mustSet(t, db, table, "hot", 10)
+		b := NewBatched(db, WithTable(table))
+		tx, first := stalled(t, db, b, table, "hot")
+		ctx, cancel := context.WithCancel(t.Context())
+		gone := goDecrement(ctx, b, "hot", 2)
+		queued(t, b, "hot", 1)
+		last := goDecrement(t.Context(), b, "hot", 3)
+		queued(t, b, "hot", 2)
+		cancel()
+		contractOne(t, <-gone, context.Canceled)
+		tx.Rollback()
+		for _, done := range []<-chan error{first, last} {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if qty, _ := level(t, db, table, "hot"); qty != 6 {
+			t.Errorf("%d left, want 6", qty)
+		}
+		if got := b.Stats().Requests; got != 2 {
+			t.Errorf("%d requests written, want 2", got)
+		}
+		idle(t, b)
+	})
+	t.Run("taken", func(t *testing.T) {
+		// The drainer waits for the pool's only connection, held here.
+		db := testDB(t, interpolate)
+		db.SetMaxOpenConns(1)
+		table := newTable(t, db)
+		mustSet(t, db, table, "hot", 10)
+		b := NewBatched(db, WithTable(table))
+		conn, err := db.Connx(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		gone := goDecrement(ctx, b, "hot", 2)
+		queued(t, b, "hot", 0) // taken by the drainer
+		cancel()
+		contractOne(t, <-gone, context.Canceled)
+		conn.Close()
+		idle(t, b)
+		if qty, _ := level(t, db, table, "hot"); qty != 10 {
+			t.Errorf("%d left, want 10", qty)
+		}
+	})
+	t.Run("written", func(t *testing.T) {
+		db := testDB(t, interpolate)
+		table := newTable(t, db)
+		mustSet(t, db, table, "hot", 10)
+		b := NewBatched(db, WithTable(table))
+		tx := holdRow(t, db, table, "hot", "FOR UPDATE")
+		ctx, cancel := context.WithCancel(t.Context())
+		gone := goDecrement(ctx, b, "hot", 2)
+		waitingOn(t, db, "UPDATE "+quote(table))
+		cancel()
+		contractOne(t, <-gone, stockguard.ErrOutcomeUnknown)
+		tx.Rollback()
+		// The drainer is free again, whatever became of the abandoned write.
+		if err := b.Decrement(t.Context(), "hot", 1); err != nil {
+			t.Fatal(err)
+		}
+		qty, _ := level(t, db, table, "hot")
+		t.Logf("%d left: the abandoned write was %s", qty, map[bool]string{true: "applied", false: "not applied"}[qty == 7])
+		idle(t, b)
+	})
+}
+
+// Every request of a batch for an unknown SKU learns so, and no row
+// appears.
+func TestBatched_Decrement_unknownSKU(t *testing.T) {
+	db := testDB(t, interpolate)
+	db.SetMaxOpenConns(1)
+	table := newTable(t, db)
+	b := NewBatched(db, WithTable(table))
+	conn, err := db.Connx(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done []<-chan error
+	for i := range 4 {
+		done = append(done, goDecrement(t.Context(), b, "ghost", int64(i+1)))
+		queued(t, b, "ghost", i)
+	}
+	conn.Close()
+	for _, d := range done {
+		contractOne(t, <-d, stockguard.ErrUnknownSKU)
+	}
+	var rows int
+	if err := db.Get(&rows, "SELECT COUNT(*) FROM "+quote(table)); err != nil || rows != 0 {
+		t.Fatalf("%d rows (%v), want none", rows, err)
+	}
+	if got, want := b.Stats(), (BatchStats{Batches: 2, Requests: 4}); got != want {
+		t.Errorf("stats %+v, want %+v", got, want)
+	}
+}
+
+// cutter dials connections that it can cut right after a chosen statement
+// has been written: the server receives it, the client never hears back.
+type cutter struct {
+	armed atomic.Pointer[[]byte] // cut after the next write that contains it
+}
+
+func (c *cutter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &cutConn{Conn: conn, c: c}, nil
+}
+
+type cutConn struct {
+	net.Conn
+	c *cutter
+}
+
+func (cc *cutConn) Write(p []byte) (int, error) {
+	n, err := cc.Conn.Write(p)
+	if pat := cc.c.armed.Load(); pat != nil && bytes.Contains(p, *pat) && cc.c.armed.CompareAndSwap(pat, nil) {
+		cc.Conn.Close()
+	}
+	return n, err
+}
+
+func (c *cutter) arm(stmt string) {
+	b := []byte(stmt)
+	c.armed.Store(&b)
+}
+
+// cutDB opens a pool on the shared server whose connections c can cut.
+func cutDB(t *testing.T, c *cutter) *sqlx.DB {
+	cfg := backends.SharedMySQL(t).Config()
+	cfg.InterpolateParams = true // statements go out as text, so the cutter sees them
+	cfg.DialFunc = c.dial
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sqlx.NewDb(sql.OpenDB(connector), "mysql")
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// When the reply to the statement that commits a batch is lost, every
+// member the write carried gets ErrOutcomeUnknown: the server may well
+// have committed. A member the fallback refused keeps its refusal.
+func TestBatched_Decrement_commitLost(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		stock   int64
+		cut     string // the statement that commits the batch; TABLE stands for the table
+		qtys    []int64
+		want    []error
+		granted int64
+	}{
+		// Total 5 fits: the conditional UPDATE, in autocommit, commits it.
+		{"update", 100, "UPDATE TABLE", []int64{2, 3}, []error{stockguard.ErrOutcomeUnknown, stockguard.ErrOutcomeUnknown}, 5},
+		// 3 left after the stalled request, total 5: granted 2 and 1 under the
+		// row lock, 2 refused, then COMMIT.
+		{"commit", 4, "COMMIT", []int64{2, 2, 1}, []error{stockguard.ErrOutcomeUnknown, stockguard.ErrInsufficientStock, stockguard.ErrOutcomeUnknown}, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			side := testDB(t, interpolate)
+			table := newTable(t, side)
+			mustSet(t, side, table, "hot", c.stock)
+			var cut cutter
+			b := NewBatched(cutDB(t, &cut), WithTable(table))
+			tx, first := stalled(t, side, b, table, "hot")
+			var done []<-chan error
+			for i, qty := range c.qtys {
+				done = append(done, goDecrement(t.Context(), b, "hot", qty))
+				queued(t, b, "hot", i+1)
+			}
+			cut.arm(strings.ReplaceAll(c.cut, "TABLE", quote(table)))
+			tx.Rollback()
+			if err := <-first; err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range c.want {
+				contractOne(t, <-done[i], want)
+			}
+			if cut.armed.Load() != nil {
+				t.Fatal("the statement was never cut")
+			}
+			time.Sleep(50 * time.Millisecond)
+			qty, _ := level(t, side, table, "hot")
+			if qty != c.stock-1 && qty != c.stock-1-c.granted {
+				t.Fatalf("%d left of %d: neither all nor nothing of the batch's %d", qty, c.stock-1, c.granted)
+			}
+			t.Logf("%d left of %d: the server committed the batch: %t", qty, c.stock-1, qty < c.stock-1)
+			// The batch's connection is discarded; the next one serves.
+			if err := b.Decrement(t.Context(), "hot", 1); err != nil && !errors.Is(err, stockguard.ErrInsufficientStock) {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// drainMixed lets 64 goroutines, spread over insts, take 1–5 units of sku
+// (stocked with stock) until each is refused a single unit. It checks that
+// the units acknowledged are exactly the units gone and that no refusal was
+// false: stock only goes down, so every refused request must want more
+// than what is left at the end. It returns the units acknowledged.
+func drainMixed(t *testing.T, insts []stockguard.Inventory, sku string, stock int64) int64 {
+	t.Helper()
+	if err := insts[0].SetStock(t.Context(), sku, stock); err != nil {
+		t.Fatal(err)
+	}
+	var acked, minRefused atomic.Int64
+	minRefused.Store(stockguard.MaxQty)
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Go(func() {
+			inv := insts[g%len(insts)]
+			for {
+				qty := rand.Int64N(5) + 1
+				err := inv.Decrement(t.Context(), sku, qty)
+				switch {
+				case err == nil:
+					acked.Add(qty)
+				case errors.Is(err, stockguard.ErrInsufficientStock):
+					lower(&minRefused, qty)
+					if qty == 1 {
+						return
+					}
+				default:
+					t.Errorf("Decrement(%d): %v", qty, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	left, err := insts[1%len(insts)].Stock(t.Context(), sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gone := stock - left; gone != acked.Load() {
+		t.Errorf("%d units gone, %d acknowledged", gone, acked.Load())
+	}
+	if left >= minRefused.Load() {
+		t.Errorf("%d left at the end, yet a request for %d was refused", left, minRefused.Load())
+	}
+	return acked.Load()
+}
+
+// lower sets a to v if v is smaller.
+func lower(a *atomic.Int64, v int64) {
+	for m := a.Load(); v < m; m = a.Load() {
+		if a.CompareAndSwap(m, v) {
+			return
+		}
+	}
+}
+
+// Two instances, as two processes, combine their own buyers' requests; the
+// database keeps the total exact, and batches of more than one form.
+func TestBatched_Decrement_combinesAcrossInstances(t *testing.T) {
+	db := testDB(t, interpolate)
+	table := newTable(t, db)
+	insts := []*Batched{NewBatched(db, WithTable(table)), NewBatched(db, WithTable(table))}
+	drainMixed(t, []stockguard.Inventory{insts[0], insts[1]}, "hot", 3000)
+	var s BatchStats
+	for _, b := range insts {
+		idle(t, b)
+		s.Batches += b.Stats().Batches
+		s.Requests += b.Stats().Requests
+	}
+	t.Logf("%d requests in %d batches", s.Requests, s.Batches)
+	if s.Requests < 2*s.Batches {
+		t.Errorf("%d requests in %d batches: mean batch below 2", s.Requests, s.Batches)
+	}
+}
+
+func TestWithBatchSize(t *testing.T) {
+	for _, c := range []struct {
+		n  int
+		ok bool
+	}{{1, true}, {10_000, true}, {0, false}, {-1, false}, {10_001, false}} {
+		o := newOptions([]Option{WithBatchSize(c.n)})
+		if (o.err == nil) != c.ok || (c.ok && o.batchSize != c.n) {
+			t.Errorf("WithBatchSize(%d): size %d, err %v", c.n, o.batchSize, o.err)
+		}
+		if !c.ok && !errors.Is(o.err, stockguard.ErrInvalidRequest) {
+			t.Errorf("WithBatchSize(%d): %v is not ErrInvalidRequest", c.n, o.err)
+		}
+	}
+}
+
+// The batch size bounds what one write carries.
+func TestBatched_Decrement_batchSizeBound(t *testing.T) {
+	db := testDB(t, interpolate)
+	table := newTable(t, db)
+	mustSet(t, db, table, "hot", 100)
+	b := NewBatched(db, WithTable(table), WithBatchSize(2))
+	tx, first := stalled(t, db, b, table, "hot")
+	var done []<-chan error
+	for i := range 5 {
+		done = append(done, goDecrement(t.Context(), b, "hot", 1))
+		queued(t, b, "hot", i+1)
+	}
+	tx.Rollback()
+	for _, d := range append(done, first) {
+		if err := <-d; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := b.Stats(), (BatchStats{Batches: 4, Requests: 6}); got != want {
+		t.Errorf("stats %+v, want %+v", got, want)
+	}
+}
