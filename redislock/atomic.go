@@ -11,12 +11,16 @@ import (
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
-//go:embed atomic.lua
-var atomicLua string
+var (
+	//go:embed level.lua
+	levelLua string
+	//go:embed atomic.lua
+	atomicLua string
+)
 
 // atomicScript is hashed once per process; Run sends EVALSHA and falls back
 // to EVAL when a server has not seen the script yet.
-var atomicScript = redis.NewScript(atomicLua)
+var atomicScript = redis.NewScript(levelLua + atomicLua)
 
 // ErrCorruptStock is wrapped, together with stockguard.ErrUnknownSKU, by
 // the errors of a SKU whose stock key holds something stockguard did not

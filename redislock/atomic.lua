@@ -2,25 +2,23 @@
 -- ARGV[1] is a validated quantity 1..2^53-1 in decimal; it is passed on to
 -- DECRBY as the string it is, because Lua would print a large number as
 -- "1e+15", which DECRBY refuses.
+-- With a second key the take is a lock holder's (the segment locks of
+-- NewSegmented's WithSegmentLocks): it happens only while KEYS[2] (same
+-- hash tag) holds the owner token ARGV[2], so a holder whose lease ran out
+-- cannot write.
 -- Returns the units left (>= 0) on success, or
 --   -1 the key does not exist (nothing is created: DECRBY would make it -qty),
 --   -2 fewer than ARGV[1] units are left,
---   -3 the key holds no stock level (not a string, or not the canonical
---      decimal of 0..2^53-1, the only values stockguard writes).
+--   -3 the key holds no stock level (see level.lua, prepended),
+--   -4 KEYS[2] is given and does not hold ARGV[2].
 -- Every check comes before the one write, so an error reply means nothing
 -- was changed.
-local v = redis.pcall('GET', KEYS[1])
-if v == false then
-  return -1
+if KEYS[2] and redis.pcall('GET', KEYS[2]) ~= ARGV[2] then
+  return -4
 end
-if type(v) ~= 'string' or #v > 16 then
-  return -3
-end
-local have = tonumber(v)
--- %d of a non-integer or a differently spelled number ("007", "1e3", " 7",
--- "0x10") does not give back v.
-if have == nil or have < 0 or have > 9007199254740991 or string.format('%d', have) ~= v then
-  return -3
+local have, why = level(KEYS[1])
+if not have then
+  return why
 end
 if have < tonumber(ARGV[1]) then
   return -2

@@ -232,10 +232,13 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 }
 
 // attempt runs the obtain script once. It returns the fencing token when
-// the lock was obtained, else 0 and the holder's remaining lease (0 when
-// unknown).
+// the lock was obtained (1 for a lock without a fencing counter, k.fence
+// empty), else 0 and the holder's remaining lease (0 when unknown).
 func (c *Client) attempt(ctx context.Context, k lockKeys, owner string, ttl time.Duration, reentrant bool) (int64, time.Duration, error) {
 	keys := []string{k.lock, k.fence}
+	if k.fence == "" {
+		keys = keys[:1] // a lock that issues no fencing tokens (Redlock, segment locks)
+	}
 	var cmd *redis.Cmd
 	if reentrant {
 		// Re-entering counts: a resent script would count twice.
