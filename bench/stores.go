@@ -20,21 +20,64 @@ import (
 // the audit reads it back with its own SELECT. newInv builds one instance on
 // the table.
 func MySQLTarget(name, about string, newInv func(db *sqlx.DB, table string) (stockguard.Inventory, error)) Target {
+	return mysqlTarget(name, about, stockTable, newInv)
+}
+
+// SegmentedMySQLTarget is MySQLTarget for mysqllock.NewSegmented, whose
+// stock lives in the segments table beside the stock table; the audit sums
+// the SKU's segments itself.
+func SegmentedMySQLTarget(name, about string, newInv func(db *sqlx.DB, table string) (stockguard.Inventory, error)) Target {
+	return mysqlTarget(name, about, segmentedTables, newInv)
+}
+
+// mysqlSchema is how a MySQL target's stock is laid out.
+type mysqlSchema struct {
+	create func(ctx context.Context, db *sqlx.DB, table string) error
+	tables func(table string) []string // to drop afterwards
+	raw    func(table string) string   // SELECT of one SKU's stock, NULL or no row when unknown
+}
+
+var (
+	stockTable = mysqlSchema{
+		create: func(ctx context.Context, db *sqlx.DB, table string) error {
+			return mysqllock.CreateSchema(ctx, db, mysqllock.WithTable(table))
+		},
+		tables: func(table string) []string { return []string{table} },
+		raw:    func(table string) string { return "SELECT qty FROM `" + table + "` WHERE sku = ?" },
+	}
+	segmentedTables = mysqlSchema{
+		create: func(ctx context.Context, db *sqlx.DB, table string) error {
+			if err := mysqllock.CreateSchema(ctx, db, mysqllock.WithTable(table)); err != nil {
+				return err
+			}
+			return mysqllock.CreateSegmentedSchema(ctx, db, mysqllock.WithTable(table))
+		},
+		tables: func(table string) []string { return []string{table, mysqllock.SegmentsTable(table)} },
+		raw: func(table string) string {
+			return "SELECT SUM(qty) FROM `" + mysqllock.SegmentsTable(table) + "` WHERE sku = ?"
+		},
+	}
+)
+
+func mysqlTarget(name, about string, schema mysqlSchema, newInv func(db *sqlx.DB, table string) (stockguard.Inventory, error)) Target {
 	return Target{
 		Name: name, About: about, Needs: NeedMySQL,
 		Open: func(ctx context.Context, b Backends, ns string) (*Store, error) {
 			table := "stockbench_" + ns
-			if err := mysqllock.CreateSchema(ctx, b.DB, mysqllock.WithTable(table)); err != nil {
+			if err := schema.create(ctx, b.DB, table); err != nil {
 				return nil, err
 			}
+			raw := schema.raw(table)
 			return &Store{
 				New: func() (stockguard.Inventory, error) { return newInv(b.DB, table) },
-				Raw: func(ctx context.Context, sku string) (int64, error) {
-					return rawRow(ctx, b.DB, "SELECT qty FROM `"+table+"` WHERE sku = ?", sku)
-				},
+				Raw: func(ctx context.Context, sku string) (int64, error) { return rawRow(ctx, b.DB, raw, sku) },
 				Close: func(ctx context.Context) error {
-					_, err := b.DB.ExecContext(ctx, "DROP TABLE IF EXISTS `"+table+"`")
-					return err
+					var errs []error
+					for _, t := range schema.tables(table) {
+						_, err := b.DB.ExecContext(ctx, "DROP TABLE IF EXISTS `"+t+"`")
+						errs = append(errs, err)
+					}
+					return errors.Join(errs...)
 				},
 			}, nil
 		},

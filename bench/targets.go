@@ -42,4 +42,12 @@ var registry = []Target{
 		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
 			return redislock.NewGuarded(rdb, redislock.WithPrefix(prefix)), nil
 		}),
+	SegmentedMySQLTarget("mysql-segmented", "stock split over 8 rows; conditional UPDATE of a random one, locked fallback across them",
+		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
+			return mysqllock.NewSegmented(db, mysqllock.WithTable(table)), nil
+		}),
+	MySQLTarget("mysql-batched", "concurrent requests for a SKU combined into one UPDATE (client-side group commit)",
+		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
+			return mysqllock.NewBatched(db, mysqllock.WithTable(table)), nil
+		}),
 }
