@@ -4,17 +4,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/stockguard/stockguard/internal/backends"
 )
 
 func TestMain(m *testing.M) { backends.Main(m) }
 
-// testBackends connects to the servers t needs (skipping without them).
+// testBackends connects to the servers t needs (skipping without them),
+// with the DSN setting stockguard recommends and stockbench uses.
 func testBackends(tb testing.TB, t Target) Backends {
 	tb.Helper()
 	var b Backends
 	if t.Needs&NeedMySQL != 0 {
-		b.DB = backends.DB(tb)
+		b.DB = backends.DB(tb, func(c *mysql.Config) { c.InterpolateParams = true })
 	}
 	if t.Needs&NeedRedis != 0 {
 		b.Redis = backends.RedisClient(tb)
