@@ -18,7 +18,7 @@ func ExampleNewSegmented() {
 		log.Fatal(err)
 	}
 	inv := mysqllock.NewSegmented(db, mysqllock.WithSegments(16))
-	if err := inv.SetStock(ctx, "sku-42", 10); err != nil { // 1 unit in six segments, none in ten
+	if err := inv.SetStock(ctx, "sku-42", 10); err != nil { // 1 unit in ten segments, none in six
 		log.Fatal(err)
 	}
 	// 7 units fit no single segment, but the total: taken across segments.

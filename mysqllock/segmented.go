@@ -3,6 +3,7 @@ package mysqllock
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"math/rand/v2"
 	"strings"
 
@@ -64,8 +65,9 @@ func CreateSegmentedSchema(ctx context.Context, db sqlx.ExecerContext, opts ...O
 
 // Segmented splits each SKU's stock over several rows (seed 002's segmented
 // stock), so that buyers of one hot SKU do not all queue on one row lock.
-// A request tries one segment chosen at random, with a conditional UPDATE
-// that needs no transaction:
+// A request first tries one segment — an instance hands out each SKU's
+// segments as tokens, one request per segment at a time, in an order that
+// starts at random — with a conditional UPDATE that needs no transaction:
 //
 //	UPDATE stock_segments SET qty = qty - ? WHERE sku = ? AND seg = ? AND qty >= ?
 //
@@ -81,11 +83,13 @@ func CreateSegmentedSchema(ctx context.Context, db sqlx.ExecerContext, opts ...O
 // package's other strategies do not read. Segmented is safe for concurrent
 // use and with other instances.
 type Segmented struct {
-	store   // requests are validated and connected the shared way; the stock is in segTable
+	store   // validation and connections; the stock itself is in the segments table
 	n       int
 	q       segQueries
 	session *sessionInit
 	retrier *stockguard.Retrier
+	seed    maphash.Seed
+	tokens  []chan int // see Decrement
 }
 
 var (
@@ -126,7 +130,26 @@ func NewSegmented(db *sqlx.DB, opts ...Option) *Segmented {
 		},
 		session: lockWaitSession(o.lockWait),
 		retrier: stockguard.NewRetrier(o.retryPolicy(stockguard.RetryPolicy{})),
+		seed:    maphash.MakeSeed(),
+		tokens:  newTokens(o.segments),
 	}
+}
+
+// tokenStripes is how many token pools an instance has; the SKUs that
+// hash to one share it.
+const tokenStripes = 64
+
+// newTokens returns the token pools of an instance, each holding the
+// segment numbers 0…n-1 in a random order.
+func newTokens(n int) []chan int {
+	pools := make([]chan int, tokenStripes)
+	for i := range pools {
+		pools[i] = make(chan int, n)
+		for _, seg := range rand.Perm(n) {
+			pools[i] <- seg
+		}
+	}
+	return pools
 }
 
 // placeholders repeats tuple n times, comma-separated.
@@ -217,9 +240,25 @@ func (s *Segmented) Decrement(ctx context.Context, sku string, qty int64) error 
 	if err := stockguard.Canceled(ctx); err != nil {
 		return err
 	}
+	// A request first takes a segment token of its SKU's pool, waiting in
+	// line when all are out, and tries that segment first. So at most one
+	// request of this instance works on a segment row at a time, and the
+	// others wait here, in arrival order, at the cost of a channel
+	// operation, instead of in InnoDB's row-lock queue, where each wait
+	// costs the server a thread switch: that keeps the throughput at 64
+	// buyers where it is at 8. Other instances' requests still meet on the
+	// row locks, which alone keep the stock right.
+	tokens := s.tokens[maphash.String(s.seed, sku)%tokenStripes]
+	var seg int
+	select {
+	case seg = <-tokens:
+	case <-ctx.Done():
+		return stockguard.Canceled(ctx)
+	}
+	defer func() { tokens <- seg }()
 	return s.retrier.Do(ctx, func(ctx context.Context) error {
 		return s.pinned(ctx, s.session, func(ctx context.Context, conn *sqlx.Conn) error {
-			return s.take(ctx, conn, sku, qty)
+			return s.take(ctx, conn, sku, seg, qty)
 		})
 	})
 }
@@ -230,8 +269,8 @@ type segment struct {
 	Qty int64 `db:"qty"`
 }
 
-func (s *Segmented) take(ctx context.Context, conn *sqlx.Conn, sku string, qty int64) error {
-	if done, err := s.takeFrom(ctx, conn, sku, rand.IntN(s.n), qty); done || err != nil {
+func (s *Segmented) take(ctx context.Context, conn *sqlx.Conn, sku string, seg int, qty int64) error {
+	if done, err := s.takeFrom(ctx, conn, sku, seg, qty); done || err != nil {
 		return err
 	}
 	// A snapshot is a consistent picture of every segment at one moment:

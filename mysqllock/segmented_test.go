@@ -204,3 +204,35 @@ func TestWithSegments(t *testing.T) {
 		}
 	}
 }
+
+// A request waiting for a segment token — every segment busy with other
+// requests of the instance — leaves at once when its context ends, having
+// sent nothing.
+func TestSegmented_Decrement_canceledWaitingForSegment(t *testing.T) {
+	db := testDB(t, interpolate)
+	table := newSegTable(t, db)
+	s := NewSegmented(db, WithTable(table), WithSegments(1))
+	if err := s.SetStock(t.Context(), "sku", 10); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTxx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec("SELECT qty FROM "+quote(SegmentsTable(table))+" WHERE sku = ? FOR UPDATE", "sku"); err != nil {
+		t.Fatal(err)
+	}
+	first := goDecrement(t.Context(), s, "sku", 1)
+	waitingOn(t, db, "UPDATE "+quote(SegmentsTable(table)))
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	contractOne(t, s.Decrement(ctx, "sku", 2), context.DeadlineExceeded)
+	tx.Rollback()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if got := segments(t, db, table, "sku"); !slices.Equal(got, []int64{9}) {
+		t.Fatalf("segments %v, want [9]", got)
+	}
+}
