@@ -17,6 +17,12 @@ type options struct {
 	retry   stockguard.RetryPolicy
 	store   Store         // NewGuarded: where the stock lives; nil means Redis
 	lockTTL time.Duration // NewGuarded: lease of the SKU lock; 0 means DefaultLockTTL
+
+	segments     int  // NewSegmented: segments per SKU; 0 means DefaultSegments
+	segmentLocks bool // NewSegmented: seed 002's per-segment locks
+
+	nodeTimeout time.Duration // NewRedlock: per-master timeout; 0 means derived from the ttl
+	drift       *drift        // NewRedlock: clock drift allowance; nil means the defaults
 }
 
 func newOptions(opts []Option) options {

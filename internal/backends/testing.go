@@ -21,6 +21,8 @@ var shared struct {
 	mysqlErr error
 	redis    *Redis
 	redisErr error
+	cluster  *Cluster
+	clusErr  error
 }
 
 // startTimeout bounds resolving one server, Docker pulls included.
@@ -38,6 +40,9 @@ func Main(m *testing.M) {
 	}
 	if shared.redis != nil {
 		shared.redis.Close()
+	}
+	if shared.cluster != nil {
+		shared.cluster.Close()
 	}
 	shared.mu.Unlock()
 	os.Exit(code)
@@ -148,6 +153,29 @@ func PrivateRedis(tb testing.TB, n int, extra ...string) []*Redis {
 		}
 	}
 	return servers
+}
+
+// SharedCluster returns the test binary's local 3-master Redis Cluster,
+// starting it on first use; Main stops it. Tests share it as they share
+// SharedRedis: each on its own keys. A test that stops or restarts nodes
+// needs a PrivateCluster.
+func SharedCluster(tb testing.TB) *Cluster {
+	tb.Helper()
+	skipShort(tb)
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.cluster == nil && shared.clusErr == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		shared.cluster, shared.clusErr = StartLocalCluster(ctx, 3)
+		cancel()
+		if shared.clusErr != nil {
+			shared.clusErr = fmt.Errorf("%w: shared redis cluster: %w\n%s", ErrUnavailable, shared.clusErr, howTo)
+		}
+	}
+	if shared.clusErr != nil {
+		unavailable(tb, shared.clusErr)
+	}
+	return shared.cluster
 }
 
 // PrivateCluster starts a local Redis Cluster of masters nodes for tb alone

@@ -1,0 +1,697 @@
+package redislock
+
+import (
+	"cmp"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/rediskeys"
+	"github.com/stockguard/stockguard/internal/redisx"
+)
+
+// DefaultSegments is the number of segments NewSegmented splits a SKU's
+// stock into unless WithSegments says otherwise.
+const DefaultSegments = 8
+
+// MaxSegments caps WithSegments.
+const MaxSegments = 1024
+
+// holdTTL is how long units taken by a gather stay recorded in their hold
+// keys. A gather lasts milliseconds, and one that stalls or dies is rolled
+// back by the next gather of its SKU; only if none comes for this long are
+// the held units gone for good.
+const holdTTL = 24 * time.Hour
+
+// WithSegments sets the number of segments NewSegmented spreads a SKU's
+// stock over when it stocks it (SetStock), between 1 and MaxSegments.
+// Default DefaultSegments. Reads and gathers use the count stored with the
+// SKU, so instances configured with different counts share SKUs safely.
+func WithSegments(n int) Option {
+	return func(o *options) { o.segments = min(n, MaxSegments) }
+}
+
+var (
+	//go:embed segmented_take.lua
+	segmentedTakeLua string
+	//go:embed segmented_return.lua
+	segmentedReturnLua string
+	//go:embed segmented_decide.lua
+	segmentedDecideLua string
+
+	segmentedTakeScript   = redis.NewScript(levelLua + segmentedTakeLua)
+	segmentedReturnScript = redis.NewScript(segmentedReturnLua)
+	segmentedDecideScript = redis.NewScript(segmentedDecideLua)
+)
+
+// Segmented is an Inventory that splits each SKU's stock into segments
+// (seed 002), each in its own Redis key with its own hash tag, so that in a
+// Redis Cluster the segments of one hot SKU land on different slots — and
+// masters — and its buyers spread over them instead of queueing on one key.
+//
+// On a single Redis server segments buy nothing: the server runs one
+// command at a time whichever key it touches, so Segmented is at best as
+// fast as NewAtomic there (and keeping every segment in the SKU's one slot,
+// which would allow one script over all of them, would pin the SKU to one
+// master in a cluster too). Segmented is for clusters; the price of spreading
+// is that no script can span the segments, and the design below pays it.
+//
+// Keys, for SKU s with prefix p: segment i is "<p>segstock:{s#i}", a
+// decimal level as NewAtomic keeps it; "<p>segmeta:{s}" is a hash holding
+// the segment count ("n") and the records of gathers in progress; the
+// SKU's gather lock is "<p>seggatherlock:{s}" with its fencing counter
+// "<p>seggatherfence:{s}" (a Client lock: every acquisition bumps the
+// counter); a gather's hold on segment i is "<p>seghold:{s#i}:<id>".
+//
+// Decrement first tries one segment chosen at random: one script, which
+// takes qty units if that segment has them (the common case, one round
+// trip). Otherwise it reads the segment count and every level, and takes
+// from a segment that has enough. When none has enough but together they
+// do — near sell-out, or a qty larger than a segment — it gathers:
+//
+//   - under the SKU's gather lock it records the gather as pending in the
+//     meta hash, then takes pieces from the fullest segments, each piece one
+//     script that also records it in a hold key in the segment's own slot;
+//   - it commits by deleting its pending record — one script in one slot,
+//     the single commit point. Held units are sold from that instant;
+//   - if the segments run dry first, or anything fails before the commit, it
+//     marks the record aborted, gives every piece back and drops the
+//     record. A gatherer that dies or stalls past its lease leaves its
+//     record behind; the next gather (or SetStock) of the SKU marks it
+//     aborted — after which its owner can no longer commit — and gives its
+//     pieces back.
+//
+// So a gather is all or nothing, also when replies are lost, without a
+// script over several slots. It is not isolated: while it holds pieces,
+// others see fewer units in those segments.
+//
+// Never a false sold-out: ErrInsufficientStock comes only from a gather
+// that, holding the lock (so no other gather holds units), found fewer than
+// qty units in all segments together; or from a check without the lock:
+// the levels of all segments summed to less than qty, read between two
+// reads of the meta slot that both saw no gather lock, no gather record and
+// the same gather count — so no units were held in flight meanwhile, and as
+// segments only shrink outside gathers, the stock really was below qty when
+// the last level was read. If the total is at least qty and nobody else
+// takes it, the request succeeds.
+//
+// Not atomic over a SKU: SetStock runs under the gather lock, so it never
+// mixes with a gather, but a concurrent Decrement may take from a segment
+// before or after it is overwritten; Stock sums levels read one after
+// another (retried until it reads between two quiet meta reads, so never a
+// half-written SetStock or units held by a running gather), which under
+// concurrent decrements lies between the stock at its start and at its
+// end. Units held by a gatherer that died are not counted until the next
+// gather of the SKU gives them back. The gather lock is a lease: a gatherer
+// stalled past it (a pause longer than WithLockTTL) can make one request
+// see a false sold-out, never an oversold or lost unit.
+//
+// Writes that would not be safe to repeat are sent at most once, so a lost
+// reply is ErrOutcomeUnknown, never a second take. A Segmented is safe for
+// concurrent use.
+type Segmented struct {
+	rdb      redis.UniversalClient
+	once     redis.Scripter // rdb with EVAL/EVALSHA sent at most once
+	keys     rediskeys.Keys
+	n        int
+	gather   *Client // the SKU's gather lock
+	segLocks *Client // WithSegmentLocks: the segments' locks; nil without
+	lease    time.Duration
+	retrier  *stockguard.Retrier
+}
+
+var (
+	_ stockguard.Inventory    = (*Segmented)(nil)
+	_ stockguard.RetryCounter = (*Segmented)(nil)
+)
+
+// NewSegmented returns a Segmented inventory over rdb — a cluster client to
+// spread the segments, though any client works. It reads the options
+// WithPrefix, WithSegments, WithSegmentLocks, WithRetry (how often a request
+// that lost a race, or found the gather lock busy, tries again) and
+// WithLockTTL (lease of the gather and segment locks; default
+// DefaultLockTTL).
+func NewSegmented(rdb redis.UniversalClient, opts ...Option) *Segmented {
+	o := newOptions(opts)
+	s := &Segmented{
+		rdb:     rdb,
+		once:    redisx.OnceScripter(rdb),
+		keys:    o.keys,
+		n:       o.segments,
+		gather:  New(rdb, WithPrefix(o.keys.Prefix+"seggather")),
+		lease:   o.lockTTL,
+		retrier: stockguard.NewRetrier(o.retry),
+	}
+	if s.n < 1 {
+		s.n = DefaultSegments
+	}
+	if s.lease < time.Millisecond {
+		s.lease = DefaultLockTTL
+	}
+	if o.segmentLocks {
+		s.segLocks = New(rdb, WithPrefix(o.keys.Prefix+"seg"))
+	}
+	return s
+}
+
+// Retries returns the number of attempts retried so far (lost races, busy
+// locks).
+func (s *Segmented) Retries() int64 { return s.retrier.Retries() }
+
+// segment names segment i of sku as a SKU of its own, "sku#i", whose keys
+// get their own hash tag. (The suffix is read from the right, so no two
+// SKUs share a segment name.)
+func segment(sku string, i int) string { return sku + "#" + strconv.Itoa(i) }
+
+func (s *Segmented) segKey(sku string, i int) string {
+	return s.keys.Name("segstock", segment(sku, i))
+}
+
+func (s *Segmented) holdKey(sku string, i int, gather string) string {
+	return s.keys.Name("seghold", segment(sku, i)) + ":" + gather
+}
+
+func (s *Segmented) metaKey(sku string) string { return s.keys.Name("segmeta", sku) }
+
+// Decrement takes qty units of sku, all or none. It returns nil or an error
+// wrapping:
+//   - stockguard.ErrInvalidRequest: bad sku or qty, checked before any I/O;
+//   - the context's error: ctx ended before anything was sent;
+//   - stockguard.ErrUnknownSKU: sku was never stocked (nothing is created),
+//     or one of its keys holds something else (then also ErrCorruptStock);
+//   - stockguard.ErrInsufficientStock: fewer than qty units were left in
+//     all segments together (see Segmented for how that is established);
+//   - stockguard.ErrContention: the retry policy ran out while requests
+//     raced for the same units or the gather lock, or Redis was
+//     unreachable or refused a command; nothing was taken;
+//   - stockguard.ErrOutcomeUnknown: a take's or a gather's commit reply was
+//     lost; it may have been applied (all of it or none).
+func (s *Segmented) Decrement(ctx context.Context, sku string, qty int64) error {
+	if err := stockguard.Validate(sku, qty); err != nil {
+		return err
+	}
+	if err := stockguard.Canceled(ctx); err != nil {
+		return err
+	}
+	if done, err := s.fast(ctx, sku, qty); done {
+		return err
+	}
+	return s.retrier.Do(ctx, func(ctx context.Context) error { return s.slow(ctx, sku, qty) })
+}
+
+// fast tries one random segment (with segment locks: the first free one
+// from a random start). It reports whether it settled the request.
+func (s *Segmented) fast(ctx context.Context, sku string, qty int64) (bool, error) {
+	start := rand.IntN(s.n)
+	if s.segLocks != nil {
+		return s.fastLocked(ctx, sku, qty, start)
+	}
+	err := s.take(ctx, sku, start, qty)
+	return !errors.Is(err, errSegmentShort), err
+}
+
+// errSegmentShort: the segment lacks the units (or does not exist), which
+// proves nothing about the SKU.
+var errSegmentShort = errors.New("redislock: segment short")
+
+// take takes qty units from segment i of sku with one script. It returns
+// nil, errSegmentShort, or a contract error.
+func (s *Segmented) take(ctx context.Context, sku string, i int, qty int64) error {
+	key := s.segKey(sku, i)
+	left, err := atomicScript.Run(ctx, s.once, []string{key}, qty).Int64()
+	switch {
+	case err != nil:
+		return fmt.Errorf("redislock: decrement %q: %w", sku, redisx.Classify(ctx, err, redisx.Write))
+	case left == -3:
+		return redisx.Corrupt(key, "holds no stock level")
+	case left < 0:
+		return errSegmentShort
+	}
+	return nil
+}
+
+// slow serves a request the first segment could not: from another segment,
+// by a gather, or with ErrInsufficientStock. It asks for a retry when it
+// lost a race.
+func (s *Segmented) slow(ctx context.Context, sku string, qty int64) error {
+	before, err := s.readMeta(ctx, sku)
+	if err != nil {
+		return err
+	}
+	levels, err := s.readLevels(ctx, sku, before.n)
+	if err != nil {
+		return err
+	}
+	if err := s.takeFitting(ctx, sku, qty, levels); !errors.Is(err, errNoFit) {
+		return err
+	}
+	if sum(levels) < qty {
+		after, err := s.readMeta(ctx, sku)
+		if err != nil {
+			return err
+		}
+		if before.quiet() && after.quiet() && before.fence == after.fence && before.n == after.n {
+			return fmt.Errorf("%w: %q has fewer than %d units", stockguard.ErrInsufficientStock, sku, qty)
+		}
+	}
+	return s.gatherTake(ctx, sku, qty)
+}
+
+// errNoFit: no segment holds qty units.
+var errNoFit = errors.New("redislock: no segment fits")
+
+// takeFitting takes qty units from a random one of the segments whose level
+// was at least qty. It returns errNoFit when there is none, a Retry when
+// the segment had been emptied meanwhile or its lock was busy.
+func (s *Segmented) takeFitting(ctx context.Context, sku string, qty int64, levels []int64) error {
+	var fit []int
+	for i, v := range levels {
+		if v >= qty {
+			fit = append(fit, i)
+		}
+	}
+	if len(fit) == 0 {
+		return errNoFit
+	}
+	i := fit[rand.IntN(len(fit))]
+	var err error
+	if s.segLocks != nil {
+		err = s.takeLocked(ctx, sku, i, qty)
+	} else {
+		err = s.take(ctx, sku, i, qty)
+	}
+	if errors.Is(err, errSegmentShort) || errors.Is(err, errSegmentBusy) {
+		return stockguard.Retry(fmt.Errorf("redislock: segment %d of %q was taken meanwhile", i, sku))
+	}
+	return err
+}
+
+func sum(levels []int64) int64 {
+	var t int64
+	for _, v := range levels {
+		t += v // at most MaxSegments × MaxQty < 2^63
+	}
+	return t
+}
+
+// meta is what the SKU's meta slot says.
+type meta struct {
+	n       int               // segments
+	gathers map[string]string // gather id → "p" pending or "a" aborted
+	locked  bool              // the gather lock is held
+	fence   string            // the gather lock's fencing counter: gathers begun
+}
+
+// quiet reports that no gather was running or unfinished.
+func (m meta) quiet() bool { return !m.locked && len(m.gathers) == 0 }
+
+// readMeta reads sku's meta hash, gather lock and gather counter, in one
+// round trip to the SKU's slot.
+func (s *Segmented) readMeta(ctx context.Context, sku string) (meta, error) {
+	key := s.metaKey(sku)
+	lk := s.gather.keysFor(sku)
+	var (
+		all   *redis.MapStringStringCmd
+		held  *redis.IntCmd
+		fence *redis.StringCmd
+	)
+	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		all = p.HGetAll(ctx, key)
+		held = p.Exists(ctx, lk.lock)
+		fence = p.Get(ctx, lk.fence)
+		return nil
+	})
+	switch err := cmp.Or(all.Err(), held.Err(), fenceErr(fence.Err())); {
+	case redisx.IsWrongType(err):
+		return meta{}, redisx.Corrupt(key, "is not a segment hash")
+	case err != nil:
+		return meta{}, fmt.Errorf("redislock: read %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
+	}
+	m := meta{gathers: map[string]string{}, locked: held.Val() > 0, fence: fence.Val()}
+	for f, v := range all.Val() {
+		if id, ok := strings.CutPrefix(f, "g:"); ok {
+			m.gathers[id] = v
+		}
+	}
+	raw, ok := all.Val()["n"]
+	if !ok {
+		return meta{}, fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 1 || n > MaxSegments {
+		return meta{}, redisx.Corrupt(key, fmt.Sprintf("holds segment count %q", raw))
+	}
+	m.n = n
+	return m, nil
+}
+
+// fenceErr drops the redis.Nil of a gather counter that does not exist yet.
+func fenceErr(err error) error {
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	return err
+}
+
+// readLevels reads the levels of sku's n segments in one pipeline (one
+// round trip per master). A missing segment means SetStock changed the
+// count meanwhile: a Retry.
+func (s *Segmented) readLevels(ctx context.Context, sku string, n int) ([]int64, error) {
+	cmds := make([]*redis.StringCmd, n)
+	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range cmds {
+			cmds[i] = p.Get(ctx, s.segKey(sku, i))
+		}
+		return nil
+	})
+	levels := make([]int64, n)
+	for i, c := range cmds {
+		key := s.segKey(sku, i)
+		switch err := c.Err(); {
+		case errors.Is(err, redis.Nil):
+			return nil, stockguard.Retry(fmt.Errorf("redislock: segment %d of %q is missing", i, sku))
+		case redisx.IsWrongType(err):
+			return nil, redisx.Corrupt(key, "is not a string")
+		case err != nil:
+			return nil, fmt.Errorf("redislock: read %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
+		}
+		v, err := redisx.ParseLevel(key, c.Val())
+		if err != nil {
+			return nil, err
+		}
+		levels[i] = v
+	}
+	return levels, nil
+}
+
+// locked runs fn holding sku's gather lock; a busy lock asks for a retry.
+func (s *Segmented) locked(ctx context.Context, sku string, fn func(*Lock) error) error {
+	l, err := s.gather.Obtain(ctx, sku, s.lease)
+	switch {
+	case errors.Is(err, ErrNotObtained):
+		return stockguard.Retry(err)
+	case err != nil:
+		return fmt.Errorf("redislock: lock %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
+		_ = l.Release(rctx)
+		cancel()
+	}()
+	return fn(l)
+}
+
+// gatherTake serves qty units of sku under the gather lock: from one
+// segment if one has them by now, else by a gather.
+func (s *Segmented) gatherTake(ctx context.Context, sku string, qty int64) error {
+	return s.locked(ctx, sku, func(l *Lock) error {
+		m, err := s.readMeta(ctx, sku)
+		if err != nil {
+			return err
+		}
+		if err := s.recover(ctx, sku, m); err != nil {
+			return err
+		}
+		levels, err := s.readLevels(ctx, sku, m.n)
+		if err != nil {
+			return err
+		}
+		if sum(levels) < qty {
+			// No other gather holds units, and segments only shrink
+			// meanwhile: the stock is short.
+			return fmt.Errorf("%w: %q has %d units, %d wanted", stockguard.ErrInsufficientStock, sku, sum(levels), qty)
+		}
+		if err := s.takeFitting(ctx, sku, qty, levels); !errors.Is(err, errNoFit) {
+			return err
+		}
+		return s.gatherPieces(ctx, l, sku, qty, levels)
+	})
+}
+
+// gatherPieces takes qty units of sku in pieces from the segments, fullest
+// first, and commits them as one (see Segmented). l is the gather lock.
+func (s *Segmented) gatherPieces(ctx context.Context, l *Lock, sku string, qty int64, levels []int64) error {
+	id := newToken()
+	field := "g:" + id
+	metaKey := s.metaKey(sku)
+	begin := redis.NewIntCmd(ctx, "hset", metaKey, field, "p")
+	if err := s.rdb.Process(ctx, redisx.Once(begin)); err != nil {
+		// Nothing is held yet; a record that was written after all is
+		// removed by the next gather.
+		return fmt.Errorf("redislock: gather %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
+	}
+	order := make([]int, 0, len(levels))
+	for i, v := range levels {
+		if v > 0 {
+			order = append(order, i)
+		}
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(levels[b], levels[a]) })
+
+	need := qty
+	var touched []int // segments a piece was sent to
+	var failed error
+	for _, i := range order {
+		if need == 0 {
+			break
+		}
+		if !l.valid() {
+			failed = stockguard.Retry(fmt.Errorf("%w: the gather lock of %q ran out", ErrNotHeld, sku))
+			break
+		}
+		touched = append(touched, i)
+		key := s.segKey(sku, i)
+		// A resend returns the hold the first run recorded: safe to resend.
+		got, err := segmentedTakeScript.Run(ctx, s.rdb, []string{key, s.holdKey(sku, i, id)}, need, holdTTL.Milliseconds()).Int64()
+		switch {
+		case err != nil:
+			failed = fmt.Errorf("redislock: gather %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
+		case got == -3:
+			failed = redisx.Corrupt(key, "holds no stock level")
+		case got < 0:
+			failed = stockguard.Retry(fmt.Errorf("redislock: segment %d of %q is missing", i, sku))
+		default:
+			need -= got
+			continue
+		}
+		break
+	}
+	if failed == nil && need > 0 {
+		// Every segment that had units was emptied by this gather, and no
+		// other gather holds any: the stock is short.
+		failed = fmt.Errorf("%w: %q has %d units, %d wanted", stockguard.ErrInsufficientStock, sku, qty-need, qty)
+	}
+	if failed == nil {
+		decided, err := segmentedDecideScript.Run(ctx, s.once, []string{metaKey}, field, "c").Int64()
+		switch {
+		case err == nil && decided == 1:
+			s.dropHolds(ctx, sku, id, touched)
+			return nil
+		case err != nil && !redisx.NotSent(err): // sent at most once: not sent means not applied
+			return fmt.Errorf("%w: redislock: the commit of a gather of %q was sent but not confirmed: "+
+				"committed if record %q is gone from %q, else the next gather rolls it back: %v",
+				stockguard.ErrOutcomeUnknown, sku, field, metaKey, err)
+		case err != nil:
+			failed = fmt.Errorf("redislock: gather %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
+		default:
+			failed = stockguard.Retry(fmt.Errorf("redislock: a gather of %q was rolled back by another (its lock ran out)", sku))
+		}
+	}
+	s.rollback(ctx, sku, field, id, touched)
+	return failed
+}
+
+// rollback aborts the gather id of sku (its record field), gives back what
+// it holds in the segments touched and drops its record. Whatever fails is
+// left to the next gather's recovery: the record stays until every piece is
+// back.
+func (s *Segmented) rollback(ctx context.Context, sku, field, id string, touched []int) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
+	defer cancel()
+	metaKey := s.metaKey(sku)
+	// Marked aborted, the gather can no longer commit; unmarked (Redis
+	// failed), it stays pending, and only its owner — this call — commits.
+	// Either way the pieces may go back now.
+	_, err := segmentedDecideScript.Run(ctx, s.rdb, []string{metaKey}, field, "a").Int64()
+	if s.giveBack(ctx, sku, id, touched) == nil && err == nil {
+		_ = s.rdb.HDel(ctx, metaKey, field).Err()
+	}
+}
+
+// giveBack returns what gather id holds in the segments of sku listed.
+func (s *Segmented) giveBack(ctx context.Context, sku, id string, segments []int) error {
+	var errs []error
+	for _, i := range segments {
+		keys := []string{s.segKey(sku, i), s.holdKey(sku, i, id)}
+		// Safe to resend: the hold goes with the units.
+		errs = append(errs, segmentedReturnScript.Run(ctx, s.rdb, keys).Err())
+	}
+	return errors.Join(errs...)
+}
+
+// dropHolds deletes a committed gather's hold records; left behind, they
+// only expire.
+func (s *Segmented) dropHolds(ctx context.Context, sku, id string, segments []int) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
+	defer cancel()
+	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, i := range segments {
+			p.Del(ctx, s.holdKey(sku, i, id))
+		}
+		return nil
+	})
+}
+
+// recover rolls back the gathers recorded in m, which no longer hold the
+// lock (the caller does): pending ones are marked aborted first, so their
+// owners can no longer commit, then their pieces go back to every segment.
+func (s *Segmented) recover(ctx context.Context, sku string, m meta) error {
+	metaKey := s.metaKey(sku)
+	every := make([]int, m.n)
+	for i := range every {
+		every[i] = i
+	}
+	for id, state := range m.gathers {
+		field := "g:" + id
+		if state == "p" {
+			decided, err := segmentedDecideScript.Run(ctx, s.rdb, []string{metaKey}, field, "a").Int64()
+			switch {
+			case err != nil:
+				return fmt.Errorf("redislock: recover a gather of %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
+			case decided < 0:
+				continue // it committed meanwhile
+			}
+		}
+		if err := s.giveBack(ctx, sku, id, every); err != nil {
+			return fmt.Errorf("redislock: recover a gather of %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
+		}
+		if err := s.rdb.HDel(ctx, metaKey, field).Err(); err != nil {
+			return fmt.Errorf("redislock: recover a gather of %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
+		}
+	}
+	return nil
+}
+
+// SetStock stocks sku with qty units (0…stockguard.MaxQty), spread evenly
+// over the configured number of segments (the first qty mod n segments get
+// one more), replacing whatever sku held, in any number of segments. It runs
+// under the SKU's gather lock, after rolling back unfinished gathers; see
+// Segmented for what it does not make atomic. It returns nil or an error
+// wrapping stockguard.ErrInvalidRequest (before any I/O), the context's
+// error, stockguard.ErrContention (the gather lock stayed busy through the
+// retry policy, or nothing was written) or stockguard.ErrOutcomeUnknown
+// (some segments may have been written: call it again).
+func (s *Segmented) SetStock(ctx context.Context, sku string, qty int64) error {
+	if err := stockguard.ValidateSKU(sku); err != nil {
+		return err
+	}
+	if err := stockguard.ValidateLevel(qty); err != nil {
+		return err
+	}
+	if err := stockguard.Canceled(ctx); err != nil {
+		return err
+	}
+	return s.retrier.Do(ctx, func(ctx context.Context) error {
+		return s.locked(ctx, sku, func(l *Lock) error {
+			old := 0
+			m, err := s.readMeta(ctx, sku)
+			switch {
+			case err == nil:
+				old = m.n
+				if err := s.recover(ctx, sku, m); err != nil {
+					return err
+				}
+			case errors.Is(err, ErrCorruptStock):
+				// Overwritten like a corrupt stock key: the meta goes (and
+				// with it the count of segments to delete, if it had one).
+				del := redis.NewIntCmd(ctx, "del", s.metaKey(sku))
+				if err := s.rdb.Process(ctx, redisx.Once(del)); err != nil {
+					return fmt.Errorf("redislock: set stock of %q: %w", sku, redisx.Classify(ctx, err, redisx.Write))
+				}
+			case !errors.Is(err, stockguard.ErrUnknownSKU):
+				return err
+			}
+			if !l.valid() {
+				return stockguard.Retry(fmt.Errorf("%w: the gather lock of %q ran out", ErrNotHeld, sku))
+			}
+			return s.write(ctx, sku, qty, old)
+		})
+	})
+}
+
+// write stores qty spread over s.n segments, deletes segments old
+// configurations left beyond them, and then records the count: a SKU is
+// known only once its segments exist.
+func (s *Segmented) write(ctx context.Context, sku string, qty int64, old int) error {
+	n := int64(s.n)
+	cmds, _ := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range s.n {
+			level := qty / n
+			if int64(i) < qty%n {
+				level++
+			}
+			_ = p.Process(ctx, redisx.Once(redis.NewStatusCmd(ctx, "set", s.segKey(sku, i), level)))
+		}
+		for i := s.n; i < old; i++ {
+			_ = p.Process(ctx, redisx.Once(redis.NewIntCmd(ctx, "del", s.segKey(sku, i))))
+		}
+		return nil
+	})
+	var errs []error
+	for _, c := range cmds {
+		errs = append(errs, c.Err())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("redislock: set stock of %q: %w", sku, redisx.Classify(ctx, err, redisx.Write))
+	}
+	set := redis.NewIntCmd(ctx, "hset", s.metaKey(sku), "n", s.n)
+	if err := s.rdb.Process(ctx, redisx.Once(set)); err != nil {
+		return fmt.Errorf("redislock: set stock of %q: %w", sku, redisx.Classify(ctx, err, redisx.Write))
+	}
+	return nil
+}
+
+// Stock returns the units of sku left: the sum of its segments, read
+// between two quiet reads of its meta slot (see Segmented), retried under
+// the retry policy while gathers or SetStock run. Its errors wrap
+// stockguard.ErrInvalidRequest (before any I/O), the context's error,
+// stockguard.ErrUnknownSKU (with ErrCorruptStock: a key holding something
+// else) or stockguard.ErrContention (a read failed, or the SKU never was
+// quiet).
+func (s *Segmented) Stock(ctx context.Context, sku string) (int64, error) {
+	if err := stockguard.ValidateSKU(sku); err != nil {
+		return 0, err
+	}
+	if err := stockguard.Canceled(ctx); err != nil {
+		return 0, err
+	}
+	var total int64
+	err := s.retrier.Do(ctx, func(ctx context.Context) error {
+		before, err := s.readMeta(ctx, sku)
+		if err != nil {
+			return err
+		}
+		levels, err := s.readLevels(ctx, sku, before.n)
+		if err != nil {
+			return err
+		}
+		after, err := s.readMeta(ctx, sku)
+		if err != nil {
+			return err
+		}
+		if before.locked || after.locked || before.fence != after.fence || before.n != after.n {
+			return stockguard.Retry(fmt.Errorf("redislock: %q changed while it was read", sku))
+		}
+		total = sum(levels)
+		return nil
+	})
+	return total, err
+}
