@@ -24,12 +24,20 @@ const DefaultBatchSize = 64
 // ErrOutcomeUnknown. Default DefaultBatchSize (64).
 func WithBatchSize(n int) Option {
 	return func(o *options) {
-		if n < 1 || n > 10_000 {
-			o.fail(fmt.Errorf("batch size %d outside 1…10000", n))
-			return
+		if o.within("batch size", n, 1, 10_000) {
+			o.batchSize = n
 		}
-		o.batchSize = n
 	}
+}
+
+// within reports whether n, the value of option what, lies in lo…hi, and
+// records the failure when it does not.
+func (o *options) within(what string, n, lo, hi int) bool {
+	if n < lo || n > hi {
+		o.fail(fmt.Errorf("%s %d outside %d…%d", what, n, lo, hi))
+		return false
+	}
+	return true
 }
 
 // Batched combines concurrent requests for one SKU into one write — flat

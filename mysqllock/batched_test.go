@@ -401,17 +401,28 @@ func TestBatched_Decrement_combinesAcrossInstances(t *testing.T) {
 	}
 }
 
-func TestWithBatchSize(t *testing.T) {
+func TestWithBatchSize_WithSegments(t *testing.T) {
 	for _, c := range []struct {
-		n  int
-		ok bool
-	}{{1, true}, {10_000, true}, {0, false}, {-1, false}, {10_001, false}} {
-		o := newOptions([]Option{WithBatchSize(c.n)})
-		if (o.err == nil) != c.ok || (c.ok && o.batchSize != c.n) {
-			t.Errorf("WithBatchSize(%d): size %d, err %v", c.n, o.batchSize, o.err)
+		opt func(int) Option
+		get func(options) int
+		n   int
+		ok  bool
+	}{
+		{WithBatchSize, func(o options) int { return o.batchSize }, 1, true},
+		{WithBatchSize, func(o options) int { return o.batchSize }, 10_000, true},
+		{WithBatchSize, func(o options) int { return o.batchSize }, 0, false},
+		{WithBatchSize, func(o options) int { return o.batchSize }, 10_001, false},
+		{WithSegments, func(o options) int { return o.segments }, 1, true},
+		{WithSegments, func(o options) int { return o.segments }, 1024, true},
+		{WithSegments, func(o options) int { return o.segments }, -1, false},
+		{WithSegments, func(o options) int { return o.segments }, 1025, false},
+	} {
+		o := newOptions([]Option{c.opt(c.n)})
+		if c.ok && (o.err != nil || c.get(o) != c.n) {
+			t.Errorf("option(%d): %d, %v", c.n, c.get(o), o.err)
 		}
 		if !c.ok && !errors.Is(o.err, stockguard.ErrInvalidRequest) {
-			t.Errorf("WithBatchSize(%d): %v is not ErrInvalidRequest", c.n, o.err)
+			t.Errorf("option(%d): %v is not ErrInvalidRequest", c.n, o.err)
 		}
 	}
 }

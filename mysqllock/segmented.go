@@ -22,11 +22,9 @@ const DefaultSegments = 8
 // Default DefaultSegments (8).
 func WithSegments(n int) Option {
 	return func(o *options) {
-		if n < 1 || n > 1024 {
-			o.fail(fmt.Errorf("segment count %d outside 1…1024", n))
-			return
+		if o.within("segment count", n, 1, 1024) {
+			o.segments = n
 		}
-		o.segments = n
 	}
 }
 
@@ -103,7 +101,6 @@ type segQueries struct {
 	take    string // qty, sku, seg, qty: the conditional decrement of one segment
 	read    string // sku → seg, qty
 	lockAll string // sku → seg, qty, locked
-	sum     string // sku → segments, total
 	clear   string // sku
 	fill    string // (sku, seg, qty) × n
 }
@@ -116,15 +113,18 @@ type segQueries struct {
 func NewSegmented(db *sqlx.DB, opts ...Option) *Segmented {
 	o := newOptions(opts)
 	t := quote(SegmentsTable(o.table))
+	st := newStore(db, o)
+	// The shared Stock then sums the segments in one consistent read; no
+	// segments, no row: ErrUnknownSKU.
+	st.q.stock = "SELECT SUM(qty) FROM " + t + " WHERE sku = ? GROUP BY sku"
 	return &Segmented{
-		store: newStore(db, o),
+		store: st,
 		n:     o.segments,
 		q: segQueries{
 			table:   t,
 			take:    "UPDATE " + t + " SET qty = qty - ? WHERE sku = ? AND seg = ? AND qty >= ?",
 			read:    "SELECT seg, qty FROM " + t + " WHERE sku = ?",
 			lockAll: "SELECT seg, qty FROM " + t + " WHERE sku = ? ORDER BY seg FOR UPDATE",
-			sum:     "SELECT COUNT(*), COALESCE(SUM(qty), 0) FROM " + t + " WHERE sku = ?",
 			clear:   "DELETE FROM " + t + " WHERE sku = ?",
 			fill:    "INSERT INTO " + t + " (sku, seg, qty) VALUES " + placeholders("(?, ?, ?)", o.segments),
 		},
@@ -169,13 +169,7 @@ func (s *Segmented) Retries() int64 { return s.retrier.Retries() }
 // ErrOutcomeUnknown (COMMIT was sent but its reply was lost) or the
 // context's error.
 func (s *Segmented) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := s.check(sku); err != nil {
-		return err
-	}
-	if err := stockguard.ValidateLevel(qty); err != nil {
-		return err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := s.checkSet(ctx, sku, qty); err != nil {
 		return err
 	}
 	args := make([]any, 0, 3*s.n)
@@ -197,32 +191,6 @@ func (s *Segmented) SetStock(ctx context.Context, sku string, qty int64) error {
 			})
 		})
 	})
-}
-
-// Stock returns the units of sku left, summed over its segments in one
-// consistent read. It returns an error wrapping stockguard.ErrUnknownSKU
-// when sku was never stocked, ErrInvalidRequest, ErrContention (the read
-// failed) or the context's error.
-func (s *Segmented) Stock(ctx context.Context, sku string) (int64, error) {
-	if err := s.check(sku); err != nil {
-		return 0, err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
-		return 0, err
-	}
-	conn, err := s.conn(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close()
-	var n, total int64
-	if err := conn.QueryRowxContext(ctx, s.q.sum, sku).Scan(&n, &total); err != nil {
-		return 0, classify(ctx, err, unsent)
-	}
-	if n == 0 {
-		return 0, unknownSKU(sku)
-	}
-	return total, nil
 }
 
 // Decrement takes qty units of sku, all or none, from one segment or,

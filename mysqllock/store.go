@@ -29,13 +29,7 @@ func newStore(db *sqlx.DB, o options) store {
 // or an error wrapping stockguard.ErrInvalidRequest, ErrContention (nothing
 // changed), ErrOutcomeUnknown or the context's error.
 func (s *store) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := s.check(sku); err != nil {
-		return err
-	}
-	if err := stockguard.ValidateLevel(qty); err != nil {
-		return err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := s.checkSet(ctx, sku, qty); err != nil {
 		return err
 	}
 	conn, err := s.conn(ctx)
@@ -81,6 +75,18 @@ func (s *store) check(sku string) error {
 		return s.err
 	}
 	return stockguard.ValidateSKU(sku)
+}
+
+// checkSet validates a SetStock request after the options, then checks
+// ctx.
+func (s *store) checkSet(ctx context.Context, sku string, qty int64) error {
+	if err := s.check(sku); err != nil {
+		return err
+	}
+	if err := stockguard.ValidateLevel(qty); err != nil {
+		return err
+	}
+	return stockguard.Canceled(ctx)
 }
 
 // validate checks a Decrement request after the options.
