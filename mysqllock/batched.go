@@ -176,9 +176,11 @@ func (bt *batch) leave() {
 // ErrContention (the row stayed busy past the lock-wait timeout, deadlock
 // retries ran out, the server refused, or no connection: nothing changed),
 // ErrOutcomeUnknown (the batch's write was sent but its reply was lost,
-// or ctx ended after the write carrying the request was sent), or the
-// context's error (ctx ended while the request was still queued; it was
-// removed and nothing changed).
+// or ctx ended once a write carried the request), or the context's error
+// (ctx ended before any write carried the request: it was dropped and
+// nothing changed). A request the fallback refused is answered
+// ErrInsufficientStock even when the batch's COMMIT fails, because the
+// write never included it.
 func (b *Batched) Decrement(ctx context.Context, sku string, qty int64) error {
 	if err := b.validate(sku, qty); err != nil {
 		return err
