@@ -1,0 +1,297 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/backends"
+)
+
+// masters starts n private Redis servers and returns them with a client
+// on each.
+func masters(t *testing.T, n int) ([]*backends.Redis, []redis.UniversalClient) {
+	t.Helper()
+	servers := backends.PrivateRedis(t, n)
+	clients := make([]redis.UniversalClient, n)
+	for i, s := range servers {
+		c := s.Client()
+		t.Cleanup(func() { c.Close() })
+		clients[i] = c
+	}
+	return servers, clients
+}
+
+// lockedOn returns the masters that hold key's lock under the Redlock's
+// key names.
+func lockedOn(t *testing.T, r *Redlock, clients []redis.UniversalClient, key string) []int {
+	t.Helper()
+	var on []int
+	for i, c := range clients {
+		// Bounded: a killed master's dial errors are retried otherwise.
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		n, err := c.Exists(ctx, r.keys(i, key).lock).Result()
+		cancel()
+		if err == nil && n == 1 {
+			on = append(on, i)
+		}
+	}
+	return on
+}
+
+func TestRedlock_Obtain_excludes(t *testing.T) {
+	_, clients := masters(t, 5)
+	r := NewRedlock(clients)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var inside, most, grants atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for range 5 {
+				l, err := r.Obtain(ctx, "k", time.Second, Retry(ExponentialBackoff(time.Millisecond, 20*time.Millisecond)))
+				if err != nil {
+					t.Errorf("Obtain: %v", err)
+					return
+				}
+				now := inside.Add(1)
+				for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+				}
+				grants.Add(1)
+				time.Sleep(time.Millisecond)
+				inside.Add(-1)
+				if !l.Valid() {
+					t.Errorf("lock invalid at the end of a 1ms critical section (valid until %v)", l.ValidUntil())
+				}
+				if err := l.Release(ctx); err != nil {
+					t.Errorf("Release: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if most.Load() != 1 || grants.Load() != 80 {
+		t.Fatalf("%d grants, at most %d holders at once; want 80 and 1", grants.Load(), most.Load())
+	}
+}
+
+func TestRedlock_Obtain_grantsWithTwoMastersKilled(t *testing.T) {
+	servers, clients := masters(t, 5)
+	for _, s := range servers[:2] {
+		if err := s.Proc.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := NewRedlock(clients)
+	ctx := t.Context()
+	l, err := r.Obtain(ctx, "k", time.Second)
+	if err != nil {
+		t.Fatalf("Obtain with 3 of 5 masters up: %v", err)
+	}
+	if !l.Valid() || time.Until(l.ValidUntil()) > time.Second {
+		t.Fatalf("Valid() = %v, valid until %v", l.Valid(), l.ValidUntil())
+	}
+	if on := lockedOn(t, r, clients, "k"); len(on) != 3 {
+		t.Fatalf("lock set on masters %v, want the 3 live ones", on)
+	}
+	if _, err := r.Obtain(ctx, "k", time.Second); !errors.Is(err, ErrNotObtained) {
+		t.Fatalf("second Obtain = %v, want ErrNotObtained", err)
+	}
+	if err := l.Refresh(ctx, 2*time.Second); err != nil {
+		t.Fatalf("Refresh with 3 of 5 masters up: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release with 3 of 5 masters up: %v", err)
+	}
+	if on := lockedOn(t, r, clients, "k"); len(on) != 0 {
+		t.Fatalf("lock still set on masters %v after Release", on)
+	}
+}
+
+func TestRedlock_Obtain_refusesWithThreeMastersKilled(t *testing.T) {
+	servers, clients := masters(t, 5)
+	for _, s := range servers[:3] {
+		if err := s.Proc.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := NewRedlock(clients)
+	ctx := t.Context()
+	// The lock is set on the two live masters, then taken back.
+	hooks := make([]*scriptHook, 2)
+	for i, c := range clients[3:] {
+		hooks[i] = &scriptHook{script: lockObtainScript}
+		c.AddHook(hooks[i])
+	}
+	_, err := r.Obtain(ctx, "k", time.Second)
+	if !errors.Is(err, ErrNotObtained) {
+		t.Fatalf("Obtain with 2 of 5 masters up = %v, want ErrNotObtained", err)
+	}
+	for i, c := range clients[3:] {
+		if hooks[i].runs.Load() == 0 {
+			t.Errorf("live master %d was not asked for the lock", 3+i)
+		}
+		if n := c.DBSize(ctx).Val(); n != 0 {
+			t.Errorf("live master %d holds %d keys after the refusal, want none: %q", 3+i, n, c.Keys(ctx, "*").Val())
+		}
+	}
+}
+
+func TestRedlock_expiredLockIsReportedAsSuch(t *testing.T) {
+	_, clients := masters(t, 3)
+	r := NewRedlock(clients)
+	ctx := t.Context()
+	l, err := r.Obtain(ctx, "k", 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ttl − drift: 100ms − (1ms + 2ms), from before the lock was sent.
+	if d := time.Until(l.ValidUntil()); d > 97*time.Millisecond || d <= 0 {
+		t.Fatalf("validity left right after Obtain: %v, want (0, 97ms]", d)
+	}
+	time.Sleep(time.Until(l.ValidUntil()) + time.Millisecond)
+	if l.Valid() {
+		t.Fatal("Valid() after the validity ran out")
+	}
+	if err := l.Refresh(ctx, time.Second); !errors.Is(err, ErrExpired) || !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Refresh after the validity ran out = %v, want ErrExpired (and ErrNotHeld)", err)
+	}
+	if err := l.Release(ctx); !errors.Is(err, ErrExpired) {
+		t.Fatalf("Release after the validity ran out = %v, want ErrExpired", err)
+	}
+	if on := lockedOn(t, r, clients, "k"); len(on) != 0 {
+		t.Fatalf("lock still set on masters %v after Release", on)
+	}
+	if err := l.Release(ctx); !errors.Is(err, ErrNotHeld) || errors.Is(err, ErrExpired) {
+		t.Fatalf("second Release = %v, want ErrNotHeld", err)
+	}
+}
+
+// TestRedlock_pausedMasterCostsAtMostTheNodeTimeout stops two of five
+// masters (SIGSTOP): their replies never come, and a round waits for them
+// only as long as the node timeout — and only when it needs them.
+func TestRedlock_pausedMasterCostsAtMostTheNodeTimeout(t *testing.T) {
+	servers, clients := masters(t, 5)
+	const timeout = 100 * time.Millisecond
+	r := NewRedlock(clients, WithNodeTimeout(timeout))
+	ctx := t.Context()
+	for _, s := range servers[:2] {
+		if err := s.Proc.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Proc.Resume() })
+	}
+
+	began := time.Now()
+	l, err := r.Obtain(ctx, "k", 10*time.Second)
+	if err != nil {
+		t.Fatalf("Obtain with 2 of 5 masters paused: %v", err)
+	}
+	if took := time.Since(began); took >= timeout {
+		t.Errorf("Obtain took %v although 3 live masters answered at once", took)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another owner holds the lock on one live master: the round needs a
+	// paused one, and gives up at the node timeout.
+	other := r.keys(2, "k").lock
+	if err := clients[2].Set(ctx, other, "someone-else", 10*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	began = time.Now()
+	_, err = r.Obtain(ctx, "k", 10*time.Second)
+	took := time.Since(began)
+	if !errors.Is(err, ErrNotObtained) {
+		t.Fatalf("Obtain needing a paused master = %v, want ErrNotObtained", err)
+	}
+	if took < timeout || took > timeout+200*time.Millisecond {
+		t.Errorf("Obtain needing a paused master took %v, want the node timeout %v (+ scheduling)", took, timeout)
+	}
+
+	// Resumed, the paused masters set the lock late, and are released
+	// right after: only the other owner's lock remains.
+	for _, s := range servers[:2] {
+		if err := s.Proc.Resume(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		on := lockedOn(t, r, clients, "k")
+		if len(on) == 1 && on[0] == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lock set on masters %v after the paused ones resumed, want only master 2 (the other owner's)", on)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRedlock_Refresh_lost: a lock deleted from a majority behind the
+// holder's back cannot be refreshed, and the handle stays lost.
+func TestRedlock_Refresh_lost(t *testing.T) {
+	_, clients := masters(t, 5)
+	r := NewRedlock(clients)
+	ctx := t.Context()
+	l, err := r.Obtain(ctx, "k", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := l.ValidUntil()
+	time.Sleep(10 * time.Millisecond)
+	if err := l.Refresh(ctx, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if !l.ValidUntil().After(before) {
+		t.Fatalf("Refresh did not move the validity: %v, was %v", l.ValidUntil(), before)
+	}
+	for i := range 3 {
+		clients[i].Del(ctx, r.keys(i, "k").lock)
+	}
+	if err := l.Refresh(ctx, time.Second); !errors.Is(err, ErrNotHeld) || errors.Is(err, ErrExpired) {
+		t.Fatalf("Refresh of a lock gone from 3 of 5 masters = %v, want ErrNotHeld", err)
+	}
+	if l.Valid() {
+		t.Fatal("Valid() after the lock was found lost")
+	}
+	if err := l.Release(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Release of a lost lock = %v, want ErrNotHeld", err)
+	}
+	if on := lockedOn(t, r, clients, "k"); len(on) != 0 {
+		t.Fatalf("lock still set on masters %v after Release", on)
+	}
+}
+
+func TestRedlock_Obtain_invalid(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	c.Close()
+	r := NewRedlock([]redis.UniversalClient{c, c, c})
+	if r.Quorum() != 2 {
+		t.Fatalf("Quorum of 3 = %d", r.Quorum())
+	}
+	ctx := t.Context()
+	for name, opts := range map[string][]ObtainOption{
+		"Notify":    {Notify()},
+		"Watchdog":  {Watchdog()},
+		"MaxHold":   {MaxHold(time.Second)},
+		"Reentrant": {Reentrant(NewOwner())},
+	} {
+		if _, err := r.Obtain(ctx, "k", time.Second, opts...); !errors.Is(err, stockguard.ErrInvalidRequest) {
+			t.Errorf("Obtain with %s = %v, want ErrInvalidRequest", name, err)
+		}
+	}
+	if _, err := r.Obtain(ctx, "k", 0); !errors.Is(err, stockguard.ErrInvalidRequest) {
+		t.Errorf("Obtain with ttl 0 = %v, want ErrInvalidRequest", err)
+	}
+	if _, err := r.Obtain(ctx, "k", time.Second); !errors.Is(err, ErrNotObtained) {
+		t.Errorf("Obtain with every master down = %v, want ErrNotObtained", err)
+	}
+}
