@@ -99,20 +99,53 @@ func rawRow(ctx context.Context, db *sqlx.DB, query, sku string) (int64, error) 
 // GETs the stock key (rediskeys' "<prefix>stock:{sku}") itself. newInv
 // builds one instance using that prefix.
 func RedisTarget(name, about string, newInv func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error)) Target {
+	return redisTarget(name, about, func(ctx context.Context, rdb redis.UniversalClient, keys rediskeys.Keys, sku string) (int64, error) {
+		return rawGet(ctx, rdb, keys.Stock(sku))
+	}, newInv)
+}
+
+// SegmentedRedisTarget is RedisTarget for redislock.NewSegmented, whose
+// stock lives in segment keys: the audit reads the segment count from the
+// SKU's meta hash ("<prefix>segmeta:{sku}", field n) and sums the segments
+// ("<prefix>segstock:{sku#i}") itself.
+func SegmentedRedisTarget(name, about string, newInv func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error)) Target {
+	return redisTarget(name, about, rawSegments, newInv)
+}
+
+func redisTarget(name, about string, raw func(ctx context.Context, rdb redis.UniversalClient, keys rediskeys.Keys, sku string) (int64, error),
+	newInv func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error)) Target {
 	return Target{
 		Name: name, About: about, Needs: NeedRedis,
 		Open: func(ctx context.Context, b Backends, ns string) (*Store, error) {
 			prefix := ns + ":"
 			keys := rediskeys.Keys{Prefix: prefix}
 			return &Store{
-				New: func() (stockguard.Inventory, error) { return newInv(b.Redis, prefix) },
-				Raw: func(ctx context.Context, sku string) (int64, error) {
-					return rawGet(ctx, b.Redis, keys.Stock(sku))
-				},
+				New:   func() (stockguard.Inventory, error) { return newInv(b.Redis, prefix) },
+				Raw:   func(ctx context.Context, sku string) (int64, error) { return raw(ctx, b.Redis, keys, sku) },
 				Close: func(ctx context.Context) error { return deletePrefix(ctx, b.Redis, prefix) },
 			}, nil
 		},
 	}
+}
+
+func rawSegments(ctx context.Context, rdb redis.UniversalClient, keys rediskeys.Keys, sku string) (int64, error) {
+	meta := keys.Name("segmeta", sku)
+	n, err := rdb.HGet(ctx, meta, "n").Int()
+	if errors.Is(err, redis.Nil) {
+		return 0, fmt.Errorf("%w: no segment count in %q", stockguard.ErrUnknownSKU, meta)
+	}
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for i := range n {
+		v, err := rawGet(ctx, rdb, keys.Name("segstock", sku+"#"+strconv.Itoa(i)))
+		if err != nil {
+			return 0, err
+		}
+		total += v
+	}
+	return total, nil
 }
 
 // rawGet reads an integer key; a missing key is ErrUnknownSKU.

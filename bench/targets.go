@@ -50,4 +50,8 @@ var registry = []Target{
 		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
 			return mysqllock.NewBatched(db, mysqllock.WithTable(table)), nil
 		}),
+	SegmentedRedisTarget("redis-segmented", "stock split over 8 keys (own cluster slots); Lua take from a random one, locked gather across them",
+		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
+			return redislock.NewSegmented(rdb, redislock.WithPrefix(prefix)), nil
+		}),
 }
