@@ -1,0 +1,214 @@
+package redislock
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/stocktest"
+)
+
+// clusterClient returns a client on the test binary's shared 3-master
+// Redis Cluster.
+func clusterClient(t *testing.T) *redis.ClusterClient {
+	t.Helper()
+	rdb := backends.SharedCluster(t).Client()
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// oddSKUs are SKUs whose hash tags need care: braces, patterns, unicode.
+var oddSKUs = []string{"hot", "{x}", "a}b{c", "}", "*", "库存-ü", "sku#3"}
+
+// TestCluster_keysShareSlots checks every multi-key script's keys land in
+// one slot, and that a SKU's segments do not.
+func TestCluster_keysShareSlots(t *testing.T) {
+	rdb := clusterClient(t)
+	ctx := t.Context()
+	slot := func(key string) int64 {
+		t.Helper()
+		n, err := rdb.ClusterKeySlot(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	same := func(what string, keys ...string) {
+		t.Helper()
+		for _, k := range keys[1:] {
+			if slot(k) != slot(keys[0]) {
+				t.Errorf("%s: %q and %q are in different slots", what, keys[0], k)
+			}
+		}
+	}
+	masterOf := map[int64]string{}
+	ranges, err := rdb.ClusterSlots(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range ranges {
+		for s := r.Start; s <= r.End; s++ {
+			masterOf[int64(s)] = r.Nodes[0].Addr
+		}
+	}
+
+	c := New(rdb, WithPrefix("p:"))
+	s := NewSegmented(rdb, WithPrefix("p:"), WithSegmentLocks())
+	store := NewRedisStore(rdb, WithPrefix("p:"))
+	for _, sku := range oddSKUs {
+		k := c.keysFor(sku)
+		same("lock obtain", k.lock, k.fence)
+		same("guarded write", store.keys.Stock(sku), c.keys.Fence(sku))
+		g := s.gather.keysFor(sku)
+		same("segment meta, gather lock and counter", s.metaKey(sku), g.lock, g.fence)
+		slots := map[int64]bool{}
+		nodes := map[string]bool{}
+		for i := range DefaultSegments {
+			sk := s.segKey(sku, i)
+			same("segment take and hold", sk, s.holdKey(sku, i, newToken()))
+			same("segment take under its lock", sk, s.segLocks.keysFor(segment(sku, i)).lock)
+			slots[slot(sk)] = true
+			nodes[masterOf[slot(sk)]] = true
+		}
+		if len(slots) != DefaultSegments || len(nodes) < 2 {
+			t.Errorf("the %d segments of %q are in %d slots on %d masters; want a slot each, on several masters",
+				DefaultSegments, sku, len(slots), len(nodes))
+		}
+	}
+}
+
+func TestSegmented_conformanceCluster(t *testing.T) {
+	rdb := clusterClient(t)
+	for _, m := range segmentModes {
+		t.Run(m.name, func(t *testing.T) {
+			prefix := cleanPrefix(t, rdb)
+			stocktest.Run(t, func(t *testing.T) stockguard.Inventory {
+				return NewSegmented(rdb, append(m.opts, WithPrefix(prefix))...)
+			})
+		})
+	}
+}
+
+func TestSegmented_cluster_soldOutExactlyUnderContention(t *testing.T) {
+	rdb := clusterClient(t)
+	for _, m := range segmentModes {
+		t.Run(m.name, func(t *testing.T) {
+			prefix := cleanPrefix(t, rdb)
+			soldOutExactly(t, func() *Segmented { return NewSegmented(rdb, append(m.opts, WithPrefix(prefix))...) })
+		})
+	}
+}
+
+func TestGuarded_conformanceCluster(t *testing.T) {
+	rdb := clusterClient(t)
+	prefix := cleanPrefix(t, rdb)
+	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return NewGuarded(rdb, WithPrefix(prefix)) })
+}
+
+// TestClient_cluster runs the lock's life cycle on a cluster: plain and
+// reentrant locks, fencing tokens, a watchdog, and a waiter woken by a
+// release announced from another master's slot.
+func TestClient_cluster(t *testing.T) {
+	rdb := clusterClient(t)
+	c := New(rdb, WithPrefix(cleanPrefix(t, rdb)))
+	ctx := t.Context()
+
+	t.Run("plain", func(t *testing.T) {
+		l, err := c.Obtain(ctx, "plain", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Obtain(ctx, "plain", time.Second); !errors.Is(err, ErrNotObtained) {
+			t.Fatalf("second Obtain = %v, want ErrNotObtained", err)
+		}
+		if err := l.Refresh(ctx, 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if ttl, err := l.TTL(ctx); err != nil || ttl <= time.Second {
+			t.Fatalf("TTL after Refresh(2s) = %v, %v", ttl, err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		next, err := c.Obtain(ctx, "plain", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer next.Release(ctx)
+		if next.Token() <= l.Token() {
+			t.Fatalf("token %d after %d: not increasing", next.Token(), l.Token())
+		}
+	})
+
+	t.Run("reentrant", func(t *testing.T) {
+		owner := NewOwner()
+		outer, err := c.Obtain(ctx, "re", time.Second, Reentrant(owner))
+		if err != nil {
+			t.Fatal(err)
+		}
+		inner, err := c.Obtain(ctx, "re", time.Second, Reentrant(owner))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Obtain(ctx, "re", time.Second, Reentrant(NewOwner())); !errors.Is(err, ErrNotObtained) {
+			t.Fatalf("foreign owner's Obtain = %v, want ErrNotObtained", err)
+		}
+		if err := inner.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := outer.TTL(ctx); err != nil {
+			t.Fatalf("outer hold after the inner release: %v", err)
+		}
+		if err := outer.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("watchdog", func(t *testing.T) {
+		l, err := c.Obtain(ctx, "wd", 150*time.Millisecond, Watchdog())
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(600 * time.Millisecond)
+		if _, err := l.TTL(ctx); err != nil {
+			t.Fatalf("after 4 leases with a watchdog: %v", err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("notify", func(t *testing.T) {
+		holder, err := c.Obtain(ctx, "wait", 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			// The fallback poll comes after 10s; only the release
+			// announcement can wake the waiter sooner.
+			l, err := c.Obtain(ctx, "wait", time.Second, Notify(), Retry(LinearBackoff(10*time.Second)))
+			if err == nil {
+				err = l.Release(ctx)
+			}
+			got <- err
+		}()
+		time.Sleep(200 * time.Millisecond) // the waiter tries, fails, subscribes
+		released := time.Now()
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("waiter obtained the lock %v after the release", time.Since(released))
+		case <-time.After(3 * time.Second):
+			t.Fatal("waiter not woken by the release within 3s")
+		}
+	})
+}
