@@ -81,7 +81,7 @@ type Batched struct {
 	retrier *stockguard.Retrier
 
 	mu     sync.Mutex
-	queues map[string]*queue // SKUs with a drainer running; removed when idle
+	queues map[string]*queue // SKUs being written; removed when idle
 
 	batches  atomic.Int64
 	requests atomic.Int64
@@ -120,7 +120,7 @@ func lockWaitSession(d time.Duration) *sessionInit {
 
 // BatchStats counts what a Batched instance wrote.
 type BatchStats struct {
-	Batches  int64 // writes sent, each one transaction
+	Batches  int64 // writes attempted, each one transaction
 	Requests int64 // requests those writes carried
 }
 
@@ -188,14 +188,19 @@ func (b *Batched) Decrement(ctx context.Context, sku string, qty int64) error {
 	if err := stockguard.Canceled(ctx); err != nil {
 		return err
 	}
-	r := &request{qty: qty, done: make(chan error, 1)}
+	r := &request{qty: qty}
 	b.mu.Lock()
-	q, ok := b.queues[sku]
-	if !ok {
+	q, busy := b.queues[sku]
+	if !busy {
+		// Nobody writes sku: write alone, at once, on the caller's
+		// goroutine and context, as NewAtomic would; requests arriving
+		// meanwhile queue, and a drainer takes over from here.
 		q = &queue{}
 		b.queues[sku] = q
-		go b.drain(sku, q)
+		b.mu.Unlock()
+		return b.alone(ctx, sku, q, r)
 	}
+	r.done = make(chan error, 1)
 	q.pending = append(q.pending, r)
 	b.mu.Unlock()
 	select {
@@ -204,6 +209,27 @@ func (b *Batched) Decrement(ctx context.Context, sku string, qty int64) error {
 	case <-ctx.Done():
 		return b.abandon(ctx, r)
 	}
+}
+
+// alone writes r by itself, then hands q over to a drainer if requests
+// queued meanwhile, else removes it.
+func (b *Batched) alone(ctx context.Context, sku string, q *queue, r *request) error {
+	defer func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if len(q.pending) > 0 {
+			go b.drain(sku, q)
+		} else {
+			delete(b.queues, sku)
+		}
+	}()
+	one := []*request{r}
+	err := b.send(ctx, sku, func() []*request { return one })
+	b.count(1)
+	if r.refused != nil {
+		return r.refused
+	}
+	return err
 }
 
 // abandon answers a request whose context ended before its result came.
@@ -229,8 +255,8 @@ func (b *Batched) abandon(ctx context.Context, r *request) error {
 }
 
 // drain writes sku's queue batch after batch until it finds it empty, then
-// removes it, so that idle SKUs cost no memory. Decrement starts one
-// drainer per busy SKU.
+// removes it, so that idle SKUs cost no memory. A request that wrote alone
+// starts it when others queued meanwhile: one drainer per busy SKU.
 func (b *Batched) drain(sku string, q *queue) {
 	var reqs []*request
 	for {
@@ -272,27 +298,18 @@ func (b *Batched) take(q *queue, reqs []*request, bt *batch) []*request {
 // not been abandoned.
 func (b *Batched) write(ctx context.Context, sku string, reqs []*request) {
 	var members []*request
-	err := b.retrier.Do(ctx, func(ctx context.Context) error {
-		return b.pinned(ctx, b.session, func(ctx context.Context, conn *sqlx.Conn) error {
-			// Claim the members last thing before the first write: one
-			// that gives up until here is dropped without effect.
-			members = members[:0]
-			for _, r := range reqs {
-				if claim(r) {
-					r.refused = nil
-					members = append(members, r)
-				}
+	err := b.send(ctx, sku, func() []*request {
+		// Claim the members last thing before the first write: one that
+		// gives up until here is dropped without effect.
+		members = members[:0]
+		for _, r := range reqs {
+			if claim(r) {
+				members = append(members, r)
 			}
-			if len(members) == 0 {
-				return nil
-			}
-			return b.apply(ctx, conn, sku, members)
-		})
+		}
+		return members
 	})
-	if len(members) > 0 {
-		b.batches.Add(1)
-		b.requests.Add(int64(len(members)))
-	}
+	b.count(len(members))
 	for _, r := range reqs {
 		// Requests not claimed yet met an error from before the first
 		// write, which applied nothing: it is their answer too.
@@ -304,6 +321,30 @@ func (b *Batched) write(ctx context.Context, sku string, reqs []*request) {
 		} else {
 			r.done <- err
 		}
+	}
+}
+
+// send writes the requests members returns, called right before the
+// first write, retrying after a deadlock.
+func (b *Batched) send(ctx context.Context, sku string, members func() []*request) error {
+	return b.retrier.Do(ctx, func(ctx context.Context) error {
+		return b.pinned(ctx, b.session, func(ctx context.Context, conn *sqlx.Conn) error {
+			m := members()
+			if len(m) == 0 {
+				return nil
+			}
+			for _, r := range m {
+				r.refused = nil
+			}
+			return b.apply(ctx, conn, sku, m)
+		})
+	})
+}
+
+func (b *Batched) count(members int) {
+	if members > 0 {
+		b.batches.Add(1)
+		b.requests.Add(int64(members))
 	}
 }
 
