@@ -67,7 +67,8 @@ func (o *options) within(what string, n, lo, hi int) bool {
 // Nothing waits to fill a batch: a request that finds its SKU idle goes
 // out alone at once, and batches grow only as long as the writes take. So
 // a hot SKU's throughput scales with the batch size while a request waits
-// at most for the write in flight and its own.
+// for the write in flight and its own — more only when over a batch size
+// of requests is queued ahead of it.
 //
 // Batching happens within one instance; correctness rests on the database
 // alone (the conditional UPDATE and the row lock), so any number of
