@@ -235,7 +235,7 @@ func (r *Redlock) round(ctx context.Context, key, owner string, ttl time.Duratio
 	}
 	// Clean up on a context of its own: the caller's may be what ended the
 	// round.
-	l.releaseAll(context.WithoutCancel(ctx))
+	l.releaseAll(context.WithoutCancel(ctx), false)
 	if t.ok >= r.quorum {
 		return nil, fmt.Errorf("set on %d of %d masters, but obtaining took %v of the %v ttl", t.ok, n, time.Since(sent).Round(time.Millisecond), ttl)
 	}
@@ -415,30 +415,57 @@ func mayHaveSent(err error) bool {
 	return !redisx.NotSent(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// releaseAll deletes the lock from every master that may hold it, and
-// returns the delete calls of the masters that granted it, which it waits
-// for (up to the node timeout). The others are released in the background:
-// a master whose obtain failed is likely down, and one whose obtain has not
-// answered yet is released right after its reply — a delete sent on another
-// connection could overtake the late SET.
-func (l *QuorumLock) releaseAll(ctx context.Context) []*nodeCall {
+// releaseAll deletes the lock from every master that may hold it and
+// returns the delete calls it waited for (up to the node timeout): those to
+// the masters that granted it and, when wait is set, to those whose obtain
+// has not answered yet — a delete is sent right after such an answer, since
+// one sent on another connection could overtake the late SET. Masters whose
+// obtain failed after it may have been sent are likely down; they, and
+// every master not waited for, are released in the background.
+func (l *QuorumLock) releaseAll(ctx context.Context, wait bool) []*nodeCall {
 	r := l.r
-	granted, maybe := l.holders()
-	for i, m := range maybe {
-		if !m {
-			continue
-		}
-		c := l.obtains[i]
-		go func() {
-			<-c.done
-			if c.ok || c.err != nil && mayHaveSent(c.err) {
-				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.nodeTimeout(l.ttl))
-				_, _ = l.releaseOn(ctx, i)
-				cancel()
+	send := make([]bool, len(l.obtains))
+	for i, c := range l.obtains {
+		switch {
+		case c == nil:
+		case !c.answered():
+			send[i] = wait
+			if !wait {
+				l.releaseLater(ctx, i)
 			}
-		}()
+		case c.ok:
+			send[i] = true
+		case c.err != nil && mayHaveSent(c.err):
+			l.releaseLater(ctx, i)
+		}
 	}
-	return r.fanout(ctx, r.nodeTimeout(l.ttl), granted, l.releaseOn, nil)
+	return r.fanout(ctx, r.nodeTimeout(l.ttl), send, func(ctx context.Context, i int) (bool, error) {
+		c := l.obtains[i]
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			l.releaseLater(ctx, i)
+			return false, ctx.Err()
+		}
+		if c.ok || c.err != nil && mayHaveSent(c.err) {
+			return l.releaseOn(ctx, i)
+		}
+		return false, nil // it never set the lock
+	}, nil)
+}
+
+// releaseLater deletes the lock from master i in the background, once its
+// obtain has answered, if it may have set the lock.
+func (l *QuorumLock) releaseLater(ctx context.Context, i int) {
+	c := l.obtains[i]
+	go func() {
+		<-c.done
+		if c.ok || c.err != nil && mayHaveSent(c.err) {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.r.nodeTimeout(l.ttl))
+			_, _ = l.releaseOn(ctx, i)
+			cancel()
+		}
+	}()
 }
 
 // releaseOn deletes the lock on master i if this handle's owner holds it
@@ -476,7 +503,7 @@ func (l *QuorumLock) Release(ctx context.Context) error {
 	lost := l.lost
 	l.mu.Unlock()
 
-	t := tally(l.releaseAll(ctx))
+	t := tally(l.releaseAll(ctx, true))
 	switch {
 	case expired:
 		return fmt.Errorf("redislock: release %q: %w", l.key, ErrExpired)

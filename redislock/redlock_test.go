@@ -13,6 +13,10 @@ import (
 	"github.com/stockguard/stockguard/internal/backends"
 )
 
+// testNodeTimeout is generous: a loaded test machine (-race) can take tens
+// of milliseconds to dial a master and load a script on first use.
+const testNodeTimeout = 250 * time.Millisecond
+
 // masters starts n private Redis servers and returns them with a client
 // on each.
 func masters(t *testing.T, n int) ([]*backends.Redis, []redis.UniversalClient) {
@@ -87,7 +91,7 @@ func TestRedlock_Obtain_grantsWithTwoMastersKilled(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := NewRedlock(clients)
+	r := NewRedlock(clients, WithNodeTimeout(testNodeTimeout))
 	ctx := t.Context()
 	l, err := r.Obtain(ctx, "k", time.Second)
 	if err != nil {
@@ -120,7 +124,7 @@ func TestRedlock_Obtain_refusesWithThreeMastersKilled(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := NewRedlock(clients)
+	r := NewRedlock(clients, WithNodeTimeout(testNodeTimeout))
 	ctx := t.Context()
 	// The lock is set on the two live masters, then taken back.
 	hooks := make([]*scriptHook, 2)
@@ -144,15 +148,15 @@ func TestRedlock_Obtain_refusesWithThreeMastersKilled(t *testing.T) {
 
 func TestRedlock_expiredLockIsReportedAsSuch(t *testing.T) {
 	_, clients := masters(t, 3)
-	r := NewRedlock(clients)
+	r := NewRedlock(clients, WithNodeTimeout(100*time.Millisecond))
 	ctx := t.Context()
-	l, err := r.Obtain(ctx, "k", 100*time.Millisecond)
+	l, err := r.Obtain(ctx, "k", 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// ttl − drift: 100ms − (1ms + 2ms), from before the lock was sent.
-	if d := time.Until(l.ValidUntil()); d > 97*time.Millisecond || d <= 0 {
-		t.Fatalf("validity left right after Obtain: %v, want (0, 97ms]", d)
+	// ttl − drift: 300ms − (3ms + 2ms), from before the lock was sent.
+	if d := time.Until(l.ValidUntil()); d > 295*time.Millisecond || d <= 0 {
+		t.Fatalf("validity left right after Obtain: %v, want (0, 295ms]", d)
 	}
 	time.Sleep(time.Until(l.ValidUntil()) + time.Millisecond)
 	if l.Valid() {
@@ -239,7 +243,7 @@ func TestRedlock_pausedMasterCostsAtMostTheNodeTimeout(t *testing.T) {
 // holder's back cannot be refreshed, and the handle stays lost.
 func TestRedlock_Refresh_lost(t *testing.T) {
 	_, clients := masters(t, 5)
-	r := NewRedlock(clients)
+	r := NewRedlock(clients, WithNodeTimeout(testNodeTimeout))
 	ctx := t.Context()
 	l, err := r.Obtain(ctx, "k", time.Second)
 	if err != nil {

@@ -158,6 +158,9 @@ func NewSegmented(rdb redis.UniversalClient, opts ...Option) *Segmented {
 	}
 	if o.segmentLocks {
 		s.segLocks = New(rdb, WithPrefix(o.keys.Prefix+"seg"))
+		if o.retry == (stockguard.RetryPolicy{}) {
+			s.retrier = stockguard.NewRetrier(segmentLocksRetry)
+		}
 	}
 	return s
 }
@@ -201,26 +204,19 @@ func (s *Segmented) Decrement(ctx context.Context, sku string, qty int64) error 
 	if err := stockguard.Canceled(ctx); err != nil {
 		return err
 	}
-	if done, err := s.fast(ctx, sku, qty); done {
+	if s.segLocks != nil {
+		return s.retrier.Do(ctx, func(ctx context.Context) error { return s.decrementLocked(ctx, sku, qty) })
+	}
+	// One random segment first: the common case, one round trip.
+	if err := s.take(ctx, sku, rand.IntN(s.n), qty); !errors.Is(err, errSegmentShort) {
 		return err
 	}
 	return s.retrier.Do(ctx, func(ctx context.Context) error { return s.slow(ctx, sku, qty) })
 }
 
-// fast tries one random segment (with segment locks: the first free one
-// from a random start). It reports whether it settled the request.
-func (s *Segmented) fast(ctx context.Context, sku string, qty int64) (bool, error) {
-	start := rand.IntN(s.n)
-	if s.segLocks != nil {
-		return s.fastLocked(ctx, sku, qty, start)
-	}
-	err := s.take(ctx, sku, start, qty)
-	return !errors.Is(err, errSegmentShort), err
-}
-
 // errSegmentShort: the segment lacks the units (or does not exist), which
 // proves nothing about the SKU.
-var errSegmentShort = errors.New("redislock: segment short")
+var errSegmentShort = errors.New("redislock: segment short of units (or gone)")
 
 // take takes qty units from segment i of sku with one script. It returns
 // nil, errSegmentShort, or a contract error.
@@ -289,7 +285,7 @@ func (s *Segmented) takeFitting(ctx context.Context, sku string, qty int64, leve
 		err = s.take(ctx, sku, i, qty)
 	}
 	if errors.Is(err, errSegmentShort) || errors.Is(err, errSegmentBusy) {
-		return stockguard.Retry(fmt.Errorf("redislock: segment %d of %q was taken meanwhile", i, sku))
+		return stockguard.Retry(fmt.Errorf("redislock: segment %d of %q: %w", i, sku, err))
 	}
 	return err
 }

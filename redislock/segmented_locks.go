@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/redisx"
@@ -57,7 +58,10 @@ import (
 //
 // The lock adds two round trips to every take and protects nothing the
 // take's own script does not already check; expect it to be slower than the
-// default, lock-free mode.
+// default, lock-free mode. As buyers queue for the locks, the retry policy
+// is, unless WithRetry says otherwise, 50 attempts with a backoff that grows
+// with the number of buyers waiting (Adaptive) and stockguard's default
+// delays.
 func WithSegmentLocks() Option {
 	return func(o *options) { o.segmentLocks = true }
 }
@@ -65,20 +69,26 @@ func WithSegmentLocks() Option {
 // errSegmentBusy: the segment's lock is held by another buyer.
 var errSegmentBusy = errors.New("redislock: segment busy")
 
-// fastLocked tries the segments from start on until it obtains a free one's
-// lock, and takes from that one. It reports whether it settled the request.
-func (s *Segmented) fastLocked(ctx context.Context, sku string, qty int64, start int) (bool, error) {
+// segmentLocksRetry is the default retry policy with segment locks.
+var segmentLocksRetry = stockguard.RetryPolicy{MaxAttempts: 50, Adaptive: true}
+
+// decrementLocked is one attempt of Decrement with segment locks: from a
+// random start, the first segment whose lock is free is locked and taken
+// from; a request that segment cannot serve goes down the slow path, and a
+// request that finds every segment locked asks for a retry.
+func (s *Segmented) decrementLocked(ctx context.Context, sku string, qty int64) error {
+	start := rand.IntN(s.n)
 	for j := range s.n {
 		err := s.takeLocked(ctx, sku, (start+j)%s.n, qty)
 		switch {
 		case errors.Is(err, errSegmentBusy):
 			continue
 		case errors.Is(err, errSegmentShort):
-			return false, nil
+			return s.slow(ctx, sku, qty)
 		}
-		return true, err
+		return err
 	}
-	return false, nil
+	return stockguard.Retry(fmt.Errorf("redislock: every segment of %q is locked", sku))
 }
 
 // takeLocked takes qty units from segment i of sku under the segment's
