@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -45,13 +46,15 @@ func TestCluster_keysShareSlots(t *testing.T) {
 		}
 	}
 	masterOf := map[int64]string{}
-	ranges, err := rdb.ClusterSlots(ctx).Result()
+	shards, err := rdb.ClusterShards(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range ranges {
-		for s := r.Start; s <= r.End; s++ {
-			masterOf[int64(s)] = r.Nodes[0].Addr
+	for i, sh := range shards {
+		for _, r := range sh.Slots {
+			for s := r.Start; s <= r.End; s++ {
+				masterOf[s] = strconv.Itoa(i)
+			}
 		}
 	}
 
