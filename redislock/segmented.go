@@ -111,8 +111,10 @@ var (
 // concurrent decrements lies between the stock at its start and at its
 // end. Units held by a gatherer that died are not counted until the next
 // gather of the SKU gives them back. The gather lock is a lease: a gatherer
-// stalled past it (a pause longer than WithLockTTL) can make one request
-// see a false sold-out, never an oversold or lost unit.
+// stalled past it (a pause longer than WithLockTTL) can make another
+// request see a false sold-out; it oversells or loses nothing unless the
+// stall also outlasts a SetStock of the SKU (its late give-back then lands
+// on the new levels) or the day for which holds are kept.
 //
 // Writes that would not be safe to repeat are sent at most once, so a lost
 // reply is ErrOutcomeUnknown, never a second take. A Segmented is safe for
