@@ -88,9 +88,10 @@ func WriteChart(w io.Writer, results []*Result, format ChartFormat) error {
 		wl.Shape, skuText(wl), wl.Qty(), wl.Duration, wl.Instances)
 
 	// Axis labels stay short: gonum reserves a long label's length as padding
-	// on both axes, squeezing the data area.
-	thr := newPanel("Throughput — successful decrements/s, higher is better", "decrements/s")
-	lat := newPanel("p99 latency — ms, lower is better", "ms")
+	// on both axes, squeezing the data area. Titles stay short too: an SVG
+	// viewer without the Liberation fonts substitutes wider ones.
+	thr := newPanel("Successful decrements/s (higher is better)", "decrements/s")
+	lat := newPanel("p99 latency (lower is better)", "ms")
 	legend := plot.NewLegend()
 	legend.Top, legend.Left = true, true
 	legend.TextStyle.Font.Size = vg.Points(12)
@@ -159,8 +160,8 @@ func WriteChart(w io.Writer, results []*Result, format ChartFormat) error {
 	title := "stockguard — " + desc
 	ts := thr.Title.TextStyle
 	ts.Font.Size = vg.Points(15)
-	ts.XAlign, ts.YAlign = draw.XCenter, draw.YTop
-	dc.FillText(ts, vg.Point{X: (dc.Min.X + dc.Max.X) / 2, Y: dc.Max.Y - vg.Points(8)}, title)
+	ts.XAlign, ts.YAlign = draw.XLeft, draw.YTop
+	dc.FillText(ts, vg.Point{X: dc.Min.X + vg.Points(10), Y: dc.Max.Y - vg.Points(8)}, title)
 	titleH := ts.Height(title) + vg.Points(20)
 
 	panels := draw.Crop(dc, 0, -legendW, 0, -titleH)
@@ -168,19 +169,24 @@ func WriteChart(w io.Writer, results []*Result, format ChartFormat) error {
 	thr.Draw(tiles.At(panels, 0, 0))
 	lat.Draw(tiles.At(panels, 1, 0))
 	legend.Draw(draw.Crop(dc, chartW-legendW+vg.Points(20), -vg.Points(10), 0, -titleH-vg.Points(30)))
+	note := legend.TextStyle
+	note.Font.Size = vg.Points(10)
+	for i, line := range []string{"● MySQL   ■ Redis", "dashed: known-broken counterexample"} {
+		dc.FillText(note, vg.Point{X: chartW - legendW + vg.Points(20), Y: vg.Points(36 - 14*float64(i))}, line)
+	}
 
 	_, err := canvas.WriteTo(w)
 	return err
 }
 
 // glyphFor tells the backends apart: circles for MySQL, squares for Redis,
-// triangles for anything else.
+// triangles for anything else (all filled).
 func glyphFor(n Need) draw.GlyphDrawer {
 	switch n {
 	case NeedMySQL:
 		return draw.CircleGlyph{}
 	case NeedRedis:
-		return draw.SquareGlyph{}
+		return draw.BoxGlyph{}
 	}
 	return draw.TriangleGlyph{}
 }

@@ -110,7 +110,7 @@ func TestWriteChart(t *testing.T) {
 		}
 		switch f {
 		case SVG:
-			for _, want := range []string{"<svg", "Throughput", "p99 latency", "broken-thing [broken]", "liar [UNSOUND]", "workers"} {
+			for _, want := range []string{"<svg", "Successful decrements/s", "p99 latency", "broken-thing [broken]", "liar [UNSOUND]", "workers"} {
 				if !strings.Contains(b.String(), want) {
 					t.Errorf("svg lacks %q", want)
 				}
