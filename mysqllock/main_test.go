@@ -96,6 +96,11 @@ func waitingOn(t testing.TB, db *sqlx.DB, prefix string) int64 {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
+		// InnoDB refreshes its information_schema tables only when they have
+		// not been read for 100ms: a read sooner than that — also the first
+		// one of a call that follows another call — sees a frozen picture,
+		// which may still show a statement that has since stopped waiting.
+		time.Sleep(120 * time.Millisecond)
 		var ids []int64
 		err := db.SelectContext(t.Context(), &ids, `SELECT p.ID FROM information_schema.PROCESSLIST p
 			JOIN information_schema.INNODB_TRX x ON x.trx_mysql_thread_id = p.ID
@@ -106,9 +111,6 @@ func waitingOn(t testing.TB, db *sqlx.DB, prefix string) int64 {
 		if len(ids) == 1 {
 			return ids[0]
 		}
-		// InnoDB refreshes its information_schema tables only when they have
-		// not been read for 100ms: faster polling would read a frozen picture.
-		time.Sleep(120 * time.Millisecond)
 	}
 	var procs []string
 	db.SelectContext(t.Context(), &procs, `SELECT CONCAT_WS(' | ', p.ID, p.COMMAND, p.STATE, p.INFO, x.trx_state, x.trx_id) FROM information_schema.PROCESSLIST p

@@ -67,18 +67,21 @@ func pingMySQL(ctx context.Context, dsn string) error {
 
 // mysqlServerBinaries finds a server and how to initialise its data dir:
 // MariaDB's mariadb-install-db, or MySQL's mysqld --initialize-insecure.
-func mysqlServerBinaries() (server string, initArgs func(datadir string) []string, err error) {
+//
+// The bootstrap gets its own tmpdir: with the shared /tmp, two test binaries
+// initialising at once collide on the bootstrap's temporary table files.
+func mysqlServerBinaries() (server string, initArgs func(datadir, tmpdir string) []string, err error) {
 	if bin, err := exec.LookPath("mariadbd"); err == nil {
 		if inst, err := exec.LookPath("mariadb-install-db"); err == nil {
-			return bin, func(datadir string) []string {
-				return []string{inst, "--no-defaults", "--datadir=" + datadir, "--user=" + currentUser(),
+			return bin, func(datadir, tmpdir string) []string {
+				return []string{inst, "--no-defaults", "--datadir=" + datadir, "--tmpdir=" + tmpdir, "--user=" + currentUser(),
 					"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve"}
 			}, nil
 		}
 	}
 	if bin, err := exec.LookPath("mysqld"); err == nil {
-		return bin, func(datadir string) []string {
-			return []string{bin, "--no-defaults", "--initialize-insecure", "--datadir=" + datadir, "--user=" + currentUser()}
+		return bin, func(datadir, tmpdir string) []string {
+			return []string{bin, "--no-defaults", "--initialize-insecure", "--datadir=" + datadir, "--tmpdir=" + tmpdir, "--user=" + currentUser()}
 		}, nil
 	}
 	return "", nil, fmt.Errorf("backends: neither mariadbd + mariadb-install-db nor mysqld on PATH")
@@ -105,17 +108,24 @@ func StartLocalMySQL(ctx context.Context) (*MySQL, error) {
 		return nil, err
 	}
 	var lastErr error
-	for range 3 { // another process may grab the free port before the server binds it
+	// Three tries: another process may grab the free port before the server
+	// binds it, and a bootstrap can fail for reasons of the moment.
+	for range 3 {
 		dir, err := os.MkdirTemp("", "stockguard-mysql-")
 		if err != nil {
 			return nil, err
 		}
-		datadir := filepath.Join(dir, "data")
-		ia := initArgs(datadir)
+		datadir, tmpdir := filepath.Join(dir, "data"), filepath.Join(dir, "tmp")
+		if err := os.Mkdir(tmpdir, 0o755); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		ia := initArgs(datadir, tmpdir)
 		out, err := exec.CommandContext(ctx, ia[0], ia[1:]...).CombinedOutput()
 		if err != nil {
 			os.RemoveAll(dir)
-			return nil, fmt.Errorf("backends: %s: %v\n%s", filepath.Base(ia[0]), err, out)
+			lastErr = fmt.Errorf("backends: %s: %v\n%s", filepath.Base(ia[0]), err, out)
+			continue
 		}
 		port, err := freePort()
 		if err != nil {
@@ -125,7 +135,7 @@ func StartLocalMySQL(ctx context.Context) (*MySQL, error) {
 		p, err := start(dir, server, "--no-defaults",
 			"--datadir="+datadir, "--user="+currentUser(),
 			"--port="+strconv.Itoa(port), "--bind-address=127.0.0.1",
-			"--socket="+filepath.Join(dir, "mysqld.sock"),
+			"--socket="+filepath.Join(dir, "mysqld.sock"), "--tmpdir="+tmpdir,
 			"--pid-file="+filepath.Join(dir, "mysqld.pid"),
 			"--skip-name-resolve", "--max-connections=1000",
 			"--innodb-buffer-pool-size=256M", "--innodb-flush-log-at-trx-commit=2",
