@@ -7,7 +7,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
-	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
@@ -48,9 +47,8 @@ type AtomicClient interface {
 //
 // An Atomic is safe for concurrent use.
 type Atomic struct {
-	rdb     AtomicClient
-	scripts redis.Scripter // rdb with EVAL/EVALSHA sent at most once
-	keys    rediskeys.Keys
+	scripts redis.Scripter // the client with EVAL/EVALSHA sent at most once
+	levels  redisx.Levels
 }
 
 var _ stockguard.Inventory = (*Atomic)(nil)
@@ -58,7 +56,7 @@ var _ stockguard.Inventory = (*Atomic)(nil)
 // NewAtomic returns an Atomic over rdb. It reads the option WithPrefix.
 func NewAtomic(rdb AtomicClient, opts ...Option) *Atomic {
 	o := newOptions(opts)
-	return &Atomic{rdb: rdb, scripts: redisx.OnceScripter(rdb), keys: o.keys}
+	return &Atomic{scripts: redisx.OnceScripter(rdb), levels: redisx.Levels{Client: rdb, Keys: o.keys, Pkg: "redislock"}}
 }
 
 // Decrement takes qty units of sku, all or none. It returns nil or an error
@@ -81,7 +79,7 @@ func (a *Atomic) Decrement(ctx context.Context, sku string, qty int64) error {
 	if err := stockguard.Canceled(ctx); err != nil {
 		return err
 	}
-	key := a.keys.Stock(sku)
+	key := a.levels.Keys.Stock(sku)
 	left, err := atomicScript.Run(ctx, a.scripts, []string{key}, qty).Int64()
 	switch {
 	case err != nil:
@@ -102,19 +100,7 @@ func (a *Atomic) Decrement(ctx context.Context, sku string, qty int64) error {
 // error, stockguard.ErrContention (nothing sent, or Redis refused) or
 // stockguard.ErrOutcomeUnknown (the SET may have been applied).
 func (a *Atomic) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.ValidateSKU(sku); err != nil {
-		return err
-	}
-	if err := stockguard.ValidateLevel(qty); err != nil {
-		return err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
-		return err
-	}
-	if err := redisx.SetLevel(ctx, a.rdb, a.keys.Stock(sku), qty); err != nil {
-		return fmt.Errorf("redislock: set stock of %q: %w", sku, err)
-	}
-	return nil
+	return a.levels.Set(ctx, sku, qty)
 }
 
 // Stock returns the units of sku left. Its errors wrap
@@ -122,15 +108,5 @@ func (a *Atomic) SetStock(ctx context.Context, sku string, qty int64) error {
 // stockguard.ErrUnknownSKU (no stock key; with ErrCorruptStock, a key that
 // holds no stock level) or stockguard.ErrContention (the read failed).
 func (a *Atomic) Stock(ctx context.Context, sku string) (int64, error) {
-	if err := stockguard.ValidateSKU(sku); err != nil {
-		return 0, err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
-		return 0, err
-	}
-	n, err := redisx.GetLevel(ctx, a.rdb, a.keys.Stock(sku))
-	if err != nil {
-		return 0, fmt.Errorf("redislock: stock of %q: %w", sku, err)
-	}
-	return n, nil
+	return a.levels.Get(ctx, sku)
 }

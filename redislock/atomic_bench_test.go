@@ -8,45 +8,14 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends"
 	"github.com/stockguard/stockguard/internal/rediskeys"
+	"github.com/stockguard/stockguard/internal/redistest"
 )
-
-// decrementN takes 1 unit n times from sku with workers goroutines and
-// returns the wall time.
-func decrementN(b *testing.B, a *Atomic, sku string, workers, n int) time.Duration {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	ctx := context.Background()
-	start := time.Now()
-	for range workers {
-		wg.Go(func() {
-			for next.Add(1) <= int64(n) {
-				if err := a.Decrement(ctx, sku, 1); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return time.Since(start)
-}
-
-// hotSKU stocks one SKU that cannot run out during a benchmark.
-func hotSKU(b *testing.B, a *Atomic) string {
-	sku := "hot-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	if err := a.SetStock(b.Context(), sku, stockguard.MaxQty); err != nil {
-		b.Fatal(err)
-	}
-	return sku
-}
 
 // BenchmarkAtomic decrements one hot SKU from 1, 16 and 64 goroutines.
 func BenchmarkAtomic(b *testing.B) {
@@ -54,10 +23,10 @@ func BenchmarkAtomic(b *testing.B) {
 	a := NewAtomic(rdb, WithPrefix("bench:"))
 	for _, workers := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
-			sku := hotSKU(b, a)
+			sku := redistest.HotSKU(b, a)
 			b.Cleanup(func() { rdb.Del(context.Background(), rediskeys.Keys{Prefix: "bench:"}.Stock(sku)) })
 			b.ResetTimer()
-			d := decrementN(b, a, sku, workers, b.N)
+			d := redistest.DecrementN(b, a, sku, workers, b.N)
 			b.ReportMetric(float64(b.N)/d.Seconds(), "decrements/s")
 		})
 	}
@@ -89,7 +58,7 @@ func BenchmarkAtomicVsRedisBenchmark(b *testing.B) {
 	b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
 		keys := rediskeys.Keys{Prefix: "bench:"}
 		a := NewAtomic(rdb, WithPrefix(keys.Prefix))
-		goSKU, rbSKU := hotSKU(b, a), hotSKU(b, a)
+		goSKU, rbSKU := redistest.HotSKU(b, a), redistest.HotSKU(b, a)
 		b.Cleanup(func() { rdb.Del(context.Background(), keys.Stock(goSKU), keys.Stock(rbSKU)) })
 		if err := a.Decrement(b.Context(), goSKU, 1); err != nil { // loads the script
 			b.Fatal(err)
@@ -103,7 +72,7 @@ func BenchmarkAtomicVsRedisBenchmark(b *testing.B) {
 			rbTime += redisBenchmark(b, bin, host, port, workers, per, keys.Stock(rbSKU))
 			rbOps += per
 			b.StartTimer()
-			goTime += decrementN(b, a, goSKU, workers, per)
+			goTime += redistest.DecrementN(b, a, goSKU, workers, per)
 		}
 		b.StopTimer()
 		// The script must really have run under redis-benchmark.

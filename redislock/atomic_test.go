@@ -1,8 +1,6 @@
 package redislock
 
 import (
-	"context"
-	"crypto/rand"
 	"errors"
 	"strings"
 	"testing"
@@ -12,27 +10,14 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends"
 	"github.com/stockguard/stockguard/internal/rediskeys"
+	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/internal/redisx/cutproxy"
 	"github.com/stockguard/stockguard/stocktest"
 )
 
-// testPrefix returns a key prefix unique to t, and deletes its keys when t ends.
-func testPrefix(t *testing.T, rdb redis.UniversalClient) string {
-	t.Helper()
-	prefix := "test:" + strings.ReplaceAll(t.Name(), "/", ":") + ":" + rand.Text()[:8] + ":"
-	t.Cleanup(func() {
-		ctx := context.Background()
-		keys, err := rdb.Keys(ctx, prefix+"*").Result()
-		if err == nil && len(keys) > 0 {
-			rdb.Del(ctx, keys...)
-		}
-	})
-	return prefix
-}
-
 func TestAtomic_conformance(t *testing.T) {
 	rdb := backends.RedisClient(t)
-	prefix := testPrefix(t, rdb)
+	prefix := redistest.Prefix(t, rdb)
 	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return NewAtomic(rdb, WithPrefix(prefix)) })
 }
 
@@ -65,7 +50,7 @@ func TestAtomic_validatesBeforeIO(t *testing.T) {
 
 func TestAtomic_Decrement_unknownSKUCreatesNothing(t *testing.T) {
 	rdb := backends.RedisClient(t)
-	prefix := testPrefix(t, rdb)
+	prefix := redistest.Prefix(t, rdb)
 	a := NewAtomic(rdb, WithPrefix(prefix))
 	ctx := t.Context()
 	if err := a.Decrement(ctx, "ghost", 3); !errors.Is(err, stockguard.ErrUnknownSKU) {
@@ -74,30 +59,6 @@ func TestAtomic_Decrement_unknownSKUCreatesNothing(t *testing.T) {
 	if n := rdb.Exists(ctx, rediskeys.Keys{Prefix: prefix}.Stock("ghost")).Val(); n != 0 {
 		t.Fatalf("EXISTS after Decrement of an unknown sku = %d, want 0", n)
 	}
-}
-
-// corruptValues are stock key contents stockguard never writes.
-var corruptValues = []struct {
-	name, value string
-	hash        bool // a hash instead of a string
-}{
-	{name: "text", value: "abc"},
-	{name: "empty", value: ""},
-	{name: "float", value: "1.5"},
-	{name: "negative", value: "-3"},
-	{name: "leading zero", value: "007"},
-	{name: "exponent", value: "1e3"},
-	{name: "space", value: " 7"},
-	{name: "above MaxQty", value: "9007199254740992"},
-	{name: "huge", value: "99999999999999999999999"},
-	{name: "hash", hash: true},
-}
-
-func setCorrupt(ctx context.Context, rdb redis.UniversalClient, key, value string, hash bool) error {
-	if hash {
-		return rdb.HSet(ctx, key, "qty", 5).Err()
-	}
-	return rdb.Set(ctx, key, value, 0).Err()
 }
 
 // checkCorrupt checks that Decrement and Stock of sku, whose stock key holds
@@ -133,15 +94,15 @@ func checkCorrupt(t *testing.T, inv stockguard.Inventory, rdb redis.UniversalCli
 
 func TestAtomic_Decrement_corruptValue(t *testing.T) {
 	rdb := backends.RedisClient(t)
-	prefix := testPrefix(t, rdb)
+	prefix := redistest.Prefix(t, rdb)
 	a := NewAtomic(rdb, WithPrefix(prefix))
-	for _, c := range corruptValues {
-		t.Run(c.name, func(t *testing.T) {
-			key := rediskeys.Keys{Prefix: prefix}.Stock(c.name)
-			if err := setCorrupt(t.Context(), rdb, key, c.value, c.hash); err != nil {
+	for _, c := range redistest.CorruptValues {
+		t.Run(c.Name, func(t *testing.T) {
+			key := rediskeys.Keys{Prefix: prefix}.Stock(c.Name)
+			if err := c.Set(t.Context(), rdb, key); err != nil {
 				t.Fatal(err)
 			}
-			checkCorrupt(t, a, rdb, key, c.name)
+			checkCorrupt(t, a, rdb, key, c.Name)
 		})
 	}
 }
@@ -154,7 +115,7 @@ func TestAtomic_Decrement_replyLost(t *testing.T) {
 	proxy := cutproxy.Start(t, srv.Addr)
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, MaxRetries: 3})
 	t.Cleanup(func() { rdb.Close() })
-	prefix := testPrefix(t, backends.RedisClient(t))
+	prefix := redistest.Prefix(t, backends.RedisClient(t))
 	a := NewAtomic(rdb, WithPrefix(prefix))
 	ctx := t.Context()
 	if err := a.SetStock(ctx, "sku", 10); err != nil {

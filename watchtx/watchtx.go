@@ -7,7 +7,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
-	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
@@ -41,7 +40,7 @@ type Client interface {
 // An Inventory is safe for concurrent use.
 type Inventory struct {
 	rdb     Client
-	keys    rediskeys.Keys
+	levels  redisx.Levels
 	retrier *stockguard.Retrier
 }
 
@@ -57,7 +56,11 @@ func New(rdb Client, opts ...Option) *Inventory {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return &Inventory{rdb: rdb, keys: o.keys, retrier: stockguard.NewRetrier(o.retry)}
+	return &Inventory{
+		rdb:     rdb,
+		levels:  redisx.Levels{Client: rdb, Keys: o.keys, Pkg: "watchtx"},
+		retrier: stockguard.NewRetrier(o.retry),
+	}
 }
 
 // Retries returns the number of times a Decrement was retried after a
@@ -85,7 +88,7 @@ func (inv *Inventory) Decrement(ctx context.Context, sku string, qty int64) erro
 	if err := stockguard.Canceled(ctx); err != nil {
 		return err
 	}
-	key := inv.keys.Stock(sku)
+	key := inv.levels.Keys.Stock(sku)
 	err := inv.retrier.Do(ctx, func(ctx context.Context) error { return inv.attempt(ctx, key, sku, qty) })
 	if err != nil {
 		return fmt.Errorf("watchtx: decrement %q: %w", sku, err)
@@ -138,19 +141,7 @@ func (inv *Inventory) watched(ctx context.Context, tx *redis.Tx, key, sku string
 // stockguard.ErrContention (nothing sent, or Redis refused) or
 // stockguard.ErrOutcomeUnknown (the SET may have been applied).
 func (inv *Inventory) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.ValidateSKU(sku); err != nil {
-		return err
-	}
-	if err := stockguard.ValidateLevel(qty); err != nil {
-		return err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
-		return err
-	}
-	if err := redisx.SetLevel(ctx, inv.rdb, inv.keys.Stock(sku), qty); err != nil {
-		return fmt.Errorf("watchtx: set stock of %q: %w", sku, err)
-	}
-	return nil
+	return inv.levels.Set(ctx, sku, qty)
 }
 
 // Stock returns the units of sku left. Its errors wrap
@@ -158,15 +149,5 @@ func (inv *Inventory) SetStock(ctx context.Context, sku string, qty int64) error
 // stockguard.ErrUnknownSKU (no stock key; with ErrCorruptStock, a key that
 // holds no stock level) or stockguard.ErrContention (the read failed).
 func (inv *Inventory) Stock(ctx context.Context, sku string) (int64, error) {
-	if err := stockguard.ValidateSKU(sku); err != nil {
-		return 0, err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
-		return 0, err
-	}
-	n, err := redisx.GetLevel(ctx, inv.rdb, inv.keys.Stock(sku))
-	if err != nil {
-		return 0, fmt.Errorf("watchtx: stock of %q: %w", sku, err)
-	}
-	return n, nil
+	return inv.levels.Get(ctx, sku)
 }

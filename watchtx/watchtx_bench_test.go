@@ -3,49 +3,22 @@ package watchtx
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends"
 	"github.com/stockguard/stockguard/internal/rediskeys"
+	"github.com/stockguard/stockguard/internal/redistest"
 )
 
 // hotSKU stocks one SKU that cannot run out during a benchmark and returns
 // a fresh Inventory (default policy, retry counter at 0) on it.
 func hotSKU(b *testing.B, rdb *redis.Client) (*Inventory, string) {
 	inv := New(rdb, WithPrefix("bench:"))
-	sku := "hot-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	if err := inv.SetStock(b.Context(), sku, stockguard.MaxQty); err != nil {
-		b.Fatal(err)
-	}
+	sku := redistest.HotSKU(b, inv)
 	b.Cleanup(func() { rdb.Del(context.Background(), rediskeys.Keys{Prefix: "bench:"}.Stock(sku)) })
 	return inv, sku
-}
-
-// decrementN takes 1 unit n times from sku with workers goroutines and
-// returns the wall time.
-func decrementN(b *testing.B, inv *Inventory, sku string, workers, n int) time.Duration {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	ctx := context.Background()
-	start := time.Now()
-	for range workers {
-		wg.Go(func() {
-			for next.Add(1) <= int64(n) {
-				if err := inv.Decrement(ctx, sku, 1); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return time.Since(start)
 }
 
 // BenchmarkInventory decrements one hot SKU from 1, 16 and 64 goroutines
@@ -57,7 +30,7 @@ func BenchmarkInventory(b *testing.B) {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
 			inv, sku := hotSKU(b, rdb)
 			b.ResetTimer()
-			d := decrementN(b, inv, sku, workers, b.N)
+			d := redistest.DecrementN(b, inv, sku, workers, b.N)
 			b.ReportMetric(float64(b.N)/d.Seconds(), "decrements/s")
 			b.ReportMetric(float64(inv.Retries())/float64(b.N), "retries/op")
 		})
@@ -79,9 +52,9 @@ func BenchmarkInventoryScaling(b *testing.B) {
 		b.ResetTimer()
 		for range rounds {
 			b.StopTimer()
-			one += decrementN(b, solo, soloSKU, 1, per)
+			one += redistest.DecrementN(b, solo, soloSKU, 1, per)
 			b.StartTimer()
-			many += decrementN(b, inv, sku, workers, per)
+			many += redistest.DecrementN(b, inv, sku, workers, per)
 		}
 		b.StopTimer()
 		manyRate := float64(rounds*per) / many.Seconds()

@@ -2,9 +2,7 @@ package watchtx
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,27 +11,14 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends"
 	"github.com/stockguard/stockguard/internal/rediskeys"
+	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/internal/redisx/cutproxy"
 	"github.com/stockguard/stockguard/stocktest"
 )
 
-// testPrefix returns a key prefix unique to t, and deletes its keys when t ends.
-func testPrefix(t *testing.T, rdb redis.UniversalClient) string {
-	t.Helper()
-	prefix := "test:" + strings.ReplaceAll(t.Name(), "/", ":") + ":" + rand.Text()[:8] + ":"
-	t.Cleanup(func() {
-		ctx := context.Background()
-		keys, err := rdb.Keys(ctx, prefix+"*").Result()
-		if err == nil && len(keys) > 0 {
-			rdb.Del(ctx, keys...)
-		}
-	})
-	return prefix
-}
-
 func TestInventory_conformance(t *testing.T) {
 	rdb := backends.RedisClient(t)
-	prefix := testPrefix(t, rdb)
+	prefix := redistest.Prefix(t, rdb)
 	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return New(rdb, WithPrefix(prefix)) })
 }
 
@@ -79,7 +64,7 @@ func conflictOnce(t *testing.T, prefix, sku string) (*redis.Client, *atomic.Int6
 }
 
 func TestInventory_Decrement_retriesOnConflict(t *testing.T) {
-	prefix := testPrefix(t, backends.RedisClient(t))
+	prefix := redistest.Prefix(t, backends.RedisClient(t))
 	rdb, writes := conflictOnce(t, prefix, "sku")
 	inv := New(rdb, WithPrefix(prefix))
 	ctx := t.Context()
@@ -101,7 +86,7 @@ func TestInventory_Decrement_retriesOnConflict(t *testing.T) {
 }
 
 func TestInventory_Decrement_oneAttemptGivesUp(t *testing.T) {
-	prefix := testPrefix(t, backends.RedisClient(t))
+	prefix := redistest.Prefix(t, backends.RedisClient(t))
 	rdb, _ := conflictOnce(t, prefix, "sku")
 	inv := New(rdb, WithPrefix(prefix), WithRetry(stockguard.RetryPolicy{MaxAttempts: 1}))
 	ctx := t.Context()
@@ -124,7 +109,7 @@ func TestInventory_Decrement_oneAttemptGivesUp(t *testing.T) {
 // write take the stock below the request: the retry must read the new
 // level and refuse, not apply a decision made on the old one.
 func TestInventory_Decrement_checksValueReadUnderWatch(t *testing.T) {
-	prefix := testPrefix(t, backends.RedisClient(t))
+	prefix := redistest.Prefix(t, backends.RedisClient(t))
 	rdb, _ := conflictOnce(t, prefix, "sku")
 	inv := New(rdb, WithPrefix(prefix))
 	ctx := t.Context()
@@ -141,7 +126,7 @@ func TestInventory_Decrement_checksValueReadUnderWatch(t *testing.T) {
 
 func TestInventory_Decrement_unknownSKUCreatesNothing(t *testing.T) {
 	rdb := backends.RedisClient(t)
-	prefix := testPrefix(t, rdb)
+	prefix := redistest.Prefix(t, rdb)
 	inv := New(rdb, WithPrefix(prefix))
 	ctx := t.Context()
 	if err := inv.Decrement(ctx, "ghost", 3); !errors.Is(err, stockguard.ErrUnknownSKU) {
@@ -154,37 +139,21 @@ func TestInventory_Decrement_unknownSKUCreatesNothing(t *testing.T) {
 
 func TestInventory_Decrement_corruptValue(t *testing.T) {
 	rdb := backends.RedisClient(t)
-	prefix := testPrefix(t, rdb)
+	prefix := redistest.Prefix(t, rdb)
 	inv := New(rdb, WithPrefix(prefix))
-	for _, c := range []struct {
-		name, value string
-		hash        bool
-	}{
-		{name: "text", value: "abc"},
-		{name: "float", value: "1.5"},
-		{name: "negative", value: "-3"},
-		{name: "leading zero", value: "007"},
-		{name: "above MaxQty", value: "9007199254740992"},
-		{name: "hash", hash: true},
-	} {
-		t.Run(c.name, func(t *testing.T) {
+	for _, c := range redistest.CorruptValues {
+		t.Run(c.Name, func(t *testing.T) {
 			ctx := t.Context()
-			key := rediskeys.Keys{Prefix: prefix}.Stock(c.name)
-			var err error
-			if c.hash {
-				err = rdb.HSet(ctx, key, "qty", 5).Err()
-			} else {
-				err = rdb.Set(ctx, key, c.value, 0).Err()
-			}
-			if err != nil {
+			key := rediskeys.Keys{Prefix: prefix}.Stock(c.Name)
+			if err := c.Set(ctx, rdb, key); err != nil {
 				t.Fatal(err)
 			}
 			before := rdb.Dump(ctx, key).Val()
-			err = inv.Decrement(ctx, c.name, 1)
+			err := inv.Decrement(ctx, c.Name, 1)
 			if !errors.Is(err, ErrCorruptStock) || !errors.Is(err, stockguard.ErrUnknownSKU) {
 				t.Errorf("Decrement: %v, want ErrCorruptStock and ErrUnknownSKU", err)
 			}
-			if _, err := inv.Stock(ctx, c.name); !errors.Is(err, ErrCorruptStock) {
+			if _, err := inv.Stock(ctx, c.Name); !errors.Is(err, ErrCorruptStock) {
 				t.Errorf("Stock: %v, want ErrCorruptStock", err)
 			}
 			if after := rdb.Dump(ctx, key).Val(); after != before {
@@ -201,7 +170,7 @@ func TestInventory_Decrement_replyLost(t *testing.T) {
 	proxy := cutproxy.Start(t, srv.Addr)
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, MaxRetries: 3})
 	t.Cleanup(func() { rdb.Close() })
-	prefix := testPrefix(t, backends.RedisClient(t))
+	prefix := redistest.Prefix(t, backends.RedisClient(t))
 	key := rediskeys.Keys{Prefix: prefix}.Stock("sku")
 	rdb.AddHook(afterGet{key: key, fn: func(context.Context) { proxy.CutNextReply() }})
 	inv := New(rdb, WithPrefix(prefix))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/rediskeys"
 )
 
 // ErrCorrupt means a stock key holds something that is not a stock level:
@@ -76,4 +77,52 @@ func GetLevel(ctx context.Context, c Processor, key string) (int64, error) {
 		return 0, Classify(ctx, err, Read)
 	}
 	return ParseLevel(key, cmd.Val())
+}
+
+// Levels is SetStock and Stock for the strategies that keep a SKU's stock
+// in one key ("<prefix>stock:{sku}"): input validated before any I/O, the
+// context checked before anything is sent, errors wrapped with Pkg, the
+// name of the strategy's package ("redislock: set stock of …"). A Levels is
+// safe for concurrent use if Client is.
+type Levels struct {
+	Client Processor
+	Keys   rediskeys.Keys
+	Pkg    string
+}
+
+// Set creates sku with qty units (0…stockguard.MaxQty), or overwrites its
+// stock level, whatever the key held. It returns nil or an error wrapping
+// stockguard.ErrInvalidRequest (before any I/O), the context's error, or
+// one of SetLevel.
+func (l Levels) Set(ctx context.Context, sku string, qty int64) error {
+	if err := stockguard.ValidateSKU(sku); err != nil {
+		return err
+	}
+	if err := stockguard.ValidateLevel(qty); err != nil {
+		return err
+	}
+	if err := stockguard.Canceled(ctx); err != nil {
+		return err
+	}
+	if err := SetLevel(ctx, l.Client, l.Keys.Stock(sku), qty); err != nil {
+		return fmt.Errorf("%s: set stock of %q: %w", l.Pkg, sku, err)
+	}
+	return nil
+}
+
+// Get returns the units of sku left. It returns an error wrapping
+// stockguard.ErrInvalidRequest (before any I/O), the context's error, or
+// one of GetLevel.
+func (l Levels) Get(ctx context.Context, sku string) (int64, error) {
+	if err := stockguard.ValidateSKU(sku); err != nil {
+		return 0, err
+	}
+	if err := stockguard.Canceled(ctx); err != nil {
+		return 0, err
+	}
+	n, err := GetLevel(ctx, l.Client, l.Keys.Stock(sku))
+	if err != nil {
+		return 0, fmt.Errorf("%s: stock of %q: %w", l.Pkg, sku, err)
+	}
+	return n, nil
 }
