@@ -64,7 +64,7 @@ func TestCluster_keysShareSlots(t *testing.T) {
 	for _, sku := range oddSKUs {
 		k := c.keysFor(sku)
 		same("lock obtain", k.lock, k.fence)
-		same("guarded write", store.keys.Stock(sku), c.keys.Fence(sku))
+		same("guarded write", store.levels.Keys.Stock(sku), c.keys.Fence(sku))
 		g := s.gather.keysFor(sku)
 		same("segment meta, gather lock and counter", s.metaKey(sku), g.lock, g.fence)
 		slots := map[int64]bool{}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/redislock"
 )
 
@@ -39,4 +40,33 @@ func ExampleRedlock_Obtain() {
 		}
 	}()
 	fmt.Println("held until", lock.ValidUntil())
+}
+
+// A lock-guarded inventory whose SKU locks are Redlocks over three masters
+// and whose stock lives on the first; its writes are guarded by the lock's
+// owner on that master (see NewRedlockGuarded for what that protects).
+// (Needs Redis servers, so it is compiled but not run.)
+func ExampleNewRedlockGuarded() {
+	ctx := context.Background()
+	var masters []redis.UniversalClient
+	for _, addr := range []string{"redis-a:6379", "redis-b:6379", "redis-c:6379"} {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		defer c.Close()
+		masters = append(masters, c)
+	}
+	inv := redislock.NewRedlockGuarded(masters, redislock.WithPrefix("shop:"),
+		redislock.WithStockMaster(0), redislock.WithNodeTimeout(20*time.Millisecond))
+	if err := inv.SetStock(ctx, "sku-42", 100); err != nil {
+		log.Fatal(err)
+	}
+	switch err := inv.Decrement(ctx, "sku-42", 2); {
+	case err == nil:
+		fmt.Println("sold 2")
+	case errors.Is(err, stockguard.ErrContention):
+		fmt.Println("busy, or too many masters down; nothing taken:", err)
+	case errors.Is(err, stockguard.ErrOutcomeUnknown):
+		fmt.Println("the write's reply was lost; reconcile:", err)
+	default:
+		fmt.Println("not sold:", err)
+	}
 }

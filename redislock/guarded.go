@@ -35,13 +35,17 @@ func WithLockTTL(d time.Duration) Option {
 //   - a lock held by someone else is retried under WithRetry's policy and
 //     given up as stockguard.ErrContention.
 //
+// NewRedlockGuarded takes the lock as a Redlock over several masters
+// instead, and guards the write by the lock's owner token rather than a
+// fencing token; see there for what that does and does not protect.
+//
 // The lock costs two extra round trips per request and serialises all
 // writers of a SKU across processes; NewAtomic is much faster on Redis
 // stock. Guarded is for stock that lives elsewhere (WithStore), or to
 // compare. Guarded is safe for concurrent use.
 type Guarded struct {
-	locks   *Client
-	store   Store
+	locks   locker
+	store   Store // reads and SetStock; writes go through the lock
 	ttl     time.Duration
 	retrier *stockguard.Retrier
 }
@@ -56,20 +60,70 @@ var (
 // stock lives in Redis, in the keys NewAtomic uses (RedisStore).
 func NewGuarded(rdb RedisClient, opts ...Option) *Guarded {
 	o := newOptions(opts)
-	g := &Guarded{
-		locks:   New(rdb, opts...),
-		store:   o.store,
-		ttl:     o.lockTTL,
-		retrier: stockguard.NewRetrier(o.retry),
+	store := o.store
+	if store == nil {
+		store = NewRedisStore(rdb, opts...)
 	}
-	if g.store == nil {
-		g.store = NewRedisStore(rdb, opts...)
-	}
+	return newGuarded(fencedLocks{c: New(rdb, opts...), store: store}, store, o)
+}
+
+func newGuarded(locks locker, store Store, o options) *Guarded {
+	g := &Guarded{locks: locks, store: store, ttl: o.lockTTL, retrier: stockguard.NewRetrier(o.retry)}
 	if g.ttl < time.Millisecond {
 		g.ttl = DefaultLockTTL
 	}
 	return g
 }
+
+// locker is how a Guarded takes a SKU's lock: a single-master lock whose
+// writes are fenced (NewGuarded), or a Redlock whose writes are guarded by
+// owner (NewRedlockGuarded).
+type locker interface {
+	// obtain takes sku's lock for ttl, in one attempt. A lock held by
+	// someone else is an error wrapping ErrNotObtained; other errors are
+	// the context's or Redis's.
+	obtain(ctx context.Context, sku string, ttl time.Duration) (hold, error)
+}
+
+// hold is a SKU lock held for one request.
+type hold interface {
+	// valid reports whether the lock is still held by this process's clock.
+	valid() bool
+	// write sets sku's stock to level (both valid) unless the store can
+	// tell that the lock was lost: then it writes nothing and returns an
+	// error wrapping stockguard.ErrContention and not ErrOutcomeUnknown.
+	write(ctx context.Context, sku string, level int64) error
+	// release gives the lock back; a failure leaves it to expire.
+	release(ctx context.Context)
+}
+
+// fencedLocks are NewGuarded's locks: Client locks, whose fencing tokens
+// the store checks.
+type fencedLocks struct {
+	c     *Client
+	store Store
+}
+
+func (f fencedLocks) obtain(ctx context.Context, sku string, ttl time.Duration) (hold, error) {
+	l, err := f.c.Obtain(ctx, sku, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return fencedHold{l: l, store: f.store}, nil
+}
+
+type fencedHold struct {
+	l     *Lock
+	store Store
+}
+
+func (h fencedHold) valid() bool { return h.l.valid() }
+
+func (h fencedHold) write(ctx context.Context, sku string, level int64) error {
+	return h.store.WriteFenced(ctx, sku, level, h.l.Token())
+}
+
+func (h fencedHold) release(ctx context.Context) { _ = h.l.Release(ctx) }
 
 // Retries returns the number of lock acquisitions retried so far.
 func (g *Guarded) Retries() int64 { return g.retrier.Retries() }
@@ -92,7 +146,7 @@ func (g *Guarded) Decrement(ctx context.Context, sku string, qty int64) error {
 		return err
 	}
 	return g.retrier.Do(ctx, func(ctx context.Context) error {
-		return g.locked(ctx, sku, func(l *Lock) error {
+		return g.locked(ctx, sku, func(h hold) error {
 			level, err := g.store.Stock(ctx, sku)
 			if err != nil {
 				return readFailed(sku, err)
@@ -100,7 +154,7 @@ func (g *Guarded) Decrement(ctx context.Context, sku string, qty int64) error {
 			if level < qty {
 				return fmt.Errorf("%w: %q has %d, %d wanted", stockguard.ErrInsufficientStock, sku, level, qty)
 			}
-			return g.write(ctx, l, sku, level-qty)
+			return g.write(ctx, h, sku, level-qty)
 		})
 	})
 }
@@ -123,7 +177,7 @@ func (g *Guarded) SetStock(ctx context.Context, sku string, qty int64) error {
 		return err
 	}
 	return g.retrier.Do(ctx, func(ctx context.Context) error {
-		return g.locked(ctx, sku, func(*Lock) error {
+		return g.locked(ctx, sku, func(hold) error {
 			return written(sku, g.store.SetStock(ctx, sku, qty))
 		})
 	})
@@ -149,8 +203,8 @@ func (g *Guarded) Stock(ctx context.Context, sku string) (int64, error) {
 
 // locked runs fn holding sku's lock. A busy lock asks the retrier for
 // another attempt.
-func (g *Guarded) locked(ctx context.Context, sku string, fn func(*Lock) error) error {
-	l, err := g.locks.Obtain(ctx, sku, g.ttl)
+func (g *Guarded) locked(ctx context.Context, sku string, fn func(hold) error) error {
+	h, err := g.locks.obtain(ctx, sku, g.ttl)
 	switch {
 	case errors.Is(err, ErrNotObtained):
 		return stockguard.Retry(err)
@@ -162,20 +216,20 @@ func (g *Guarded) locked(ctx context.Context, sku string, fn func(*Lock) error) 
 		// The outcome is decided; a failed release only leaves the lock to
 		// expire. Release even when the caller's context has just ended.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.ttl)
-		_ = l.Release(rctx)
+		h.release(rctx)
 		cancel()
 	}()
-	return fn(l)
+	return fn(h)
 }
 
-// write stores level as sku's stock, fenced with l's token.
-func (g *Guarded) write(ctx context.Context, l *Lock, sku string, level int64) error {
-	if !l.valid() {
+// write stores level as sku's stock under h: fenced, or owner-guarded.
+func (g *Guarded) write(ctx context.Context, h hold, sku string, level int64) error {
+	if !h.valid() {
 		// The lease ran out (a slow read, a pause): the store would refuse
 		// the write if anyone has taken over, so don't send it.
 		return stockguard.Retry(fmt.Errorf("%w: the lease of %q ran out before the write", ErrNotHeld, sku))
 	}
-	err := g.store.WriteFenced(ctx, sku, level, l.Token())
+	err := h.write(ctx, sku, level)
 	if errors.Is(err, stockguard.ErrContention) && !errors.Is(err, stockguard.ErrOutcomeUnknown) {
 		// Fenced off, or refused: nothing was written, so try again.
 		return stockguard.Retry(err)

@@ -170,7 +170,7 @@ func TestGuarded_lostWriteReplyIsOutcomeUnknown(t *testing.T) {
 	if n, err := g.Stock(ctx, "sku"); err != nil || n != 7 {
 		t.Fatalf("Stock = %d, %v; want 7: the write was applied once, not resent", n, err)
 	}
-	if rdb.Exists(ctx, g.locks.keys.Lock("sku")).Val() != 0 {
+	if rdb.Exists(ctx, g.locks.(fencedLocks).c.keys.Lock("sku")).Val() != 0 {
 		t.Fatal("lock left behind after an unknown outcome")
 	}
 }
@@ -217,7 +217,7 @@ func TestRedisStore_WriteFenced(t *testing.T) {
 	if err := s.WriteFenced(ctx, "nostock", 1, fresh.Token()); !errors.Is(err, stockguard.ErrUnknownSKU) {
 		t.Fatalf("write to an unstocked SKU = %v, want ErrUnknownSKU", err)
 	}
-	if rdb.Exists(ctx, s.keys.Stock("nostock")).Val() != 0 {
+	if rdb.Exists(ctx, s.levels.Keys.Stock("nostock")).Val() != 0 {
 		t.Fatal("a refused write created the stock key")
 	}
 }

@@ -8,8 +8,8 @@ import (
 )
 
 // Option configures a constructor of this package (NewAtomic, New,
-// NewGuarded, NewSegmented, NewRedlock). Each constructor documents the
-// options it reads and ignores the rest.
+// NewGuarded, NewRedlockGuarded, NewSegmented, NewRedlock). Each
+// constructor documents the options it reads and ignores the rest.
 type Option func(*options)
 
 type options struct {
@@ -23,6 +23,8 @@ type options struct {
 
 	nodeTimeout time.Duration // NewRedlock: per-master timeout; 0 means derived from the ttl
 	drift       *drift        // NewRedlock: clock drift allowance; nil means the defaults
+
+	stockMaster int // NewRedlockGuarded: index of the master that keeps the stock
 }
 
 func newOptions(opts []Option) options {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
-	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
@@ -64,9 +63,8 @@ var guardedWriteScript = redis.NewScript(guardedWriteLua)
 // Writes are sent at most once (a lost reply is ErrOutcomeUnknown, never a
 // second write). A RedisStore is safe for concurrent use.
 type RedisStore struct {
-	rdb     AtomicClient
-	scripts redis.Scripter // rdb with EVAL/EVALSHA sent at most once
-	keys    rediskeys.Keys
+	scripts redis.Scripter // the client with EVAL/EVALSHA sent at most once
+	levels  redisx.Levels
 }
 
 var _ Store = (*RedisStore)(nil)
@@ -75,7 +73,7 @@ var _ Store = (*RedisStore)(nil)
 // NewAtomic). It reads the option WithPrefix.
 func NewRedisStore(rdb AtomicClient, opts ...Option) *RedisStore {
 	o := newOptions(opts)
-	return &RedisStore{rdb: rdb, scripts: redisx.OnceScripter(rdb), keys: o.keys}
+	return &RedisStore{scripts: redisx.OnceScripter(rdb), levels: redisx.Levels{Client: rdb, Keys: o.keys, Pkg: "redislock"}}
 }
 
 // SetStock creates sku with qty units (0…stockguard.MaxQty) or overwrites
@@ -85,19 +83,7 @@ func NewRedisStore(rdb AtomicClient, opts ...Option) *RedisStore {
 // Redis refused) or stockguard.ErrOutcomeUnknown (the SET may have been
 // applied).
 func (s *RedisStore) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.ValidateSKU(sku); err != nil {
-		return err
-	}
-	if err := stockguard.ValidateLevel(qty); err != nil {
-		return err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
-		return err
-	}
-	if err := redisx.SetLevel(ctx, s.rdb, s.keys.Stock(sku), qty); err != nil {
-		return fmt.Errorf("redislock: set stock of %q: %w", sku, err)
-	}
-	return nil
+	return s.levels.Set(ctx, sku, qty)
 }
 
 // Stock returns the units of sku left. Its errors wrap
@@ -105,17 +91,7 @@ func (s *RedisStore) SetStock(ctx context.Context, sku string, qty int64) error 
 // stockguard.ErrUnknownSKU (no stock key; with ErrCorruptStock, a key that
 // holds no stock level) or stockguard.ErrContention (the read failed).
 func (s *RedisStore) Stock(ctx context.Context, sku string) (int64, error) {
-	if err := stockguard.ValidateSKU(sku); err != nil {
-		return 0, err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
-		return 0, err
-	}
-	n, err := redisx.GetLevel(ctx, s.rdb, s.keys.Stock(sku))
-	if err != nil {
-		return 0, fmt.Errorf("redislock: stock of %q: %w", sku, err)
-	}
-	return n, nil
+	return s.levels.Get(ctx, sku)
 }
 
 // WriteFenced sets sku's level to qty if token is still the newest fencing
@@ -138,18 +114,32 @@ func (s *RedisStore) WriteFenced(ctx context.Context, sku string, qty, token int
 	if token < 1 {
 		return fmt.Errorf("%w: fencing token %d, tokens start at 1", stockguard.ErrInvalidRequest, token)
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
-		return err
-	}
-	keys := []string{s.keys.Stock(sku), s.keys.Fence(sku)}
-	r, err := guardedWriteScript.Run(ctx, s.scripts, keys, qty, strconv.FormatInt(token, 10)).Int64()
+	written, err := s.writeIf(ctx, sku, qty, s.levels.Keys.Fence(sku), strconv.FormatInt(token, 10))
 	switch {
 	case err != nil:
-		return fmt.Errorf("redislock: fenced write of %q: %w", sku, redisx.Classify(ctx, err, redisx.Write))
-	case r == 0:
+		return fmt.Errorf("redislock: fenced write of %q: %w", sku, err)
+	case !written:
 		return fmt.Errorf("%w: %q, token %d", ErrFenced, sku, token)
-	case r < 0:
-		return fmt.Errorf("%w: %q (stock key gone)", stockguard.ErrUnknownSKU, sku)
 	}
 	return nil
+}
+
+// writeIf sets sku's level to qty (both valid) if, and only if, guardKey
+// (of sku's hash tag) holds guard, in one script sent at most once. It
+// reports whether it wrote; errors are the context's (nothing sent),
+// stockguard.ErrUnknownSKU (the stock key is gone, nothing written) or
+// redisx.Classify's (Write).
+func (s *RedisStore) writeIf(ctx context.Context, sku string, qty int64, guardKey, guard string) (bool, error) {
+	if err := stockguard.Canceled(ctx); err != nil {
+		return false, err
+	}
+	keys := []string{s.levels.Keys.Stock(sku), guardKey}
+	r, err := guardedWriteScript.Run(ctx, s.scripts, keys, qty, guard).Int64()
+	switch {
+	case err != nil:
+		return false, redisx.Classify(ctx, err, redisx.Write)
+	case r < 0:
+		return false, fmt.Errorf("%w: %q (stock key gone)", stockguard.ErrUnknownSKU, sku)
+	}
+	return r == 1, nil
 }

@@ -1,0 +1,144 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stockguard/stockguard"
+)
+
+// WithStockMaster makes NewRedlockGuarded keep the stock on clients[i].
+// Default 0, the first master.
+func WithStockMaster(i int) Option {
+	return func(o *options) { o.stockMaster = i }
+}
+
+// NewRedlockGuarded returns a Guarded inventory whose SKU locks are Redlocks
+// (NewRedlock) over the independent masters clients, and whose stock lives
+// on one of them, clients[i] for WithStockMaster(i) (default the first), in
+// the keys NewAtomic uses. It reads the options WithPrefix, WithRetry,
+// WithLockTTL, WithNodeTimeout, WithDrift and WithStockMaster, not
+// WithStore. It panics when clients is empty or the stock master's index is
+// out of range.
+//
+// It exists to measure what Redlock costs next to NewGuarded's
+// single-master lock. It is not safer for the stock, for this reason: a
+// Redlock has no fencing token (see Redlock), so the write is guarded by
+// owner instead. One script on the stock's master writes only while that
+// master's copy of the lock ("<prefix>lock:{sku}") holds this request's
+// owner token, and a request reads the stock only once the stock's master
+// itself has set the lock for it (a majority without it is given back and
+// retried). So that copy held the request's token from before its read
+// until its write; an owner token is fresh for every Obtain and never comes
+// back once its copy expired or was released, and no other request of this
+// kind writes without its own token in that copy. Hence no such write lands
+// between a request's read and its write, however long a holder is paused
+// and however the masters' clocks drift:
+//   - a holder paused past its validity whose copy on the stock's master
+//     has expired (and perhaps been taken over) has its write refused
+//     (ErrNotHeld, so ErrContention); the request retries with a fresh lock
+//     and a fresh read;
+//   - a holder paused past its validity whose copy on the stock's master
+//     has not expired yet (that master's clock runs slow, or the holder's SET
+//     reached it last) has its write accepted, and rightly: while that copy
+//     lives, nobody else can write. A second holder granted the Redlock by
+//     the other masters meanwhile holds it by the algorithm's rules, but
+//     cannot set the stock master's copy, so it gives the lock back and
+//     retries without reading or writing. (Guarded does not send a write
+//     whose validity has run out by its own clock; a pause after that check
+//     is what the guard is for.)
+//
+// The safety of the stock thus rests on one key on one server, as with
+// NewGuarded, and the quorum adds N−1 masters' round trips, not
+// protection; the stock is unavailable whenever its master is, whatever the
+// quorum. Nothing here protects against:
+//   - the stock's master losing writes: a restart without persistence, or a
+//     failover to an asynchronously replicated replica that had not yet
+//     received the latest SETs, loses acknowledged decrements whatever lock
+//     guarded them;
+//   - writers that take no such lock: NewAtomic, watchtx, SetStock of other
+//     types, and NewGuarded over the stock's master with the same prefix —
+//     its writes are fenced by the fencing counter, which Redlocks do not
+//     advance, so the two must not share a prefix;
+//   - SetStock, which writes under the lock but unguarded (as NewGuarded's
+//     does): one whose holder paused past its lease can overwrite a later
+//     holder's write;
+//   - a copy of the obtain command delivered to the stock's master after
+//     go-redis resent it and had the answer (a network-delayed duplicate
+//     could re-create an expired copy of the lock): theoretical on loopback
+//     and ordinary TCP, but not excluded.
+func NewRedlockGuarded(clients []redis.UniversalClient, opts ...Option) *Guarded {
+	o := newOptions(opts)
+	r := NewRedlock(clients, opts...)
+	if o.stockMaster < 0 || o.stockMaster >= len(clients) {
+		panic(fmt.Sprintf("redislock: stock master %d of %d masters", o.stockMaster, len(clients)))
+	}
+	store := NewRedisStore(clients[o.stockMaster], opts...)
+	return newGuarded(&redlockLocks{r: r, stock: o.stockMaster, store: store}, store, o)
+}
+
+// redlockLocks are NewRedlockGuarded's locks: Redlocks whose writes are
+// owner-guarded on the stock's master.
+type redlockLocks struct {
+	r     *Redlock
+	stock int // index of the stock's master
+	store *RedisStore
+}
+
+func (rl *redlockLocks) obtain(ctx context.Context, sku string, ttl time.Duration) (hold, error) {
+	l, err := rl.r.Obtain(ctx, sku, ttl)
+	if err != nil {
+		return nil, err
+	}
+	if !l.grantedBy(ctx, rl.stock) {
+		// Without the stock master's copy the write would be refused, or
+		// worse, accepted once a late SET lands after the read.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
+		_ = l.Release(rctx)
+		cancel()
+		return nil, fmt.Errorf("%w: %q: the stock's master did not set the lock", ErrNotObtained, sku)
+	}
+	return ownedHold{l: l, rl: rl}, nil
+}
+
+// grantedBy waits until master i has answered the Obtain, at most until
+// the lock's validity ends or ctx ends, and reports whether it set the lock.
+func (l *QuorumLock) grantedBy(ctx context.Context, i int) bool {
+	c := l.obtains[i]
+	if c.answered() {
+		return c.ok
+	}
+	t := time.NewTimer(time.Until(l.ValidUntil()))
+	defer t.Stop()
+	select {
+	case <-c.done:
+		return c.ok
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return false
+}
+
+type ownedHold struct {
+	l  *QuorumLock
+	rl *redlockLocks
+}
+
+func (h ownedHold) valid() bool { return h.l.Valid() }
+
+func (h ownedHold) write(ctx context.Context, sku string, level int64) error {
+	lockKey := h.rl.r.nodes[h.rl.stock].keys.Lock(sku)
+	written, err := h.rl.store.writeIf(ctx, sku, level, lockKey, h.l.owner)
+	switch {
+	case err != nil:
+		return fmt.Errorf("redislock: owner-guarded write of %q: %w", sku, err)
+	case !written:
+		return fmt.Errorf("%w: %w: the lock of %q on the stock's master is not this holder's any more; nothing written",
+			ErrNotHeld, stockguard.ErrContention, sku)
+	}
+	return nil
+}
+
+func (h ownedHold) release(ctx context.Context) { _ = h.l.Release(ctx) }
