@@ -448,7 +448,15 @@ func (l *QuorumLock) releaseAll(ctx context.Context, wait bool) []*nodeCall {
 			return false, ctx.Err()
 		}
 		if c.ok || c.err != nil && mayHaveSent(c.err) {
-			return l.releaseOn(ctx, i)
+			ok, err := l.releaseOn(ctx, i)
+			if err != nil {
+				// On a loaded machine this goroutine may start after the
+				// node timeout, and go-redis then never sends the delete:
+				// the lock would sit on that master for its whole ttl. The
+				// delete is owner-checked, so sending it again is harmless.
+				l.releaseLater(ctx, i)
+			}
+			return ok, err
 		}
 		return false, nil // it never set the lock
 	}, nil)
