@@ -112,19 +112,49 @@ func SegmentedRedisTarget(name, about string, newInv func(rdb redis.UniversalCli
 	return redisTarget(name, about, rawSegments, newInv)
 }
 
+// RedlockTarget is RedisTarget for a strategy locking through Redlock: it
+// gets Backends.Redis (where the stock lives, read back by the audit)
+// followed by Backends.RedlockMasters, RedlockVoters servers in all.
+func RedlockTarget(name, about string, newInv func(masters []redis.UniversalClient, prefix string) (stockguard.Inventory, error)) Target {
+	return Target{
+		Name: name, About: about, Needs: NeedRedis | NeedRedlock,
+		Open: func(ctx context.Context, b Backends, ns string) (*Store, error) {
+			masters := append([]redis.UniversalClient{b.Redis}, b.RedlockMasters[:RedlockVoters-1]...)
+			s := openRedisStore(b, ns, func(ctx context.Context, rdb redis.UniversalClient, keys rediskeys.Keys, sku string) (int64, error) {
+				return rawGet(ctx, rdb, keys.Stock(sku))
+			}, func(redis.UniversalClient, string) (stockguard.Inventory, error) { return newInv(masters, ns+":") })
+			stockClose := s.Close
+			s.Close = func(ctx context.Context) error {
+				errs := []error{stockClose(ctx)}
+				for _, m := range masters[1:] {
+					errs = append(errs, deletePrefix(ctx, m, ns+":"))
+				}
+				return errors.Join(errs...)
+			}
+			return s, nil
+		},
+	}
+}
+
 func redisTarget(name, about string, raw func(ctx context.Context, rdb redis.UniversalClient, keys rediskeys.Keys, sku string) (int64, error),
 	newInv func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error)) Target {
 	return Target{
 		Name: name, About: about, Needs: NeedRedis,
 		Open: func(ctx context.Context, b Backends, ns string) (*Store, error) {
-			prefix := ns + ":"
-			keys := rediskeys.Keys{Prefix: prefix}
-			return &Store{
-				New:   func() (stockguard.Inventory, error) { return newInv(b.Redis, prefix) },
-				Raw:   func(ctx context.Context, sku string) (int64, error) { return raw(ctx, b.Redis, keys, sku) },
-				Close: func(ctx context.Context) error { return deletePrefix(ctx, b.Redis, prefix) },
-			}, nil
+			return openRedisStore(b, ns, raw, newInv), nil
 		},
+	}
+}
+
+// openRedisStore lays a target's store under the key prefix "<ns>:".
+func openRedisStore(b Backends, ns string, raw func(ctx context.Context, rdb redis.UniversalClient, keys rediskeys.Keys, sku string) (int64, error),
+	newInv func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error)) *Store {
+	prefix := ns + ":"
+	keys := rediskeys.Keys{Prefix: prefix}
+	return &Store{
+		New:   func() (stockguard.Inventory, error) { return newInv(b.Redis, prefix) },
+		Raw:   func(ctx context.Context, sku string) (int64, error) { return raw(ctx, b.Redis, keys, sku) },
+		Close: func(ctx context.Context) error { return deletePrefix(ctx, b.Redis, prefix) },
 	}
 }
 

@@ -19,7 +19,15 @@ import (
 type Backends struct {
 	DB    *sqlx.DB
 	Redis redis.UniversalClient
+	// RedlockMasters are Redis servers independent of Redis and of each
+	// other, the other votes of a Redlock quorum (Redis holds the stock
+	// and is the first vote).
+	RedlockMasters []redis.UniversalClient
 }
+
+// RedlockVoters is how many servers, Backends.Redis included, a Redlock
+// target locks on: the smallest quorum that survives one server's loss.
+const RedlockVoters = 3
 
 // Need says which servers a target uses.
 type Need uint8
@@ -28,6 +36,7 @@ type Need uint8
 const (
 	NeedMySQL Need = 1 << iota
 	NeedRedis
+	NeedRedlock // Redis plus RedlockVoters-1 independent RedlockMasters
 )
 
 // String lists the needs: "mysql", "redis", "mysql+redis" or "none".
@@ -38,6 +47,9 @@ func (n Need) String() string {
 	}
 	if n&NeedRedis != 0 {
 		parts = append(parts, "redis")
+	}
+	if n&NeedRedlock != 0 {
+		parts = append(parts, "redlock")
 	}
 	if len(parts) == 0 {
 		return "none"
@@ -105,6 +117,9 @@ func (t Target) check(b Backends) error {
 	}
 	if t.Needs&NeedRedis != 0 && b.Redis == nil {
 		return fmt.Errorf("%w: %s needs Redis", ErrMissingBackend, t.Name)
+	}
+	if t.Needs&NeedRedlock != 0 && len(b.RedlockMasters) < RedlockVoters-1 {
+		return fmt.Errorf("%w: %s needs %d independent Redis servers besides the stock's", ErrMissingBackend, t.Name, RedlockVoters-1)
 	}
 	return nil
 }

@@ -54,4 +54,8 @@ var registry = []Target{
 		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
 			return redislock.NewSegmented(rdb, redislock.WithPrefix(prefix)), nil
 		}),
+	RedlockTarget("redis-redlock", "Redlock over 3 independent masters, read, check, owner-guarded write on the stock's master, release",
+		func(masters []redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
+			return redislock.NewRedlockGuarded(masters, redislock.WithPrefix(prefix)), nil
+		}),
 }

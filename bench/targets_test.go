@@ -22,6 +22,13 @@ func testBackends(tb testing.TB, t Target) Backends {
 	if t.Needs&NeedRedis != 0 {
 		b.Redis = backends.RedisClient(tb)
 	}
+	if t.Needs&NeedRedlock != 0 {
+		for _, r := range backends.PrivateRedis(tb, RedlockVoters-1) {
+			c := r.Client()
+			tb.Cleanup(func() { c.Close() })
+			b.RedlockMasters = append(b.RedlockMasters, c)
+		}
+	}
 	return b
 }
 

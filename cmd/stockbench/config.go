@@ -32,7 +32,8 @@ nothing lost) and prints a table. With no flags: every strategy at 1, 8 and
 
 Servers: -mysql-dsn / -redis-addr, else STOCKGUARD_MYSQL_DSN /
 STOCKGUARD_REDIS_ADDR, else private servers started from mariadbd/mysqld and
-redis-server on PATH (stopped at exit), else Docker.
+redis-server on PATH (stopped at exit), else Docker. redis-redlock also locks
+on the two -redlock-addrs servers, else on two private redis-servers.
 
 Exit status: 0 all sound, 1 error, 2 bad usage, 3 a strategy was unsound.
 
@@ -47,8 +48,11 @@ type config struct {
 	workload  bench.Workload
 	mysqlDSN  string
 	redisAddr string
-	format    string
-	plot      string
+	// redlockAddrs are the Redlock voters besides redisAddr; empty means
+	// private servers are started for them.
+	redlockAddrs []string
+	format       string
+	plot         string
 }
 
 // usageError is a command line that cannot run; it exits with status 2.
@@ -95,6 +99,7 @@ func parse(args []string, e env, stderr io.Writer) (config, error) {
 	var c config
 	fs.StringVar(&c.mysqlDSN, "mysql-dsn", "", "MySQL DSN, e.g. root@tcp(127.0.0.1:3306)/test (default: resolved, see above)")
 	fs.StringVar(&c.redisAddr, "redis-addr", "", "Redis address host:port (default: resolved, see above)")
+	redlock := fs.String("redlock-addrs", "", fmt.Sprintf("the %d Redis servers, host:port comma-separated, that redis-redlock locks on besides -redis-addr; each must be a server of its own (default: private redis-servers)", bench.RedlockVoters-1))
 	fs.StringVar(&c.format, "format", "table", "output: table, json or csv")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -156,6 +161,17 @@ func parse(args []string, e env, stderr io.Writer) (config, error) {
 	}
 	if c.redisAddr != "" && !strings.Contains(c.redisAddr, ":") {
 		return c, usagef("-redis-addr %q: want host:port", c.redisAddr)
+	}
+	if *redlock != "" {
+		c.redlockAddrs = strings.Split(*redlock, ",")
+		if len(c.redlockAddrs) != bench.RedlockVoters-1 {
+			return c, usagef("-redlock-addrs %q: want %d addresses", *redlock, bench.RedlockVoters-1)
+		}
+		for _, a := range c.redlockAddrs {
+			if !strings.Contains(a, ":") || a == c.redisAddr {
+				return c, usagef("-redlock-addrs %q: want host:port of servers other than -redis-addr", *redlock)
+			}
+		}
 	}
 	return c, nil
 }

@@ -48,7 +48,7 @@ func openServers(ctx context.Context, c config, maxWorkers int) (*servers, error
 		mu  sync.Mutex
 		s   = &servers{}
 		wg  sync.WaitGroup
-		err [2]error
+		err [3]error
 	)
 	// Each goroutine registers its closers under mu, in the order of
 	// creation, so that Close stops clients before their servers.
@@ -65,6 +65,9 @@ func openServers(ctx context.Context, c config, maxWorkers int) (*servers, error
 	}
 	if need&bench.NeedRedis != 0 {
 		wg.Go(func() { s.backends.Redis, err[1] = openRedis(ctx, c.redisAddr, pool, add) })
+	}
+	if need&bench.NeedRedlock != 0 {
+		wg.Go(func() { s.backends.RedlockMasters, err[2] = openRedlockMasters(ctx, c.redlockAddrs, pool, add) })
 	}
 	wg.Wait()
 	if e := errors.Join(err[:]...); e != nil {
@@ -141,4 +144,36 @@ func openRedis(ctx context.Context, addr string, pool int, add func(string, ...f
 	}
 	add(fmt.Sprintf("Redis %s at %s (%s)", version, addr, source))
 	return rdb, nil
+}
+
+// openRedlockMasters connects to the Redlock voters besides the stock's
+// Redis: addrs, else private redis-servers started here. Redlock's cost is
+// waiting for independent processes, so they are never the same server.
+func openRedlockMasters(ctx context.Context, addrs []string, pool int, add func(string, ...func() error)) ([]redis.UniversalClient, error) {
+	source := "-redlock-addrs"
+	if len(addrs) == 0 {
+		source = string(backends.SourceLocal)
+		for range bench.RedlockVoters - 1 {
+			r, err := backends.StartLocalRedis(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("redlock voters: %w", err)
+			}
+			add("", r.Close)
+			addrs = append(addrs, r.Addr)
+		}
+	}
+	var masters []redis.UniversalClient
+	for _, a := range addrs {
+		rdb := redis.NewClient(&redis.Options{Addr: a, PoolSize: pool})
+		add("", rdb.Close)
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := rdb.Ping(pctx).Err()
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("redlock voter at %s: %w", a, err)
+		}
+		masters = append(masters, rdb)
+	}
+	add(fmt.Sprintf("Redlock voters: Redis at %s (%s)", strings.Join(addrs, ", "), source))
+	return masters, nil
 }

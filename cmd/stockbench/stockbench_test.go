@@ -114,6 +114,8 @@ func TestRun_usage(t *testing.T) {
 		{"bad chart name", []string{"-plot", "out.gif"}, ".svg or .png"},
 		{"bad dsn", []string{"-mysql-dsn", "not a dsn"}, "-mysql-dsn"},
 		{"bad redis address", []string{"-redis-addr", "localhost"}, "host:port"},
+		{"one redlock voter", []string{"-redlock-addrs", "127.0.0.1:7001"}, "want 2 addresses"},
+		{"redlock voter is the stock's server", []string{"-redis-addr", "127.0.0.1:7001", "-redlock-addrs", "127.0.0.1:7001,127.0.0.1:7002"}, "other than -redis-addr"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := invoke(t, []bench.Target{memTarget(), racyTarget()}, tc.args...)
