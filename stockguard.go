@@ -80,6 +80,15 @@ func ValidateLevel(qty int64) error {
 	return nil
 }
 
+// ValidateSet checks a SetStock request: ValidateSKU, then ValidateLevel.
+// Strategies call it before any I/O.
+func ValidateSet(sku string, qty int64) error {
+	if err := ValidateSKU(sku); err != nil {
+		return err
+	}
+	return ValidateLevel(qty)
+}
+
 // Validate checks a Decrement request: ValidateSKU, then ValidateQty.
 // Strategies call it before any I/O.
 func Validate(sku string, qty int64) error {

@@ -167,10 +167,7 @@ func (g *Guarded) Decrement(ctx context.Context, sku string, qty int64) error {
 // written) or stockguard.ErrOutcomeUnknown (the write may have been
 // applied).
 func (g *Guarded) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.ValidateSKU(sku); err != nil {
-		return err
-	}
-	if err := stockguard.ValidateLevel(qty); err != nil {
+	if err := stockguard.ValidateSet(sku, qty); err != nil {
 		return err
 	}
 	if err := stockguard.Canceled(ctx); err != nil {

@@ -588,10 +588,7 @@ func (s *Segmented) recover(ctx context.Context, sku string, m meta) error {
 // retry policy, or nothing was written) or stockguard.ErrOutcomeUnknown
 // (some segments may have been written: call it again).
 func (s *Segmented) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.ValidateSKU(sku); err != nil {
-		return err
-	}
-	if err := stockguard.ValidateLevel(qty); err != nil {
+	if err := stockguard.ValidateSet(sku, qty); err != nil {
 		return err
 	}
 	if err := stockguard.Canceled(ctx); err != nil {

@@ -105,10 +105,7 @@ func (s *RedisStore) Stock(ctx context.Context, sku string) (int64, error) {
 //   - stockguard.ErrOutcomeUnknown: the connection failed after the script
 //     was sent; it may have been applied.
 func (s *RedisStore) WriteFenced(ctx context.Context, sku string, qty, token int64) error {
-	if err := stockguard.ValidateSKU(sku); err != nil {
-		return err
-	}
-	if err := stockguard.ValidateLevel(qty); err != nil {
+	if err := stockguard.ValidateSet(sku, qty); err != nil {
 		return err
 	}
 	if token < 1 {

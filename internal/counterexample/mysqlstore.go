@@ -36,10 +36,7 @@ func newMySQLStock(db *sqlx.DB, table string) (mysqlStock, error) {
 
 // SetStock creates or overwrites sku's stock level.
 func (s mysqlStock) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.ValidateSKU(sku); err != nil {
-		return err
-	}
-	if err := stockguard.ValidateLevel(qty); err != nil {
+	if err := stockguard.ValidateSet(sku, qty); err != nil {
 		return err
 	}
 	if err := stockguard.Canceled(ctx); err != nil {

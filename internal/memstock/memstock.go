@@ -47,10 +47,7 @@ func (s *Store) Decrement(ctx context.Context, sku string, qty int64) error {
 
 // SetStock creates or overwrites sku's stock level.
 func (s *Store) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.ValidateSKU(sku); err != nil {
-		return err
-	}
-	if err := stockguard.ValidateLevel(qty); err != nil {
+	if err := stockguard.ValidateSet(sku, qty); err != nil {
 		return err
 	}
 	if err := stockguard.Canceled(ctx); err != nil {

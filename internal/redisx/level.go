@@ -95,10 +95,7 @@ type Levels struct {
 // stockguard.ErrInvalidRequest (before any I/O), the context's error, or
 // one of SetLevel.
 func (l Levels) Set(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.ValidateSKU(sku); err != nil {
-		return err
-	}
-	if err := stockguard.ValidateLevel(qty); err != nil {
+	if err := stockguard.ValidateSet(sku, qty); err != nil {
 		return err
 	}
 	if err := stockguard.Canceled(ctx); err != nil {
