@@ -2,7 +2,9 @@ package backends
 
 import (
 	"context"
+	"errors"
 	"os"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 	"sync/atomic"
@@ -77,5 +79,30 @@ func TestPrivateCluster_routesKeysAcrossMasters(t *testing.T) {
 	}
 	if masters.Load() != 3 {
 		t.Fatalf("keys landed on %d of 3 masters", masters.Load())
+	}
+}
+
+func TestResolve_unavailableNamesTheThreeWays(t *testing.T) {
+	t.Setenv(EnvBackend, string(SourceEnv))
+	t.Setenv(EnvMySQLDSN, "")
+	t.Setenv(EnvRedisAddr, "")
+	_, merr := ResolveMySQL(t.Context())
+	_, rerr := ResolveRedis(t.Context())
+	for _, err := range []error{merr, rerr} {
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("got %v, want ErrUnavailable", err)
+		}
+		for _, way := range []string{EnvMySQLDSN, EnvRedisAddr, "mariadbd", "redis-server", "docker", EnvBackend} {
+			if !strings.Contains(err.Error(), way) {
+				t.Errorf("message does not mention %q:\n%v", way, err)
+			}
+		}
+	}
+}
+
+func TestResolve_badBackendSetting(t *testing.T) {
+	t.Setenv(EnvBackend, "kubernetes")
+	if _, err := ResolveRedis(t.Context()); err == nil || !strings.Contains(err.Error(), "env, local or docker") {
+		t.Fatalf("got %v", err)
 	}
 }
