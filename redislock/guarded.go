@@ -201,7 +201,16 @@ func (g *Guarded) Stock(ctx context.Context, sku string) (int64, error) {
 // locked runs fn holding sku's lock. A busy lock asks the retrier for
 // another attempt.
 func (g *Guarded) locked(ctx context.Context, sku string, fn func(hold) error) error {
-	h, err := g.locks.obtain(ctx, sku, g.ttl)
+	return withLock(ctx, sku, g.ttl, g.locks.obtain, func(ctx context.Context, h hold) { h.release(ctx) }, fn)
+}
+
+// withLock runs fn holding the lock obtain takes on sku for lease, then
+// releases it. A busy lock asks the retrier for another attempt; any other
+// failure to obtain leaves the stock untouched.
+func withLock[H any](ctx context.Context, sku string, lease time.Duration,
+	obtain func(ctx context.Context, sku string, ttl time.Duration) (H, error),
+	release func(ctx context.Context, h H), fn func(H) error) error {
+	h, err := obtain(ctx, sku, lease)
 	switch {
 	case errors.Is(err, ErrNotObtained):
 		return stockguard.Retry(err)
@@ -212,8 +221,8 @@ func (g *Guarded) locked(ctx context.Context, sku string, fn func(hold) error) e
 	defer func() {
 		// The outcome is decided; a failed release only leaves the lock to
 		// expire. Release even when the caller's context has just ended.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.ttl)
-		h.release(rctx)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease)
+		release(rctx, h)
 		cancel()
 	}()
 	return fn(h)

@@ -392,20 +392,16 @@ func (s *Segmented) readLevels(ctx context.Context, sku string, n int) ([]int64,
 
 // locked runs fn holding sku's gather lock; a busy lock asks for a retry.
 func (s *Segmented) locked(ctx context.Context, sku string, fn func(*Lock) error) error {
-	l, err := s.gather.Obtain(ctx, sku, s.lease)
-	switch {
-	case errors.Is(err, ErrNotObtained):
-		return stockguard.Retry(err)
-	case err != nil:
-		return fmt.Errorf("redislock: lock %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
-	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
-		_ = l.Release(rctx)
-		cancel()
-	}()
-	return fn(l)
+	return withLock(ctx, sku, s.lease, s.obtainGather, releaseLock, fn)
 }
+
+// obtainGather takes sku's gather lock in one attempt.
+func (s *Segmented) obtainGather(ctx context.Context, sku string, ttl time.Duration) (*Lock, error) {
+	return s.gather.Obtain(ctx, sku, ttl)
+}
+
+// releaseLock releases l; a failure leaves it to expire.
+func releaseLock(ctx context.Context, l *Lock) { _ = l.Release(ctx) }
 
 // gatherTake serves qty units of sku under the gather lock: from one
 // segment if one has them by now, else by a gather.
