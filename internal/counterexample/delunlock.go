@@ -51,21 +51,12 @@ func (d *DelUnlock) Decrement(ctx context.Context, sku string, qty int64) error 
 		return err
 	}
 	lock := d.keys.Lock(sku)
-	deadline := time.Now().Add(lockWait)
-	for {
+	err := spinLock(ctx, sku, func() (bool, error) {
 		ok, err := d.rdb.SetNX(ctx, lock, "1", d.ttl).Result()
-		if err != nil {
-			return redisx.Classify(ctx, err, redisx.Write)
-		}
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			return contention(sku)
-		}
-		if err := spin(ctx); err != nil {
-			return err
-		}
+		return ok, redisx.Classify(ctx, err, redisx.Write)
+	})
+	if err != nil {
+		return err
 	}
 	defer func() {
 		d.stall.maybe()

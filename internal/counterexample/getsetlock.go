@@ -57,23 +57,13 @@ func (g *GetSetLock) Decrement(ctx context.Context, sku string, qty int64) error
 		return err
 	}
 	lock := g.keys.Lock(sku)
-	deadline := time.Now().Add(lockWait)
 	var value string
-	for {
+	err := spinLock(ctx, sku, func() (bool, error) {
 		value = strconv.FormatInt(time.Now().Add(g.timeout).UnixMilli(), 10)
-		ok, err := g.tryLock(ctx, lock, value)
-		if err != nil {
-			return err
-		}
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			return contention(sku)
-		}
-		if err := spin(ctx); err != nil {
-			return err
-		}
+		return g.tryLock(ctx, lock, value)
+	})
+	if err != nil {
+		return err
 	}
 	defer g.unlock(context.WithoutCancel(ctx), lock, value)
 	return g.takeUnlocked(ctx, sku, qty, g.stall)

@@ -71,7 +71,7 @@ func (s redisStock) takeUnlocked(ctx context.Context, sku string, qty int64, sta
 		return err
 	}
 	if have < qty {
-		return fmt.Errorf("%w: %q has %d, asked %d", stockguard.ErrInsufficientStock, sku, have, qty)
+		return insufficient(sku, have, qty)
 	}
 	stall.maybe()
 	return s.write(ctx, sku, have-qty)
@@ -111,6 +111,25 @@ func spin(ctx context.Context) error {
 // lockWait bounds how long a lock-based counterexample waits for its lock
 // before giving up with ErrContention.
 const lockWait = 5 * time.Second
+
+// spinLock calls try until it takes sku's lock, spinning between tries;
+// after lockWait it gives up with ErrContention. try's errors end the wait
+// as they are.
+func spinLock(ctx context.Context, sku string, try func() (bool, error)) error {
+	deadline := time.Now().Add(lockWait)
+	for {
+		ok, err := try()
+		if err != nil || ok {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return contention(sku)
+		}
+		if err := spin(ctx); err != nil {
+			return err
+		}
+	}
+}
 
 func contention(sku string) error {
 	return fmt.Errorf("%w: lock on %q not obtained within %v", stockguard.ErrContention, sku, lockWait)

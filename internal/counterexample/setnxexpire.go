@@ -50,30 +50,32 @@ func (s *SetNXExpire) Decrement(ctx context.Context, sku string, qty int64) erro
 		return err
 	}
 	lock := s.keys.Lock(sku)
-	deadline := time.Now().Add(lockWait)
+	if err := spinLock(ctx, sku, func() (bool, error) { return s.tryLock(ctx, lock) }); err != nil {
+		return err
+	}
+	defer s.rdb.Del(context.WithoutCancel(ctx), lock)
+	return s.takeUnlocked(ctx, sku, qty, Stall{})
+}
+
+// tryLock SETNXes the lock and then EXPIREs it, in two commands; a lock
+// it finds without a TTL it deletes and tries again at once.
+func (s *SetNXExpire) tryLock(ctx context.Context, lock string) (bool, error) {
 	for {
 		ok, err := s.rdb.SetNX(ctx, lock, "1", 0).Result()
 		if err != nil {
-			return redisx.Classify(ctx, err, redisx.Write)
+			return false, redisx.Classify(ctx, err, redisx.Write)
 		}
 		if ok {
 			if err := s.rdb.Expire(ctx, lock, s.ttl).Err(); err != nil {
-				return redisx.Classify(ctx, err, redisx.Write)
+				return false, redisx.Classify(ctx, err, redisx.Write)
 			}
-			break
+			return true, nil
 		}
 		// The orphan repair: a lock without a TTL "must" be a crashed holder's.
 		if ttl, err := s.rdb.TTL(ctx, lock).Result(); err == nil && ttl == -1 {
 			s.rdb.Del(ctx, lock)
 			continue
 		}
-		if time.Now().After(deadline) {
-			return contention(sku)
-		}
-		if err := spin(ctx); err != nil {
-			return err
-		}
+		return false, nil
 	}
-	defer s.rdb.Del(context.WithoutCancel(ctx), lock)
-	return s.takeUnlocked(ctx, sku, qty, Stall{})
 }
