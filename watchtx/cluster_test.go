@@ -28,30 +28,7 @@ func TestInventory_cluster_retriesOnConflict(t *testing.T) {
 	rdb := cluster.Client()
 	t.Cleanup(func() { rdb.Close() })
 	rdb.OnNewNode(func(node *redis.Client) {
-		node.AddHook(afterGet{key: key, fn: func(ctx context.Context) {
-			if writes.CompareAndSwap(0, 1) {
-				if err := other.DecrBy(ctx, key, 1).Err(); err != nil {
-					t.Errorf("the conflicting write: %v", err)
-				}
-			}
-		}})
+		node.AddHook(conflictingWrite(t, other, key, &writes))
 	})
-
-	inv := New(rdb, WithPrefix(prefix))
-	ctx := t.Context()
-	if err := inv.SetStock(ctx, "sku", 10); err != nil {
-		t.Fatal(err)
-	}
-	if err := inv.Decrement(ctx, "sku", 2); err != nil {
-		t.Fatalf("Decrement with one conflict: %v", err)
-	}
-	if writes.Load() != 1 {
-		t.Fatal("the conflicting write did not happen")
-	}
-	if got := inv.Retries(); got != 1 {
-		t.Errorf("Retries = %d, want 1", got)
-	}
-	if n, err := inv.Stock(ctx, "sku"); n != 7 || err != nil {
-		t.Fatalf("Stock = %d, %v; want 7 (10 - 1 by the other client - 2)", n, err)
-	}
+	checkRetriedOnce(t, New(rdb, WithPrefix(prefix)), &writes)
 }

@@ -53,20 +53,27 @@ func conflictOnce(t *testing.T, prefix, sku string) (*redis.Client, *atomic.Int6
 	rdb := backends.RedisClient(t)
 	key := rediskeys.Keys{Prefix: prefix}.Stock(sku)
 	var writes atomic.Int64
-	rdb.AddHook(afterGet{key: key, fn: func(ctx context.Context) {
+	rdb.AddHook(conflictingWrite(t, other, key, &writes))
+	return rdb, &writes
+}
+
+// conflictingWrite returns a hook that, after the first GET of key, has
+// other take 1 unit of it and counts that write in writes.
+func conflictingWrite(t *testing.T, other redis.Cmdable, key string, writes *atomic.Int64) afterGet {
+	return afterGet{key: key, fn: func(ctx context.Context) {
 		if writes.CompareAndSwap(0, 1) {
 			if err := other.DecrBy(ctx, key, 1).Err(); err != nil {
 				t.Errorf("the conflicting write: %v", err)
 			}
 		}
-	}})
-	return rdb, &writes
+	}}
 }
 
-func TestInventory_Decrement_retriesOnConflict(t *testing.T) {
-	prefix := redistest.Prefix(t, backends.RedisClient(t))
-	rdb, writes := conflictOnce(t, prefix, "sku")
-	inv := New(rdb, WithPrefix(prefix))
+// checkRetriedOnce decrements 2 of 10 units through inv, whose first
+// attempt meets the one conflicting write counted in writes, and checks
+// that one retry took them.
+func checkRetriedOnce(t *testing.T, inv *Inventory, writes *atomic.Int64) {
+	t.Helper()
 	ctx := t.Context()
 	if err := inv.SetStock(ctx, "sku", 10); err != nil {
 		t.Fatal(err)
@@ -83,6 +90,12 @@ func TestInventory_Decrement_retriesOnConflict(t *testing.T) {
 	if n, err := inv.Stock(ctx, "sku"); n != 7 || err != nil {
 		t.Fatalf("Stock = %d, %v; want 7 (10 - 1 by the other client - 2)", n, err)
 	}
+}
+
+func TestInventory_Decrement_retriesOnConflict(t *testing.T) {
+	prefix := redistest.Prefix(t, backends.RedisClient(t))
+	rdb, writes := conflictOnce(t, prefix, "sku")
+	checkRetriedOnce(t, New(rdb, WithPrefix(prefix)), writes)
 }
 
 func TestInventory_Decrement_oneAttemptGivesUp(t *testing.T) {
