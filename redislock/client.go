@@ -94,6 +94,28 @@ type obtainOptions struct {
 	reentrant bool
 }
 
+// obtainSetup applies opts and checks ttl, which Redis keeps in whole
+// milliseconds; a ttl below 1ms is an error wrapping
+// stockguard.ErrInvalidRequest.
+func obtainSetup(ttl time.Duration, opts []ObtainOption) (obtainOptions, time.Duration, error) {
+	var o obtainOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	ttl, err := leaseTTL(ttl)
+	return o, ttl, err
+}
+
+// leaseTTL drops ttl's sub-millisecond part; what is left must be at least
+// 1ms, else the error wraps stockguard.ErrInvalidRequest.
+func leaseTTL(ttl time.Duration) (time.Duration, error) {
+	ttl = ttl.Truncate(time.Millisecond)
+	if ttl < time.Millisecond {
+		return 0, fmt.Errorf("%w: redislock: lock ttl %v below 1ms", stockguard.ErrInvalidRequest, ttl)
+	}
+	return ttl, nil
+}
+
 // Retry sets how Obtain retries while the lock is held by someone else.
 // Default NoRetry() (one attempt), or LinearBackoff(time.Second) with Notify.
 // Whatever the strategy, Obtain stops when its context ends.
@@ -150,13 +172,9 @@ func (c *Client) keysFor(key string) lockKeys {
 //     failed after the script was sent, the lock may have been taken: it
 //     then expires after ttl.
 func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...ObtainOption) (*Lock, error) {
-	var o obtainOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	ttl = ttl.Truncate(time.Millisecond)
-	if ttl < time.Millisecond {
-		return nil, fmt.Errorf("%w: redislock: lock ttl %v below 1ms", stockguard.ErrInvalidRequest, ttl)
+	o, ttl, err := obtainSetup(ttl, opts)
+	if err != nil {
+		return nil, err
 	}
 	if o.reentrant && o.owner.id == "" {
 		return nil, fmt.Errorf("%w: redislock: reentrant lock with a zero Owner (use NewOwner)", stockguard.ErrInvalidRequest)

@@ -123,9 +123,9 @@ func (l *Lock) release(ctx context.Context) (bool, error) {
 //     released or has seen the lock lost;
 //   - any other error is Redis failing.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
-	ttl = ttl.Truncate(time.Millisecond)
-	if ttl < time.Millisecond {
-		return fmt.Errorf("%w: redislock: lock ttl %v below 1ms", stockguard.ErrInvalidRequest, ttl)
+	ttl, err := leaseTTL(ttl)
+	if err != nil {
+		return err
 	}
 	if err := stockguard.Canceled(ctx); err != nil {
 		return err

@@ -170,14 +170,10 @@ func (r *Redlock) keys(i int, key string) lockKeys {
 //     joined), or obtaining took so long that no validity was left; joined
 //     with ctx's error when ctx ended meanwhile.
 func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...ObtainOption) (*QuorumLock, error) {
-	var o obtainOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	ttl = ttl.Truncate(time.Millisecond)
+	o, ttl, err := obtainSetup(ttl, opts)
 	switch {
-	case ttl < time.Millisecond:
-		return nil, fmt.Errorf("%w: redislock: lock ttl %v below 1ms", stockguard.ErrInvalidRequest, ttl)
+	case err != nil:
+		return nil, err
 	case o.notify || o.watchdog || o.reentrant:
 		return nil, fmt.Errorf("%w: redislock: Redlock supports no Notify, Watchdog, MaxHold or Reentrant", stockguard.ErrInvalidRequest)
 	}
@@ -539,9 +535,9 @@ func (l *QuorumLock) Release(ctx context.Context) error {
 //   - any other error is masters failing or answering too late (joined):
 //     the old validity still stands, and Refresh may be tried again.
 func (l *QuorumLock) Refresh(ctx context.Context, ttl time.Duration) error {
-	ttl = ttl.Truncate(time.Millisecond)
-	if ttl < time.Millisecond {
-		return fmt.Errorf("%w: redislock: lock ttl %v below 1ms", stockguard.ErrInvalidRequest, ttl)
+	ttl, err := leaseTTL(ttl)
+	if err != nil {
+		return err
 	}
 	if err := stockguard.Canceled(ctx); err != nil {
 		return err
