@@ -48,8 +48,16 @@ type Suite struct {
 	// SKUs is the number of SKUs of the many-SKU conservation case, each
 	// stocked with Stock/SKUs units. Default 16.
 	SKUs int
-	// Timeout bounds each conservation case. Default 2 minutes.
+	// Timeout bounds each conservation case and the linearizability case.
+	// Default 2 minutes.
 	Timeout time.Duration
+	// StockNotLinearizable declares that Stock only promises a level between
+	// those at the start and at the end of the call, as a sum of levels read
+	// one after another does. Linearizable/OneSKU then leaves Stock reads
+	// made while Decrements run out of its history, and still checks the
+	// Decrements and one Stock read made after all of them returned.
+	// Default false: every Stock read must be linearizable.
+	StockNotLinearizable bool
 }
 
 func (s Suite) withDefaults() Suite {
@@ -140,6 +148,7 @@ func (s Suite) Cases() []Case {
 		{"Conservation/ManySKUs", func(ctx context.Context, subj Subject) []Violation {
 			return s.conservation(ctx, subj, s.SKUs, max(1, s.Stock/int64(s.SKUs)))
 		}},
+		{"Linearizable/OneSKU", s.linearizable},
 	}
 }
 

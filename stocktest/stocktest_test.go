@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/memstock"
@@ -87,6 +88,50 @@ func (r *racy) Stock(ctx context.Context, sku string) (int64, error) {
 	return c.Load(), nil
 }
 
+// cacheAside serves Stock from a cache that writes invalidate, filling it
+// after reading the store: a read that races a Decrement can put the level
+// from before the Decrement back into the cache, where it stays until the
+// next write. Sequential reads and final tallies are all correct.
+type cacheAside struct {
+	*memstock.Store
+	mu    sync.Mutex
+	cache map[string]int64
+}
+
+func (c *cacheAside) invalidate(sku string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.cache, sku)
+}
+
+func (c *cacheAside) Decrement(ctx context.Context, sku string, qty int64) error {
+	defer c.invalidate(sku)
+	return c.Store.Decrement(ctx, sku, qty)
+}
+
+func (c *cacheAside) SetStock(ctx context.Context, sku string, qty int64) error {
+	defer c.invalidate(sku)
+	return c.Store.SetStock(ctx, sku, qty)
+}
+
+func (c *cacheAside) Stock(ctx context.Context, sku string) (int64, error) {
+	c.mu.Lock()
+	level, ok := c.cache[sku]
+	c.mu.Unlock()
+	if ok {
+		return level, nil
+	}
+	level, err := c.Store.Stock(ctx, sku)
+	if err != nil {
+		return 0, err
+	}
+	time.Sleep(50 * time.Microsecond) // the round trip to the cache server
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cache[sku] = level
+	return level, nil
+}
+
 // broken wraps the reference inventory with one contract breach.
 type broken struct {
 	*memstock.Store
@@ -103,6 +148,7 @@ func TestCheck_reportsBrokenInventories(t *testing.T) {
 		inv      func() stockguard.Inventory
 		wantCase string
 		wantText string
+		only     bool // no other case notices the breach
 	}{
 		{
 			name:     "read-then-write oversells",
@@ -173,11 +219,25 @@ func TestCheck_reportsBrokenInventories(t *testing.T) {
 			wantCase: "Conservation/",
 			wantText: "not sold out",
 		},
+		{
+			name: "stale cached Stock",
+			inv: func() stockguard.Inventory {
+				return &cacheAside{Store: memstock.New(), cache: map[string]int64{}}
+			},
+			wantCase: "Linearizable/OneSKU",
+			wantText: "not linearizable",
+			only:     true,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := tt.inv()
 			vs := (stocktest.Suite{}).Check(t.Context(), func() stockguard.Inventory { return store })
+			for _, v := range vs {
+				if tt.only && !strings.HasPrefix(v.Case, tt.wantCase) {
+					t.Errorf("want only %s violations, got %v", tt.wantCase, v)
+				}
+			}
 			for _, v := range vs {
 				if strings.HasPrefix(v.Case, tt.wantCase) && strings.Contains(v.Detail, tt.wantText) {
 					return
