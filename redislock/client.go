@@ -167,7 +167,8 @@ func (c *Client) keysFor(key string) lockKeys {
 //     Reentrant with a zero Owner; nothing sent;
 //   - the context's error: ctx ended before the first attempt;
 //   - ErrNotObtained: the lock is held and the retry strategy gave up; if
-//     ctx ended while waiting, ErrNotObtained joined with ctx's error;
+//     ctx ended while waiting (or during a retry), ErrNotObtained joined
+//     with ctx's error;
 //   - any other error is Redis failing (wrapped go-redis error). If it
 //     failed after the script was sent, the lock may have been taken: it
 //     then expires after ttl.
@@ -212,6 +213,16 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		sent := time.Now()
 		token, holder, err := c.attempt(ctx, k, owner, ttl, o.reentrant)
 		if err != nil {
+			if attempt > 1 && ctx.Err() != nil && !o.reentrant {
+				// ctx ended in a retry, which is waiting all the same. The
+				// script may have taken the lock before its reply was lost:
+				// delete it (owner-checked, so only ours) to make "not
+				// obtained" true instead of leaving it until ttl.
+				c.abandon(k, owner)
+				return nil, errors.Join(
+					fmt.Errorf("%w: %q is held by another owner (%d attempts)", ErrNotObtained, key, attempt),
+					stockguard.Canceled(ctx))
+			}
 			return nil, fmt.Errorf("redislock: obtain %q: %w", key, err)
 		}
 		if token > 0 {
@@ -247,6 +258,14 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		case <-wake:
 		}
 	}
+}
+
+// abandon deletes owner's lock on k, if the lock is owner's, on a context of
+// its own: the caller's has ended.
+func (c *Client) abandon(k lockKeys, owner string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = lockReleaseScript.Run(ctx, c.rdb, []string{k.lock}, owner, k.channel).Err()
 }
 
 // attempt runs the obtain script once. It returns the fencing token when
