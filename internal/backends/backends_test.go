@@ -3,7 +3,9 @@ package backends
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -13,7 +15,52 @@ import (
 	"time"
 )
 
-func TestMain(m *testing.M) { Main(m) }
+// panicChild, set in the environment, makes the test binary a child that
+// starts a server and panics (see TestReaper_stopsServerWhenBinaryPanics).
+const panicChild = "STOCKGUARD_TEST_PANIC_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(panicChild) == "1" {
+		r, err := StartLocalRedis(context.Background())
+		if err != nil {
+			fmt.Println("ERR", err)
+			os.Exit(3)
+		}
+		fmt.Println("SERVER", r.Proc.Pid(), r.Proc.Dir)
+		panic("test binary dies without stopping its server")
+	}
+	Main(m)
+}
+
+// TestReaper_stopsServerWhenBinaryPanics runs a child test binary that
+// starts a server and panics, skipping every deferred Close and cleanup:
+// the reaper must still stop the server and remove its temp dir.
+func TestReaper_stopsServerWhenBinaryPanics(t *testing.T) {
+	skipShort(t)
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), panicChild+"=1")
+	out, err := cmd.Output()
+	var pid int
+	var dir string
+	if _, serr := fmt.Sscanf(string(out), "SERVER %d %s", &pid, &dir); serr != nil {
+		unavailable(t, fmt.Errorf("child did not start a server (%v): %s", err, out))
+	}
+	if err == nil {
+		t.Fatalf("child exited cleanly, want a panic: %s", out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, statErr := os.Stat(dir)
+		gone := syscall.Kill(pid, 0) != nil && os.IsNotExist(statErr)
+		if gone {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("20s after the child died: server pid %d alive=%v, dir %s exists=%v", pid, syscall.Kill(pid, 0) == nil, dir, statErr == nil)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
 
 func TestStartLocalRedis_killRestartClose(t *testing.T) {
 	rs := PrivateRedis(t, 1)
