@@ -23,12 +23,7 @@ type tally struct {
 // take 1–3 units at a time until every SKU is sold out. It checks that
 // units acknowledged equal units gone (allowing for outcomes reported
 // unknown), that no level goes below zero, and that everything sells.
-func (s Suite) conservation(ctx context.Context, subj Subject, skus int, stock int64) []Violation {
-	name := "Conservation/OneSKU"
-	if skus > 1 {
-		name = "Conservation/ManySKUs"
-	}
-	r := &recorder{name: name}
+func (s Suite) conservation(ctx context.Context, subj Subject, r *recorder, skus int, stock int64) {
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
 
@@ -37,7 +32,7 @@ func (s Suite) conservation(ctx context.Context, subj Subject, skus int, stock i
 	for i := range names {
 		names[i] = subj.SKU(fmt.Sprintf("conserve-%d", i))
 		if !r.set(ctx, instances[0], names[i], stock) {
-			return r.vs
+			return
 		}
 	}
 
@@ -51,7 +46,7 @@ func (s Suite) conservation(ctx context.Context, subj Subject, skus int, stock i
 	wg.Wait()
 	if ctx.Err() != nil {
 		r.add("did not sell out within %v", s.Timeout)
-		return r.vs
+		return
 	}
 
 	var contention int64
@@ -84,7 +79,6 @@ func (s Suite) conservation(ctx context.Context, subj Subject, skus int, stock i
 			r.add("%q not sold out: %d left after every buyer was refused", sku, final)
 		}
 	}
-	return r.vs
 }
 
 // drain buys from skus until each has refused a single unit.

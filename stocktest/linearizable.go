@@ -94,15 +94,14 @@ var stockModel = porcupine.NondeterministicModel{
 // catches stale or torn Stock reads that the conservation cases, which read
 // only once everything is over, cannot see. With s.StockNotLinearizable only
 // the last read is checked.
-func (s Suite) linearizable(ctx context.Context, subj Subject) []Violation {
-	r := &recorder{name: "Linearizable/OneSKU"}
+func (s Suite) linearizable(ctx context.Context, subj Subject, r *recorder) {
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
 
 	instances := []stockguard.Inventory{subj.New(), subj.New()}
 	sku := subj.SKU("linearizable")
 	if !r.set(ctx, instances[0], sku, linStock) {
-		return r.vs
+		return
 	}
 
 	start := time.Now()
@@ -130,7 +129,7 @@ func (s Suite) linearizable(ctx context.Context, subj Subject) []Violation {
 	wg.Wait()
 	if ctx.Err() != nil {
 		r.add("did not finish %d operations within %v", linGoroutines*linOps, s.Timeout)
-		return r.vs
+		return
 	}
 	// A last read after every call returned pins the final level.
 	op, stray := linCall(ctx, instances[1], sku, 0, linGoroutines, start)
@@ -166,7 +165,6 @@ func (s Suite) linearizable(ctx context.Context, subj Subject) []Violation {
 		}
 		r.add("history of %d Decrements and %d Stock reads from a stock of %d is not linearizable: at most %d operations fit one sequential order", takes, reads, linStock, longest)
 	}
-	return r.vs
 }
 
 // linCall makes one timed call: a Decrement of qty, or a Stock read when

@@ -134,22 +134,32 @@ func uniqueSKU(base, tag string) string {
 func (s Suite) Cases() []Case {
 	s = s.withDefaults()
 	return []Case{
-		{"RoundTrip", checkRoundTrip},
-		{"Decrement", checkDecrement},
-		{"SellOut", checkSellOut},
-		{"Insufficient", checkInsufficient},
-		{"UnknownSKU", checkUnknownSKU},
-		{"InvalidInput", checkInvalidInput},
-		{"OddSKUs", checkOddSKUs},
-		{"CanceledContext", checkCanceled},
-		{"Conservation/OneSKU", func(ctx context.Context, subj Subject) []Violation {
-			return s.conservation(ctx, subj, 1, s.Stock)
-		}},
-		{"Conservation/ManySKUs", func(ctx context.Context, subj Subject) []Violation {
-			return s.conservation(ctx, subj, s.SKUs, max(1, s.Stock/int64(s.SKUs)))
-		}},
-		{"Linearizable/OneSKU", s.linearizable},
+		named("RoundTrip", checkRoundTrip),
+		named("Decrement", checkDecrement),
+		named("SellOut", checkSellOut),
+		named("Insufficient", checkInsufficient),
+		named("UnknownSKU", checkUnknownSKU),
+		named("InvalidInput", checkInvalidInput),
+		named("OddSKUs", checkOddSKUs),
+		named("CanceledContext", checkCanceled),
+		named("Conservation/OneSKU", func(ctx context.Context, subj Subject, r *recorder) {
+			s.conservation(ctx, subj, r, 1, s.Stock)
+		}),
+		named("Conservation/ManySKUs", func(ctx context.Context, subj Subject, r *recorder) {
+			s.conservation(ctx, subj, r, s.SKUs, max(1, s.Stock/int64(s.SKUs)))
+		}),
+		named("Linearizable/OneSKU", s.linearizable),
 	}
+}
+
+// named makes a Case whose check reports through a recorder carrying the
+// case's name, so that the name is written once.
+func named(name string, check func(ctx context.Context, s Subject, r *recorder)) Case {
+	return Case{Name: name, Check: func(ctx context.Context, s Subject) []Violation {
+		r := &recorder{name: name}
+		check(ctx, s, r)
+		return r.vs
+	}}
 }
 
 // recorder collects a case's violations.
@@ -199,8 +209,7 @@ func (r *recorder) dec(ctx context.Context, inv stockguard.Inventory, sku string
 	r.expect(fmt.Sprintf("Decrement(%q, %d)", sku, qty), inv.Decrement(ctx, sku, qty), want)
 }
 
-func checkRoundTrip(ctx context.Context, s Subject) []Violation {
-	r := &recorder{name: "RoundTrip"}
+func checkRoundTrip(ctx context.Context, s Subject, r *recorder) {
 	a, b := s.New(), s.New()
 	sku := s.SKU("roundtrip")
 	for _, qty := range []int64{42, 7, 0, stockguard.MaxQty} {
@@ -212,11 +221,9 @@ func checkRoundTrip(ctx context.Context, s Subject) []Violation {
 	// MaxQty is where a double-based implementation (Redis Lua) would round.
 	r.dec(ctx, b, sku, 1, nil)
 	r.level(ctx, a, sku, stockguard.MaxQty-1)
-	return r.vs
 }
 
-func checkDecrement(ctx context.Context, s Subject) []Violation {
-	r := &recorder{name: "Decrement"}
+func checkDecrement(ctx context.Context, s Subject, r *recorder) {
 	a, b := s.New(), s.New()
 	sku := s.SKU("decrement")
 	if r.set(ctx, a, sku, 10) {
@@ -225,11 +232,9 @@ func checkDecrement(ctx context.Context, s Subject) []Violation {
 		r.dec(ctx, b, sku, 2, nil)
 		r.level(ctx, a, sku, 5)
 	}
-	return r.vs
 }
 
-func checkSellOut(ctx context.Context, s Subject) []Violation {
-	r := &recorder{name: "SellOut"}
+func checkSellOut(ctx context.Context, s Subject, r *recorder) {
 	inv := s.New()
 	sku := s.SKU("sellout")
 	if r.set(ctx, inv, sku, 5) {
@@ -238,11 +243,9 @@ func checkSellOut(ctx context.Context, s Subject) []Violation {
 		r.dec(ctx, inv, sku, 1, stockguard.ErrInsufficientStock)
 		r.level(ctx, inv, sku, 0)
 	}
-	return r.vs
 }
 
-func checkInsufficient(ctx context.Context, s Subject) []Violation {
-	r := &recorder{name: "Insufficient"}
+func checkInsufficient(ctx context.Context, s Subject, r *recorder) {
 	inv := s.New()
 	sku := s.SKU("insufficient")
 	if r.set(ctx, inv, sku, 5) {
@@ -250,18 +253,15 @@ func checkInsufficient(ctx context.Context, s Subject) []Violation {
 		r.dec(ctx, inv, sku, stockguard.MaxQty, stockguard.ErrInsufficientStock)
 		r.level(ctx, inv, sku, 5)
 	}
-	return r.vs
 }
 
-func checkUnknownSKU(ctx context.Context, s Subject) []Violation {
-	r := &recorder{name: "UnknownSKU"}
+func checkUnknownSKU(ctx context.Context, s Subject, r *recorder) {
 	inv := s.New()
 	sku := s.SKU("never-stocked")
 	r.dec(ctx, inv, sku, 1, stockguard.ErrUnknownSKU)
 	// A DECRBY on a missing Redis key would have created it at -1.
 	_, err := inv.Stock(ctx, sku)
 	r.expect("Stock of a never-stocked SKU after Decrement", err, stockguard.ErrUnknownSKU)
-	return r.vs
 }
 
 // Invalid inputs of DESIGN.md's validation rules.
@@ -282,12 +282,11 @@ var (
 	badLevels = []int64{-1, stockguard.MaxQty + 1, -1 << 63, 1<<63 - 1}
 )
 
-func checkInvalidInput(ctx context.Context, s Subject) []Violation {
-	r := &recorder{name: "InvalidInput"}
+func checkInvalidInput(ctx context.Context, s Subject, r *recorder) {
 	inv := s.New()
 	sku := s.SKU("valid")
 	if !r.set(ctx, inv, sku, 10) {
-		return r.vs
+		return
 	}
 	// Validation comes before any I/O, so even a dead context must yield
 	// ErrInvalidRequest, not a context error.
@@ -308,14 +307,12 @@ func checkInvalidInput(ctx context.Context, s Subject) []Violation {
 		}
 	}
 	r.level(ctx, inv, sku, 10)
-	return r.vs
 }
 
 // checkOddSKUs stocks SKUs that look like SQL, Redis patterns or hash tags,
 // or differ only in case, trailing space or Unicode normalisation, and checks
 // each is its own independent SKU.
-func checkOddSKUs(ctx context.Context, s Subject) []Violation {
-	r := &recorder{name: "OddSKUs"}
+func checkOddSKUs(ctx context.Context, s Subject, r *recorder) {
 	a, b := s.New(), s.New()
 	tag := s.SKU("")
 	odd := []string{
@@ -341,7 +338,7 @@ func checkOddSKUs(ctx context.Context, s Subject) []Violation {
 		ok = r.set(ctx, a, sku, int64(100+i)) && ok
 	}
 	if !ok {
-		return r.vs
+		return
 	}
 	for i, sku := range odd {
 		r.dec(ctx, b, sku, int64(i+1), nil)
@@ -349,15 +346,13 @@ func checkOddSKUs(ctx context.Context, s Subject) []Violation {
 	for i, sku := range odd {
 		r.level(ctx, a, sku, int64(100+i)-int64(i+1))
 	}
-	return r.vs
 }
 
-func checkCanceled(ctx context.Context, s Subject) []Violation {
-	r := &recorder{name: "CanceledContext"}
+func checkCanceled(ctx context.Context, s Subject, r *recorder) {
 	inv := s.New()
 	sku := s.SKU("canceled")
 	if !r.set(ctx, inv, sku, 10) {
-		return r.vs
+		return
 	}
 	dead, cancel := context.WithCancel(ctx)
 	cancel()
@@ -377,5 +372,4 @@ func checkCanceled(ctx context.Context, s Subject) []Violation {
 	r.level(ctx, inv, sku, 10)
 	_, err := inv.Stock(ctx, other)
 	r.expect("Stock of a SKU only touched with a canceled context", err, stockguard.ErrUnknownSKU)
-	return r.vs
 }
