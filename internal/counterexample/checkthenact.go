@@ -6,7 +6,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard"
-	"github.com/stockguard/stockguard/internal/rediskeys"
 )
 
 // CheckThenAct is the first thing everyone writes (seed 004's Redis code,
@@ -23,7 +22,7 @@ var _ stockguard.Inventory = (*CheckThenAct)(nil)
 
 // NewCheckThenAct keeps stock under "<prefix>stock:{sku}".
 func NewCheckThenAct(rdb redis.UniversalClient, prefix string) *CheckThenAct {
-	return &CheckThenAct{redisStock{rdb: rdb, keys: rediskeys.Keys{Prefix: prefix}}}
+	return &CheckThenAct{newRedisStock(rdb, prefix)}
 }
 
 // Decrement reads, checks and writes back sku's stock in three steps.

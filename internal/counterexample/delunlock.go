@@ -7,7 +7,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard"
-	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
@@ -36,7 +35,7 @@ var _ stockguard.Inventory = (*DelUnlock)(nil)
 // 10ms stall before the unlock.
 func NewDelUnlock(rdb redis.UniversalClient, prefix string) *DelUnlock {
 	return &DelUnlock{
-		redisStock: redisStock{rdb: rdb, keys: rediskeys.Keys{Prefix: prefix}},
+		redisStock: newRedisStock(rdb, prefix),
 		ttl:        5 * time.Millisecond,
 		stall:      Stall{Chance: 0.02, For: 10 * time.Millisecond},
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard"
-	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
@@ -42,7 +41,7 @@ var _ stockguard.Inventory = (*GetSetLock)(nil)
 // of a 10ms stall inside the critical section.
 func NewGetSetLock(rdb redis.UniversalClient, prefix string) *GetSetLock {
 	return &GetSetLock{
-		redisStock: redisStock{rdb: rdb, keys: rediskeys.Keys{Prefix: prefix}},
+		redisStock: newRedisStock(rdb, prefix),
 		timeout:    5 * time.Millisecond,
 		stall:      Stall{Chance: 0.02, For: 10 * time.Millisecond},
 	}

@@ -2,7 +2,6 @@ package counterexample
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -21,46 +20,33 @@ type redisStock struct {
 	keys rediskeys.Keys
 }
 
+func newRedisStock(rdb redis.UniversalClient, prefix string) redisStock {
+	return redisStock{rdb: rdb, keys: rediskeys.Keys{Prefix: prefix}}
+}
+
+func (s redisStock) levels() redisx.Levels {
+	return redisx.Levels{Client: s.rdb, Keys: s.keys, Pkg: "counterexample"}
+}
+
 // SetStock creates or overwrites sku's stock level.
 func (s redisStock) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.ValidateSet(sku, qty); err != nil {
-		return err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
-		return err
-	}
-	return redisx.Classify(ctx, s.rdb.Process(ctx, redisx.Once(redis.NewStatusCmd(ctx, "set", s.keys.Stock(sku), qty))), redisx.Write)
+	return s.levels().Set(ctx, sku, qty)
 }
 
 // Stock returns sku's stock level, or ErrUnknownSKU.
 func (s redisStock) Stock(ctx context.Context, sku string) (int64, error) {
-	if err := stockguard.ValidateSKU(sku); err != nil {
-		return 0, err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
-		return 0, err
-	}
-	return s.read(ctx, sku)
+	return s.levels().Get(ctx, sku)
 }
 
 // read GETs sku's stock level.
 func (s redisStock) read(ctx context.Context, sku string) (int64, error) {
-	key := s.keys.Stock(sku)
-	v, err := s.rdb.Get(ctx, key).Result()
-	if errors.Is(err, redis.Nil) {
-		return 0, fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
-	}
-	if err != nil {
-		return 0, redisx.Classify(ctx, err, redisx.Read)
-	}
-	return redisx.ParseLevel(key, v)
+	return redisx.GetLevel(ctx, s.rdb, s.keys.Stock(sku))
 }
 
 // write SETs sku's stock level to a value computed from an earlier read:
 // the step that makes every pattern here a read-modify-write.
 func (s redisStock) write(ctx context.Context, sku string, level int64) error {
-	err := s.rdb.Process(ctx, redisx.Once(redis.NewStatusCmd(ctx, "set", s.keys.Stock(sku), level)))
-	return redisx.Classify(ctx, err, redisx.Write)
+	return redisx.SetLevel(ctx, s.rdb, s.keys.Stock(sku), level)
 }
 
 // takeUnlocked is the seeds' critical section: read, check, (stall), write

@@ -7,7 +7,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard"
-	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
@@ -38,7 +37,7 @@ var _ stockguard.Inventory = (*SetNXExpire)(nil)
 // "<prefix>lock:{sku}", with a 10s lock TTL (long: this pattern does not
 // need a short TTL to fail).
 func NewSetNXExpire(rdb redis.UniversalClient, prefix string) *SetNXExpire {
-	return &SetNXExpire{redisStock: redisStock{rdb: rdb, keys: rediskeys.Keys{Prefix: prefix}}, ttl: 10 * time.Second}
+	return &SetNXExpire{redisStock: newRedisStock(rdb, prefix), ttl: 10 * time.Second}
 }
 
 // Decrement locks sku with SETNX + EXPIRE, reads, checks, writes, DELs.
