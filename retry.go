@@ -101,9 +101,6 @@ func NewRetrier(policy RetryPolicy) *Retrier {
 	return &Retrier{policy: policy.withDefaults()}
 }
 
-// Policy returns the effective policy, defaults filled in.
-func (r *Retrier) Policy() RetryPolicy { return r.policy }
-
 // Retries returns the number of retries made since r was created.
 func (r *Retrier) Retries() int64 { return r.retries.Load() }
 
