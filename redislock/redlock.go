@@ -313,10 +313,11 @@ wait:
 	return calls
 }
 
-// callTally counts the calls of a fanout that have returned.
+// callTally counts the calls of a fanout that have returned; those that
+// answered no are counted nowhere.
 type callTally struct {
-	ok, refused, unanswered int
-	errs                    []error
+	ok, unanswered int
+	errs           []error
 }
 
 func tally(calls []*nodeCall) callTally {
@@ -330,8 +331,6 @@ func tally(calls []*nodeCall) callTally {
 			t.errs = append(t.errs, c.err)
 		case c.ok:
 			t.ok++
-		default:
-			t.refused++
 		}
 	}
 	return t
