@@ -59,10 +59,7 @@ func (a *Atomic) Retries() int64 { return a.retrier.Retries() }
 // or no connection: nothing changed), ErrOutcomeUnknown (the connection
 // failed after the UPDATE was sent), or the context's error (nothing sent).
 func (a *Atomic) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := a.validate(sku, qty); err != nil {
-		return err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := a.check(ctx, stockguard.Validate(sku, qty)); err != nil {
 		return err
 	}
 	return a.retrier.Do(ctx, func(ctx context.Context) error {

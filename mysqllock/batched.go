@@ -183,10 +183,7 @@ func (bt *batch) leave() {
 // ErrInsufficientStock even when the batch's COMMIT fails, because the
 // write never included it.
 func (b *Batched) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := b.validate(sku, qty); err != nil {
-		return err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := b.check(ctx, stockguard.Validate(sku, qty)); err != nil {
 		return err
 	}
 	r := &request{qty: qty}

@@ -42,16 +42,11 @@ func NewFencedStore(db *sqlx.DB, opts ...Option) *FencedStore {
 // (the connection failed after the UPDATE was sent) or the context's error
 // (nothing sent).
 func (f *FencedStore) WriteFenced(ctx context.Context, sku string, qty, token int64) error {
-	if err := f.check(sku); err != nil {
-		return err
+	invalid := stockguard.ValidateSet(sku, qty)
+	if invalid == nil && token < 1 {
+		invalid = fmt.Errorf("%w: fencing token %d, want ≥ 1", stockguard.ErrInvalidRequest, token)
 	}
-	if err := stockguard.ValidateLevel(qty); err != nil {
-		return err
-	}
-	if token < 1 {
-		return fmt.Errorf("%w: fencing token %d, want ≥ 1", stockguard.ErrInvalidRequest, token)
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := f.check(ctx, invalid); err != nil {
 		return err
 	}
 	conn, err := f.conn(ctx)

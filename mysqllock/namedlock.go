@@ -79,10 +79,7 @@ func (n *NamedLock) Retries() int64 { return n.retrier.Retries() }
 // changed), ErrOutcomeUnknown (the connection failed after the UPDATE was
 // sent), or the context's error (nothing changed).
 func (n *NamedLock) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := n.validate(sku, qty); err != nil {
-		return err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := n.check(ctx, stockguard.Validate(sku, qty)); err != nil {
 		return err
 	}
 	return n.retrier.Do(ctx, func(ctx context.Context) error {
@@ -101,10 +98,7 @@ func (n *NamedLock) Decrement(ctx context.Context, sku string, qty int64) error 
 // stockguard.ErrInvalidRequest, ErrContention (not obtained within the
 // timeout, or no connection) or the context's error.
 func (n *NamedLock) WithLock(ctx context.Context, sku string, fn func(ctx context.Context, conn *sqlx.Conn) error) error {
-	if err := n.check(sku); err != nil {
-		return err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := n.check(ctx, stockguard.ValidateSKU(sku)); err != nil {
 		return err
 	}
 	return n.hold(ctx, sku, fn)

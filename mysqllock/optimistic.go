@@ -70,10 +70,7 @@ var errConflict = errors.New("mysqllock: version changed between read and write"
 // (before the first attempt: nothing sent; while backing off it is joined
 // with ErrContention: nothing changed).
 func (o *Optimistic) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := o.validate(sku, qty); err != nil {
-		return err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := o.check(ctx, stockguard.Validate(sku, qty)); err != nil {
 		return err
 	}
 	return o.retrier.Do(ctx, func(ctx context.Context) error {

@@ -70,10 +70,7 @@ func (p *Pessimistic) Retries() int64 { return p.retrier.Retries() }
 // context's error (nothing changed; a context that ends while the row lock
 // is awaited ends the wait at once).
 func (p *Pessimistic) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := p.validate(sku, qty); err != nil {
-		return err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := p.check(ctx, stockguard.Validate(sku, qty)); err != nil {
 		return err
 	}
 	return p.retrier.Do(ctx, func(ctx context.Context) error {

@@ -169,7 +169,7 @@ func (s *Segmented) Retries() int64 { return s.retrier.Retries() }
 // ErrOutcomeUnknown (COMMIT was sent but its reply was lost) or the
 // context's error.
 func (s *Segmented) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := s.checkSet(ctx, sku, qty); err != nil {
+	if err := s.check(ctx, stockguard.ValidateSet(sku, qty)); err != nil {
 		return err
 	}
 	args := make([]any, 0, 3*s.n)
@@ -202,10 +202,7 @@ func (s *Segmented) SetStock(ctx context.Context, sku string, qty int64) error {
 // changed), ErrOutcomeUnknown (the connection failed after an UPDATE or
 // COMMIT was sent), or the context's error (nothing changed).
 func (s *Segmented) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := s.validate(sku, qty); err != nil {
-		return err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := s.check(ctx, stockguard.Validate(sku, qty)); err != nil {
 		return err
 	}
 	// A request first takes a segment token of its SKU's pool, waiting in

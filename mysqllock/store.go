@@ -29,7 +29,7 @@ func newStore(db *sqlx.DB, o options) store {
 // or an error wrapping stockguard.ErrInvalidRequest, ErrContention (nothing
 // changed), ErrOutcomeUnknown or the context's error.
 func (s *store) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := s.checkSet(ctx, sku, qty); err != nil {
+	if err := s.check(ctx, stockguard.ValidateSet(sku, qty)); err != nil {
 		return err
 	}
 	conn, err := s.conn(ctx)
@@ -45,10 +45,7 @@ func (s *store) SetStock(ctx context.Context, sku string, qty int64) error {
 // stockguard.ErrUnknownSKU when sku was never stocked, ErrInvalidRequest,
 // ErrContention (the read failed) or the context's error.
 func (s *store) Stock(ctx context.Context, sku string) (int64, error) {
-	if err := s.check(sku); err != nil {
-		return 0, err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := s.check(ctx, stockguard.ValidateSKU(sku)); err != nil {
 		return 0, err
 	}
 	conn, err := s.conn(ctx)
@@ -69,32 +66,17 @@ func (s *store) level(ctx context.Context, conn *sqlx.Conn, sku string) (int64, 
 	return qty, classify(ctx, err, unsent)
 }
 
-// check validates sku after the options.
-func (s *store) check(sku string) error {
+// check admits a request before any I/O: it returns, in this order, the
+// error of an invalid option, invalid (the request's validation error:
+// stockguard.Validate, ValidateSet or ValidateSKU), and the context's error.
+func (s *store) check(ctx context.Context, invalid error) error {
 	if s.err != nil {
 		return s.err
 	}
-	return stockguard.ValidateSKU(sku)
-}
-
-// checkSet validates a SetStock request after the options, then checks
-// ctx.
-func (s *store) checkSet(ctx context.Context, sku string, qty int64) error {
-	if err := s.check(sku); err != nil {
-		return err
-	}
-	if err := stockguard.ValidateLevel(qty); err != nil {
-		return err
+	if invalid != nil {
+		return invalid
 	}
 	return stockguard.Canceled(ctx)
-}
-
-// validate checks a Decrement request after the options.
-func (s *store) validate(sku string, qty int64) error {
-	if s.err != nil {
-		return s.err
-	}
-	return stockguard.Validate(sku, qty)
 }
 
 // conn pins a pooled connection for one request, so that every statement
