@@ -454,7 +454,9 @@ func (wk *worker) loop(ctx context.Context) {
 		case KindInsufficient:
 			r.refused(i, q)
 		case KindOther:
-			wk.others = appendSamples(wk.others, err.Error())
+			if len(wk.others) < maxSamples { // err.Error() allocates
+				wk.others = appendSamples(wk.others, err.Error())
+			}
 		}
 		if m == 0 {
 			continue
