@@ -99,9 +99,7 @@ func rawRow(ctx context.Context, db *sqlx.DB, query, sku string) (int64, error) 
 // GETs the stock key (rediskeys' "<prefix>stock:{sku}") itself. newInv
 // builds one instance using that prefix.
 func RedisTarget(name, about string, newInv func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error)) Target {
-	return redisTarget(name, about, func(ctx context.Context, rdb redis.UniversalClient, keys rediskeys.Keys, sku string) (int64, error) {
-		return rawGet(ctx, rdb, keys.Stock(sku))
-	}, newInv)
+	return redisTarget(name, about, rawStock, newInv)
 }
 
 // SegmentedRedisTarget is RedisTarget for redislock.NewSegmented, whose
@@ -120,9 +118,8 @@ func RedlockTarget(name, about string, newInv func(masters []redis.UniversalClie
 		Name: name, About: about, Needs: NeedRedis | NeedRedlock,
 		Open: func(ctx context.Context, b Backends, ns string) (*Store, error) {
 			masters := append([]redis.UniversalClient{b.Redis}, b.RedlockMasters[:RedlockVoters-1]...)
-			s := openRedisStore(b, ns, func(ctx context.Context, rdb redis.UniversalClient, keys rediskeys.Keys, sku string) (int64, error) {
-				return rawGet(ctx, rdb, keys.Stock(sku))
-			}, func(redis.UniversalClient, string) (stockguard.Inventory, error) { return newInv(masters, ns+":") })
+			s := openRedisStore(b, ns, rawStock,
+				func(redis.UniversalClient, string) (stockguard.Inventory, error) { return newInv(masters, ns+":") })
 			stockClose := s.Close
 			s.Close = func(ctx context.Context) error {
 				errs := []error{stockClose(ctx)}
@@ -156,6 +153,11 @@ func openRedisStore(b Backends, ns string, raw func(ctx context.Context, rdb red
 		Raw:   func(ctx context.Context, sku string) (int64, error) { return raw(ctx, b.Redis, keys, sku) },
 		Close: func(ctx context.Context) error { return deletePrefix(ctx, b.Redis, prefix) },
 	}
+}
+
+// rawStock reads the SKU's stock key.
+func rawStock(ctx context.Context, rdb redis.UniversalClient, keys rediskeys.Keys, sku string) (int64, error) {
+	return rawGet(ctx, rdb, keys.Stock(sku))
 }
 
 func rawSegments(ctx context.Context, rdb redis.UniversalClient, keys rediskeys.Keys, sku string) (int64, error) {
