@@ -13,17 +13,48 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// shared holds the servers of one test binary: started on first use, shared
-// by all its tests (each test works on its own SKUs and keys), stopped by Main.
-var shared struct {
-	mu       sync.Mutex
-	mysql    *MySQL
-	mysqlErr error
-	redis    *Redis
-	redisErr error
-	cluster  *Cluster
-	clusErr  error
+// lazy is a server shared by all tests of one binary (each test works on
+// its own SKUs and keys): started on first use, remembered with its error so
+// that a missing backend is looked for once, stopped by Main.
+type lazy[T interface{ Close() error }] struct {
+	mu      sync.Mutex
+	started bool
+	srv     T
+	err     error
 }
+
+// get returns the server, starting it with start (bounded by timeout) on
+// first use; it skips or fails tb when the server is unavailable.
+func (l *lazy[T]) get(tb testing.TB, timeout time.Duration, start func(context.Context) (T, error)) T {
+	tb.Helper()
+	skipShort(tb)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.started {
+		l.started = true
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		l.srv, l.err = start(ctx)
+		cancel()
+	}
+	if l.err != nil {
+		unavailable(tb, l.err)
+	}
+	return l.srv
+}
+
+func (l *lazy[T]) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.started && l.err == nil {
+		l.srv.Close()
+	}
+}
+
+var (
+	sharedMySQL   lazy[*MySQL]
+	sharedRedis   lazy[*Redis]
+	sharedCluster lazy[*Cluster]
+)
 
 // startTimeout bounds resolving one server, Docker pulls included.
 const startTimeout = 3 * time.Minute
@@ -34,17 +65,9 @@ const startTimeout = 3 * time.Minute
 //	func TestMain(m *testing.M) { backends.Main(m) }
 func Main(m *testing.M) {
 	code := m.Run()
-	shared.mu.Lock()
-	if shared.mysql != nil {
-		shared.mysql.Close()
-	}
-	if shared.redis != nil {
-		shared.redis.Close()
-	}
-	if shared.cluster != nil {
-		shared.cluster.Close()
-	}
-	shared.mu.Unlock()
+	sharedMySQL.close()
+	sharedRedis.close()
+	sharedCluster.close()
 	os.Exit(code)
 }
 
@@ -68,35 +91,13 @@ func skipShort(tb testing.TB) {
 // SharedMySQL returns the test binary's MySQL server, resolving it on first use.
 func SharedMySQL(tb testing.TB) *MySQL {
 	tb.Helper()
-	skipShort(tb)
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.mysql == nil && shared.mysqlErr == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-		shared.mysql, shared.mysqlErr = ResolveMySQL(ctx)
-		cancel()
-	}
-	if shared.mysqlErr != nil {
-		unavailable(tb, shared.mysqlErr)
-	}
-	return shared.mysql
+	return sharedMySQL.get(tb, startTimeout, ResolveMySQL)
 }
 
 // SharedRedis returns the test binary's Redis server, resolving it on first use.
 func SharedRedis(tb testing.TB) *Redis {
 	tb.Helper()
-	skipShort(tb)
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.redis == nil && shared.redisErr == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-		shared.redis, shared.redisErr = ResolveRedis(ctx)
-		cancel()
-	}
-	if shared.redisErr != nil {
-		unavailable(tb, shared.redisErr)
-	}
-	return shared.redis
+	return sharedRedis.get(tb, startTimeout, ResolveRedis)
 }
 
 // DB opens a pool on the shared MySQL server, closed when tb ends. edit, if
@@ -161,21 +162,13 @@ func PrivateRedis(tb testing.TB, n int, extra ...string) []*Redis {
 // needs a PrivateCluster.
 func SharedCluster(tb testing.TB) *Cluster {
 	tb.Helper()
-	skipShort(tb)
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.cluster == nil && shared.clusErr == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		shared.cluster, shared.clusErr = StartLocalCluster(ctx, 3)
-		cancel()
-		if shared.clusErr != nil {
-			shared.clusErr = fmt.Errorf("%w: shared redis cluster: %w\n%s", ErrUnavailable, shared.clusErr, howTo)
+	return sharedCluster.get(tb, time.Minute, func(ctx context.Context) (*Cluster, error) {
+		c, err := StartLocalCluster(ctx, 3)
+		if err != nil {
+			return nil, fmt.Errorf("%w: shared redis cluster: %w\n%s", ErrUnavailable, err, howTo)
 		}
-	}
-	if shared.clusErr != nil {
-		unavailable(tb, shared.clusErr)
-	}
-	return shared.cluster
+		return c, nil
+	})
 }
 
 // PrivateCluster starts a local Redis Cluster of masters nodes for tb alone
