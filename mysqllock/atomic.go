@@ -63,12 +63,9 @@ func (a *Atomic) Decrement(ctx context.Context, sku string, qty int64) error {
 		return err
 	}
 	return a.retrier.Do(ctx, func(ctx context.Context) error {
-		conn, err := a.conn(ctx)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		return a.take(ctx, conn, sku, qty)
+		return a.pinned(ctx, nil, func(ctx context.Context, conn *sqlx.Conn) error {
+			return a.take(ctx, conn, sku, qty)
+		})
 	})
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
@@ -28,16 +27,6 @@ func WithBatchSize(n int) Option {
 			o.batchSize = n
 		}
 	}
-}
-
-// within reports whether n, the value of option what, lies in lo…hi, and
-// records the failure when it does not.
-func (o *options) within(what string, n, lo, hi int) bool {
-	if n < lo || n > hi {
-		o.fail(fmt.Errorf("%s %d outside %d…%d", what, n, lo, hi))
-		return false
-	}
-	return true
 }
 
 // Batched combines concurrent requests for one SKU into one write — flat
@@ -110,13 +99,6 @@ func NewBatched(db *sqlx.DB, opts ...Option) *Batched {
 		retrier: stockguard.NewRetrier(o.retryPolicy(stockguard.RetryPolicy{})),
 		queues:  map[string]*queue{},
 	}
-}
-
-// lockWaitSession bounds a session's row-lock waits to d, rounded up to
-// whole seconds.
-func lockWaitSession(d time.Duration) *sessionInit {
-	secs := int64((d + time.Second - 1) / time.Second)
-	return newSessionInit(fmt.Sprintf("SET SESSION innodb_lock_wait_timeout = %d", secs))
 }
 
 // BatchStats counts what a Batched instance wrote.
@@ -405,32 +387,3 @@ func (b *Batched) grant(ctx context.Context, conn *sqlx.Conn, sku string, member
 // errNothingGranted rolls back a batch that refused every member; each
 // gets its own refusal.
 var errNothingGranted = errors.New("mysqllock: every request of the batch was refused")
-
-// pinned runs fn on a connection of its own, after applying sess to it.
-func (s *store) pinned(ctx context.Context, sess *sessionInit, fn func(context.Context, *sqlx.Conn) error) error {
-	conn, err := s.conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if err := sess.apply(ctx, conn); err != nil {
-		return err
-	}
-	return fn(ctx, conn)
-}
-
-// inTx runs fn in a transaction on conn and commits it, or rolls it back
-// and returns fn's error, which fn has classified. Until COMMIT is sent
-// nothing can be applied: the server rolls back also when the connection
-// dies.
-func inTx(ctx context.Context, conn *sqlx.Conn, fn func(*sqlx.Tx) error) error {
-	tx, err := conn.BeginTxx(ctx, nil)
-	if err != nil {
-		return classify(ctx, err, unsent)
-	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	return commitError(ctx, tx.Commit())
-}

@@ -74,12 +74,9 @@ func (o *Optimistic) Decrement(ctx context.Context, sku string, qty int64) error
 		return err
 	}
 	return o.retrier.Do(ctx, func(ctx context.Context) error {
-		conn, err := o.conn(ctx)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		return o.swap(ctx, conn, sku, qty)
+		return o.pinned(ctx, nil, func(ctx context.Context, conn *sqlx.Conn) error {
+			return o.swap(ctx, conn, sku, qty)
+		})
 	})
 }
 

@@ -132,6 +132,16 @@ func (o *options) fail(err error) {
 	}
 }
 
+// within reports whether n, the value of option what, lies in lo…hi, and
+// records the failure when it does not.
+func (o *options) within(what string, n, lo, hi int) bool {
+	if n < lo || n > hi {
+		o.fail(fmt.Errorf("%s %d outside %d…%d", what, n, lo, hi))
+		return false
+	}
+	return true
+}
+
 func newOptions(opts []Option) options {
 	o := options{
 		table:       DefaultTable,

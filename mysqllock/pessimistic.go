@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
@@ -51,8 +50,7 @@ func NewPessimistic(db *sqlx.DB, opts ...Option) *Pessimistic {
 		retrier: stockguard.NewRetrier(o.retryPolicy(stockguard.RetryPolicy{})),
 	}
 	if o.mode == LockWait {
-		secs := int64((o.lockWait + time.Second - 1) / time.Second)
-		p.session = newSessionInit(fmt.Sprintf("SET SESSION innodb_lock_wait_timeout = %d", secs))
+		p.session = lockWaitSession(o.lockWait)
 	}
 	return p
 }
@@ -74,17 +72,9 @@ func (p *Pessimistic) Decrement(ctx context.Context, sku string, qty int64) erro
 		return err
 	}
 	return p.retrier.Do(ctx, func(ctx context.Context) error {
-		conn, err := p.conn(ctx)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		if p.session != nil {
-			if err := p.session.apply(ctx, conn); err != nil {
-				return err
-			}
-		}
-		return p.take(ctx, conn, sku, qty)
+		return p.pinned(ctx, p.session, func(ctx context.Context, conn *sqlx.Conn) error {
+			return p.take(ctx, conn, sku, qty)
+		})
 	})
 }
 

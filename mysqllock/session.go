@@ -3,7 +3,9 @@ package mysqllock
 import (
 	"context"
 	"database/sql/driver"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -62,4 +64,11 @@ func (s *sessionInit) apply(ctx context.Context, conn *sqlx.Conn) error {
 	}
 	s.done[dc] = struct{}{}
 	return nil
+}
+
+// lockWaitSession bounds a session's row-lock waits to d, rounded up to
+// whole seconds.
+func lockWaitSession(d time.Duration) *sessionInit {
+	secs := int64((d + time.Second - 1) / time.Second)
+	return newSessionInit(fmt.Sprintf("SET SESSION innodb_lock_wait_timeout = %d", secs))
 }

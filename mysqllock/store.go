@@ -91,6 +91,38 @@ func (s *store) conn(ctx context.Context) (*sqlx.Conn, error) {
 	return conn, nil
 }
 
+// pinned runs fn on a connection of its own, after applying sess to it
+// unless sess is nil.
+func (s *store) pinned(ctx context.Context, sess *sessionInit, fn func(context.Context, *sqlx.Conn) error) error {
+	conn, err := s.conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if sess != nil {
+		if err := sess.apply(ctx, conn); err != nil {
+			return err
+		}
+	}
+	return fn(ctx, conn)
+}
+
+// inTx runs fn in a transaction on conn and commits it, or rolls it back
+// and returns fn's error, which fn has classified. Until COMMIT is sent
+// nothing can be applied: the server rolls back also when the connection
+// dies.
+func inTx(ctx context.Context, conn *sqlx.Conn, fn func(*sqlx.Tx) error) error {
+	tx, err := conn.BeginTxx(ctx, nil)
+	if err != nil {
+		return classify(ctx, err, unsent)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return commitError(ctx, tx.Commit())
+}
+
 func unknownSKU(sku string) error {
 	return fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
 }
