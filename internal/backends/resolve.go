@@ -60,66 +60,53 @@ func ways(envSet bool) ([]Source, error) {
 // ResolveMySQL finds a MySQL server: STOCKGUARD_MYSQL_DSN, else a private
 // server from local binaries, else a container. The caller closes it.
 func ResolveMySQL(ctx context.Context) (*MySQL, error) {
-	dsn := os.Getenv(EnvMySQLDSN)
-	order, err := ways(dsn != "")
-	if err != nil {
-		return nil, err
-	}
-	var errs []error
-	for _, w := range order {
-		var m *MySQL
-		switch w {
-		case SourceEnv:
-			if dsn == "" {
-				err = fmt.Errorf("%s is not set", EnvMySQLDSN)
-				break
-			}
-			if _, err = mysql.ParseDSN(dsn); err != nil {
-				break
-			}
-			m = &MySQL{DSN: dsn, Source: SourceEnv}
-			err = pingMySQL(ctx, dsn)
-		case SourceLocal:
-			m, err = StartLocalMySQL(ctx)
-		case SourceDocker:
-			m, err = startDockerMySQL(ctx)
+	return resolve(ctx, "mysql", EnvMySQLDSN, func(ctx context.Context, dsn string) (*MySQL, error) {
+		if _, err := mysql.ParseDSN(dsn); err != nil {
+			return nil, err
 		}
-		if err == nil {
-			return m, nil
-		}
-		errs = append(errs, fmt.Errorf("%s: %w", w, err))
-	}
-	return nil, fmt.Errorf("%w (mysql): %w\n%s", ErrUnavailable, errors.Join(errs...), howTo)
+		return &MySQL{DSN: dsn, Source: SourceEnv}, pingMySQL(ctx, dsn)
+	}, StartLocalMySQL, startDockerMySQL)
 }
 
 // ResolveRedis finds a Redis server: STOCKGUARD_REDIS_ADDR, else a private
 // server from local binaries, else a container. The caller closes it.
 func ResolveRedis(ctx context.Context) (*Redis, error) {
-	addr := os.Getenv(EnvRedisAddr)
-	order, err := ways(addr != "")
+	return resolve(ctx, "redis", EnvRedisAddr, func(ctx context.Context, addr string) (*Redis, error) {
+		r := &Redis{Addr: addr, Source: SourceEnv}
+		return r, r.ping(ctx)
+	}, func(ctx context.Context) (*Redis, error) { return StartLocalRedis(ctx) }, startDockerRedis)
+}
+
+// resolve tries the ways to a server in order (see ways): the server named
+// by environment variable env, checked by fromEnv; a local one; a container.
+func resolve[T any](ctx context.Context, what, env string,
+	fromEnv func(context.Context, string) (T, error),
+	local, docker func(context.Context) (T, error)) (T, error) {
+	setting := os.Getenv(env)
+	var zero T
+	order, err := ways(setting != "")
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	var errs []error
 	for _, w := range order {
-		var r *Redis
+		var srv T
 		switch w {
 		case SourceEnv:
-			if addr == "" {
-				err = fmt.Errorf("%s is not set", EnvRedisAddr)
+			if setting == "" {
+				err = fmt.Errorf("%s is not set", env)
 				break
 			}
-			r = &Redis{Addr: addr, Source: SourceEnv}
-			err = r.ping(ctx)
+			srv, err = fromEnv(ctx, setting)
 		case SourceLocal:
-			r, err = StartLocalRedis(ctx)
+			srv, err = local(ctx)
 		case SourceDocker:
-			r, err = startDockerRedis(ctx)
+			srv, err = docker(ctx)
 		}
 		if err == nil {
-			return r, nil
+			return srv, nil
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", w, err))
 	}
-	return nil, fmt.Errorf("%w (redis): %w\n%s", ErrUnavailable, errors.Join(errs...), howTo)
+	return zero, fmt.Errorf("%w (%s): %w\n%s", ErrUnavailable, what, errors.Join(errs...), howTo)
 }
