@@ -27,10 +27,7 @@ func NewCheckThenAct(rdb redis.UniversalClient, prefix string) *CheckThenAct {
 
 // Decrement reads, checks and writes back sku's stock in three steps.
 func (c *CheckThenAct) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.Validate(sku, qty); err != nil {
-		return err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := admit(ctx, sku, qty); err != nil {
 		return err
 	}
 	return c.takeUnlocked(ctx, sku, qty, Stall{})

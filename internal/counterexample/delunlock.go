@@ -43,10 +43,7 @@ func NewDelUnlock(rdb redis.UniversalClient, prefix string) *DelUnlock {
 
 // Decrement locks sku with SET NX PX, reads, checks, writes, DELs.
 func (d *DelUnlock) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.Validate(sku, qty); err != nil {
-		return err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := admit(ctx, sku, qty); err != nil {
 		return err
 	}
 	lock := d.keys.Lock(sku)

@@ -49,10 +49,7 @@ func NewGetSetLock(rdb redis.UniversalClient, prefix string) *GetSetLock {
 
 // Decrement takes seed 000's lock, reads, checks, writes and unlocks.
 func (g *GetSetLock) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.Validate(sku, qty); err != nil {
-		return err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := admit(ctx, sku, qty); err != nil {
 		return err
 	}
 	lock := g.keys.Lock(sku)

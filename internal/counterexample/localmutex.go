@@ -38,10 +38,7 @@ func NewLocalMutex(db *sqlx.DB, table string) (*LocalMutex, error) {
 
 // Decrement locks the instance's mutex, reads, checks, writes.
 func (l *LocalMutex) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.Validate(sku, qty); err != nil {
-		return err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := admit(ctx, sku, qty); err != nil {
 		return err
 	}
 	l.mu.Lock()

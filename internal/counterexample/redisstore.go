@@ -63,6 +63,14 @@ func (s redisStock) takeUnlocked(ctx context.Context, sku string, qty int64, sta
 	return s.write(ctx, sku, have-qty)
 }
 
+// admit checks a Decrement's input and its context before any I/O.
+func admit(ctx context.Context, sku string, qty int64) error {
+	if err := stockguard.Validate(sku, qty); err != nil {
+		return err
+	}
+	return stockguard.Canceled(ctx)
+}
+
 // Stall is an occasional pause of the application — a garbage-collection
 // pause, a slow downstream call, a descheduled thread — the thing that
 // real-life lock holders suffer now and then and lock TTLs are sized

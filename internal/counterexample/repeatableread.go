@@ -40,10 +40,7 @@ func NewRepeatableRead(db *sqlx.DB, table string) (*RepeatableRead, error) {
 
 // Decrement runs BEGIN; SELECT qty; check; UPDATE qty = computed; COMMIT.
 func (r *RepeatableRead) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.Validate(sku, qty); err != nil {
-		return err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := admit(ctx, sku, qty); err != nil {
 		return err
 	}
 	tx, err := r.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})

@@ -42,10 +42,7 @@ func NewSetNXExpire(rdb redis.UniversalClient, prefix string) *SetNXExpire {
 
 // Decrement locks sku with SETNX + EXPIRE, reads, checks, writes, DELs.
 func (s *SetNXExpire) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.Validate(sku, qty); err != nil {
-		return err
-	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := admit(ctx, sku, qty); err != nil {
 		return err
 	}
 	lock := s.keys.Lock(sku)
