@@ -79,29 +79,24 @@ func (p *Pessimistic) Decrement(ctx context.Context, sku string, qty int64) erro
 }
 
 func (p *Pessimistic) take(ctx context.Context, conn *sqlx.Conn, sku string, qty int64) error {
-	tx, err := conn.BeginTxx(ctx, nil)
-	if err != nil {
-		return classify(ctx, err, unsent)
-	}
-	// Until COMMIT is sent nothing can be applied: on any error the
-	// transaction is rolled back, by Rollback or by the server when the
-	// connection dies.
-	var have int64
-	err = tx.QueryRowxContext(ctx, p.q.lockRow, sku).Scan(&have)
-	if err == nil && have >= qty {
-		_, err = tx.ExecContext(ctx, p.q.takeHeld, qty, sku)
-		if err == nil {
-			return commitError(ctx, tx.Commit())
+	err := inTx(ctx, conn, func(tx *sqlx.Tx) error {
+		var have int64
+		err := tx.QueryRowxContext(ctx, p.q.lockRow, sku).Scan(&have)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return err // explained by missing, once rolled back
+		case err != nil:
+			return classify(ctx, err, unsent)
+		case have < qty:
+			return insufficient(sku, qty, have)
 		}
-	}
-	tx.Rollback()
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return p.missing(ctx, conn, sku)
-	case err != nil:
+		_, err = tx.ExecContext(ctx, p.q.takeHeld, qty, sku)
 		return classify(ctx, err, unsent)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return p.missing(ctx, conn, sku)
 	}
-	return insufficient(sku, qty, have)
+	return err
 }
 
 // missing explains a locking read that found no row. Waiting or NOWAIT, a
