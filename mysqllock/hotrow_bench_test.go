@@ -3,6 +3,7 @@ package mysqllock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,15 +16,11 @@ import (
 
 // hotRowStrategies builds every strategy of the package, with its default
 // options, on table.
-func hotRowStrategies(db *sqlx.DB, table string) map[string]func() stockguard.Inventory {
-	return map[string]func() stockguard.Inventory{
-		"atomic":      func() stockguard.Inventory { return NewAtomic(db, WithTable(table)) },
-		"pessimistic": func() stockguard.Inventory { return NewPessimistic(db, WithTable(table)) },
-		"optimistic":  func() stockguard.Inventory { return NewOptimistic(db, WithTable(table)) },
-		"namedlock":   func() stockguard.Inventory { return NewNamedLock(db, WithTable(table)) },
-		"segmented":   func() stockguard.Inventory { return NewSegmented(db, WithTable(table)) },
-		"batched":     func() stockguard.Inventory { return NewBatched(db, WithTable(table)) },
-	}
+func hotRowStrategies(db *sqlx.DB, table string) map[string]stockguard.Inventory {
+	all := strategies(db, WithTable(table))
+	all["segmented"] = NewSegmented(db, WithTable(table))
+	all["batched"] = NewBatched(db, WithTable(table))
+	return all
 }
 
 // BenchmarkHotRow runs every strategy on one hot SKU that never sells out,
@@ -38,11 +35,11 @@ func hotRowStrategies(db *sqlx.DB, table string) map[string]func() stockguard.In
 func BenchmarkHotRow(b *testing.B) {
 	db := testDB(b, interpolate)
 	table := newSegTable(b, db)
-	build := hotRowStrategies(db, table)
+	names := append(slices.Clip(strategyNames), "segmented", "batched")
 	for _, workers := range []int{1, 8, 64} {
-		for _, name := range []string{"atomic", "pessimistic", "optimistic", "namedlock", "segmented", "batched"} {
+		for _, name := range names {
 			b.Run(fmt.Sprintf("strategy=%s/workers=%d", name, workers), func(b *testing.B) {
-				hotRow(b, build[name](), fmt.Sprintf("hot-%s-%d", name, workers), workers)
+				hotRow(b, hotRowStrategies(db, table)[name], fmt.Sprintf("hot-%s-%d", name, workers), workers)
 			})
 		}
 	}
