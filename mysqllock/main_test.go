@@ -45,6 +45,12 @@ func newTable(t testing.TB, db *sqlx.DB) string {
 	if err := CreateSchema(t.Context(), db, WithTable(name)); err != nil {
 		t.Fatal(err)
 	}
+	dropAtCleanup(t, db, name)
+	return name
+}
+
+// dropAtCleanup drops table name when t ends.
+func dropAtCleanup(t testing.TB, db *sqlx.DB, name string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -52,7 +58,6 @@ func newTable(t testing.TB, db *sqlx.DB) string {
 			t.Errorf("drop %s: %v", name, err)
 		}
 	})
-	return name
 }
 
 // mustSet stocks sku through a FencedStore (any strategy would do).

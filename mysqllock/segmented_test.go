@@ -1,12 +1,10 @@
 package mysqllock
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
@@ -21,13 +19,7 @@ func newSegTable(t testing.TB, db *sqlx.DB) string {
 	if err := CreateSegmentedSchema(t.Context(), db, WithTable(table)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+quote(SegmentsTable(table))); err != nil {
-			t.Errorf("drop %s: %v", SegmentsTable(table), err)
-		}
-	})
+	dropAtCleanup(t, db, SegmentsTable(table))
 	return table
 }
 
