@@ -31,15 +31,19 @@ func CreateSchema(ctx context.Context, db sqlx.ExecerContext, opts ...Option) er
 	if o.err != nil {
 		return o.err
 	}
-	_, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+quote(o.table)+` (
+	return createTable(ctx, db, o.table, `
 	sku VARBINARY(64) NOT NULL PRIMARY KEY,
 	qty BIGINT NOT NULL,
 	version BIGINT NOT NULL DEFAULT 0,
 	fence BIGINT NOT NULL DEFAULT 0,
 	CHECK (qty BETWEEN 0 AND 9007199254740991)
-) ENGINE=InnoDB`)
-	if err != nil {
-		return fmt.Errorf("mysqllock: create table %s: %w", o.table, err)
+`)
+}
+
+// createTable creates InnoDB table name with columns unless it exists.
+func createTable(ctx context.Context, db sqlx.ExecerContext, name, columns string) error {
+	if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+quote(name)+" ("+columns+") ENGINE=InnoDB"); err != nil {
+		return fmt.Errorf("mysqllock: create table %s: %w", name, err)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package mysqllock
 
 import (
 	"context"
-	"fmt"
 	"hash/maphash"
 	"math/rand/v2"
 	"strings"
@@ -47,18 +46,13 @@ func CreateSegmentedSchema(ctx context.Context, db sqlx.ExecerContext, opts ...O
 	if o.err != nil {
 		return o.err
 	}
-	name := SegmentsTable(o.table)
-	_, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+quote(name)+` (
+	return createTable(ctx, db, SegmentsTable(o.table), `
 	sku VARBINARY(64) NOT NULL,
 	seg INT NOT NULL,
 	qty BIGINT NOT NULL,
 	PRIMARY KEY (sku, seg),
 	CHECK (qty BETWEEN 0 AND 9007199254740991)
-) ENGINE=InnoDB`)
-	if err != nil {
-		return fmt.Errorf("mysqllock: create table %s: %w", name, err)
-	}
-	return nil
+`)
 }
 
 // Segmented splits each SKU's stock over several rows (seed 002's segmented
