@@ -156,7 +156,22 @@ type lockKeys struct {
 }
 
 func (c *Client) keysFor(key string) lockKeys {
-	return lockKeys{lock: c.keys.Lock(key), fence: c.keys.Fence(key), channel: c.keys.Name("unlock", key)}
+	k := c.unfencedKeys(key)
+	k.fence = c.keys.Fence(key)
+	return k
+}
+
+// unfencedKeys are the names of a lock on key that issues no fencing
+// tokens (Redlock, segment locks): nothing outlives the lock.
+func (c *Client) unfencedKeys(key string) lockKeys {
+	return lockKeys{lock: c.keys.Lock(key), channel: c.keys.Name("unlock", key)}
+}
+
+// releaseOwned deletes the plain (not reentrant) lock k if owner holds it,
+// announcing the release to waiters, and reports whether it did.
+func (c *Client) releaseOwned(ctx context.Context, k lockKeys, owner string) (bool, error) {
+	n, err := lockReleaseScript.Run(ctx, c.rdb, []string{k.lock}, owner, k.channel).Int64()
+	return n == 1, err
 }
 
 // Obtain takes the lock on key for ttl (at least 1ms; sub-millisecond
@@ -265,7 +280,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 func (c *Client) abandon(k lockKeys, owner string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_ = lockReleaseScript.Run(ctx, c.rdb, []string{k.lock}, owner, k.channel).Err()
+	_, _ = c.releaseOwned(ctx, k, owner)
 }
 
 // attempt runs the obtain script once. It returns the fencing token when

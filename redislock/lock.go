@@ -104,14 +104,12 @@ func (l *Lock) Release(ctx context.Context) error {
 }
 
 func (l *Lock) release(ctx context.Context) (bool, error) {
-	keys := []string{l.keys.lock}
 	if l.reentrant {
 		// A decrement resent after a lost reply would count twice.
-		n, err := reentrantReleaseScript.Run(ctx, l.c.once, keys, l.owner, l.keys.channel).Int64()
+		n, err := reentrantReleaseScript.Run(ctx, l.c.once, []string{l.keys.lock}, l.owner, l.keys.channel).Int64()
 		return n >= 0, err
 	}
-	n, err := lockReleaseScript.Run(ctx, l.c.rdb, keys, l.owner, l.keys.channel).Int64()
-	return n == 1, err
+	return l.c.releaseOwned(ctx, l.keys, l.owner)
 }
 
 // Refresh sets the lock's lease to ttl (at least 1ms) from now, if this

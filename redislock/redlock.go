@@ -141,13 +141,8 @@ func (r *Redlock) validFor(sent time.Time, ttl time.Duration) time.Time {
 	return sent.Add(ttl - time.Duration(r.drift.factor*float64(ttl)) - r.drift.fixed)
 }
 
-// keys returns the names of key's lock on master i: no fencing counter,
-// so nothing outlives the lock.
-func (r *Redlock) keys(i int, key string) lockKeys {
-	k := r.nodes[i].keysFor(key)
-	k.fence = ""
-	return k
-}
+// keys returns the names of key's lock on master i.
+func (r *Redlock) keys(i int, key string) lockKeys { return r.nodes[i].unfencedKeys(key) }
 
 // Obtain takes the lock on key on a majority of the masters for ttl (at
 // least 1ms; sub-millisecond parts are dropped) and returns its handle. Of
@@ -474,9 +469,7 @@ func (l *QuorumLock) releaseLater(ctx context.Context, i int) {
 // releaseOn deletes the lock on master i if this handle's owner holds it
 // there.
 func (l *QuorumLock) releaseOn(ctx context.Context, i int) (bool, error) {
-	k := l.r.keys(i, l.key)
-	n, err := lockReleaseScript.Run(ctx, l.r.nodes[i].rdb, []string{k.lock}, l.owner, k.channel).Int64()
-	return n == 1, err
+	return l.r.nodes[i].releaseOwned(ctx, l.r.keys(i, l.key), l.owner)
 }
 
 // Release deletes the lock from every master that may hold it (masters

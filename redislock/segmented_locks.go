@@ -95,8 +95,7 @@ func (s *Segmented) decrementLocked(ctx context.Context, sku string, qty int64) 
 // lock. It returns nil, errSegmentBusy, errSegmentShort or a contract error.
 func (s *Segmented) takeLocked(ctx context.Context, sku string, i int, qty int64) error {
 	seg := segment(sku, i)
-	k := s.segLocks.keysFor(seg)
-	k.fence = "" // no fencing counter: the take checks the owner itself, and nothing outlives the lock
+	k := s.segLocks.unfencedKeys(seg) // the take checks the owner itself
 	owner := newToken()
 	got, _, err := s.segLocks.attempt(ctx, k, owner, s.lease, false)
 	if err != nil {
@@ -108,7 +107,7 @@ func (s *Segmented) takeLocked(ctx context.Context, sku string, i int, qty int64
 	}
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
-		_ = lockReleaseScript.Run(ctx, s.segLocks.rdb, []string{k.lock}, owner, k.channel).Err()
+		_, _ = s.segLocks.releaseOwned(ctx, k, owner)
 		cancel()
 	}()
 	if err := stockguard.Canceled(ctx); err != nil {
