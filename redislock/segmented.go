@@ -225,6 +225,12 @@ var errSegmentShort = errors.New("redislock: segment short of units (or gone)")
 func (s *Segmented) take(ctx context.Context, sku string, i int, qty int64) error {
 	key := s.segKey(sku, i)
 	left, err := atomicScript.Run(ctx, s.once, []string{key}, qty).Int64()
+	return taken(ctx, sku, key, left, err)
+}
+
+// taken maps the reply of the take script on segment key of sku: nil,
+// errSegmentShort, or a contract error.
+func taken(ctx context.Context, sku, key string, left int64, err error) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("redislock: decrement %q: %w", sku, redisx.Classify(ctx, err, redisx.Write))

@@ -115,15 +115,8 @@ func (s *Segmented) takeLocked(ctx context.Context, sku string, i int, qty int64
 	}
 	key := s.segKey(sku, i)
 	left, err := atomicScript.Run(ctx, s.once, []string{key, k.lock}, qty, owner).Int64()
-	switch {
-	case err != nil:
-		return fmt.Errorf("redislock: decrement %q: %w", sku, redisx.Classify(ctx, err, redisx.Write))
-	case left == -4:
+	if err == nil && left == -4 {
 		return errSegmentBusy // the lease ran out before the take
-	case left == -3:
-		return redisx.Corrupt(key, "holds no stock level")
-	case left < 0:
-		return errSegmentShort
 	}
-	return nil
+	return taken(ctx, sku, key, left, err)
 }
