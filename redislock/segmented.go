@@ -369,16 +369,18 @@ func fenceErr(err error) error {
 // round trip per master). A missing segment means SetStock changed the
 // count meanwhile: a Retry.
 func (s *Segmented) readLevels(ctx context.Context, sku string, n int) ([]int64, error) {
+	keys := make([]string, n)
 	cmds := make([]*redis.StringCmd, n)
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range cmds {
-			cmds[i] = p.Get(ctx, s.segKey(sku, i))
+			keys[i] = s.segKey(sku, i)
+			cmds[i] = p.Get(ctx, keys[i])
 		}
 		return nil
 	})
 	levels := make([]int64, n)
 	for i, c := range cmds {
-		key := s.segKey(sku, i)
+		key := keys[i]
 		switch err := c.Err(); {
 		case errors.Is(err, redis.Nil):
 			return nil, stockguard.Retry(fmt.Errorf("redislock: segment %d of %q is missing", i, sku))
