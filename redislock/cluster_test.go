@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/stocktest"
 )
 
@@ -87,7 +88,7 @@ func TestSegmented_conformanceCluster(t *testing.T) {
 	rdb := clusterClient(t)
 	for _, m := range segmentModes {
 		t.Run(m.name, func(t *testing.T) {
-			prefix := cleanPrefix(t, rdb)
+			prefix := redistest.Prefix(t, rdb)
 			// Stock is not linearizable: see TestSegmented_conformance.
 			suite := stocktest.Suite{StockNotLinearizable: true}
 			suite.Run(t, func(t *testing.T) stockguard.Inventory {
@@ -101,7 +102,7 @@ func TestSegmented_cluster_soldOutExactlyUnderContention(t *testing.T) {
 	rdb := clusterClient(t)
 	for _, m := range segmentModes {
 		t.Run(m.name, func(t *testing.T) {
-			prefix := cleanPrefix(t, rdb)
+			prefix := redistest.Prefix(t, rdb)
 			soldOutExactly(t, func() *Segmented { return NewSegmented(rdb, append(m.opts, WithPrefix(prefix))...) })
 		})
 	}
@@ -109,7 +110,7 @@ func TestSegmented_cluster_soldOutExactlyUnderContention(t *testing.T) {
 
 func TestGuarded_conformanceCluster(t *testing.T) {
 	rdb := clusterClient(t)
-	prefix := cleanPrefix(t, rdb)
+	prefix := redistest.Prefix(t, rdb)
 	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return NewGuarded(rdb, WithPrefix(prefix)) })
 }
 
@@ -118,7 +119,7 @@ func TestGuarded_conformanceCluster(t *testing.T) {
 // release announced from another master's slot.
 func TestClient_cluster(t *testing.T) {
 	rdb := clusterClient(t)
-	c := New(rdb, WithPrefix(cleanPrefix(t, rdb)))
+	c := New(rdb, WithPrefix(redistest.Prefix(t, rdb)))
 	ctx := t.Context()
 
 	t.Run("plain", func(t *testing.T) {

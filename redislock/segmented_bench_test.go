@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/redistest"
 )
 
 // takeN makes n requests for 1 unit of sku with workers goroutines and
@@ -66,7 +67,7 @@ func BenchmarkHotSKU(b *testing.B) {
 		}
 		b.Cleanup(func() {
 			ctx := context.Background()
-			for _, k := range scanPrefix(ctx, b, backend.rdb, prefix) {
+			for _, k := range redistest.Keys(ctx, b, backend.rdb, prefix) {
 				backend.rdb.Del(ctx, k)
 			}
 		})

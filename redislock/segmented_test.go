@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/stocktest"
 )
 
@@ -24,51 +25,11 @@ var segmentModes = []struct {
 	{"segmentLocks", []Option{WithSegmentLocks()}},
 }
 
-// scanPrefix returns every key under prefix, on every master of a cluster.
-func scanPrefix(ctx context.Context, t testing.TB, rdb redis.UniversalClient, prefix string) []string {
-	t.Helper()
-	var (
-		mu   sync.Mutex
-		keys []string
-	)
-	scan := func(ctx context.Context, c *redis.Client) error {
-		found, err := c.Keys(ctx, prefix+"*").Result()
-		mu.Lock()
-		keys = append(keys, found...)
-		mu.Unlock()
-		return err
-	}
-	var err error
-	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, scan)
-	} else {
-		err = scan(ctx, rdb.(*redis.Client))
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return keys
-}
-
-// cleanPrefix returns a key prefix unique to t whose keys are deleted when
-// t ends, on every master.
-func cleanPrefix(t *testing.T, rdb redis.UniversalClient) string {
-	t.Helper()
-	prefix := lockPrefix(t)
-	t.Cleanup(func() {
-		ctx := context.Background()
-		for _, k := range scanPrefix(ctx, t, rdb, prefix) {
-			rdb.Del(ctx, k)
-		}
-	})
-	return prefix
-}
-
 func TestSegmented_conformance(t *testing.T) {
 	rdb := backends.RedisClient(t)
 	for _, m := range segmentModes {
 		t.Run(m.name, func(t *testing.T) {
-			prefix := cleanPrefix(t, rdb)
+			prefix := redistest.Prefix(t, rdb)
 			// Stock sums segment levels read one after another, so a read
 			// racing Decrements on other segments can count a later take
 			// and miss an earlier one (see Segmented): not linearizable.
@@ -87,7 +48,7 @@ func TestSegmented_Decrement_noFalseSoldOut(t *testing.T) {
 	for _, m := range segmentModes {
 		t.Run(m.name, func(t *testing.T) {
 			ctx := t.Context()
-			s := NewSegmented(rdb, append(m.opts, WithPrefix(cleanPrefix(t, rdb)))...)
+			s := NewSegmented(rdb, append(m.opts, WithPrefix(redistest.Prefix(t, rdb)))...)
 			if err := s.SetStock(ctx, "sku", 10); err != nil {
 				t.Fatal(err)
 			}
@@ -155,7 +116,7 @@ func TestSegmented_Decrement_soldOutExactlyUnderContention(t *testing.T) {
 	rdb := backends.RedisClient(t)
 	for _, m := range segmentModes {
 		t.Run(m.name, func(t *testing.T) {
-			prefix := cleanPrefix(t, rdb)
+			prefix := redistest.Prefix(t, rdb)
 			soldOutExactly(t, func() *Segmented { return NewSegmented(rdb, append(m.opts, WithPrefix(prefix))...) })
 		})
 	}
@@ -166,7 +127,7 @@ func TestSegmented_unknownSKUCreatesNothing(t *testing.T) {
 	for _, m := range segmentModes {
 		t.Run(m.name, func(t *testing.T) {
 			ctx := t.Context()
-			prefix := cleanPrefix(t, rdb)
+			prefix := redistest.Prefix(t, rdb)
 			s := NewSegmented(rdb, append(m.opts, WithPrefix(prefix))...)
 			for _, qty := range []int64{1, 1000} {
 				if err := s.Decrement(ctx, "ghost", qty); !errors.Is(err, stockguard.ErrUnknownSKU) {
@@ -176,7 +137,7 @@ func TestSegmented_unknownSKUCreatesNothing(t *testing.T) {
 			if _, err := s.Stock(ctx, "ghost"); !errors.Is(err, stockguard.ErrUnknownSKU) {
 				t.Fatalf("Stock of an unknown SKU: %v, want ErrUnknownSKU", err)
 			}
-			if keys := scanPrefix(ctx, t, rdb, prefix); len(keys) > 0 {
+			if keys := redistest.Keys(ctx, t, rdb, prefix); len(keys) > 0 {
 				t.Fatalf("an unknown SKU left keys behind: %q", keys)
 			}
 		})
@@ -188,7 +149,7 @@ func TestSegmented_unknownSKUCreatesNothing(t *testing.T) {
 func TestSegmented_SetStock_spreadsEvenly(t *testing.T) {
 	rdb := backends.RedisClient(t)
 	ctx := t.Context()
-	s := NewSegmented(rdb, WithPrefix(cleanPrefix(t, rdb)))
+	s := NewSegmented(rdb, WithPrefix(redistest.Prefix(t, rdb)))
 	for _, qty := range []int64{10, 0, 7, stockguard.MaxQty} {
 		if err := s.SetStock(ctx, "sku", qty); err != nil {
 			t.Fatal(err)
@@ -216,7 +177,7 @@ func TestSegmented_SetStock_spreadsEvenly(t *testing.T) {
 func TestSegmented_segmentCounts(t *testing.T) {
 	rdb := backends.RedisClient(t)
 	ctx := t.Context()
-	prefix := cleanPrefix(t, rdb)
+	prefix := redistest.Prefix(t, rdb)
 	eight := NewSegmented(rdb, WithPrefix(prefix))
 	three := NewSegmented(rdb, WithPrefix(prefix), WithSegments(3))
 	if err := eight.SetStock(ctx, "sku", 100); err != nil {
@@ -285,7 +246,7 @@ func TestSegmented_recoversAbandonedGathers(t *testing.T) {
 	for _, state := range []string{"p", "a"} {
 		t.Run(state, func(t *testing.T) {
 			ctx := t.Context()
-			prefix := cleanPrefix(t, rdb)
+			prefix := redistest.Prefix(t, rdb)
 			s := NewSegmented(rdb, WithPrefix(prefix))
 			if err := s.SetStock(ctx, "sku", 16); err != nil {
 				t.Fatal(err)
@@ -300,7 +261,7 @@ func TestSegmented_recoversAbandonedGathers(t *testing.T) {
 			if n, err := s.Stock(ctx, "sku"); n != 0 || err != nil {
 				t.Fatalf("Stock = %d, %v; want 0", n, err)
 			}
-			for _, k := range scanPrefix(ctx, t, rdb, prefix) {
+			for _, k := range redistest.Keys(ctx, t, rdb, prefix) {
 				if strings.Contains(k, "seghold") {
 					t.Errorf("hold %q outlived the roll-back", k)
 				}
@@ -318,7 +279,7 @@ func TestSegmented_recoversAbandonedGathers(t *testing.T) {
 func TestSegmented_Decrement_waitsForRunningGather(t *testing.T) {
 	rdb := backends.RedisClient(t)
 	ctx := t.Context()
-	prefix := cleanPrefix(t, rdb)
+	prefix := redistest.Prefix(t, rdb)
 	gatherer := NewSegmented(rdb, WithPrefix(prefix))
 	if err := gatherer.SetStock(ctx, "sku", 16); err != nil {
 		t.Fatal(err)
@@ -345,7 +306,7 @@ func TestSegmented_Decrement_waitsForRunningGather(t *testing.T) {
 func TestSegmented_rolledBackGatherCannotCommit(t *testing.T) {
 	rdb := backends.RedisClient(t)
 	ctx := t.Context()
-	s := NewSegmented(rdb, WithPrefix(cleanPrefix(t, rdb)))
+	s := NewSegmented(rdb, WithPrefix(redistest.Prefix(t, rdb)))
 	if err := s.SetStock(ctx, "sku", 16); err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +372,7 @@ func TestSegmented_gatherCommitFails(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := t.Context()
 			plain := backends.RedisClient(t)
-			prefix := cleanPrefix(t, plain)
+			prefix := redistest.Prefix(t, plain)
 			rdb := backends.RedisClient(t)
 			rdb.AddHook(commitHook{lost: tt.lost})
 			s := NewSegmented(rdb, WithPrefix(prefix), WithRetry(stockguard.RetryPolicy{MaxAttempts: 1}))

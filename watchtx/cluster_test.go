@@ -1,15 +1,13 @@
 package watchtx
 
 import (
-	"context"
-	"crypto/rand"
-	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard/internal/backends"
 	"github.com/stockguard/stockguard/internal/rediskeys"
+	"github.com/stockguard/stockguard/internal/redistest"
 )
 
 // TestInventory_cluster_retriesOnConflict forces a conflict on a Redis
@@ -20,9 +18,8 @@ func TestInventory_cluster_retriesOnConflict(t *testing.T) {
 	cluster := backends.SharedCluster(t)
 	other := cluster.Client()
 	t.Cleanup(func() { other.Close() })
-	prefix := "test:" + strings.ReplaceAll(t.Name(), "/", ":") + ":" + rand.Text()[:8] + ":"
+	prefix := redistest.Prefix(t, other)
 	key := rediskeys.Keys{Prefix: prefix}.Stock("sku")
-	t.Cleanup(func() { other.Del(context.Background(), key) })
 
 	var writes atomic.Int64
 	rdb := cluster.Client()

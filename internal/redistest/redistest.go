@@ -14,18 +14,48 @@ import (
 	"github.com/stockguard/stockguard"
 )
 
-// Prefix returns a key prefix unique to t, and deletes its keys when t ends.
+// Prefix returns a key prefix unique to t, and deletes its keys when t
+// ends, on every master of a cluster.
 func Prefix(t testing.TB, rdb redis.UniversalClient) string {
 	t.Helper()
 	prefix := "test:" + strings.ReplaceAll(t.Name(), "/", ":") + ":" + rand.Text()[:8] + ":"
 	t.Cleanup(func() {
 		ctx := context.Background()
-		keys, err := rdb.Keys(ctx, prefix+"*").Result()
-		if err == nil && len(keys) > 0 {
-			rdb.Del(ctx, keys...)
+		keys, _ := keys(ctx, rdb, prefix)
+		for _, k := range keys { // one by one: a cluster refuses a DEL across slots
+			rdb.Del(ctx, k)
 		}
 	})
 	return prefix
+}
+
+// Keys returns every key under prefix, on every master of a cluster.
+func Keys(ctx context.Context, t testing.TB, rdb redis.UniversalClient, prefix string) []string {
+	t.Helper()
+	found, err := keys(ctx, rdb, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
+func keys(ctx context.Context, rdb redis.UniversalClient, prefix string) ([]string, error) {
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return rdb.Keys(ctx, prefix+"*").Result()
+	}
+	var (
+		mu    sync.Mutex
+		found []string
+	)
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		k, err := c.Keys(ctx, prefix+"*").Result()
+		mu.Lock()
+		found = append(found, k...)
+		mu.Unlock()
+		return err
+	})
+	return found, err
 }
 
 // Corrupt is a stock key content stockguard never writes.
