@@ -107,8 +107,8 @@ func (r *Retrier) Retries() int64 { return r.retries.Load() }
 // Do calls op until it returns an error not made by Retry (nil included) and
 // returns that error. When the attempts run out it returns an error wrapping
 // ErrContention and the last reason; when ctx ends while backing off it
-// returns ErrContention joined with ctx's error. op must have applied nothing
-// when it asks for a retry.
+// returns ctx's error (Canceled): the caller gave up, and nothing was
+// applied. op must have applied nothing when it asks for a retry.
 func (r *Retrier) Do(ctx context.Context, op func(ctx context.Context) error) error {
 	p := r.policy
 	var timer *time.Timer
@@ -145,7 +145,7 @@ func (r *Retrier) Do(ctx context.Context, op func(ctx context.Context) error) er
 			if p.Adaptive {
 				r.waiting.Add(-1)
 			}
-			return errors.Join(fmt.Errorf("%w: context ended after %d attempts", ErrContention, attempt), Canceled(ctx))
+			return fmt.Errorf("gave up after %d attempts: %w", attempt, Canceled(ctx))
 		case <-timer.C:
 		}
 		if p.Adaptive {

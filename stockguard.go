@@ -13,14 +13,15 @@ import (
 const MaxQty = 1<<53 - 1
 
 // MaxSKULen is the longest SKU in bytes. It matches the stock table's
-// VARCHAR(64) primary key, so a SKU that validates always fits the row.
+// VARBINARY(64) primary key, so a SKU that validates always fits the row.
 const MaxSKULen = 64
 
 // Decrementer takes qty units of sku: all of them or none.
 //
 // Implementations return nil on success, or an error that satisfies errors.Is
-// for exactly one of ErrInsufficientStock, ErrUnknownSKU, ErrInvalidRequest,
-// ErrContention, ErrOutcomeUnknown, context.Canceled or
+// for exactly one of the contract errors (ContractErrors): for a Decrement,
+// ErrInsufficientStock, ErrUnknownSKU, ErrInvalidRequest, ErrContention,
+// ErrUnavailable, ErrOutcomeUnknown, context.Canceled or
 // context.DeadlineExceeded.
 type Decrementer interface {
 	Decrement(ctx context.Context, sku string, qty int64) error
@@ -45,18 +46,23 @@ type RetryCounter interface {
 
 // ValidateSKU reports whether sku is 1–MaxSKULen bytes of valid UTF-8 with no
 // control characters. It returns nil or an error wrapping ErrInvalidRequest.
-func ValidateSKU(sku string) error {
+func ValidateSKU(sku string) error { return validText("sku", sku, MaxSKULen) }
+
+// validText checks that s, the request's what, is 1–limit bytes of valid
+// UTF-8 with no control characters: what fits the store's binary key and
+// prints safely in an error.
+func validText(what, s string, limit int) error {
 	switch {
-	case sku == "":
-		return fmt.Errorf("%w: empty sku", ErrInvalidRequest)
-	case len(sku) > MaxSKULen:
-		return fmt.Errorf("%w: sku is %d bytes, at most %d allowed", ErrInvalidRequest, len(sku), MaxSKULen)
-	case !utf8.ValidString(sku):
-		return fmt.Errorf("%w: sku %q is not valid UTF-8", ErrInvalidRequest, sku)
+	case s == "":
+		return fmt.Errorf("%w: empty %s", ErrInvalidRequest, what)
+	case len(s) > limit:
+		return fmt.Errorf("%w: %s is %d bytes, at most %d allowed", ErrInvalidRequest, what, len(s), limit)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s %q is not valid UTF-8", ErrInvalidRequest, what, s)
 	}
-	for _, r := range sku {
+	for _, r := range s {
 		if unicode.IsControl(r) {
-			return fmt.Errorf("%w: sku %q contains control character %U", ErrInvalidRequest, sku, r)
+			return fmt.Errorf("%w: %s %q contains control character %U", ErrInvalidRequest, what, s, r)
 		}
 	}
 	return nil

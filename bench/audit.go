@@ -45,6 +45,24 @@ type Audit struct {
 	FalseRefusals int64
 	// Mismatches counts SKUs whose Stock differs from the backend's value.
 	Mismatches int64
+
+	// A Checkout's audit also has these. Per SKU, Initial + Restocked must
+	// equal the final stock + Held + Taken, where Held and Taken add up the
+	// lines of every order a worker may have applied, as Order reports it
+	// once every hold's deadline has passed (so Held must be 0). Oversold
+	// and Lost count the per-SKU differences, and the units of orders found
+	// open (held or taken) that should be closed (Lost) or closed that
+	// should be open (Oversold).
+	Restocked, Held, Taken int64
+	// Orders counts the orders checked through Order; BadOrders those not
+	// found in a state their calls' results allow, or with other lines.
+	Orders, BadOrders int64
+	// Duplicated is the units orders hold beyond their lines: a retry
+	// taken twice.
+	Duplicated int64
+	// Reconciled counts the calls of Unknown whose outcome was learned: by
+	// repeating the call with the same ID, or through Order at the audit.
+	Reconciled int64
 	// Problems describes the first problem SKUs, for people.
 	Problems []string
 }
@@ -52,7 +70,7 @@ type Audit struct {
 // Sound reports whether the audit found nothing wrong: nothing oversold,
 // nothing lost, no request refused while its stock was there.
 func (a Audit) Sound() bool {
-	return a.Oversold == 0 && a.Lost == 0 && a.FalseRefusals == 0
+	return a.Oversold == 0 && a.Lost == 0 && a.FalseRefusals == 0 && a.Duplicated == 0 && a.BadOrders == 0
 }
 
 // audit reads the final stock of every SKU and checks it against the tallies.

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"hash/fnv"
 	"image/color"
 	"io"
 	"math"
@@ -26,36 +27,58 @@ const (
 	PNG ChartFormat = "png"
 )
 
-// chart size: two panels side by side and a legend column.
+// chart size: two panels side by side and a legend column at least
+// legendW wide, wider (and the chart taller) when the legend needs it.
 const (
-	chartW  = 13 * vg.Inch
+	panelsW = 9.6 * vg.Inch
 	chartH  = 5.5 * vg.Inch
 	legendW = 3.4 * vg.Inch
 	pngDPI  = 110
 )
 
 // palette holds colours that stay apart for up to a dozen lines (Tableau's
-// 10 plus two).
+// 10 plus two). A target keeps its colour from chart to chart: it is picked
+// by the target's place in the registry (colourFor).
 var palette = []color.RGBA{
 	{31, 119, 180, 255}, {255, 127, 14, 255}, {44, 160, 44, 255}, {214, 39, 40, 255},
 	{148, 103, 189, 255}, {140, 86, 75, 255}, {227, 119, 194, 255}, {127, 127, 127, 255},
 	{188, 189, 34, 255}, {23, 190, 207, 255}, {0, 0, 128, 255}, {128, 128, 0, 255},
 }
 
+// colourFor returns the colour of a target: by its registration order among
+// the strategies (or, apart, among the counterexamples, which are dashed),
+// else by a hash of its name, so that it does not depend on which other
+// targets a chart shows.
+func colourFor(target string, counterexample bool) color.RGBA {
+	if i := rank(target, counterexample); i >= 0 {
+		return palette[i%len(palette)]
+	}
+	h := fnv.New32a()
+	h.Write([]byte(target))
+	return palette[h.Sum32()%uint32(len(palette))]
+}
+
 // series is one line: a target's results by worker count.
 type series struct {
+	target string
 	label  string
 	broken bool
-	needs  Need
+	skus   int // index of its SKU count among the chart's, for the dashes
+	needs  []string
 	points []*Result // sorted by workers
 }
 
 func chartSeries(results []*Result) []series {
 	var out []series
-	multiSKU := slices.ContainsFunc(results, func(r *Result) bool { return r.Workload.SKUs != results[0].Workload.SKUs })
+	var skuCounts []int
+	for _, r := range results {
+		if !slices.Contains(skuCounts, r.Workload.SKUs) {
+			skuCounts = append(skuCounts, r.Workload.SKUs)
+		}
+	}
 	for _, r := range results {
 		label := r.Target
-		if multiSKU {
+		if len(skuCounts) > 1 {
 			label += fmt.Sprintf(" (%d SKUs)", r.Workload.SKUs)
 		}
 		if r.Counterexample {
@@ -65,7 +88,8 @@ func chartSeries(results []*Result) []series {
 		}
 		i := slices.IndexFunc(out, func(s series) bool { return s.label == label })
 		if i < 0 {
-			out = append(out, series{label: label, broken: r.Counterexample, needs: r.Needs})
+			out = append(out, series{target: r.Target, label: label, broken: r.Counterexample, needs: r.Needs,
+				skus: slices.Index(skuCounts, r.Workload.SKUs)})
 			i = len(out) - 1
 		}
 		out[i].points = append(out[i].points, r)
@@ -76,21 +100,55 @@ func chartSeries(results []*Result) []series {
 	return out
 }
 
-// WriteChart draws throughput and p99 latency against the number of
-// workers, one line per target, and writes it as SVG or PNG.
+// dashes: solid for a strategy at the chart's first SKU count, dotted and
+// dash-dotted for the next; long dashes for a counterexample.
+func (s series) dashes() []vg.Length {
+	switch {
+	case s.broken:
+		return []vg.Length{vg.Points(6), vg.Points(3)}
+	case s.skus%3 == 1:
+		return []vg.Length{vg.Points(2), vg.Points(2)}
+	case s.skus%3 == 2:
+		return []vg.Length{vg.Points(6), vg.Points(2), vg.Points(2), vg.Points(2)}
+	}
+	return nil
+}
+
+// WriteChart draws, against the number of workers, one line per target:
+// throughput (for a flash sale, the time to sell out) and p99 latency. It
+// writes the chart as SVG or PNG.
 func WriteChart(w io.Writer, results []*Result, format ChartFormat) error {
 	if len(results) == 0 {
 		return fmt.Errorf("bench: no results to chart")
 	}
 	ss := chartSeries(results)
 	wl := results[0].Workload
+	flash := !slices.ContainsFunc(results, func(r *Result) bool { return r.Workload.Shape != Flash })
 	desc := fmt.Sprintf("%s, %s, qty %s, %v per point, workers spread over %d app instances",
 		wl.Shape, skuText(wl), wl.Qty(), wl.Duration, wl.Instances)
+	checkout := !slices.ContainsFunc(results, func(r *Result) bool { return r.Workload.Shape != Checkout })
+	if checkout {
+		m := wl.Orders
+		desc = fmt.Sprintf("checkout, %s, 1-%d lines of qty %s, %.0f%% held, %v per point, %d app instances",
+			skuText(wl), m.Lines, wl.Qty(), 100*m.HoldShare, wl.Duration, wl.Instances)
+	}
+	if flash {
+		desc = fmt.Sprintf("flash sale, %s, %d units each, qty %s, workers spread over %d app instances",
+			skuText(wl), wl.InitialStock(), wl.Qty(), wl.Instances)
+	}
 
 	// Axis labels stay short: gonum reserves a long label's length as padding
 	// on both axes, squeezing the data area. Titles stay short too: an SVG
 	// viewer without the Liberation fonts substitutes wider ones.
-	thr := newPanel("Successful decrements/s (higher is better)", "decrements/s")
+	first := newPanel("Successful decrements/s (higher is better)", "decrements/s")
+	firstY := func(r *Result) (float64, bool) { return r.Throughput, r.Throughput > 0 }
+	if checkout {
+		first = newPanel("Successful orders/s (higher is better)", "orders/s")
+	}
+	if flash {
+		first = newPanel("Time to sell out (lower is better)", "ms")
+		firstY = func(r *Result) (float64, bool) { return ms(r.SellOut), r.SoldOut && r.SellOut > 0 }
+	}
 	lat := newPanel("p99 latency (lower is better)", "ms")
 	legend := plot.NewLegend()
 	legend.Top, legend.Left = true, true
@@ -98,20 +156,22 @@ func WriteChart(w io.Writer, results []*Result, format ChartFormat) error {
 	legend.Padding = vg.Points(5)
 	legend.ThumbnailWidth = vg.Points(30)
 	var workers []int
-	for i, s := range ss {
-		style := draw.LineStyle{Color: palette[i%len(palette)], Width: vg.Points(2)}
-		glyph := draw.GlyphStyle{Color: style.Color, Radius: vg.Points(3.5), Shape: glyphFor(s.needs)}
-		if s.broken {
-			style.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+	var glyphsUsed []int
+	for _, s := range ss {
+		style := draw.LineStyle{Color: colourFor(s.target, s.broken), Width: vg.Points(2), Dashes: s.dashes()}
+		g := glyphIndex(s.needs)
+		if !slices.Contains(glyphsUsed, g) {
+			glyphsUsed = append(glyphsUsed, g)
 		}
-		var txy, lxy plotter.XYs
+		glyph := draw.GlyphStyle{Color: style.Color, Radius: vg.Points(3.5), Shape: glyphs[g].shape}
+		var fxy, lxy plotter.XYs
 		for _, r := range s.points {
 			x := float64(r.Workload.Workers)
 			if !slices.Contains(workers, r.Workload.Workers) {
 				workers = append(workers, r.Workload.Workers)
 			}
-			if r.Throughput > 0 {
-				txy = append(txy, plotter.XY{X: x, Y: r.Throughput})
+			if y, ok := firstY(r); ok {
+				fxy = append(fxy, plotter.XY{X: x, Y: y})
 			}
 			if r.Latency.P99 > 0 {
 				lxy = append(lxy, plotter.XY{X: x, Y: ms(r.Latency.P99)})
@@ -121,7 +181,7 @@ func WriteChart(w io.Writer, results []*Result, format ChartFormat) error {
 		for _, pp := range []struct {
 			p   *plot.Plot
 			xys plotter.XYs
-		}{{thr, txy}, {lat, lxy}} {
+		}{{first, fxy}, {lat, lxy}} {
 			if len(pp.xys) == 0 {
 				continue
 			}
@@ -138,18 +198,56 @@ func WriteChart(w io.Writer, results []*Result, format ChartFormat) error {
 		}
 	}
 	slices.Sort(workers)
-	for _, p := range []*plot.Plot{thr, lat} {
+	for _, p := range []*plot.Plot{first, lat} {
 		p.X.Label.Text = "workers"
 		setWorkerAxis(p, workers)
 		setValueAxis(p)
 	}
 
+	// The notes under the legend: which glyph is which backend, and what
+	// the dashes mean.
+	var notes []string
+	slices.Sort(glyphsUsed)
+	var signs []string
+	for _, g := range glyphsUsed {
+		if name, ok := glyphName(g); ok {
+			signs = append(signs, glyphs[g].sign+" "+name)
+		}
+	}
+	if len(signs) > 0 {
+		notes = append(notes, strings.Join(signs, "   "))
+	}
+	if slices.ContainsFunc(ss, func(s series) bool { return s.broken }) {
+		notes = append(notes, "dashed: known-broken counterexample")
+	}
+	note := legend.TextStyle
+	note.Font.Size = vg.Points(10)
+
+	// Size the legend column to its longest label — with room for an SVG
+	// viewer's wider substitute font — and the chart to the legend's rows.
+	lw := legendW
+	for _, s := range ss {
+		lw = max(lw, legend.ThumbnailWidth+legend.Padding+legend.TextStyle.Width(s.label)*1.15+vg.Points(30))
+	}
+	for _, n := range notes {
+		lw = max(lw, note.Width(n)*1.15+vg.Points(30))
+	}
+	ts := first.Title.TextStyle
+	ts.Font.Size = vg.Points(15)
+	ts.XAlign, ts.YAlign = draw.XLeft, draw.YTop
+	title := "stockguard — " + desc
+	titleH := ts.Height(title) + vg.Points(20)
+	rows := vg.Length(len(ss)) * (legend.TextStyle.Height("Xg") + legend.Padding)
+	noteH := vg.Length(len(notes))*vg.Points(14) + vg.Points(30)
+	chartW, h := panelsW+lw, max(chartH, titleH+vg.Points(30)+rows+noteH)
+	chartW = max(chartW, ts.Width(title)+vg.Points(20))
+
 	var canvas vg.CanvasWriterTo
 	switch format {
 	case SVG:
-		canvas = vgsvg.New(chartW, chartH)
+		canvas = vgsvg.New(chartW, h)
 	case PNG:
-		canvas = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(chartW, chartH), vgimg.UseDPI(pngDPI))}
+		canvas = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(chartW, h), vgimg.UseDPI(pngDPI))}
 	default:
 		return fmt.Errorf("bench: chart format %q: want svg or png", format)
 	}
@@ -157,38 +255,51 @@ func WriteChart(w io.Writer, results []*Result, format ChartFormat) error {
 	dc.SetColor(color.White)
 	dc.Fill(dc.Rectangle.Path())
 
-	title := "stockguard — " + desc
-	ts := thr.Title.TextStyle
-	ts.Font.Size = vg.Points(15)
-	ts.XAlign, ts.YAlign = draw.XLeft, draw.YTop
 	dc.FillText(ts, vg.Point{X: dc.Min.X + vg.Points(10), Y: dc.Max.Y - vg.Points(8)}, title)
-	titleH := ts.Height(title) + vg.Points(20)
 
-	panels := draw.Crop(dc, 0, -legendW, 0, -titleH)
+	panels := draw.Crop(dc, 0, -(chartW - panelsW), 0, -titleH)
 	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Points(30), PadLeft: vg.Points(10), PadBottom: vg.Points(10)}
-	thr.Draw(tiles.At(panels, 0, 0))
+	first.Draw(tiles.At(panels, 0, 0))
 	lat.Draw(tiles.At(panels, 1, 0))
-	legend.Draw(draw.Crop(dc, chartW-legendW+vg.Points(20), -vg.Points(10), 0, -titleH-vg.Points(30)))
-	note := legend.TextStyle
-	note.Font.Size = vg.Points(10)
-	for i, line := range []string{"● MySQL   ■ Redis", "dashed: known-broken counterexample"} {
-		dc.FillText(note, vg.Point{X: chartW - legendW + vg.Points(20), Y: vg.Points(36 - 14*float64(i))}, line)
+	legend.Draw(draw.Crop(dc, panelsW+vg.Points(20), -vg.Points(10), noteH, -titleH-vg.Points(30)))
+	for i, line := range notes {
+		dc.FillText(note, vg.Point{X: panelsW + vg.Points(20), Y: vg.Points(float64(14*(len(notes)-1-i)) + 22)}, line)
 	}
 
 	_, err := canvas.WriteTo(w)
 	return err
 }
 
-// glyphFor tells the backends apart: circles for MySQL, squares for Redis,
-// triangles for anything else (all filled).
-func glyphFor(n Need) draw.GlyphDrawer {
-	switch n {
-	case NeedMySQL:
-		return draw.CircleGlyph{}
-	case NeedRedis:
-		return draw.BoxGlyph{}
+// glyphName names the backend drawn with glyph g, if it is one backend's.
+func glyphName(g int) (string, bool) {
+	bs := Backends()
+	if g < len(bs) && len(bs) <= len(glyphs) {
+		return bs[g].Name, true
 	}
-	return draw.TriangleGlyph{}
+	return "", false
+}
+
+// glyphs tell the backends apart, in registration order: circles for the
+// first (MySQL), squares for the second (Redis), and so on.
+var glyphs = []struct {
+	shape draw.GlyphDrawer
+	sign  string // for the note under the legend
+}{
+	{draw.CircleGlyph{}, "●"}, {draw.BoxGlyph{}, "■"}, {draw.TriangleGlyph{}, "triangle:"},
+	{draw.RingGlyph{}, "ring:"}, {draw.SquareGlyph{}, "square:"}, {draw.PyramidGlyph{}, "pyramid:"},
+}
+
+// glyphIndex picks the glyph of a target's main backend (its first need);
+// a target without one (an in-memory reference) gets the last glyph.
+func glyphIndex(needs []string) int {
+	if len(needs) == 0 {
+		return len(glyphs) - 1
+	}
+	i := backendRank(needs[0])
+	if i < 0 {
+		return len(glyphs) - 1
+	}
+	return i % len(glyphs)
 }
 
 func plotterLinePoints(xys plotter.XYs) (*plotter.Line, *plotter.Scatter, error) {

@@ -2,17 +2,16 @@ package bench
 
 import (
 	"context"
-	"errors"
 
 	"github.com/stockguard/stockguard"
 )
 
-// Kind classifies the outcome of one Decrement.
+// Kind classifies the outcome of one operation.
 type Kind uint8
 
-// The outcomes, in the order they are tested: an error that is both an
-// unknown outcome and a context error (a request sent, then abandoned) is an
-// unknown outcome, because its units may have gone.
+// The outcomes: one per contract error, in stockguard.ContractErrors' order
+// of precedence (an error that is both an unknown outcome and a context
+// error is an unknown outcome, because its units may have gone).
 const (
 	KindOK Kind = iota
 	KindOutcomeUnknown
@@ -20,6 +19,10 @@ const (
 	KindUnknownSKU
 	KindInvalid
 	KindContention
+	KindUnavailable
+	KindUnknownOrder
+	KindOrderMismatch
+	KindOrderClosed
 	KindCanceled
 	// KindOther is an error outside the contract: a finding in itself.
 	KindOther
@@ -33,8 +36,28 @@ var kindNames = [numKinds]string{
 	KindUnknownSKU:     "unknown-sku",
 	KindInvalid:        "invalid",
 	KindContention:     "contention",
+	KindUnavailable:    "unavailable",
+	KindUnknownOrder:   "unknown-order",
+	KindOrderMismatch:  "order-mismatch",
+	KindOrderClosed:    "order-closed",
 	KindCanceled:       "canceled",
 	KindOther:          "other",
+}
+
+// kindOf maps each contract error to its Kind; the list itself is
+// stockguard's.
+var kindOf = map[error]Kind{
+	stockguard.ErrOutcomeUnknown:    KindOutcomeUnknown,
+	stockguard.ErrInsufficientStock: KindInsufficient,
+	stockguard.ErrUnknownSKU:        KindUnknownSKU,
+	stockguard.ErrInvalidRequest:    KindInvalid,
+	stockguard.ErrContention:        KindContention,
+	stockguard.ErrUnavailable:       KindUnavailable,
+	stockguard.ErrUnknownOrder:      KindUnknownOrder,
+	stockguard.ErrOrderMismatch:     KindOrderMismatch,
+	stockguard.ErrOrderClosed:       KindOrderClosed,
+	context.Canceled:                KindCanceled,
+	context.DeadlineExceeded:        KindCanceled,
 }
 
 // String returns the kind's name as used in reports, e.g. "contention".
@@ -45,23 +68,13 @@ func (k Kind) String() string {
 	return "invalid-kind"
 }
 
-// Classify returns the Kind of a Decrement's result.
+// Classify returns the Kind of an operation's result.
 func Classify(err error) Kind {
-	switch {
-	case err == nil:
+	if err == nil {
 		return KindOK
-	case errors.Is(err, stockguard.ErrOutcomeUnknown):
-		return KindOutcomeUnknown
-	case errors.Is(err, stockguard.ErrInsufficientStock):
-		return KindInsufficient
-	case errors.Is(err, stockguard.ErrUnknownSKU):
-		return KindUnknownSKU
-	case errors.Is(err, stockguard.ErrInvalidRequest):
-		return KindInvalid
-	case errors.Is(err, stockguard.ErrContention):
-		return KindContention
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return KindCanceled
+	}
+	if k, ok := kindOf[stockguard.Contract(err)]; ok {
+		return k
 	}
 	return KindOther
 }

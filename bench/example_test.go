@@ -11,6 +11,7 @@ import (
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/bench"
+	_ "github.com/stockguard/stockguard/bench/all" // registers the strategies
 	"github.com/stockguard/stockguard/internal/memstock"
 )
 
@@ -20,13 +21,13 @@ func ExampleRun() {
 	store := memstock.New()
 	target := bench.Target{
 		Name: "memstock", About: "in-memory reference",
-		Open: func(context.Context, bench.Backends, string) (*bench.Store, error) {
+		Open: func(context.Context, bench.Servers, string) (*bench.Store, error) {
 			return &bench.Store{New: func() (stockguard.Inventory, error) { return store, nil }}, nil
 		},
 	}
 	w := bench.DefaultWorkload()
 	w.Ops, w.Duration, w.Warmup = 10_000, 0, 0
-	r, err := bench.Run(context.Background(), target, bench.Backends{}, w)
+	r, err := bench.Run(context.Background(), target, nil, w)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -41,7 +42,8 @@ func ExampleRun() {
 }
 
 // A registered strategy runs against real servers (here from the
-// environment); the table is what stockbench prints.
+// environment), given under its backends' names; the table is what
+// stockbench prints.
 func ExampleLookup() {
 	db := sqlx.MustOpen("mysql", os.Getenv("STOCKGUARD_MYSQL_DSN"))
 	defer db.Close()
@@ -56,7 +58,7 @@ func ExampleLookup() {
 		}
 		w := bench.DefaultWorkload()
 		w.Workers, w.Duration = 64, time.Second
-		r, err := bench.Run(context.Background(), t, bench.Backends{DB: db, Redis: rdb}, w)
+		r, err := bench.Run(context.Background(), t, bench.Servers{"mysql": db, "redis": rdb}, w)
 		if err != nil {
 			fmt.Println(err)
 			return

@@ -17,7 +17,7 @@ import (
 func memTarget() Target {
 	return Target{
 		Name: "mem", About: "memstock reference",
-		Open: func(context.Context, Backends, string) (*Store, error) {
+		Open: func(context.Context, Servers, string) (*Store, error) {
 			s := memstock.New()
 			return &Store{New: func() (stockguard.Inventory, error) { return s, nil }}, nil
 		},
@@ -131,7 +131,7 @@ func (i *fakeInv) Decrement(ctx context.Context, sku string, qty int64) error {
 func fakeTarget(name string, f fault) Target {
 	return Target{
 		Name: name,
-		Open: func(context.Context, Backends, string) (*Store, error) {
+		Open: func(context.Context, Servers, string) (*Store, error) {
 			s := &fakeStore{levels: map[string]*atomic.Int64{}}
 			return &Store{
 				New: func() (stockguard.Inventory, error) { return &fakeInv{s: s, f: f}, nil },
@@ -155,7 +155,7 @@ func (noop) Decrement(context.Context, string, int64) error { return nil }
 func (noop) SetStock(context.Context, string, int64) error  { return nil }
 func (noop) Stock(context.Context, string) (int64, error)   { return DefaultSteadyStock, nil }
 func noopTarget() Target {
-	return Target{Name: "noop", Open: func(context.Context, Backends, string) (*Store, error) {
+	return Target{Name: "noop", Open: func(context.Context, Servers, string) (*Store, error) {
 		return &Store{New: func() (stockguard.Inventory, error) { return noop{}, nil }}, nil
 	}}
 }

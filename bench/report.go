@@ -25,6 +25,8 @@ type Row struct {
 	SKUs           int              `json:"skus"`
 	Skew           string           `json:"skew"`
 	Qty            string           `json:"qty"`
+	Load           string           `json:"load"`                   // "closed" or "open"
+	OfferedRate    float64          `json:"offered_rate,omitempty"` // open-loop: requests per second scheduled
 	ElapsedS       float64          `json:"elapsed_s"`
 	Attempts       int64            `json:"attempts"`
 	Successes      int64            `json:"successes"`
@@ -55,6 +57,22 @@ type Row struct {
 	Sound          bool             `json:"sound"`
 	Interrupted    bool             `json:"interrupted,omitempty"`
 	Problems       []string         `json:"problems,omitempty"`
+	// Checkout holds a checkout run's order figures; Successes and
+	// Throughput count orders there.
+	Checkout *CheckoutRow `json:"checkout,omitempty"`
+}
+
+// CheckoutRow is the part of a Row only a Checkout has (see Audit).
+type CheckoutRow struct {
+	Lines         int64   `json:"lines"`
+	LinesPerS     float64 `json:"lines_per_s"`
+	Restocked     int64   `json:"restocked"`
+	Held          int64   `json:"held"`
+	Taken         int64   `json:"taken"`
+	OrdersChecked int64   `json:"orders_checked"`
+	BadOrders     int64   `json:"bad_orders"`
+	Duplicated    int64   `json:"duplicated"`
+	Reconciled    int64   `json:"reconciled"`
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -62,10 +80,18 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // NewRow flattens r.
 func NewRow(r *Result) Row {
 	w, a := r.Workload, r.Audit
+	var co *CheckoutRow
+	if w.Shape == Checkout {
+		co = &CheckoutRow{
+			Lines: r.Lines, LinesPerS: r.LineRate, Restocked: a.Restocked, Held: a.Held, Taken: a.Taken,
+			OrdersChecked: a.Orders, BadOrders: a.BadOrders, Duplicated: a.Duplicated, Reconciled: a.Reconciled,
+		}
+	}
 	return Row{
-		Strategy: r.Target, Counterexample: r.Counterexample, Backend: r.Needs.String(),
+		Checkout: co,
+		Strategy: r.Target, Counterexample: r.Counterexample, Backend: needsText(r.Needs),
 		Workload: w.Shape.String(), Workers: w.Workers, Instances: min(w.Instances, w.Workers),
-		SKUs: w.SKUs, Skew: w.Skew.String(), Qty: w.Qty(),
+		SKUs: w.SKUs, Skew: w.Skew.String(), Qty: w.Qty(), Load: w.loop(), OfferedRate: w.Rate,
 		ElapsedS: r.Elapsed.Seconds(), Attempts: r.Attempts, Successes: r.Successes,
 		Throughput: r.Throughput, AttemptsPerS: r.AttemptRate,
 		P50Ms: ms(r.Latency.P50), P90Ms: ms(r.Latency.P90), P99Ms: ms(r.Latency.P99),
@@ -80,15 +106,22 @@ func NewRow(r *Result) Row {
 	}
 }
 
-// WriteJSON writes the results as a JSON array of Rows.
-func WriteJSON(w io.Writer, results []*Result) error {
-	rows := make([]Row, len(results))
+// Report is the JSON document WriteJSON writes: what was run, where and
+// with what, then one Row per result.
+type Report struct {
+	Meta    Meta  `json:"meta"`
+	Results []Row `json:"results"`
+}
+
+// WriteJSON writes m and the results as a Report.
+func WriteJSON(w io.Writer, m Meta, results []*Result) error {
+	rep := Report{Meta: m, Results: make([]Row, len(results))}
 	for i, r := range results {
-		rows[i] = NewRow(r)
+		rep.Results[i] = NewRow(r)
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(rows)
+	return enc.Encode(rep)
 }
 
 var csvHeader = []string{
@@ -97,14 +130,25 @@ var csvHeader = []string{
 	"p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms",
 	"retries", "retries_per_op", "errors", "sold_out", "sellout_ms",
 	"initial", "acked", "gone", "oversold", "lost", "unknown", "unknown_units",
-	"false_refusals", "mismatches", "raw_checked", "sound",
+	"false_refusals", "mismatches", "raw_checked", "sound", "load", "offered_rate",
+}
+
+// csvCheckout are the columns added when a result is a Checkout.
+var csvCheckout = []string{
+	"lines", "lines_per_s", "restocked", "held", "taken", "orders_checked", "bad_orders", "duplicated", "reconciled",
 }
 
 // WriteCSV writes the results as CSV with a header line; errors are one
-// field of "kind=count" pairs separated by semicolons.
+// field of "kind=count" pairs separated by semicolons. Checkout results add
+// the columns of CheckoutRow.
 func WriteCSV(w io.Writer, results []*Result) error {
 	cw := csv.NewWriter(w)
-	if err := cw.Write(csvHeader); err != nil {
+	checkout := hasCheckout(results)
+	header := csvHeader
+	if checkout {
+		header = append(slices.Clone(csvHeader), csvCheckout...)
+	}
+	if err := cw.Write(header); err != nil {
 		return err
 	}
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
@@ -123,6 +167,13 @@ func WriteCSV(w io.Writer, results []*Result) error {
 			d(x.Retries), f(x.RetriesPerOp), strings.Join(errs, ";"), strconv.FormatBool(x.SoldOut), f(x.SellOutMs),
 			d(x.Initial), d(x.Acked), d(x.Gone), d(x.Oversold), d(x.Lost), d(x.Unknown), d(x.UnknownUnits),
 			d(x.FalseRefusals), d(x.Mismatches), strconv.FormatBool(x.RawChecked), strconv.FormatBool(x.Sound),
+			x.Load, f(x.OfferedRate),
+		}
+		if c := x.Checkout; c != nil {
+			rec = append(rec, d(c.Lines), f(c.LinesPerS), d(c.Restocked), d(c.Held), d(c.Taken),
+				d(c.OrdersChecked), d(c.BadOrders), d(c.Duplicated), d(c.Reconciled))
+		} else if checkout {
+			rec = append(rec, make([]string, len(csvCheckout))...)
 		}
 		if err := cw.Write(rec); err != nil {
 			return err
@@ -138,8 +189,16 @@ func WriteCSV(w io.Writer, results []*Result) error {
 // contract.
 func WriteTable(w io.Writer, results []*Result) error {
 	flash := slices.ContainsFunc(results, func(r *Result) bool { return r.Workload.Shape == Flash })
+	open := slices.ContainsFunc(results, func(r *Result) bool { return r.Workload.Rate > 0 })
+	checkout := hasCheckout(results)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "STRATEGY\tWORKERS\tSKUS\tDECR/S\tATTEMPTS/S\tP50 ms\tP90 ms\tP99 ms\tP99.9 ms\tMAX ms\tRETRIES/OP\t"
+	if checkout {
+		head = "STRATEGY\tWORKERS\tSKUS\tORDERS/S\tLINES/S\tATTEMPTS/S\tP50 ms\tP90 ms\tP99 ms\tP99.9 ms\tMAX ms\tRETRIES/OP\t"
+	}
+	if open {
+		head = strings.Replace(head, "SKUS\t", "SKUS\tOFFERED/S\t", 1)
+	}
 	if flash {
 		head += "SOLD OUT\t"
 	}
@@ -150,8 +209,15 @@ func WriteTable(w io.Writer, results []*Result) error {
 			name += " [broken]"
 		}
 		name = pad(name, results)
+		rate := count(r.Throughput)
+		if checkout {
+			rate += "\t" + count(r.LineRate)
+		}
+		if open {
+			rate = offeredText(r.Workload.Rate) + "\t" + rate
+		}
 		line := fmt.Sprintf("%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t", name, r.Workload.Workers, r.Workload.SKUs,
-			count(r.Throughput), count(r.AttemptRate),
+			rate, count(r.AttemptRate),
 			millis(r.Latency.P50), millis(r.Latency.P90), millis(r.Latency.P99), millis(r.Latency.P999), millis(r.Latency.Max),
 			r.RetriesPerOp)
 		if flash {
@@ -162,7 +228,45 @@ func WriteTable(w io.Writer, results []*Result) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if checkout {
+		if err := writeCheckoutLegend(w); err != nil {
+			return err
+		}
+		return writeVerdict(w, results)
+	}
+	if err := writeLegend(w, flash, open); err != nil {
+		return err
+	}
 	return writeVerdict(w, results)
+}
+
+// writeLegend says under the table what its rate columns count, and how
+// they differ from the audit's figures.
+func writeLegend(w io.Writer, flash, open bool) error {
+	legend := "\nDECR/S: successful requests per second (\"successes\" in JSON); each took its qty units, which the audit counts as\n" +
+		"acknowledged (\"acked\"). ATTEMPTS/S: every request per second, refused and failed ones included; ERRORS: those by kind.\n"
+	if flash {
+		legend += "SOLD OUT: time from the start of measurement to the last unit sold; the run ends once every SKU refused for lack\n" +
+			"of stock. In a flash run DECR/S is over the time to sell out, ATTEMPTS/S over the whole measured window.\n"
+	}
+	if open {
+		legend += openLegend
+	}
+	_, err := io.WriteString(w, legend)
+	return err
+}
+
+func hasCheckout(results []*Result) bool {
+	return slices.ContainsFunc(results, func(r *Result) bool { return r.Workload.Shape == Checkout })
+}
+
+// writeCheckoutLegend is writeLegend for a checkout.
+func writeCheckoutLegend(w io.Writer) error {
+	_, err := io.WriteString(w, "\nORDERS/S: acknowledged orders (Take or Hold) per second; LINES/S: their lines per second. ATTEMPTS/S: every\n"+
+		"order placed per second, refused ones included; latencies are the order call's (its follow-up Confirm or Return and\n"+
+		"restocks are not timed). AUDIT: per SKU, initial + restocked == stock + held + taken, held and taken as Order reports\n"+
+		"every order after the last hold's deadline; every order in the state its calls' results allow, nothing duplicated.\n")
+	return err
 }
 
 func writeVerdict(w io.Writer, results []*Result) error {
@@ -186,6 +290,9 @@ func writeVerdict(w io.Writer, results []*Result) error {
 		}
 		fmt.Fprintf(&b, "\n!!! UNSOUND: %s at %d workers — oversold %d, lost %d, false refusals %d (of %d units acknowledged)\n",
 			r.Target, r.Workload.Workers, r.Audit.Oversold, r.Audit.Lost, r.Audit.FalseRefusals, r.Audit.Acked)
+		if a := r.Audit; a.Duplicated > 0 || a.BadOrders > 0 {
+			fmt.Fprintf(&b, "!!!   duplicated %d units, %d of %d orders not in their expected state\n", a.Duplicated, a.BadOrders, a.Orders)
+		}
 		for _, p := range r.Audit.Problems {
 			fmt.Fprintf(&b, "!!!   %s\n", p)
 		}
@@ -260,6 +367,12 @@ func verdict(r *Result) string {
 	}
 	if a.FalseRefusals > 0 {
 		parts = append(parts, fmt.Sprintf("false refusals %d", a.FalseRefusals))
+	}
+	if a.Duplicated > 0 {
+		parts = append(parts, fmt.Sprintf("duplicated %d", a.Duplicated))
+	}
+	if a.BadOrders > 0 {
+		parts = append(parts, fmt.Sprintf("bad orders %d", a.BadOrders))
 	}
 	label := "UNSOUND"
 	if r.Counterexample {

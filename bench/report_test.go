@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"image/color"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -57,17 +58,51 @@ func TestWriteTable(t *testing.T) {
 	if strings.Contains(out, "SOLD OUT") {
 		t.Error("sell-out column on a steady run")
 	}
+	if !strings.Contains(out, "DECR/S: successful requests per second") || !strings.Contains(out, "ATTEMPTS/S: every request per second") {
+		t.Errorf("table lacks the legend of its columns:\n%s", out)
+	}
+}
+
+func TestWriteTable_flashLegend(t *testing.T) {
+	rs := sampleResults()
+	for _, r := range rs {
+		r.Workload.Shape, r.SoldOut, r.SellOut = Flash, true, 40*time.Millisecond
+	}
+	var b bytes.Buffer
+	if err := WriteTable(&b, rs); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); !strings.Contains(out, "SOLD OUT") || !strings.Contains(out, "In a flash run DECR/S is over the time to sell out") {
+		t.Errorf("flash table:\n%s", out)
+	}
 }
 
 func TestWriteJSON(t *testing.T) {
 	var b bytes.Buffer
-	if err := WriteJSON(&b, sampleResults()); err != nil {
+	w := DefaultWorkload()
+	began := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	servers := []Server{{Backend: "redis", Product: "Redis", Version: "7.0.15", Addr: "127.0.0.1:6379", Source: "env"}}
+	if err := WriteJSON(&b, NewMeta(began, w, []int{1, 8, 64}, servers), sampleResults()); err != nil {
 		t.Fatal(err)
 	}
-	var rows []map[string]any
-	if err := json.Unmarshal(b.Bytes(), &rows); err != nil {
+	var doc struct {
+		Meta    map[string]any   `json:"meta"`
+		Results []map[string]any `json:"results"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}
+	m := doc.Meta
+	if m["time"] != "2025-01-02T03:04:05Z" || m["seed"] != float64(w.Seed) || m["go_version"] == "" || m["module_version"] == "" {
+		t.Errorf("meta %v", m)
+	}
+	if wl, _ := m["workload"].(map[string]any); wl["shape"] != "steady" || wl["skus"] != 1.0 || len(wl["workers"].([]any)) != 3 {
+		t.Errorf("meta workload %v", m["workload"])
+	}
+	if sv, _ := m["servers"].([]any); len(sv) != 1 || sv[0].(map[string]any)["version"] != "7.0.15" {
+		t.Errorf("meta servers %v", m["servers"])
+	}
+	rows := doc.Results
 	if len(rows) != 10 {
 		t.Fatalf("%d rows", len(rows))
 	}
@@ -125,6 +160,70 @@ func TestWriteChart(t *testing.T) {
 			}
 		}
 	}
+	if err := WriteChart(&bytes.Buffer{}, sampleResults(), "gif"); err == nil {
+		t.Error("gif accepted")
+	}
+	if err := WriteChart(&bytes.Buffer{}, nil, SVG); err == nil {
+		t.Error("empty results accepted")
+	}
+}
+
+// TestWriteChart_flashChartsSellOut: a flash sale's first panel is the time
+// to sell out.
+func TestWriteChart_flashChartsSellOut(t *testing.T) {
+	rs := sampleResults()
+	for _, r := range rs {
+		r.Workload.Shape, r.SoldOut, r.SellOut = Flash, true, time.Duration(r.Workload.Workers)*time.Millisecond
+	}
+	var b bytes.Buffer
+	if err := WriteChart(&b, rs, SVG); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); !strings.Contains(out, "Time to sell out") || strings.Contains(out, "Successful decrements/s") {
+		t.Error("flash chart does not chart the time to sell out")
+	}
+}
+
+// TestWriteChart_legendFits: a long label widens the chart instead of
+// running off its edge.
+func TestWriteChart_legendFits(t *testing.T) {
+	width := func(rs []*Result) int {
+		var b bytes.Buffer
+		if err := WriteChart(&b, rs, PNG); err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(&b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return img.Bounds().Dx()
+	}
+	short := width(sampleResults())
+	rs := sampleResults()
+	rs[2].Target = "broken-redis-a-counterexample-with-a-very-long-name"
+	if long := width(rs); long <= short {
+		t.Errorf("chart %dpx wide with a long label, %dpx without", long, short)
+	}
+}
+
+// TestColourFor_onePerStrategy: a colour depends on the target alone (not
+// on the others in a chart), and the registered strategies get different
+// ones while the palette lasts.
+func TestColourFor_onePerStrategy(t *testing.T) {
+	seen := map[color.RGBA]string{}
+	for i, tg := range Targets() {
+		c := colourFor(tg.Name, false)
+		if other, ok := seen[c]; ok && i < len(palette) {
+			t.Errorf("%s and %s share a colour", tg.Name, other)
+		}
+		seen[c] = tg.Name
+	}
+	if len(Targets()) == 0 {
+		t.Error("no strategies registered in this test binary")
+	}
+}
+
+func TestWriteChart_refusesBadInput(t *testing.T) {
 	if err := WriteChart(&bytes.Buffer{}, sampleResults(), "gif"); err == nil {
 		t.Error("gif accepted")
 	}

@@ -11,8 +11,8 @@ type Latency struct {
 type Result struct {
 	Target         string
 	Counterexample bool
-	// Needs says which servers the target used.
-	Needs    Need
+	// Needs names the backends the target used.
+	Needs    []string
 	Workload Workload
 	// Elapsed is the measured window: from the end of warm-up to the end of
 	// the last request begun before the stop.
@@ -20,7 +20,12 @@ type Result struct {
 	// Attempts counts measured requests; Successes those that took stock,
 	// Units the units they took.
 	Attempts, Successes, Units int64
-	// Throughput is successful decrements per second: over Elapsed, or over
+	// Lines counts the lines of the successful orders of a Checkout
+	// (Successes counts the orders); LineRate is them per second over
+	// Elapsed.
+	Lines    int64
+	LineRate float64
+	// Throughput is successful decrements (a Checkout: orders) per second: over Elapsed, or over
 	// SellOut when a flash sale sold out.
 	Throughput float64
 	// AttemptRate is requests per second over Elapsed.

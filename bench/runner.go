@@ -19,7 +19,8 @@ import (
 type Option func(*runOptions)
 
 type runOptions struct {
-	progress func(done float64)
+	progress   func(done float64)
+	begin, end func()
 }
 
 // WithProgress makes Run call f with the fraction of the run done so far
@@ -27,6 +28,15 @@ type runOptions struct {
 // Default: no progress reports.
 func WithProgress(f func(done float64)) Option {
 	return func(o *runOptions) { o.progress = f }
+}
+
+// WithWindow makes Run call begin as the measured window opens (after
+// set-up and warm-up) and end once its last request has returned, both from
+// Run's own goroutine — go test -bench passes b.StartTimer and b.StopTimer
+// so that it times, and sizes b.N on, the measured window only. Default:
+// no calls.
+func WithWindow(begin, end func()) Option {
+	return func(o *runOptions) { o.begin, o.end = begin, end }
 }
 
 // Run phases, read by every worker before each request.
@@ -45,26 +55,33 @@ const maxTracked = int64(time.Minute)
 // writes, so they rarely collide).
 const perWorkerCells = 1 << 22
 
-// Run stocks a fresh store of target t, runs workload w against it from
-// w.Workers goroutines over w.Instances instances, then audits the store.
-// The store is removed afterwards.
+// Run stocks a fresh store of target t on servers s, runs workload w
+// against it from w.Workers goroutines over w.Instances instances, then
+// audits the store. The store is removed afterwards.
+//
+// A Checkout runs only when the target's instances implement
+// stockguard.Orders, and a target marked OrdersOnly only under a Checkout:
+// otherwise Run returns an error wrapping ErrSkipped and no Result.
 //
 // It returns an error wrapping ErrInvalidWorkload or ErrMissingBackend
 // before doing anything, or the error of setting up or auditing the store.
 // When ctx ends during the run, the run stops early, is audited anyway and
 // the Result comes back with Interrupted set, together with ctx's error.
-func Run(ctx context.Context, t Target, b Backends, w Workload, opts ...Option) (*Result, error) {
+func Run(ctx context.Context, t Target, s Servers, w Workload, opts ...Option) (*Result, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
-	if err := t.check(b); err != nil {
+	if err := t.check(s); err != nil {
 		return nil, err
+	}
+	if t.OrdersOnly && w.Shape != Checkout {
+		return nil, fmt.Errorf("bench: %w: %s breaks only whole orders (run it with the checkout workload)", ErrSkipped, t.Name)
 	}
 	var o runOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
-	store, err := t.Open(ctx, b, newNamespace())
+	store, err := t.Open(ctx, s, newNamespace())
 	if err != nil {
 		return nil, fmt.Errorf("bench: %s: open: %w", t.Name, err)
 	}
@@ -85,6 +102,13 @@ func Run(ctx context.Context, t Target, b Backends, w Workload, opts ...Option) 
 		}
 	}
 	r := newRun(w)
+	if r.co != nil {
+		for _, inv := range insts {
+			if _, ok := inv.(stockguard.Orders); !ok {
+				return nil, fmt.Errorf("bench: %w: %s does not implement stockguard.Orders", ErrSkipped, t.Name)
+			}
+		}
+	}
 	if err := r.stock(ctx, insts[0]); err != nil {
 		return nil, fmt.Errorf("bench: %s: stocking: %w", t.Name, err)
 	}
@@ -92,7 +116,12 @@ func Run(ctx context.Context, t Target, b Backends, w Workload, opts ...Option) 
 	res.Target, res.Counterexample, res.Needs = t.Name, t.Counterexample, t.Needs
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	defer cancel()
-	if res.Audit, err = r.audit(actx, insts[0], store.Raw); err != nil {
+	if r.co != nil {
+		res.Audit, err = r.auditOrders(actx, insts[0].(stockguard.Orders), store.Raw)
+	} else {
+		res.Audit, err = r.audit(actx, insts[0], store.Raw)
+	}
+	if err != nil {
 		return res, fmt.Errorf("bench: %s: audit: %w", t.Name, err)
 	}
 	if res.Interrupted {
@@ -109,6 +138,9 @@ type run struct {
 	sale    int      // number of sale SKUs
 	initial []int64  // stock each SKU starts with
 	phase   atomic.Int32
+	// stopped is closed when the run stops, to wake open-loop workers
+	// waiting for a request's start.
+	stopped chan struct{}
 	// base is the run's clock origin. Workers read the time as
 	// time.Since(base): one monotonic clock read, where time.Now makes two
 	// (wall and monotonic) — the largest cost of the hot path.
@@ -121,21 +153,29 @@ type run struct {
 	soldCount  atomic.Int64
 	allSold    chan struct{}
 	workers    []*worker
+	co         *checkout // nil unless the workload is a Checkout
 }
 
 func newRun(w Workload) *run {
-	r := &run{w: w, sale: w.SKUs, allSold: make(chan struct{})}
+	r := &run{w: w, sale: w.SKUs, allSold: make(chan struct{}), stopped: make(chan struct{})}
 	n := w.SKUs
-	if w.Shape == Flash && w.Warmup > 0 {
+	short := w.Shape == Checkout && w.Orders.Lines >= 2 && w.SKUs >= 1 && w.Orders.ShortShare > 0
+	switch {
+	case w.Shape == Flash && w.Warmup > 0:
 		n *= 2
+	case short:
+		n++
 	}
 	r.skus = make([]string, n)
 	r.initial = make([]int64, n)
 	for i := range r.skus {
-		if i < r.sale {
+		switch {
+		case i < r.sale:
 			r.skus[i] = "sku-" + strconv.Itoa(i)
 			r.initial[i] = w.InitialStock()
-		} else {
+		case short:
+			r.skus[i] = "sold-out" // carts ending with it must be refused whole
+		default:
 			r.skus[i] = "warm-" + strconv.Itoa(i-r.sale)
 			r.initial[i] = DefaultSteadyStock
 		}
@@ -146,6 +186,12 @@ func newRun(w Workload) *run {
 	r.unknown = make([]atomic.Int64, n)
 	r.minRefused = make([]atomic.Int64, n)
 	r.soldOut = make([]atomic.Bool, r.sale)
+	if w.Shape == Checkout {
+		r.co = newCheckout(n)
+		if short {
+			r.co.soldOut = r.sale
+		}
+	}
 	return r
 }
 
@@ -188,7 +234,11 @@ func (r *run) execute(ctx context.Context, insts []stockguard.Inventory, o runOp
 		if wk.quota == 0 {
 			continue // more workers than ops
 		}
-		wg.Go(func() { wk.loop(ctx) })
+		if wk.ow != nil {
+			wg.Go(func() { wk.ordersLoop(ctx) })
+		} else {
+			wg.Go(func() { wk.loop(ctx) })
+		}
 	}
 	go func() { wg.Wait(); close(finished) }()
 
@@ -222,13 +272,20 @@ func (r *run) execute(ctx context.Context, insts []stockguard.Inventory, o runOp
 		timer.Stop()
 	}
 	retries0 := sumRetries(insts)
+	if o.begin != nil {
+		o.begin()
+	}
 	r.phase.CompareAndSwap(phaseWarm, phaseMeasure)
 	start := time.Since(r.base)
 	if r.phase.Load() == phaseMeasure {
 		r.measure(ctx, start, finished)
 	}
 	r.phase.Store(phaseStop)
+	close(r.stopped)
 	<-finished
+	if o.end != nil {
+		o.end()
+	}
 	res := r.collect(start)
 	res.Retries = sumRetries(insts) - retries0
 	if res.Attempts > 0 {
@@ -297,6 +354,9 @@ func (r *run) collect(start time.Duration) *Result {
 			}
 		}
 		res.OtherErrors = appendSamples(res.OtherErrors, wk.others...)
+		if wk.ow != nil {
+			res.Lines += wk.ow.lines
+		}
 		last = max(last, wk.lastEnd)
 		lastSale = max(lastSale, wk.lastSuccess)
 	}
@@ -330,6 +390,7 @@ func (r *run) collect(start time.Duration) *Result {
 	}
 	if res.Elapsed > 0 {
 		res.AttemptRate = float64(res.Attempts) / res.Elapsed.Seconds()
+		res.LineRate = float64(res.Lines) / res.Elapsed.Seconds()
 	}
 	return res
 }
@@ -358,8 +419,10 @@ type worker struct {
 	qmin  int64 // request quantity: qmin + [0, qspan)
 	qspan int64
 	quota int64 // measured attempts left, -1 for no limit
+	sched schedule
 
-	acked []int64 // units acknowledged per SKU, nil when the run tallies them shared
+	acked []int64      // units acknowledged per SKU, nil when the run tallies them shared
+	ow    *orderWorker // Checkout state, nil for other workloads
 	hist  *hdrhistogram.Histogram
 	max   int64
 	// counts[m][k]: outcomes of kind k, m = 1 for measured requests.
@@ -379,10 +442,15 @@ func newWorker(r *run, id int, inv stockguard.Inventory, quota int64) *worker {
 		r: r, inv: inv, quota: quota,
 		rng:  rand.New(rand.NewPCG(w.Seed, uint64(id))),
 		qmin: w.QtyMin, qspan: w.QtyMax - w.QtyMin + 1,
-		hist: newHistogram(),
+		hist: newHistogram(), sched: newSchedule(w, id),
 	}
 	if w.Skew.Zipf > 1 && w.SKUs > 1 {
 		wk.zipf = rand.NewZipf(wk.rng, w.Skew.Zipf, 1, uint64(w.SKUs-1))
+	}
+	if r.co != nil {
+		ord, _ := inv.(stockguard.Orders) // Run checked every instance
+		wk.ow = &orderWorker{ord: ord, id: id}
+		return wk
 	}
 	if len(r.skus) > r.sale {
 		wk.warm = r.sale
@@ -416,13 +484,21 @@ func (wk *worker) qty() int64 {
 }
 
 // loop is the hot path: no locks, no allocations, one clock read per
-// request — a request's latency runs from the end of the previous one,
-// which adds only the few nanoseconds of picking a SKU and a quantity.
+// request — closed-loop, a request's latency runs from the end of the
+// previous one, which adds only the few nanoseconds of picking a SKU and a
+// quantity; open-loop, from the start the schedule intended for it (see
+// schedule).
 func (wk *worker) loop(ctx context.Context) {
 	r := wk.r
 	base := r.base
 	prev := time.Since(base)
 	for {
+		if wk.sched.open() {
+			var ok bool
+			if prev, ok = wk.sched.wait(base, r.stopped); !ok {
+				return
+			}
+		}
 		ph := r.phase.Load()
 		if ph == phaseStop {
 			return

@@ -134,7 +134,7 @@ func TestRun_audit(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := Run(t.Context(), tc.target, Backends{}, tc.w)
+			r, err := Run(t.Context(), tc.target, nil, tc.w)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,7 +159,7 @@ func TestRun_interrupted(t *testing.T) {
 	w.Duration = time.Minute
 	time.AfterFunc(300*time.Millisecond, cancel)
 	began := time.Now()
-	r, err := Run(ctx, memTarget(), Backends{}, w)
+	r, err := Run(ctx, memTarget(), nil, w)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
@@ -171,12 +171,12 @@ func TestRun_interrupted(t *testing.T) {
 func TestRun_refusesBadInput(t *testing.T) {
 	w := DefaultWorkload()
 	w.Workers = 0
-	if _, err := Run(t.Context(), memTarget(), Backends{}, w); !errors.Is(err, ErrInvalidWorkload) {
+	if _, err := Run(t.Context(), memTarget(), nil, w); !errors.Is(err, ErrInvalidWorkload) {
 		t.Errorf("0 workers: %v", err)
 	}
 	needy := memTarget()
-	needy.Needs = NeedMySQL | NeedRedis
-	if _, err := Run(t.Context(), needy, Backends{}, DefaultWorkload()); !errors.Is(err, ErrMissingBackend) {
+	needy.Needs = []string{"mysql", "redis"}
+	if _, err := Run(t.Context(), needy, nil, DefaultWorkload()); !errors.Is(err, ErrMissingBackend) {
 		t.Errorf("no backends: %v", err)
 	}
 }
@@ -185,7 +185,7 @@ func TestRun_progress(t *testing.T) {
 	w := DefaultWorkload()
 	w.Duration, w.Warmup = 300*time.Millisecond, 100*time.Millisecond
 	var got []float64
-	if _, err := Run(t.Context(), memTarget(), Backends{}, w, WithProgress(func(f float64) { got = append(got, f) })); err != nil {
+	if _, err := Run(t.Context(), memTarget(), nil, w, WithProgress(func(f float64) { got = append(got, f) })); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) < 2 || got[len(got)-1] != 1 || !slices.IsSorted(got) {
@@ -200,7 +200,7 @@ func TestRun_noAllocationPerRequest(t *testing.T) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		if _, err := Run(t.Context(), noopTarget(), Backends{}, opsWorkload(64, ops)); err != nil {
+		if _, err := Run(t.Context(), noopTarget(), nil, opsWorkload(64, ops)); err != nil {
 			t.Fatal(err)
 		}
 		runtime.ReadMemStats(&after)
@@ -322,8 +322,8 @@ func TestClassify(t *testing.T) {
 		{fmt.Errorf("x: %w", stockguard.ErrInsufficientStock), KindInsufficient},
 		{stockguard.ErrUnknownSKU, KindUnknownSKU},
 		{stockguard.ErrInvalidRequest, KindInvalid},
-		// The Retrier joins ErrContention with the context's error: nothing was applied.
-		{errors.Join(stockguard.ErrContention, context.Canceled), KindContention},
+		{stockguard.ErrUnavailable, KindUnavailable},
+		{fmt.Errorf("o: %w", stockguard.ErrOrderClosed), KindOrderClosed},
 		// Sent, then abandoned: the units may be gone.
 		{errors.Join(context.Canceled, fmt.Errorf("w: %w", stockguard.ErrOutcomeUnknown)), KindOutcomeUnknown},
 		{context.DeadlineExceeded, KindCanceled},

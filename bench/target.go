@@ -8,53 +8,22 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jmoiron/sqlx"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/stockguard/stockguard"
 )
 
-// Backends are the servers targets are built on. A field is nil when the
-// run needs no such server.
-type Backends struct {
-	DB    *sqlx.DB
-	Redis redis.UniversalClient
-	// RedlockMasters are Redis servers independent of Redis and of each
-	// other, the other votes of a Redlock quorum (Redis holds the stock
-	// and is the first vote).
-	RedlockMasters []redis.UniversalClient
-}
+// Servers holds what the run's backends opened, by backend name: "mysql"
+// holds a *sqlx.DB, "redis" a redis.UniversalClient, and so on (each
+// backend's package says what). A target takes what its Needs name.
+type Servers map[string]any
 
-// RedlockVoters is how many servers, Backends.Redis included, a Redlock
-// target locks on: the smallest quorum that survives one server's loss.
-const RedlockVoters = 3
-
-// Need says which servers a target uses.
-type Need uint8
-
-// The servers a target may need.
-const (
-	NeedMySQL Need = 1 << iota
-	NeedRedis
-	NeedRedlock // Redis plus RedlockVoters-1 independent RedlockMasters
-)
-
-// String lists the needs: "mysql", "redis", "mysql+redis" or "none".
-func (n Need) String() string {
-	var parts []string
-	if n&NeedMySQL != 0 {
-		parts = append(parts, "mysql")
+// Conn returns what backend opened, as a T. Its error wraps
+// ErrMissingBackend when s has nothing of that type under that name.
+func Conn[T any](s Servers, backend string) (T, error) {
+	v, ok := s[backend].(T)
+	if !ok {
+		return v, fmt.Errorf("%w: %s (want a %T, have %T)", ErrMissingBackend, backend, v, s[backend])
 	}
-	if n&NeedRedis != 0 {
-		parts = append(parts, "redis")
-	}
-	if n&NeedRedlock != 0 {
-		parts = append(parts, "redlock")
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, "+")
+	return v, nil
 }
 
 // Store is one target's data in one private namespace (a table, a key
@@ -80,48 +49,41 @@ type Target struct {
 	// About says in a line what the target does (and, for a
 	// counterexample, how it breaks).
 	About string
-	Needs Need
+	// Needs names the backends (see RegisterBackend) the target runs on,
+	// the one holding its stock first.
+	Needs []string
 	// Counterexample marks a known-broken pattern, kept to prove that the
 	// audit catches it. Counterexamples run only when asked for.
 	Counterexample bool
+	// OrdersOnly marks a target that differs from another only in how it
+	// handles whole orders (a checkout counterexample): it runs only under
+	// the Checkout workload.
+	OrdersOnly bool
 	// Open creates the target's store in namespace ns, a short
-	// lower-case alphanumeric string unique to the run, and returns it.
-	Open func(ctx context.Context, b Backends, ns string) (*Store, error)
-}
-
-// Targets returns the registered strategies, in registration order.
-func Targets() []Target { return append([]Target(nil), registry...) }
-
-// Counterexamples returns the registered counterexamples.
-func Counterexamples() []Target { return append([]Target(nil), counterexamples...) }
-
-// Lookup returns the strategy or counterexample called name.
-func Lookup(name string) (Target, bool) {
-	for _, list := range [][]Target{registry, counterexamples} {
-		for _, t := range list {
-			if t.Name == name {
-				return t, true
-			}
-		}
-	}
-	return Target{}, false
+	// lower-case alphanumeric string unique to the run, on the servers s
+	// (which hold every backend of Needs), and returns it.
+	Open func(ctx context.Context, s Servers, ns string) (*Store, error)
 }
 
 // ErrMissingBackend is returned by Run when a target needs a server that
-// Backends does not have.
+// Servers does not have.
 var ErrMissingBackend = errors.New("bench: missing backend")
 
-func (t Target) check(b Backends) error {
-	if t.Needs&NeedMySQL != 0 && b.DB == nil {
-		return fmt.Errorf("%w: %s needs MySQL", ErrMissingBackend, t.Name)
-	}
-	if t.Needs&NeedRedis != 0 && b.Redis == nil {
-		return fmt.Errorf("%w: %s needs Redis", ErrMissingBackend, t.Name)
-	}
-	if t.Needs&NeedRedlock != 0 && len(b.RedlockMasters) < RedlockVoters-1 {
-		return fmt.Errorf("%w: %s needs %d independent Redis servers besides the stock's", ErrMissingBackend, t.Name, RedlockVoters-1)
+func (t Target) check(s Servers) error {
+	for _, n := range t.Needs {
+		if s[n] == nil {
+			return fmt.Errorf("%w: %s needs %s", ErrMissingBackend, t.Name, n)
+		}
 	}
 	return nil
+}
+
+// needsText joins backend names with "+", "none" for none.
+func needsText(needs []string) string {
+	if len(needs) == 0 {
+		return "none"
+	}
+	return strings.Join(needs, "+")
 }
 
 // newNamespace returns a fresh namespace: "sb" and 12 hex digits, short

@@ -21,6 +21,11 @@ const (
 	// Flash stocks each SKU with far fewer units than the buyers want: it
 	// measures the time to sell out and how refusals behave afterwards.
 	Flash
+	// Checkout runs whole orders through stockguard.Orders: carts of
+	// several lines, taken or held, confirmed, returned or left to expire,
+	// with restocks as it goes. It runs only on targets whose instances
+	// implement Orders.
+	Checkout
 )
 
 // String returns "steady" or "flash".
@@ -30,6 +35,8 @@ func (s Shape) String() string {
 		return "steady"
 	case Flash:
 		return "flash"
+	case Checkout:
+		return "checkout"
 	}
 	return "Shape(" + strconv.Itoa(int(s)) + ")"
 }
@@ -41,8 +48,10 @@ func ParseShape(s string) (Shape, error) {
 		return Steady, nil
 	case "flash", "flash-sale", "flashsale":
 		return Flash, nil
+	case "checkout":
+		return Checkout, nil
 	}
-	return 0, fmt.Errorf("bench: workload %q: want steady or flash", s)
+	return 0, fmt.Errorf("bench: workload %q: want steady or flash (or checkout)", s)
 }
 
 // Skew says how requests spread over SKUs.
@@ -113,6 +122,15 @@ type Workload struct {
 	// the audit. A flash sale warms up on separate SKUs so that the sale
 	// starts with full stock.
 	Warmup time.Duration
+	// Rate, when above 0, makes the load open-loop: requests arrive on a
+	// fixed schedule of Rate per second in total, spread evenly over the
+	// workers, whether earlier ones have returned or not, and each latency
+	// runs from the request's intended start (see schedule). 0 is
+	// closed-loop: each worker sends its next request as soon as the
+	// previous one returns.
+	Rate float64
+	// Orders shapes a Checkout workload; other shapes ignore it.
+	Orders OrderMix
 	// Seed makes each worker's sequence of SKUs and quantities
 	// reproducible (the interleaving of workers is not).
 	Seed uint64
@@ -122,9 +140,42 @@ type Workload struct {
 const (
 	MaxSKUs            = 1_000_000
 	MaxWorkers         = 1024
+	MaxRate            = 10_000_000        // requests per second, open-loop; the harness's own ceiling
 	DefaultSteadyStock = 1_000_000_000_000 // a run of any length sells a tiny fraction of it
 	DefaultFlashStock  = 5_000
 )
+
+// OrderMix says what the orders of a Checkout workload look like. Each
+// operation is a restock (RestockShare) or an order of 1…Lines distinct
+// SKUs drawn by the workload's skew, each line of the workload's quantity.
+// An order is a hold (HoldShare) — a third of holds confirmed, a third
+// returned, the rest left to expire after HoldTTL — or a take, returned
+// afterwards with probability ReturnShare. ShortShare of the carts of two
+// lines or more end with a line of a SKU that has no stock, which must
+// refuse the whole cart.
+type OrderMix struct {
+	Lines                                            int
+	HoldShare, ReturnShare, RestockShare, ShortShare float64
+	HoldTTL                                          time.Duration
+}
+
+// Defaults of an OrderMix.
+const (
+	DefaultLines        = 3
+	DefaultHoldShare    = 0.3
+	DefaultHoldTTL      = 200 * time.Millisecond
+	DefaultReturnShare  = 0.1
+	DefaultRestockShare = 0.01
+	DefaultShortShare   = 0.02
+)
+
+// DefaultOrderMix returns the defaults above.
+func DefaultOrderMix() OrderMix {
+	return OrderMix{
+		Lines: DefaultLines, HoldShare: DefaultHoldShare, HoldTTL: DefaultHoldTTL,
+		ReturnShare: DefaultReturnShare, RestockShare: DefaultRestockShare, ShortShare: DefaultShortShare,
+	}
+}
 
 // DefaultWorkload is the contention workload: one hot SKU, steady, one unit
 // per request, 8 workers over 2 instances, 2 s measured after 500 ms of
@@ -135,7 +186,8 @@ func DefaultWorkload() Workload {
 		QtyMin: 1, QtyMax: 1,
 		Workers: 8, Instances: 2,
 		Duration: 2 * time.Second, Warmup: 500 * time.Millisecond,
-		Seed: 1,
+		Orders: DefaultOrderMix(),
+		Seed:   1,
 	}
 }
 
@@ -159,7 +211,7 @@ func (w Workload) Validate() error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidWorkload}, args...)...)
 	}
 	switch {
-	case w.Shape != Steady && w.Shape != Flash:
+	case w.Shape != Steady && w.Shape != Flash && w.Shape != Checkout:
 		return bad("unknown shape %v", w.Shape)
 	case w.SKUs < 1 || w.SKUs > MaxSKUs:
 		return bad("%d SKUs, want 1…%d", w.SKUs, MaxSKUs)
@@ -177,8 +229,28 @@ func (w Workload) Validate() error {
 		return bad("%d instances, want at least 1", w.Instances)
 	case w.Duration < 0 || w.Ops < 0 || w.Warmup < 0:
 		return bad("negative duration, op count or warm-up")
+	case w.Rate < 0 || w.Rate > MaxRate || w.Rate != w.Rate:
+		return bad("rate %g/s, want 0 (closed-loop) or up to %d", w.Rate, MaxRate)
+	case w.Rate > 0 && w.Shape == Checkout:
+		return bad("open-loop checkout: -rate schedules decrements only")
 	case w.Duration == 0 && w.Ops == 0:
 		return bad("neither a duration nor an op count")
+	}
+	if w.Shape == Checkout {
+		return w.Orders.validate(bad)
+	}
+	return nil
+}
+
+func (m OrderMix) validate(bad func(string, ...any) error) error {
+	share := func(v float64) bool { return v >= 0 && v <= 1 }
+	switch {
+	case m.Lines < 1 || m.Lines > stockguard.MaxLines:
+		return bad("%d lines per order, want 1…%d", m.Lines, stockguard.MaxLines)
+	case !share(m.HoldShare) || !share(m.ReturnShare) || !share(m.RestockShare) || !share(m.ShortShare):
+		return bad("order shares must be in 0…1")
+	case m.HoldShare > 0 && (m.HoldTTL < stockguard.MinHoldTTL || m.HoldTTL > stockguard.MaxHoldTTL):
+		return bad("hold ttl %v, want %v…%v", m.HoldTTL, stockguard.MinHoldTTL, stockguard.MaxHoldTTL)
 	}
 	return nil
 }

@@ -16,13 +16,18 @@ import (
 // fastest MySQL strategy, one round trip. It is safe for concurrent use and
 // with other instances, and with the other strategies of this package on
 // the same table.
+//
+// Atomic also implements stockguard.Orders: each Take, Hold, Confirm,
+// Return or Restock is one transaction over the stock table and the order
+// ledger (see CreateSchema), which records the order and its lines with
+// the stock they took; a repeated call is answered from the record.
 type Atomic struct {
-	store
-	retrier *stockguard.Retrier
+	ledger
 }
 
 var (
 	_ stockguard.Inventory    = (*Atomic)(nil)
+	_ stockguard.Orders       = (*Atomic)(nil)
 	_ stockguard.RetryCounter = (*Atomic)(nil)
 )
 
@@ -44,8 +49,7 @@ var (
 // the server too, put innodb_lock_wait_timeout=N (seconds) in the DSN; the
 // driver sets it on every connection.
 func NewAtomic(db *sqlx.DB, opts ...Option) *Atomic {
-	o := newOptions(opts)
-	return &Atomic{store: newStore(db, o), retrier: stockguard.NewRetrier(o.retryPolicy(stockguard.RetryPolicy{}))}
+	return &Atomic{ledger: newLedger(db, newOptions(opts), nil)}
 }
 
 // Retries returns how many times a request was tried again: after a
@@ -55,9 +59,10 @@ func (a *Atomic) Retries() int64 { return a.retrier.Retries() }
 
 // Decrement takes qty units of sku, all or none. It returns nil or an error
 // wrapping one of stockguard.ErrInsufficientStock, ErrUnknownSKU,
-// ErrInvalidRequest, ErrContention (retries exhausted, the server refused,
-// or no connection: nothing changed), ErrOutcomeUnknown (the connection
-// failed after the UPDATE was sent), or the context's error (nothing sent).
+// ErrInvalidRequest, ErrContention (retries exhausted or the row stayed
+// busy: nothing changed), ErrUnavailable (the server refused, or no
+// connection: nothing changed), ErrOutcomeUnknown (the connection failed
+// after the UPDATE was sent), or the context's error (nothing sent).
 func (a *Atomic) Decrement(ctx context.Context, sku string, qty int64) error {
 	if err := a.check(ctx, stockguard.Validate(sku, qty)); err != nil {
 		return err
@@ -72,7 +77,7 @@ func (a *Atomic) Decrement(ctx context.Context, sku string, qty int64) error {
 var errChanged = errors.New("mysqllock: the row changed between the UPDATE and the read explaining its refusal")
 
 func (a *Atomic) take(ctx context.Context, conn *sqlx.Conn, sku string, qty int64) error {
-	res, err := conn.ExecContext(ctx, a.q.take, qty, sku, qty)
+	res, err := exec(ctx, conn, a.q.take, qty, sku, qty)
 	if err != nil {
 		return classify(ctx, err, sent)
 	}
@@ -86,15 +91,9 @@ func (a *Atomic) take(ctx context.Context, conn *sqlx.Conn, sku string, qty int6
 	// the row may have been created or re-stocked since — but what it sees
 	// is itself a valid answer, taken at the moment of the read: no row
 	// (rows are never deleted, so there was none at the UPDATE either) is
-	// an unknown SKU; too few units is insufficient stock. Only a row that
-	// now has enough stock contradicts the refusal, and then the request,
-	// which changed nothing, is simply tried again.
-	have, err := a.level(ctx, conn, sku)
-	switch {
-	case err != nil:
-		return err
-	case have < qty:
-		return insufficient(sku, qty, have)
-	}
-	return stockguard.Retry(errChanged)
+	// an unknown SKU; too few units is insufficient stock, once no expired
+	// hold has units to give back. Only a row that now has enough stock
+	// contradicts the refusal, and then the request, which changed nothing,
+	// is simply tried again.
+	return a.short(ctx, conn, nil, []stockguard.Line{{SKU: sku, Qty: qty}})
 }

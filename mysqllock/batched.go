@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -53,6 +54,12 @@ func WithBatchSize(n int) Option {
 // nothing with the UPDATE, so each batch changes the stock in exactly one
 // transaction.
 //
+// Single-line Take and Hold orders of a SKU join its batches too (see
+// Take): the batch's transaction records their orders and lines in the
+// ledger, with one multi-row INSERT each, before the same conditional
+// UPDATE of the total; multi-line orders go through Atomic's one
+// transaction per order.
+//
 // Nothing waits to fill a batch: a request that finds its SKU idle goes
 // out alone at once, and batches grow only as long as the writes take. So
 // a hot SKU's throughput scales with the batch size while a request waits
@@ -65,10 +72,8 @@ func WithBatchSize(n int) Option {
 // the package's other strategies. Batched is safe for concurrent use; share
 // one instance per process, or it has nothing to combine.
 type Batched struct {
-	store
-	size    int
-	session *sessionInit
-	retrier *stockguard.Retrier
+	ledger
+	size int
 
 	mu     sync.Mutex
 	queues map[string]*queue // SKUs being written; removed when idle
@@ -79,6 +84,7 @@ type Batched struct {
 
 var (
 	_ stockguard.Inventory    = (*Batched)(nil)
+	_ stockguard.Orders       = (*Batched)(nil)
 	_ stockguard.RetryCounter = (*Batched)(nil)
 )
 
@@ -93,11 +99,9 @@ func NewBatched(db *sqlx.DB, opts ...Option) *Batched {
 	o := newOptions(opts)
 	o.mode = LockWait // the fallback must see every row, not skip or refuse a busy one
 	return &Batched{
-		store:   newStore(db, o),
-		size:    o.batchSize,
-		session: lockWaitSession(o.lockWait),
-		retrier: stockguard.NewRetrier(o.retryPolicy(stockguard.RetryPolicy{})),
-		queues:  map[string]*queue{},
+		ledger: newLedger(db, o, lockWaitSession(o.lockWait)),
+		size:   o.batchSize,
+		queues: map[string]*queue{},
 	}
 }
 
@@ -113,8 +117,9 @@ func (b *Batched) Stats() BatchStats {
 	return BatchStats{Batches: b.batches.Load(), Requests: b.requests.Load()}
 }
 
-// Retries returns how many times a batch was written again after a
-// deadlock.
+// Retries returns how many times a request or batch was tried again:
+// after a deadlock, after reclaiming expired holds, or after an ID of the
+// batch turned out to be recorded already.
 func (b *Batched) Retries() int64 { return b.retrier.Retries() }
 
 // A request's state: waiting in a queue or a batch not yet written,
@@ -128,10 +133,24 @@ const (
 
 type request struct {
 	qty     int64
+	order   *newOrder // a single-line order; nil for a Decrement
 	state   atomic.Int32
 	batch   *batch // set, under Batched.mu, when a drainer takes the request
 	refused error  // set by the write that refused it
+	settled bool   // answered from the ledger: its ID was recorded already
+	answer  error  // a settled request's answer
 	done    chan error
+}
+
+// result is r's answer once the write carrying it returned err.
+func (r *request) result(err error) error {
+	switch {
+	case r.settled:
+		return r.answer
+	case r.refused != nil:
+		return r.refused
+	}
+	return err
 }
 
 // queue holds one SKU's requests in arrival order.
@@ -156,8 +175,9 @@ func (bt *batch) leave() {
 // Decrement takes qty units of sku, all or none, in a batch with the other
 // requests for sku. It returns nil or an error wrapping one of
 // stockguard.ErrInsufficientStock, ErrUnknownSKU, ErrInvalidRequest,
-// ErrContention (the row stayed busy past the lock-wait timeout, deadlock
-// retries ran out, the server refused, or no connection: nothing changed),
+// ErrContention (the row stayed busy past the lock-wait timeout, or
+// deadlock retries ran out: nothing changed), ErrUnavailable (the server
+// refused, or no connection: nothing changed),
 // ErrOutcomeUnknown (the batch's write was sent but its reply was lost,
 // or ctx ended once a write carried the request), or the context's error
 // (ctx ended before any write carried the request: it was dropped and
@@ -168,7 +188,12 @@ func (b *Batched) Decrement(ctx context.Context, sku string, qty int64) error {
 	if err := b.check(ctx, stockguard.Validate(sku, qty)); err != nil {
 		return err
 	}
-	r := &request{qty: qty}
+	return b.submit(ctx, sku, &request{qty: qty})
+}
+
+// submit has r written in a batch of sku's requests and returns its
+// answer.
+func (b *Batched) submit(ctx context.Context, sku string, r *request) error {
 	b.mu.Lock()
 	q, busy := b.queues[sku]
 	if !busy {
@@ -206,10 +231,7 @@ func (b *Batched) alone(ctx context.Context, sku string, q *queue, r *request) e
 	one := []*request{r}
 	err := b.send(ctx, sku, func() []*request { return one })
 	b.count(1)
-	if r.refused != nil {
-		return r.refused
-	}
-	return err
+	return r.result(err)
 }
 
 // abandon answers a request whose context ended before its result came.
@@ -258,18 +280,36 @@ func (b *Batched) drain(sku string, q *queue) {
 }
 
 // take moves up to the batch size of q's waiting requests, in arrival
-// order, into reqs, and drops abandoned ones. Call with b.mu held.
+// order, into reqs, and drops abandoned ones. An order whose ID is in the
+// batch already stays queued for the next batch, which answers it from the
+// record the first one left. Call with b.mu held.
 func (b *Batched) take(q *queue, reqs []*request, bt *batch) []*request {
-	i := 0
-	for ; i < len(q.pending) && len(reqs) < b.size; i++ {
-		if r := q.pending[i]; r.state.Load() == waiting {
-			r.batch = bt
-			reqs = append(reqs, r)
+	var ids map[string]struct{} // allocated at the first order
+	kept := q.pending[:0]
+	for i := 0; i < len(q.pending); i++ {
+		r := q.pending[i]
+		if r.state.Load() != waiting {
+			continue
 		}
+		if len(reqs) == b.size {
+			kept = append(kept, q.pending[i:]...)
+			break
+		}
+		if r.order != nil {
+			if _, dup := ids[r.order.id]; dup {
+				kept = append(kept, r)
+				continue
+			}
+			if ids == nil {
+				ids = map[string]struct{}{}
+			}
+			ids[r.order.id] = struct{}{}
+		}
+		r.batch = bt
+		reqs = append(reqs, r)
 	}
-	n := copy(q.pending, q.pending[i:])
-	clear(q.pending[n:])
-	q.pending = q.pending[:n]
+	clear(q.pending[len(kept):])
+	q.pending = kept
 	bt.live.Store(int64(len(reqs)))
 	return reqs
 }
@@ -296,11 +336,7 @@ func (b *Batched) write(ctx context.Context, sku string, reqs []*request) {
 		if !claim(r) {
 			continue
 		}
-		if r.refused != nil {
-			r.done <- r.refused
-		} else {
-			r.done <- err
-		}
+		r.done <- r.result(err)
 	}
 }
 
@@ -309,12 +345,15 @@ func (b *Batched) write(ctx context.Context, sku string, reqs []*request) {
 func (b *Batched) send(ctx context.Context, sku string, members func() []*request) error {
 	return b.retrier.Do(ctx, func(ctx context.Context) error {
 		return b.pinned(ctx, b.session, func(ctx context.Context, conn *sqlx.Conn) error {
-			m := members()
+			var m []*request
+			for _, r := range members() {
+				if !r.settled { // answered by an earlier attempt, for good
+					r.refused = nil
+					m = append(m, r)
+				}
+			}
 			if len(m) == 0 {
 				return nil
-			}
-			for _, r := range m {
-				r.refused = nil
 			}
 			return b.apply(ctx, conn, sku, m)
 		})
@@ -336,15 +375,17 @@ func claim(r *request) bool {
 
 // apply writes the members' total with one conditional UPDATE and falls
 // back to granting them one by one under the row lock when it does not
-// fit. A member the fallback refuses gets its own error in refused.
+// fit. A member the fallback refuses gets its own error in refused. When
+// members carry orders, they are recorded in the same transaction (see
+// applyOrders).
 func (b *Batched) apply(ctx context.Context, conn *sqlx.Conn, sku string, members []*request) error {
-	var total int64
-	for _, r := range members {
-		// Beyond MaxQty no stock level can hold the total: skip the UPDATE.
-		total = min(total+r.qty, stockguard.MaxQty+1)
+	// Beyond MaxQty no stock level can hold the total: skip the UPDATE.
+	total := total(members)
+	if slices.ContainsFunc(members, func(r *request) bool { return r.order != nil }) {
+		return b.applyOrders(ctx, conn, sku, members, total)
 	}
 	if total <= stockguard.MaxQty {
-		res, err := conn.ExecContext(ctx, b.q.take, total, sku, total)
+		res, err := exec(ctx, conn, b.q.take, total, sku, total)
 		if err != nil {
 			return classify(ctx, err, sent)
 		}
@@ -353,35 +394,74 @@ func (b *Batched) apply(ctx context.Context, conn *sqlx.Conn, sku string, member
 			return classify(ctx, err, sent)
 		}
 	}
-	return b.grant(ctx, conn, sku, members)
+	return inTx(ctx, conn, func(tx *sqlx.Tx) error {
+		return b.grant(ctx, tx, sku, members)
+	})
 }
 
 // grant locks the row and grants the members that fit, in arrival order,
-// in one transaction. A member it refuses gets its own error in refused,
-// which stands even if COMMIT fails: the write never included it.
-func (b *Batched) grant(ctx context.Context, conn *sqlx.Conn, sku string, members []*request) error {
-	return inTx(ctx, conn, func(tx *sqlx.Tx) error {
-		var have, granted int64
-		err := tx.QueryRowxContext(ctx, b.q.lockRow, sku).Scan(&have)
+// in tx. A member it refuses gets its own error in refused, which stands
+// even if COMMIT fails: the write never included it. Before it refuses
+// anyone it reclaims the SKU's expired holds (see reclaimIn), in tx, so
+// that no request is refused while an expired hold has units for it.
+func (b *Batched) grant(ctx context.Context, tx *sqlx.Tx, sku string, members []*request) error {
+	var have int64
+	reclaimed, checked := 0, false
+	for {
+		err := tx.QueryRowxContext(ctx, b.lq.lockLevel, sku).Scan(&have)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return unknownSKU(sku)
 		case err != nil:
 			return classify(ctx, err, unsent)
 		}
-		for _, r := range members {
-			if left := have - granted; r.qty > left {
-				r.refused = insufficient(sku, r.qty, left)
-			} else {
-				granted += r.qty
+		if total(members) <= have || checked {
+			break
+		}
+		checked = true
+		var expired bool
+		err = tx.QueryRowxContext(ctx, b.lq.hasExpired, sku).Scan(&expired)
+		switch {
+		case isServerError(err, erNoSuchTable): // no ledger, no holds
+		case err != nil:
+			return classify(ctx, err, unsent)
+		case expired:
+			if reclaimed, err = b.reclaimIn(ctx, tx, sku); err != nil {
+				return err
 			}
 		}
-		if granted == 0 {
-			return errNothingGranted
+		if reclaimed == 0 {
+			break
 		}
-		_, err = tx.ExecContext(ctx, b.q.takeHeld, granted, sku)
-		return classify(ctx, err, unsent)
-	})
+	}
+	var granted int64
+	var refused []*request
+	for _, r := range members {
+		if left := have - granted; r.qty > left {
+			r.refused = insufficient(sku, r.qty, left)
+			refused = append(refused, r)
+		} else {
+			granted += r.qty
+		}
+	}
+	if granted == 0 && reclaimed == 0 {
+		return errNothingGranted
+	}
+	// Commit what was granted and reclaimed, without the refused.
+	if err := b.unrecord(ctx, tx, sku, refused); err != nil || granted == 0 {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, b.q.takeHeld, granted, sku)
+	return classify(ctx, err, unsent)
+}
+
+// total is the units members ask for, at most MaxQty + 1.
+func total(members []*request) int64 {
+	var t int64
+	for _, r := range members {
+		t = min(t+r.qty, stockguard.MaxQty+1)
+	}
+	return t
 }
 
 // errNothingGranted rolls back a batch that refused every member; each

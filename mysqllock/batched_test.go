@@ -16,7 +16,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
-	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/stocktest"
 )
 
@@ -258,7 +258,7 @@ func (c *cutter) arm(stmt string) {
 
 // cutDB opens a pool on the shared server whose connections c can cut.
 func cutDB(t *testing.T, c *cutter) *sqlx.DB {
-	cfg := backends.SharedMySQL(t).Config()
+	cfg := backendstest.SharedMySQL(t).Config()
 	cfg.InterpolateParams = true // statements go out as text, so the cutter sees them
 	cfg.DialFunc = c.dial
 	connector, err := mysql.NewConnector(cfg)

@@ -1,2 +1,2 @@
-// Package mysqllock implements stockguard strategies on MySQL 8.x and MariaDB 10.6+: a conditional UPDATE, SELECT … FOR UPDATE, version CAS, GET_LOCK, segmented rows and batched (group-commit) decrements.
+// Package mysqllock implements stockguard strategies on MySQL 8.x and MariaDB 10.6+: a conditional UPDATE, SELECT … FOR UPDATE, version CAS, GET_LOCK, segmented rows and batched (group-commit) decrements. NewAtomic and NewBatched also implement stockguard.Orders — exactly-once, multi-SKU orders with holds and returns — over an order ledger kept beside the stock; CreateSchema creates every table the package uses, and PurgeOrders trims the ledger.
 package mysqllock

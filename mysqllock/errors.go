@@ -6,24 +6,26 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/stockguard/stockguard"
 )
 
-// ErrFenced is returned by FencedStore.WriteFenced when the row was already
-// written under a newer lock token: the caller's lock expired and someone
-// else has held it since. It satisfies errors.Is(err, stockguard.ErrContention);
-// nothing was changed.
-var ErrFenced = fmt.Errorf("mysqllock: write fenced off by a newer lock holder: %w", stockguard.ErrContention)
+// ErrFenced is stockguard.ErrFenced, returned by FencedStore.WriteFenced
+// when the row was already written under a newer lock token.
+var ErrFenced = stockguard.ErrFenced
 
-// Server error numbers this package tells apart (MySQL and MariaDB share them).
+// Server error numbers this package tells apart (MySQL and MariaDB share
+// them unless noted). Every other server error is a refusal: see classify.
 const (
 	erServerShutdown   = 1053 // the server is shutting down
 	erLockWaitTimeout  = 1205 // innodb_lock_wait_timeout ran out; MariaDB's NOWAIT too
 	erLockDeadlock     = 1213 // InnoDB rolled the transaction back to break a cycle
 	erQueryInterrupted = 1317 // KILL QUERY, or the server interrupting a statement
 	erConnectionKilled = 1927 // MariaDB: KILL CONNECTION
+	erStatementTimeout = 1969 // MariaDB: max_statement_time ran out
+	erQueryTimeout     = 3024 // MySQL: max_execution_time ran out
 	erLockNowait       = 3572 // MySQL 8: NOWAIT found the row busy
 )
 
@@ -41,25 +43,44 @@ const (
 	sent
 )
 
-// classify maps an error of a statement at stage st to the contract:
+// classify maps an error of a statement at stage st to the contract. The
+// one question is what the failure says about the server: busy (try again
+// soon: ErrContention), unable to serve (ErrUnavailable), or silent after
+// a write (ErrOutcomeUnknown).
 //
-//   - 1213 deadlock: the server rolled the statement or transaction back, so
-//     it is retried (stockguard.Retry) within the strategy's policy;
-//   - 1205 lock wait timeout, 3572 NOWAIT: stockguard.ErrContention;
-//   - 1053, 1317, 1927 (shutdown, interrupted, killed) after a write was sent:
-//     the statement may have finished before the interruption,
-//     stockguard.ErrOutcomeUnknown; before: ErrContention;
-//   - any other server error: the server refused the statement, so nothing
-//     changed: stockguard.ErrContention, the server's error wrapped for
-//     diagnosis;
-//   - no server reply (mysql.ErrInvalidConn, I/O errors, timeouts, the
-//     context ending mid-statement) after a write was sent:
-//     stockguard.ErrOutcomeUnknown; before (or driver.ErrBadConn, which
-//     database/sql drivers return only when nothing reached the server): the
-//     context's error when it has ended, else ErrContention.
+//	error                                            unsent                 sent
+//	1213 deadlock                                    retried (Retry), then ErrContention
+//	1205 lock wait timeout, 3572 NOWAIT              ErrContention          ErrContention
+//	1969, 3024 statement time limit                  ErrContention          ErrOutcomeUnknown
+//	1053 shutdown, 1317 interrupted, 1927 killed     ErrUnavailable         ErrOutcomeUnknown
+//	any other server error                           ErrUnavailable         ErrUnavailable
+//	no reply: connection failed, refused, timed out  ErrUnavailable         ErrOutcomeUnknown
+//	driver.ErrBadConn (nothing reached the server)   ErrUnavailable         ErrUnavailable
+//	the caller's context ended or its deadline passed, nothing applied:
+//	                                                 the context's error    ErrOutcomeUnknown
 //
-// The context's error is joined only when nothing was applied, so that an
-// error satisfies exactly one of the contract errors.
+// Only the lock errors say "busy": another transaction holds what the
+// statement needs, and it may let go in a moment. A statement time limit
+// is counted with them, because what makes a statement of this package run
+// that long is waiting for locks. Every other server error is the server
+// refusing a statement this package built and validated — a missing table
+// or database (1146, 1049, 1051, 1054, 1109), a read-only server or
+// transaction (1290 with --read-only, 1792, 1836, 1223 under FLUSH TABLES
+// WITH READ LOCK), access denied (1044, 1045, 1142, 1143, 1227), too many
+// connections (1040, 1203), a full table or disk (1114, 1021): the server's
+// state or configuration, which trying again at once does not change, so
+// ErrUnavailable. A refused statement changed nothing (InnoDB undoes a
+// failed statement), also when it was a write. A server that could not be
+// reached, a connection that failed, and a server or an administrator
+// ending the session (1053, 1317, 1927) before a write was sent are
+// ErrUnavailable too; once a write was sent and no reply came, its outcome
+// is unknown. The server's or driver's error is wrapped for diagnosis.
+//
+// A context that ended is reported as the context's error only when
+// nothing was applied, so that an error satisfies exactly one of the
+// contract errors. Its deadline counts, not only ctx.Err(): a dial or read
+// that timed out at the caller's deadline fails before the context's own
+// timer fires, and must not be reported as an unreachable server.
 func classify(ctx context.Context, err error, st stage) error {
 	if err == nil {
 		return nil
@@ -71,18 +92,24 @@ func classify(ctx context.Context, err error, st stage) error {
 			return stockguard.Retry(fmt.Errorf("%w: deadlock: %w", stockguard.ErrContention, err))
 		case erLockWaitTimeout, erLockNowait:
 			return fmt.Errorf("%w: row busy: %w", stockguard.ErrContention, err)
+		case erStatementTimeout, erQueryTimeout:
+			if st == sent {
+				return fmt.Errorf("%w: the write ran out of time after it was sent: %w", stockguard.ErrOutcomeUnknown, err)
+			}
+			return fmt.Errorf("%w: the statement ran out of time: %w", stockguard.ErrContention, err)
 		case erServerShutdown, erQueryInterrupted, erConnectionKilled:
 			if st == sent {
 				return fmt.Errorf("%w: interrupted after the write was sent: %w", stockguard.ErrOutcomeUnknown, err)
 			}
+			return fmt.Errorf("%w: the server ended the request, nothing changed: %w", stockguard.ErrUnavailable, err)
 		}
-		return fmt.Errorf("%w: the server refused the request, nothing changed: %w", stockguard.ErrContention, err)
+		return fmt.Errorf("%w: the server refused the request, nothing changed: %w", stockguard.ErrUnavailable, err)
 	}
 	if st == unsent || errors.Is(err, driver.ErrBadConn) {
-		if cerr := stockguard.Canceled(ctx); cerr != nil {
+		if cerr := ended(ctx); cerr != nil {
 			return cerr
 		}
-		return fmt.Errorf("%w: connection failed before anything was applied: %w", stockguard.ErrContention, detach(err))
+		return fmt.Errorf("%w: connection failed before anything was applied: %w", stockguard.ErrUnavailable, detach(err))
 	}
 	// When the context ended mid-statement the driver closed the socket, but
 	// the server carries on with the statement.
@@ -103,6 +130,21 @@ func commitError(ctx context.Context, err error) error {
 		return classify(ctx, err, unsent)
 	}
 	return fmt.Errorf("%w: COMMIT failed: %w", stockguard.ErrOutcomeUnknown, err)
+}
+
+// ended returns the error of the caller's context behind ctx (see
+// callerOf) once it has ended — or once its deadline has passed, which
+// ctx.Err() reports only when the context's timer has fired, a moment
+// later — else nil.
+func ended(ctx context.Context) error {
+	ctx = callerOf(ctx)
+	if err := stockguard.Canceled(ctx); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 func isContextError(err error) bool {

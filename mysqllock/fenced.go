@@ -37,8 +37,8 @@ func NewFencedStore(db *sqlx.DB, opts ...Option) *FencedStore {
 //
 // It returns nil, or an error wrapping ErrFenced (the row was written with a
 // token ≥ token; it also satisfies stockguard.ErrContention; nothing
-// changed), stockguard.ErrUnknownSKU, ErrInvalidRequest, ErrContention (the
-// server refused, or no connection: nothing changed), ErrOutcomeUnknown
+// changed), stockguard.ErrUnknownSKU, ErrInvalidRequest, ErrUnavailable
+// (the server refused, or no connection: nothing changed), ErrOutcomeUnknown
 // (the connection failed after the UPDATE was sent) or the context's error
 // (nothing sent).
 func (f *FencedStore) WriteFenced(ctx context.Context, sku string, qty, token int64) error {

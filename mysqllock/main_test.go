@@ -15,20 +15,20 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
-	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
 )
 
 func TestMain(m *testing.M) {
 	// Tests kill connections on purpose; the driver would log each one.
 	mysql.SetLogger(log.New(io.Discard, "", 0))
-	backends.Main(m)
+	backendstest.Main(m)
 }
 
 // testDB opens a pool on the shared server. Tests use the driver's default
 // settings unless they say otherwise, so they pass on an unprepared DSN.
 func testDB(t testing.TB, edit ...func(*mysql.Config)) *sqlx.DB {
 	t.Helper()
-	return backends.DB(t, edit...)
+	return backendstest.DB(t, edit...)
 }
 
 func interpolate(c *mysql.Config) { c.InterpolateParams = true }
@@ -45,7 +45,9 @@ func newTable(t testing.TB, db *sqlx.DB) string {
 	if err := CreateSchema(t.Context(), db, WithTable(name)); err != nil {
 		t.Fatal(err)
 	}
-	dropAtCleanup(t, db, name)
+	for _, n := range Tables(name) {
+		dropAtCleanup(t, db, n)
+	}
 	return name
 }
 
@@ -132,10 +134,7 @@ func waitingOn(t testing.TB, db *sqlx.DB, prefix string) int64 {
 func contractOne(t testing.TB, err, want error) {
 	t.Helper()
 	var hits []error
-	for _, e := range []error{
-		stockguard.ErrInsufficientStock, stockguard.ErrUnknownSKU, stockguard.ErrInvalidRequest,
-		stockguard.ErrContention, stockguard.ErrOutcomeUnknown, context.Canceled, context.DeadlineExceeded,
-	} {
+	for _, e := range stockguard.ContractErrors() {
 		if errors.Is(err, e) {
 			hits = append(hits, e)
 		}

@@ -75,8 +75,8 @@ func (n *NamedLock) Retries() int64 { return n.retrier.Retries() }
 // Decrement takes qty units of sku, all or none. It returns nil or an error
 // wrapping one of stockguard.ErrInsufficientStock, ErrUnknownSKU,
 // ErrInvalidRequest, ErrContention (the lock was not obtained within the
-// timeout, retries ran out, the server refused, or no connection: nothing
-// changed), ErrOutcomeUnknown (the connection failed after the UPDATE was
+// timeout, or retries ran out: nothing changed), ErrUnavailable (the server
+// refused, or no connection: nothing changed), ErrOutcomeUnknown (the connection failed after the UPDATE was
 // sent), or the context's error (nothing changed).
 func (n *NamedLock) Decrement(ctx context.Context, sku string, qty int64) error {
 	if err := n.check(ctx, stockguard.Validate(sku, qty)); err != nil {
@@ -96,7 +96,8 @@ func (n *NamedLock) Decrement(ctx context.Context, sku string, qty int64) error 
 //
 // It returns fn's error, or before calling fn an error wrapping
 // stockguard.ErrInvalidRequest, ErrContention (not obtained within the
-// timeout, or no connection) or the context's error.
+// timeout), ErrUnavailable (the server refused, or no connection) or the
+// context's error.
 func (n *NamedLock) WithLock(ctx context.Context, sku string, fn func(ctx context.Context, conn *sqlx.Conn) error) error {
 	if err := n.check(ctx, stockguard.ValidateSKU(sku)); err != nil {
 		return err

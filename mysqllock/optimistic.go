@@ -64,11 +64,11 @@ var errConflict = errors.New("mysqllock: version changed between read and write"
 
 // Decrement takes qty units of sku, all or none. It returns nil or an error
 // wrapping one of stockguard.ErrInsufficientStock, ErrUnknownSKU,
-// ErrInvalidRequest, ErrContention (every attempt met a conflict, the
-// server refused, or no connection: nothing changed), ErrOutcomeUnknown
-// (the connection failed after the UPDATE was sent), or the context's error
-// (before the first attempt: nothing sent; while backing off it is joined
-// with ErrContention: nothing changed).
+// ErrInvalidRequest, ErrContention (every attempt met a conflict: nothing
+// changed), ErrUnavailable (the server refused, or no connection: nothing
+// changed), ErrOutcomeUnknown (the connection failed after the UPDATE was
+// sent, or ctx ended while it was in flight), or the context's error
+// (nothing changed).
 func (o *Optimistic) Decrement(ctx context.Context, sku string, qty int64) error {
 	if err := o.check(ctx, stockguard.Validate(sku, qty)); err != nil {
 		return err
@@ -84,7 +84,7 @@ func (o *Optimistic) Decrement(ctx context.Context, sku string, qty int64) error
 // qty if the version is still the one read. A conflict asks for a retry.
 func (s *store) swap(ctx context.Context, conn *sqlx.Conn, sku string, qty int64) error {
 	var have, version int64
-	err := conn.QueryRowxContext(ctx, s.q.read, sku).Scan(&have, &version)
+	err := get(ctx, conn, s.q.read, []any{sku}, &have, &version)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return unknownSKU(sku)
@@ -93,7 +93,7 @@ func (s *store) swap(ctx context.Context, conn *sqlx.Conn, sku string, qty int64
 	case have < qty:
 		return insufficient(sku, qty, have)
 	}
-	res, err := conn.ExecContext(ctx, s.q.cas, have-qty, sku, version)
+	res, err := exec(ctx, conn, s.q.cas, have-qty, sku, version)
 	if err != nil {
 		return classify(ctx, err, sent)
 	}

@@ -22,6 +22,7 @@ type options struct {
 	lockTimeout time.Duration
 	batchSize   int // NewBatched
 	segments    int // NewSegmented
+	retention   time.Duration
 	err         error
 }
 
@@ -30,6 +31,9 @@ const (
 	DefaultTable           = "stock"
 	DefaultLockWaitTimeout = 5 * time.Second
 	DefaultNamedLockWait   = 5 * time.Second
+	// DefaultOrderRetention is how long PurgeOrders keeps a closed order
+	// after its last change: 7 days, the longest hold.
+	DefaultOrderRetention = 7 * 24 * time.Hour
 )
 
 // LockMode says how NewPessimistic's SELECT … FOR UPDATE treats a row that
@@ -126,6 +130,23 @@ func WithNamedLockTimeout(d time.Duration) Option {
 	}
 }
 
+// WithOrderRetention sets how long PurgeOrders keeps an order's record
+// after its last change: 1 minute…100 years. While a record is kept, its ID
+// is deduplicated (a retry takes nothing twice) and Return, Confirm and
+// Order find it; past it, PurgeOrders may delete the record, and the ID is
+// then unknown — a Take under it would take afresh. PurgeOrders never
+// deletes a hold that is still held, whatever its age. Nothing is deleted
+// unless PurgeOrders runs. Default DefaultOrderRetention (7 days).
+func WithOrderRetention(d time.Duration) Option {
+	return func(o *options) {
+		if d < time.Minute || d > 100*365*24*time.Hour {
+			o.fail(fmt.Errorf("order retention %v outside 1m…100y", d))
+			return
+		}
+		o.retention = d
+	}
+}
+
 func (o *options) fail(err error) {
 	if o.err == nil {
 		o.err = fmt.Errorf("%w: mysqllock: %w", stockguard.ErrInvalidRequest, err)
@@ -149,6 +170,7 @@ func newOptions(opts []Option) options {
 		lockTimeout: DefaultNamedLockWait,
 		batchSize:   DefaultBatchSize,
 		segments:    DefaultSegments,
+		retention:   DefaultOrderRetention,
 	}
 	for _, opt := range opts {
 		opt(&o)

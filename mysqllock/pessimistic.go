@@ -62,9 +62,10 @@ func (p *Pessimistic) Retries() int64 { return p.retrier.Retries() }
 // Decrement takes qty units of sku, all or none. It returns nil or an error
 // wrapping one of stockguard.ErrInsufficientStock, ErrUnknownSKU,
 // ErrInvalidRequest, ErrContention (the row stayed busy past the lock-wait
-// timeout, NOWAIT or SKIP LOCKED found it busy, deadlock retries ran out,
-// or the connection failed before COMMIT: nothing changed),
-// ErrOutcomeUnknown (COMMIT was sent but its reply was lost), or the
+// timeout, NOWAIT or SKIP LOCKED found it busy, or deadlock retries ran
+// out: nothing changed), ErrUnavailable (the server refused — a missing
+// table, read-only — or the connection failed before COMMIT: nothing
+// changed), ErrOutcomeUnknown (COMMIT was sent but its reply was lost), or the
 // context's error (nothing changed; a context that ends while the row lock
 // is awaited ends the wait at once).
 func (p *Pessimistic) Decrement(ctx context.Context, sku string, qty int64) error {
@@ -81,7 +82,7 @@ func (p *Pessimistic) Decrement(ctx context.Context, sku string, qty int64) erro
 func (p *Pessimistic) take(ctx context.Context, conn *sqlx.Conn, sku string, qty int64) error {
 	err := inTx(ctx, conn, func(tx *sqlx.Tx) error {
 		var have int64
-		err := tx.QueryRowxContext(ctx, p.q.lockRow, sku).Scan(&have)
+		err := get(ctx, tx, p.q.lockRow, []any{sku}, &have)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return err // explained by missing, once rolled back
@@ -90,7 +91,7 @@ func (p *Pessimistic) take(ctx context.Context, conn *sqlx.Conn, sku string, qty
 		case have < qty:
 			return insufficient(sku, qty, have)
 		}
-		_, err = tx.ExecContext(ctx, p.q.takeHeld, qty, sku)
+		_, err = exec(ctx, tx, p.q.takeHeld, qty, sku)
 		return classify(ctx, err, unsent)
 	})
 	if errors.Is(err, sql.ErrNoRows) {

@@ -85,7 +85,8 @@ func TestPessimistic_Decrement_contextEndsWhileWaiting(t *testing.T) {
 }
 
 // A connection killed while SELECT … FOR UPDATE waits has sent nothing that
-// changes stock: ErrContention, never ErrOutcomeUnknown.
+// changes stock: ErrUnavailable (the session was ended, not busy), never
+// ErrOutcomeUnknown.
 func TestPessimistic_Decrement_killedBeforeUpdate(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
@@ -98,7 +99,7 @@ func TestPessimistic_Decrement_killedBeforeUpdate(t *testing.T) {
 	if _, err := db.Exec(fmt.Sprintf("KILL CONNECTION %d", id)); err != nil {
 		t.Fatal(err)
 	}
-	contractOne(t, <-done, stockguard.ErrContention)
+	contractOne(t, <-done, stockguard.ErrUnavailable)
 	tx.Rollback()
 	if qty, _ := level(t, db, table, "hot"); qty != 10 {
 		t.Errorf("qty %d, want 10", qty)

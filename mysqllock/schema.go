@@ -7,10 +7,15 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// CreateSchema creates the stock table if it does not exist (options read:
-// WithTable). It is idempotent and leaves an existing table as it is.
+// CreateSchema creates every table the package uses, unless it exists
+// (options read: WithTable), so that one call sets a database up for every
+// strategy: the stock table, NewSegmented's segments table (see
+// CreateSegmentedSchema), and the two tables of the order ledger that
+// NewAtomic's and NewBatched's Orders methods keep (OrdersTable,
+// OrderLinesTable). Tables lists their names. It is idempotent and leaves
+// an existing table as it is.
 //
-// The table is DESIGN.md's, with one deliberate difference: sku is
+// The stock table is DESIGN.md's, with one deliberate difference: sku is
 // VARBINARY(64), not VARCHAR(64). Every text collation of MariaDB, and
 // MySQL's utf8mb4_bin, is PAD SPACE ('a' = 'a ') and most also fold case or
 // accents ('sku' = 'SKU', 'e' = 'é'), so distinct valid SKUs would share a
@@ -24,6 +29,24 @@ import (
 //	version BIGINT NOT NULL DEFAULT 0        bumped by every write (NewOptimistic's CAS)
 //	fence   BIGINT NOT NULL DEFAULT 0        highest lock token that wrote the row (FencedStore)
 //
+// The ledger records one row per order ID (Take, Hold or Restock) and one
+// per line, with IDs and SKUs binary for the same reasons; times are UTC by
+// the server's clock:
+//
+//	<table>_orders: one row per ID
+//	id         VARBINARY(128) PRIMARY KEY
+//	kind       TINYINT NOT NULL       1 Take, 2 Hold, 3 Restock
+//	state      TINYINT NOT NULL       a stockguard.OrderState (a restock: OrderTaken)
+//	deadline   DATETIME(6) NULL       holds: when the hold expires unless confirmed
+//	created_at DATETIME(6) NOT NULL
+//	changed_at DATETIME(6) NOT NULL   last change of state; retention counts from it
+//
+//	<table>_order_lines: one row per line
+//	order_id   VARBINARY(128), sku VARBINARY(64), PRIMARY KEY (order_id, sku)
+//	qty        BIGINT NOT NULL
+//	expires    DATETIME(6) NULL       the order's deadline while it is held, else NULL
+//	KEY held (sku, expires)           finds a SKU's expired holds without a sweeper
+//
 // It returns an error wrapping stockguard.ErrInvalidRequest for an invalid
 // option, else the driver's error.
 func CreateSchema(ctx context.Context, db sqlx.ExecerContext, opts ...Option) error {
@@ -31,13 +54,53 @@ func CreateSchema(ctx context.Context, db sqlx.ExecerContext, opts ...Option) er
 	if o.err != nil {
 		return o.err
 	}
-	return createTable(ctx, db, o.table, `
+	if err := createTable(ctx, db, o.table, `
 	sku VARBINARY(64) NOT NULL PRIMARY KEY,
 	qty BIGINT NOT NULL,
 	version BIGINT NOT NULL DEFAULT 0,
 	fence BIGINT NOT NULL DEFAULT 0,
 	CHECK (qty BETWEEN 0 AND 9007199254740991)
+`); err != nil {
+		return err
+	}
+	if err := CreateSegmentedSchema(ctx, db, WithTable(o.table)); err != nil {
+		return err
+	}
+	// No CHECK constraints here: MySQL names them <table>_chk_<n>, which
+	// would not fit in 64 bytes beside a 48-byte stock table name, and every
+	// value is validated before it is written.
+	if err := createTable(ctx, db, OrdersTable(o.table), `
+	id VARBINARY(128) NOT NULL PRIMARY KEY,
+	kind TINYINT NOT NULL,
+	state TINYINT NOT NULL,
+	deadline DATETIME(6) NULL,
+	created_at DATETIME(6) NOT NULL,
+	changed_at DATETIME(6) NOT NULL
+`); err != nil {
+		return err
+	}
+	return createTable(ctx, db, OrderLinesTable(o.table), `
+	order_id VARBINARY(128) NOT NULL,
+	sku VARBINARY(64) NOT NULL,
+	qty BIGINT NOT NULL,
+	expires DATETIME(6) NULL,
+	PRIMARY KEY (order_id, sku),
+	KEY held (sku, expires)
 `)
+}
+
+// OrdersTable returns the name of the ledger's orders table for the stock
+// table table: table + "_orders".
+func OrdersTable(table string) string { return table + "_orders" }
+
+// OrderLinesTable returns the name of the ledger's lines table for the
+// stock table table: table + "_order_lines".
+func OrderLinesTable(table string) string { return table + "_order_lines" }
+
+// Tables returns the names of every table CreateSchema creates for the
+// stock table table: what to drop to remove them all.
+func Tables(table string) []string {
+	return []string{table, SegmentsTable(table), OrdersTable(table), OrderLinesTable(table)}
 }
 
 // createTable creates InnoDB table name with columns unless it exists.

@@ -159,9 +159,10 @@ func (s *Segmented) Retries() int64 { return s.retrier.Retries() }
 // evenly as integers allow over the configured number of segments (the
 // first qty mod n segments get one unit more), in one transaction that
 // replaces whatever segments sku had. It returns nil, or an error wrapping
-// stockguard.ErrInvalidRequest, ErrContention (nothing changed),
-// ErrOutcomeUnknown (COMMIT was sent but its reply was lost) or the
-// context's error.
+// stockguard.ErrInvalidRequest, ErrContention (rows busy: nothing
+// changed), ErrUnavailable (the server refused — a missing segments table,
+// read-only — or no connection: nothing changed), ErrOutcomeUnknown (COMMIT
+// was sent but its reply was lost) or the context's error.
 func (s *Segmented) SetStock(ctx context.Context, sku string, qty int64) error {
 	if err := s.check(ctx, stockguard.ValidateSet(sku, qty)); err != nil {
 		return err
@@ -191,9 +192,9 @@ func (s *Segmented) SetStock(ctx context.Context, sku string, qty int64) error {
 // when no single one holds enough, from several. It returns nil or an
 // error wrapping one of stockguard.ErrInsufficientStock (fewer than qty
 // units in all segments together), ErrUnknownSKU, ErrInvalidRequest,
-// ErrContention (a row stayed busy past the lock-wait timeout, deadlock
-// retries ran out, the server refused, or no connection: nothing
-// changed), ErrOutcomeUnknown (the connection failed after an UPDATE or
+// ErrContention (a row stayed busy past the lock-wait timeout, or deadlock
+// retries ran out: nothing changed), ErrUnavailable (the server refused,
+// or no connection: nothing changed), ErrOutcomeUnknown (the connection failed after an UPDATE or
 // COMMIT was sent), or the context's error (nothing changed).
 func (s *Segmented) Decrement(ctx context.Context, sku string, qty int64) error {
 	if err := s.check(ctx, stockguard.Validate(sku, qty)); err != nil {
@@ -235,7 +236,7 @@ func (s *Segmented) take(ctx context.Context, conn *sqlx.Conn, sku string, seg i
 	// A snapshot is a consistent picture of every segment at one moment:
 	// if it holds too few units in total, the SKU had too few then.
 	var segs []segment
-	if err := conn.SelectContext(ctx, &segs, s.q.read, sku); err != nil {
+	if err := sel(ctx, conn, &segs, s.q.read, sku); err != nil {
 		return classify(ctx, err, unsent)
 	}
 	var total int64
@@ -263,7 +264,7 @@ func (s *Segmented) take(ctx context.Context, conn *sqlx.Conn, sku string, seg i
 
 // takeFrom takes qty units from one segment if it holds them.
 func (s *Segmented) takeFrom(ctx context.Context, conn *sqlx.Conn, sku string, seg int, qty int64) (bool, error) {
-	res, err := conn.ExecContext(ctx, s.q.take, qty, sku, seg, qty)
+	res, err := exec(ctx, conn, s.q.take, qty, sku, seg, qty)
 	if err != nil {
 		return false, classify(ctx, err, sent)
 	}
@@ -278,7 +279,7 @@ func (s *Segmented) takeFrom(ctx context.Context, conn *sqlx.Conn, sku string, s
 func (s *Segmented) spread(ctx context.Context, conn *sqlx.Conn, sku string, qty int64) error {
 	return inTx(ctx, conn, func(tx *sqlx.Tx) error {
 		var segs []segment
-		if err := tx.SelectContext(ctx, &segs, s.q.lockAll, sku); err != nil {
+		if err := sel(ctx, tx, &segs, s.q.lockAll, sku); err != nil {
 			return classify(ctx, err, unsent)
 		}
 		var total int64
@@ -304,7 +305,7 @@ func (s *Segmented) spread(ctx context.Context, conn *sqlx.Conn, sku string, qty
 			}
 		}
 		args = append(append(args, sku), in...)
-		_, err := tx.ExecContext(ctx, "UPDATE "+s.q.table+" SET qty = qty - CASE seg"+cases.String()+
+		_, err := exec(ctx, tx, "UPDATE "+s.q.table+" SET qty = qty - CASE seg"+cases.String()+
 			" END WHERE sku = ? AND seg IN ("+placeholders("?", len(in))+")", args...)
 		return classify(ctx, err, unsent)
 	})

@@ -49,7 +49,13 @@ func (s *sessionInit) apply(ctx context.Context, conn *sqlx.Conn) error {
 	if ok {
 		return nil
 	}
-	if _, err := conn.ExecContext(ctx, s.stmt); err != nil {
+	done, err := enter(ctx, phaseRead) // a session setting changes no stock
+	if err != nil {
+		return err
+	}
+	_, err = conn.ExecContext(ctx, s.stmt)
+	done()
+	if err != nil {
 		return classify(ctx, err, unsent)
 	}
 	s.mu.Lock()

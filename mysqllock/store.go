@@ -26,40 +26,38 @@ func newStore(db *sqlx.DB, o options) store {
 // 0…stockguard.MaxQty. Overwriting bumps the row's version (so a
 // concurrent optimistic decrement retries instead of writing over it) and
 // keeps its fence (so a stale lock holder stays fenced off). It returns nil,
-// or an error wrapping stockguard.ErrInvalidRequest, ErrContention (nothing
-// changed), ErrOutcomeUnknown or the context's error.
+// or an error wrapping stockguard.ErrInvalidRequest, ErrUnavailable
+// (nothing changed), ErrOutcomeUnknown or the context's error.
 func (s *store) SetStock(ctx context.Context, sku string, qty int64) error {
 	if err := s.check(ctx, stockguard.ValidateSet(sku, qty)); err != nil {
 		return err
 	}
-	conn, err := s.conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	_, err = conn.ExecContext(ctx, s.q.setStock, sku, qty, qty)
-	return classify(ctx, err, sent)
+	return s.pinned(ctx, nil, func(ctx context.Context, conn *sqlx.Conn) error {
+		_, err := exec(ctx, conn, s.q.setStock, sku, qty, qty)
+		return classify(ctx, err, sent)
+	})
 }
 
 // Stock returns the units of sku left. It returns an error wrapping
 // stockguard.ErrUnknownSKU when sku was never stocked, ErrInvalidRequest,
-// ErrContention (the read failed) or the context's error.
+// ErrUnavailable (the read failed) or the context's error.
 func (s *store) Stock(ctx context.Context, sku string) (int64, error) {
 	if err := s.check(ctx, stockguard.ValidateSKU(sku)); err != nil {
 		return 0, err
 	}
-	conn, err := s.conn(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close()
-	return s.level(ctx, conn, sku)
+	var qty int64
+	err := s.pinned(ctx, nil, func(ctx context.Context, conn *sqlx.Conn) error {
+		var err error
+		qty, err = s.level(ctx, conn, sku)
+		return err
+	})
+	return qty, err
 }
 
 // level reads sku's qty on conn: ErrUnknownSKU when the row is missing.
 func (s *store) level(ctx context.Context, conn *sqlx.Conn, sku string) (int64, error) {
 	var qty int64
-	err := conn.QueryRowxContext(ctx, s.q.stock, sku).Scan(&qty)
+	err := get(ctx, conn, s.q.stock, []any{sku}, &qty)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, unknownSKU(sku)
 	}
@@ -82,8 +80,39 @@ func (s *store) check(ctx context.Context, invalid error) error {
 // conn pins a pooled connection for one request, so that every statement
 // of the request runs on one session and an error getting the connection —
 // a context that ended while waiting for the pool — is known to come
-// before anything was sent.
+// before anything was sent. Getting it is supervised (see supervise): a
+// caller whose deadline passes while a connection is dialled is answered
+// at once, and the dial goes on to give the pool its connection.
 func (s *store) conn(ctx context.Context) (*sqlx.Conn, error) {
+	if err := ended(ctx); err != nil {
+		return nil, err
+	}
+	if ctx.Done() == nil {
+		return s.connOn(ctx)
+	}
+	var conn *sqlx.Conn
+	err := supervise(ctx, func(sctx context.Context) error {
+		c, err := s.connOn(sctx)
+		if err != nil {
+			return err
+		}
+		if handOver(sctx) {
+			conn = c
+			return nil
+		}
+		c.Close()
+		return ended(ctx)
+	})
+	return conn, err
+}
+
+// connOn gets a connection under ctx, as a supervised read.
+func (s *store) connOn(ctx context.Context) (*sqlx.Conn, error) {
+	done, err := enter(ctx, phaseRead)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	conn, err := s.db.Connx(ctx)
 	if err != nil {
 		return nil, classify(ctx, err, unsent)
@@ -92,9 +121,22 @@ func (s *store) conn(ctx context.Context) (*sqlx.Conn, error) {
 }
 
 // pinned runs fn on a connection of its own, after applying sess to it
-// unless sess is nil.
+// unless sess is nil. A caller with a context that can end is supervised
+// (see supervise): fn runs on a goroutine of its own under a context
+// detached from the caller's, so that a deadline passing mid-statement does
+// not cost the pool the connection.
 func (s *store) pinned(ctx context.Context, sess *sessionInit, fn func(context.Context, *sqlx.Conn) error) error {
-	conn, err := s.conn(ctx)
+	if err := ended(ctx); err != nil {
+		return err
+	}
+	if ctx.Done() == nil {
+		return s.pinnedOn(ctx, sess, fn)
+	}
+	return supervise(ctx, func(sctx context.Context) error { return s.pinnedOn(sctx, sess, fn) })
+}
+
+func (s *store) pinnedOn(ctx context.Context, sess *sessionInit, fn func(context.Context, *sqlx.Conn) error) error {
+	conn, err := s.connOn(ctx)
 	if err != nil {
 		return err
 	}
@@ -110,17 +152,68 @@ func (s *store) pinned(ctx context.Context, sess *sessionInit, fn func(context.C
 // inTx runs fn in a transaction on conn and commits it, or rolls it back
 // and returns fn's error, which fn has classified. Until COMMIT is sent
 // nothing can be applied: the server rolls back also when the connection
-// dies.
+// dies. So for a supervised request BEGIN and fn are one supervised read,
+// and COMMIT a supervised write.
 func inTx(ctx context.Context, conn *sqlx.Conn, fn func(*sqlx.Tx) error) error {
+	done, err := enter(ctx, phaseTx)
+	if err != nil {
+		return err
+	}
 	tx, err := conn.BeginTxx(ctx, nil)
 	if err != nil {
+		done()
 		return classify(ctx, err, unsent)
 	}
 	if err := fn(tx); err != nil {
+		done()
 		tx.Rollback()
 		return err
 	}
+	done()
+	if done, err = enter(ctx, phaseWrite); err != nil {
+		tx.Rollback()
+		return err
+	}
+	defer done()
 	return commitError(ctx, tx.Commit())
+}
+
+// exec sends query, a write, on conn (a connection or a transaction) as a
+// supervised write: a caller that leaves while it is in flight is answered
+// stockguard.ErrOutcomeUnknown, and the statement finishes on its
+// connection. Every autocommit write of a supervised request must be sent
+// through it: the supervisor answers a caller who leaves during a read or
+// a transaction with the context's error, which is right only while no
+// write was sent.
+func exec(ctx context.Context, conn sqlx.ExecerContext, query string, args ...any) (sql.Result, error) {
+	done, err := enter(ctx, phaseWrite)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return conn.ExecContext(ctx, query, args...)
+}
+
+// get runs query, a read of one row, on q (a connection or a transaction)
+// and scans the row into dest, as a supervised read.
+func get(ctx context.Context, q sqlx.QueryerContext, query string, args []any, dest ...any) error {
+	done, err := enter(ctx, phaseRead)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return q.QueryRowxContext(ctx, query, args...).Scan(dest...)
+}
+
+// sel runs query, a read, on q and scans every row into dest (a pointer to
+// a slice), as a supervised read.
+func sel(ctx context.Context, q sqlx.QueryerContext, dest any, query string, args ...any) error {
+	done, err := enter(ctx, phaseRead)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return sqlx.SelectContext(ctx, q, dest, query, args...)
 }
 
 func unknownSKU(sku string) error {

@@ -1,12 +1,15 @@
 package redislock
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
@@ -17,8 +20,9 @@ var (
 	atomicLua string
 )
 
-// atomicScript is hashed once per process; Run sends EVALSHA and falls back
-// to EVAL when a server has not seen the script yet.
+// atomicScript takes from one stock key that no order holds units of (a
+// segment of NewSegmented). It is hashed once per process; Run sends
+// EVALSHA and falls back to EVAL when a server has not seen the script yet.
 var atomicScript = redis.NewScript(levelLua + atomicLua)
 
 // ErrCorruptStock is wrapped, together with stockguard.ErrUnknownSKU, by
@@ -41,22 +45,52 @@ type AtomicClient interface {
 // runs between the check and the write. It is the fastest Redis strategy
 // and the one to pick unless the stock must live elsewhere.
 //
+// Atomic is also a stockguard.Orders: see Take. Units held by an order and
+// due back are given back by whatever touches the SKU next — Decrement
+// included, before it refuses — so no sweeper runs.
+//
 // Writes are sent at most once: go-redis would otherwise resend a command
 // whose reply was lost (Options.MaxRetries), taking the stock twice; Atomic
 // reports ErrOutcomeUnknown instead.
 //
 // An Atomic is safe for concurrent use.
 type Atomic struct {
-	scripts redis.Scripter // the client with EVAL/EVALSHA sent at most once
-	levels  redisx.Levels
+	scripts   redis.Scripter // the client with EVAL/EVALSHA sent at most once
+	levels    redisx.Levels
+	keys      rediskeys.Keys
+	sharding  sharding // how rdb spreads keys over servers
+	retention time.Duration
+	err       error // the first invalid option
+
+	// Set by tests only: twoPhase runs every order through the two-phase
+	// protocol, pending overrides pendingWindow, and hook is called at the
+	// protocol's named points ("begun", "taken", "committed", "armed");
+	// an error from it stops the call there, as if its client had died.
+	twoPhase bool
+	pending  time.Duration
+	hook     func(point string) error
 }
 
-var _ stockguard.Inventory = (*Atomic)(nil)
+var (
+	_ stockguard.Inventory = (*Atomic)(nil)
+	_ stockguard.Orders    = (*Atomic)(nil)
+)
 
-// NewAtomic returns an Atomic over rdb. It reads the option WithPrefix.
+// NewAtomic returns an Atomic over rdb. It reads the options WithPrefix and
+// WithOrderRetention. Over a *redis.ClusterClient (or a *redis.Ring), an
+// order whose keys span slots (shards) runs through the two-phase protocol
+// (see Take).
 func NewAtomic(rdb AtomicClient, opts ...Option) *Atomic {
 	o := newOptions(opts)
-	return &Atomic{scripts: redisx.OnceScripter(rdb), levels: redisx.Levels{Client: rdb, Keys: o.keys, Pkg: "redislock"}}
+	a := &Atomic{
+		scripts:   redisx.OnceScripter(rdb),
+		levels:    redisx.Levels{Client: rdb, Keys: o.keys, Pkg: "redislock"},
+		keys:      o.keys,
+		sharding:  shardingOf(rdb),
+		retention: cmp.Or(o.orders.retention, DefaultOrderRetention),
+		err:       o.err,
+	}
+	return a
 }
 
 // Decrement takes qty units of sku, all or none. It returns nil or an error
@@ -65,48 +99,123 @@ func NewAtomic(rdb AtomicClient, opts ...Option) *Atomic {
 //   - the context's error: ctx ended before the script was sent;
 //   - stockguard.ErrUnknownSKU: the stock key does not exist (nothing is
 //     created), or it holds no stock level (then also ErrCorruptStock);
-//   - stockguard.ErrInsufficientStock: fewer than qty units are left;
-//   - stockguard.ErrContention: nothing was sent (connection pool timeout,
-//     Redis unreachable) or Redis refused the script (BUSY, OOM, READONLY…);
+//   - stockguard.ErrInsufficientStock: fewer than qty units are left, once
+//     every hold due back is back;
+//   - stockguard.ErrContention: Redis is busy (every pooled connection in
+//     use, BUSY, TRYAGAIN); nothing was applied;
+//   - stockguard.ErrUnavailable: Redis cannot serve (unreachable, nothing
+//     sent; or it refused the script: OOM, READONLY…); nothing was applied;
 //   - stockguard.ErrOutcomeUnknown: the connection failed or timed out after
 //     the script was sent; it may have been applied.
 //
 // Only the last one leaves the stock in doubt.
 func (a *Atomic) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.Validate(sku, qty); err != nil {
+	if err := a.admit(ctx, stockguard.Validate(sku, qty)); err != nil {
 		return err
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
-		return err
-	}
-	key := a.levels.Keys.Stock(sku)
-	left, err := atomicScript.Run(ctx, a.scripts, []string{key}, qty).Int64()
-	switch {
-	case err != nil:
-		return fmt.Errorf("redislock: decrement %q: %w", sku, redisx.Classify(ctx, err, redisx.Write))
-	case left == -1:
-		return fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
-	case left == -2:
-		return fmt.Errorf("%w: %q has fewer than %d units", stockguard.ErrInsufficientStock, sku, qty)
-	case left == -3:
-		return redisx.Corrupt(key, "holds no stock level")
+	keys := []string{a.keys.Stock(sku), a.holdsKey(sku)}
+	err := a.withResolve(ctx, func(ignore bool) (string, []string, error) {
+		reply, err := decrementScript.Run(ctx, a.scripts, keys, qty, flag01(ignore)).Slice()
+		if err != nil {
+			return "", nil, redisx.Classify(ctx, err, redisx.Write)
+		}
+		switch replyInt(reply, 0) {
+		case codeResolve:
+			return sku, replyStrings(reply, 1), nil
+		case codeUnknownSKU:
+			return "", nil, fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
+		case codeShort:
+			return "", nil, fmt.Errorf("%w: %q has fewer than %d units", stockguard.ErrInsufficientStock, sku, qty)
+		case codeCorrupt:
+			return "", nil, redisx.Corrupt(keys[0], "holds no stock level")
+		}
+		return "", nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("redislock: decrement %q: %w", sku, err)
 	}
 	return nil
 }
 
 // SetStock creates sku with qty units (0…stockguard.MaxQty), or overwrites
-// its stock level, whatever the key held. It returns nil or an error
+// its stock level, whatever the key held. Units held by orders are not part
+// of the level: they come back on top of it. It returns nil or an error
 // wrapping stockguard.ErrInvalidRequest (before any I/O), the context's
-// error, stockguard.ErrContention (nothing sent, or Redis refused) or
-// stockguard.ErrOutcomeUnknown (the SET may have been applied).
+// error, stockguard.ErrContention or ErrUnavailable (nothing applied; see
+// Decrement) or stockguard.ErrOutcomeUnknown (the SET may have been
+// applied).
 func (a *Atomic) SetStock(ctx context.Context, sku string, qty int64) error {
+	if a.err != nil {
+		return a.err
+	}
 	return a.levels.Set(ctx, sku, qty)
 }
 
-// Stock returns the units of sku left. Its errors wrap
-// stockguard.ErrInvalidRequest (before any I/O), the context's error,
-// stockguard.ErrUnknownSKU (no stock key; with ErrCorruptStock, a key that
-// holds no stock level) or stockguard.ErrContention (the read failed).
+// Stock returns the units of sku left, once every hold due back is back.
+// Its errors wrap stockguard.ErrInvalidRequest (before any I/O), the
+// context's error, stockguard.ErrUnknownSKU (no stock key; with
+// ErrCorruptStock, a key that holds no stock level) or
+// stockguard.ErrUnavailable (the read failed) or ErrContention (Redis was
+// busy).
 func (a *Atomic) Stock(ctx context.Context, sku string) (int64, error) {
-	return a.levels.Get(ctx, sku)
+	if err := a.admit(ctx, stockguard.ValidateSKU(sku)); err != nil {
+		return 0, err
+	}
+	keys := []string{a.keys.Stock(sku), a.holdsKey(sku)}
+	var level int64
+	err := a.withResolve(ctx, func(ignore bool) (string, []string, error) {
+		for {
+			reply, err := stockScript.Run(ctx, a.scripts, keys, flag01(ignore)).Slice()
+			if err != nil {
+				// Giving due holds back is no effect of the caller's: a
+				// lost reply leaves nothing in doubt for it.
+				return "", nil, redisx.Classify(ctx, err, redisx.Read)
+			}
+			switch level = replyInt(reply, 0); {
+			case level == codeUnknownSKU:
+				return "", nil, fmt.Errorf("%w: key %q does not exist", stockguard.ErrUnknownSKU, keys[0])
+			case level == codeCorrupt:
+				return "", nil, redisx.Corrupt(keys[0], "holds no stock level")
+			case len(reply) > 2:
+				return sku, replyStrings(reply, 2), nil
+			case replyInt(reply, 1) == 0:
+				return "", nil, nil
+			}
+		}
+	})
+	if err != nil {
+		return 0, fmt.Errorf("redislock: stock of %q: %w", sku, err)
+	}
+	return level, nil
+}
+
+// sharding is how a client spreads keys over servers.
+type sharding int8
+
+const (
+	unsharded     sharding = iota // one server: *redis.Client, a failover client
+	shardedBySlot                 // *redis.ClusterClient
+	shardedByTag                  // *redis.Ring
+)
+
+func shardingOf(rdb AtomicClient) sharding {
+	switch rdb.(type) {
+	case *redis.ClusterClient:
+		return shardedBySlot
+	case *redis.Ring:
+		return shardedByTag
+	}
+	return unsharded
+}
+
+// admit checks a request before any I/O: the options, the request's own
+// validation (verr), the context.
+func (a *Atomic) admit(ctx context.Context, verr error) error {
+	if a.err != nil {
+		return a.err
+	}
+	if verr != nil {
+		return verr
+	}
+	return stockguard.Canceled(ctx)
 }

@@ -12,14 +12,14 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
-	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redistest"
 )
 
 // BenchmarkAtomic decrements one hot SKU from 1, 16 and 64 goroutines.
 func BenchmarkAtomic(b *testing.B) {
-	rdb := backends.RedisClient(b)
+	rdb := backendstest.RedisClient(b)
 	a := NewAtomic(rdb, WithPrefix("bench:"))
 	for _, workers := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
@@ -39,7 +39,7 @@ func BenchmarkAtomic(b *testing.B) {
 // machine hits both alike; the timer covers only NewAtomic. The
 // redis-benchmark command it runs is
 //
-//	redis-benchmark -h HOST -p PORT -c 64 -n N --csv EVALSHA <sha1 of atomic.lua> 1 <stock key> 1
+//	redis-benchmark -h HOST -p PORT -c 64 -n N --csv EVALSHA <sha1 of the decrement script> 2 <stock key> <holds key> 1 0
 //
 // and the metrics are NewAtomic's decrements/s, redis-benchmark's ops/s and
 // their ratio.
@@ -48,18 +48,19 @@ func BenchmarkAtomicVsRedisBenchmark(b *testing.B) {
 	if err != nil {
 		b.Skip("redis-benchmark not on PATH")
 	}
-	srv := backends.SharedRedis(b)
+	srv := backendstest.SharedRedis(b)
 	host, port, err := net.SplitHostPort(srv.Addr)
 	if err != nil {
 		b.Fatal(err)
 	}
-	rdb := backends.RedisClient(b)
+	rdb := backendstest.RedisClient(b)
 	const workers, rounds = 64, 4
 	b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
 		keys := rediskeys.Keys{Prefix: "bench:"}
 		a := NewAtomic(rdb, WithPrefix(keys.Prefix))
 		goSKU, rbSKU := redistest.HotSKU(b, a), redistest.HotSKU(b, a)
 		b.Cleanup(func() { rdb.Del(context.Background(), keys.Stock(goSKU), keys.Stock(rbSKU)) })
+		holds := a.holdsKey(rbSKU)
 		if err := a.Decrement(b.Context(), goSKU, 1); err != nil { // loads the script
 			b.Fatal(err)
 		}
@@ -69,7 +70,7 @@ func BenchmarkAtomicVsRedisBenchmark(b *testing.B) {
 		b.ResetTimer()
 		for range rounds {
 			b.StopTimer()
-			rbTime += redisBenchmark(b, bin, host, port, workers, per, keys.Stock(rbSKU))
+			rbTime += redisBenchmark(b, bin, host, port, workers, per, keys.Stock(rbSKU), holds)
 			rbOps += per
 			b.StartTimer()
 			goTime += redistest.DecrementN(b, a, goSKU, workers, per)
@@ -87,12 +88,13 @@ func BenchmarkAtomicVsRedisBenchmark(b *testing.B) {
 	})
 }
 
-// redisBenchmark runs n EVALSHA calls of the atomic script on key from
-// clients connections and returns the time they took, derived from the
-// requests per second redis-benchmark reports (which excludes its start-up).
-func redisBenchmark(b *testing.B, bin, host, port string, clients, n int, key string) time.Duration {
+// redisBenchmark runs n EVALSHA calls of Decrement's script on the stock
+// key and holds key from clients connections and returns the time they
+// took, derived from the requests per second redis-benchmark reports
+// (which excludes its start-up).
+func redisBenchmark(b *testing.B, bin, host, port string, clients, n int, key, holds string) time.Duration {
 	cmd := exec.Command(bin, "-h", host, "-p", port, "-c", strconv.Itoa(clients), "-n", strconv.Itoa(n), "--csv",
-		"EVALSHA", atomicScript.Hash(), "1", key, "1")
+		"EVALSHA", decrementScript.Hash(), "2", key, holds, "1", "0")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

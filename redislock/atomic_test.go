@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
-	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/internal/redisx/cutproxy"
@@ -16,7 +16,7 @@ import (
 )
 
 func TestAtomic_conformance(t *testing.T) {
-	rdb := backends.RedisClient(t)
+	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
 	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return NewAtomic(rdb, WithPrefix(prefix)) })
 }
@@ -42,14 +42,15 @@ func TestAtomic_validatesBeforeIO(t *testing.T) {
 	if _, err := a.Stock(ctx, strings.Repeat("x", 65)); !errors.Is(err, stockguard.ErrInvalidRequest) {
 		t.Errorf("Stock of a 65-byte sku: %v, want ErrInvalidRequest", err)
 	}
-	// A valid request reaches the closed client: nothing sent, so contention.
-	if err := a.Decrement(ctx, "x", 1); !errors.Is(err, stockguard.ErrContention) {
-		t.Errorf("Decrement on a closed client: %v, want ErrContention", err)
+	// A valid request reaches the closed client: nothing sent, and the
+	// client cannot serve.
+	if err := a.Decrement(ctx, "x", 1); !errors.Is(err, stockguard.ErrUnavailable) {
+		t.Errorf("Decrement on a closed client: %v, want ErrUnavailable", err)
 	}
 }
 
 func TestAtomic_Decrement_unknownSKUCreatesNothing(t *testing.T) {
-	rdb := backends.RedisClient(t)
+	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
 	a := NewAtomic(rdb, WithPrefix(prefix))
 	ctx := t.Context()
@@ -93,7 +94,7 @@ func checkCorrupt(t *testing.T, inv stockguard.Inventory, rdb redis.UniversalCli
 }
 
 func TestAtomic_Decrement_corruptValue(t *testing.T) {
-	rdb := backends.RedisClient(t)
+	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
 	a := NewAtomic(rdb, WithPrefix(prefix))
 	for _, c := range redistest.CorruptValues {
@@ -111,11 +112,11 @@ func TestAtomic_Decrement_corruptValue(t *testing.T) {
 // ran it: the caller must hear ErrOutcomeUnknown, and the stock must have been
 // taken exactly once (go-redis would resend the script by default).
 func TestAtomic_Decrement_replyLost(t *testing.T) {
-	srv := backends.SharedRedis(t)
+	srv := backendstest.SharedRedis(t)
 	proxy := cutproxy.Start(t, srv.Addr)
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, MaxRetries: 3})
 	t.Cleanup(func() { rdb.Close() })
-	prefix := redistest.Prefix(t, backends.RedisClient(t))
+	prefix := redistest.Prefix(t, backendstest.RedisClient(t))
 	a := NewAtomic(rdb, WithPrefix(prefix))
 	ctx := t.Context()
 	if err := a.SetStock(ctx, "sku", 10); err != nil {
@@ -137,7 +138,7 @@ func TestAtomic_Decrement_replyLost(t *testing.T) {
 // script is sent: the script lands in the server's socket buffer, the reply
 // never comes, the client times out. Once resumed, the server runs it.
 func TestAtomic_Decrement_serverPaused(t *testing.T) {
-	srv := backends.PrivateRedis(t, 1)[0]
+	srv := backendstest.PrivateRedis(t, 1)[0]
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { rdb.Close() })
 	a := NewAtomic(rdb)
@@ -176,7 +177,7 @@ func TestAtomic_Decrement_serverPaused(t *testing.T) {
 // TestAtomic_Decrement_scriptFlushed makes EVALSHA fail with NOSCRIPT: Run
 // falls back to EVAL, which is sent just once as well.
 func TestAtomic_Decrement_scriptFlushed(t *testing.T) {
-	rdb := backends.PrivateRedis(t, 1)[0].Client()
+	rdb := backendstest.PrivateRedis(t, 1)[0].Client()
 	t.Cleanup(func() { rdb.Close() })
 	a := NewAtomic(rdb)
 	ctx := t.Context()
@@ -200,7 +201,7 @@ func TestAtomic_Decrement_scriptFlushed(t *testing.T) {
 // the script's one key routes by its hash tag, and Once-wrapped commands
 // route like go-redis's own.
 func TestAtomic_conformanceCluster(t *testing.T) {
-	rdb := backends.PrivateCluster(t, 3).Client()
+	rdb := backendstest.PrivateCluster(t, 3).Client()
 	t.Cleanup(func() { rdb.Close() })
 	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return NewAtomic(rdb) })
 }

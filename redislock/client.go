@@ -26,6 +26,9 @@ var (
 	// ErrReleased is the cause (context.Cause) of a Lock's Context after
 	// Release.
 	ErrReleased = errors.New("redislock: lock released")
+	// ErrNotExist: Obtain with IfExists found that key missing; no lock was
+	// taken and nothing was created.
+	ErrNotExist = errors.New("redislock: the key the lock requires does not exist")
 )
 
 // RedisClient is the part of a go-redis client that this package's locks
@@ -57,13 +60,22 @@ var (
 
 // Client obtains locks on one Redis deployment (a single master, or a
 // cluster: a lock's keys share a hash tag). The lock on key lives in
-// "<prefix>lock:{key}", its fencing counter in "<prefix>fence:{key}" —
-// the same names NewGuarded uses for a SKU, so a lock on a SKU obtained
-// here excludes Guarded decrements of that SKU. The fencing counter has no
-// expiry and must never be deleted: tokens are strictly increasing only as
-// long as it lives. (Lost with an unpersisted Redis, it restarts at 1, and
-// a fenced store refuses every write until the new tokens pass the highest
-// it has seen: safe, but stuck — persist Redis, or raise the counter.)
+// "<prefix>lock:{key}" (LockKey), its fencing counter in
+// "<prefix>fence:{key}" (FenceKey) — the same names NewGuarded uses for a
+// SKU, so a lock on a SKU obtained here excludes Guarded decrements of that
+// SKU.
+//
+// Fencing is a choice made per Obtain, and it has a price in memory: the
+// fencing counter has no expiry and must never be deleted, because tokens
+// are strictly increasing only as long as it lives — so a fenced lock
+// leaves one small key per distinct lock name behind, for good. Locks on
+// an open-ended set of names (request IDs, user input) that pass no token
+// to a resource should be obtained with NoFence, which creates nothing that
+// outlives the lock; IfExists takes a lock only for a resource that exists,
+// so that a name nobody stocked gets no counter either. (A counter lost with
+// an unpersisted Redis restarts at 1, and a fenced store refuses every
+// write until the new tokens pass the highest it has seen: safe, but stuck
+// — persist Redis, or raise the counter.)
 //
 // A Client is safe for concurrent use. It holds no connection of its own
 // until an Obtain waits with Notify; the pub/sub connection that waiting
@@ -74,12 +86,13 @@ type Client struct {
 	once   redis.Scripter // rdb with EVAL/EVALSHA sent at most once
 	keys   rediskeys.Keys
 	notify *notifier
+	err    error // an invalid option, returned by every Obtain
 }
 
 // New returns a lock client over rdb. It reads the option WithPrefix.
 func New(rdb RedisClient, opts ...Option) *Client {
 	o := newOptions(opts)
-	return &Client{rdb: rdb, once: redisx.OnceScripter(rdb), keys: o.keys, notify: &notifier{rdb: rdb}}
+	return &Client{rdb: rdb, once: redisx.OnceScripter(rdb), keys: o.keys, notify: &notifier{rdb: rdb}, err: o.err}
 }
 
 // ObtainOption configures one Obtain.
@@ -92,15 +105,28 @@ type obtainOptions struct {
 	maxHold   time.Duration
 	owner     Owner
 	reentrant bool
+	unfenced  bool
+	exists    string // IfExists: the key that must exist; "" for none
+	err       error  // the first invalid option
 }
 
-// obtainSetup applies opts and checks ttl, which Redis keeps in whole
-// milliseconds; a ttl below 1ms is an error wrapping
-// stockguard.ErrInvalidRequest.
+// fail records the first invalid ObtainOption.
+func (o *obtainOptions) fail(err error) {
+	if o.err == nil {
+		o.err = fmt.Errorf("%w: redislock: %w", stockguard.ErrInvalidRequest, err)
+	}
+}
+
+// obtainSetup applies opts and checks them and ttl, which Redis keeps in
+// whole milliseconds; an invalid option or a ttl below 1ms is an error
+// wrapping stockguard.ErrInvalidRequest.
 func obtainSetup(ttl time.Duration, opts []ObtainOption) (obtainOptions, time.Duration, error) {
 	var o obtainOptions
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.err != nil {
+		return o, 0, o.err
 	}
 	ttl, err := leaseTTL(ttl)
 	return o, ttl, err
@@ -116,11 +142,25 @@ func leaseTTL(ttl time.Duration) (time.Duration, error) {
 	return ttl, nil
 }
 
-// Retry sets how Obtain retries while the lock is held by someone else.
-// Default NoRetry() (one attempt), or LinearBackoff(time.Second) with Notify.
+// ObtainRetry sets how Obtain retries while the lock is held by someone
+// else (not to be confused with WithRetry, the retry policy of an
+// inventory's requests). A nil strategy is an invalid option. Default
+// NoRetry() (one attempt), or LinearBackoff(time.Second) with Notify.
 // Whatever the strategy, Obtain stops when its context ends.
-func Retry(s RetryStrategy) ObtainOption {
-	return func(o *obtainOptions) { o.retry = s }
+func ObtainRetry(s RetryStrategy) ObtainOption {
+	return func(o *obtainOptions) {
+		if s == nil {
+			o.fail(errors.New("nil RetryStrategy"))
+			return
+		}
+		if v, ok := s.(interface{ valid() error }); ok {
+			if err := v.valid(); err != nil {
+				o.fail(err)
+				return
+			}
+		}
+		o.retry = s
+	}
 }
 
 // Notify makes a retrying Obtain wait for the lock's release instead of
@@ -145,26 +185,68 @@ func Watchdog() ObtainOption {
 
 // MaxHold caps the total time a watchdog keeps the lock: it shortens the
 // last renewals so the lease ends d after Obtain, then stops. It implies
-// Watchdog. Default: no cap.
+// Watchdog. d below 1ms is an invalid option. Default: no cap.
 func MaxHold(d time.Duration) ObtainOption {
-	return func(o *obtainOptions) { o.watchdog, o.maxHold = true, d }
+	return func(o *obtainOptions) {
+		if d < time.Millisecond {
+			o.fail(fmt.Errorf("MaxHold %v below 1ms", d))
+			return
+		}
+		o.watchdog, o.maxHold = true, d
+	}
 }
+
+// NoFence makes Obtain issue no fencing token (Lock.Token is 0) and touch
+// no fencing counter, so nothing of the lock outlives it: for locks that
+// pass no token to a resource, on names that come and go. A resource can
+// still refuse a late holder by its owner token (Lock.OwnerToken), as long
+// as it lives in the lock's Redis. Not with Reentrant. Default: fenced.
+func NoFence() ObtainOption {
+	return func(o *obtainOptions) { o.unfenced = true }
+}
+
+// IfExists makes Obtain take the lock only if key exists, checked in the
+// same script that takes the lock: otherwise Obtain fails with ErrNotExist,
+// having taken nothing and created nothing — no lock, no fencing counter.
+// It is for locks on resources kept in Redis, so that a request for one
+// that does not exist leaves no trace; in a cluster, key must share the
+// lock's hash tag ("stock:{sku}" for a lock on "sku"). Not with Reentrant.
+func IfExists(key string) ObtainOption {
+	return func(o *obtainOptions) {
+		if key == "" {
+			o.fail(errors.New("IfExists of an empty key"))
+			return
+		}
+		o.exists = key
+	}
+}
+
+// LockKey returns the Redis key of the lock on key: "<prefix>lock:{key}".
+// While a handle holds a plain lock, that key holds its OwnerToken, which
+// a script on the same master (and, in a cluster, hash tag) can check to
+// write only while the lock is held.
+func (c *Client) LockKey(key string) string { return c.keys.Lock(key) }
+
+// FenceKey returns the Redis key of the fencing counter of the lock on key:
+// "<prefix>fence:{key}". It holds the newest token issued, and exists only
+// once a fenced Obtain has taken the lock.
+func (c *Client) FenceKey(key string) string { return c.keys.Fence(key) }
 
 // lockKeys are the names one lock works with.
 type lockKeys struct {
-	lock, fence, channel string
+	lock, channel string
+	fence         string // "" for a lock that issues no fencing tokens
+	exists        string // "" unless the lock requires a key to exist
 }
 
-func (c *Client) keysFor(key string) lockKeys {
-	k := c.unfencedKeys(key)
-	k.fence = c.keys.Fence(key)
+// keysFor returns the names of the lock on key, fenced or not (NoFence;
+// Redlock's and segment locks are not: nothing outlives them).
+func (c *Client) keysFor(key string, fenced bool) lockKeys {
+	k := lockKeys{lock: c.keys.Lock(key), channel: c.keys.Name("unlock", key)}
+	if fenced {
+		k.fence = c.keys.Fence(key)
+	}
 	return k
-}
-
-// unfencedKeys are the names of a lock on key that issues no fencing
-// tokens (Redlock, segment locks): nothing outlives the lock.
-func (c *Client) unfencedKeys(key string) lockKeys {
-	return lockKeys{lock: c.keys.Lock(key), channel: c.keys.Name("unlock", key)}
 }
 
 // releaseOwned deletes the plain (not reentrant) lock k if owner holds it,
@@ -177,10 +259,15 @@ func (c *Client) releaseOwned(ctx context.Context, k lockKeys, owner string) (bo
 // Obtain takes the lock on key for ttl (at least 1ms; sub-millisecond
 // parts are dropped, as Redis keeps leases in milliseconds) and returns
 // its handle, with a fresh fencing token (Lock.Token) unless it re-enters
-// a reentrant lock. It returns the handle or an error:
-//   - one wrapping stockguard.ErrInvalidRequest: ttl below 1ms, or
-//     Reentrant with a zero Owner; nothing sent;
+// a reentrant lock or NoFence says otherwise. It returns the handle or an
+// error:
+//   - one wrapping stockguard.ErrInvalidRequest: ttl below 1ms, an invalid
+//     option, Reentrant with a zero Owner, or with NoFence or IfExists;
+//     nothing sent; also every call of a Client built with an invalid
+//     Option;
 //   - the context's error: ctx ended before the first attempt;
+//   - ErrNotExist: the key given to IfExists does not exist; nothing taken
+//     or created;
 //   - ErrNotObtained: the lock is held and the retry strategy gave up; if
 //     ctx ended while waiting (or during a retry), ErrNotObtained joined
 //     with ctx's error;
@@ -188,12 +275,17 @@ func (c *Client) releaseOwned(ctx context.Context, k lockKeys, owner string) (bo
 //     failed after the script was sent, the lock may have been taken: it
 //     then expires after ttl.
 func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...ObtainOption) (*Lock, error) {
-	o, ttl, err := obtainSetup(ttl, opts)
-	if err != nil {
-		return nil, err
+	if c.err != nil {
+		return nil, c.err
 	}
-	if o.reentrant && o.owner.id == "" {
+	o, ttl, err := obtainSetup(ttl, opts)
+	switch {
+	case err != nil:
+		return nil, err
+	case o.reentrant && o.owner.id == "":
 		return nil, fmt.Errorf("%w: redislock: reentrant lock with a zero Owner (use NewOwner)", stockguard.ErrInvalidRequest)
+	case o.reentrant && (o.unfenced || o.exists != ""):
+		return nil, fmt.Errorf("%w: redislock: a reentrant lock takes no NoFence or IfExists", stockguard.ErrInvalidRequest)
 	}
 	if err := stockguard.Canceled(ctx); err != nil {
 		return nil, err
@@ -209,7 +301,8 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	if !o.reentrant {
 		owner = newToken()
 	}
-	k := c.keysFor(key)
+	k := c.keysFor(key, !o.unfenced)
+	k.exists = o.exists
 
 	var (
 		w     *waiter
@@ -226,7 +319,10 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	}()
 	for attempt := 1; ; attempt++ {
 		sent := time.Now()
-		token, holder, err := c.attempt(ctx, k, owner, ttl, o.reentrant)
+		obtained, token, holder, err := c.attempt(ctx, k, owner, ttl, o.reentrant)
+		if errors.Is(err, errMissing) {
+			return nil, fmt.Errorf("%w: %q, so no lock on %q", ErrNotExist, k.exists, key)
+		}
 		if err != nil {
 			if attempt > 1 && ctx.Err() != nil && !o.reentrant {
 				// ctx ended in a retry, which is waiting all the same. The
@@ -240,7 +336,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 			}
 			return nil, fmt.Errorf("redislock: obtain %q: %w", key, err)
 		}
-		if token > 0 {
+		if obtained {
 			l = c.newLock(key, k, owner, token, ttl, sent, &o)
 			return l, nil
 		}
@@ -283,30 +379,46 @@ func (c *Client) abandon(k lockKeys, owner string) {
 	_, _ = c.releaseOwned(ctx, k, owner)
 }
 
-// attempt runs the obtain script once. It returns the fencing token when
-// the lock was obtained (1 for a lock without a fencing counter, k.fence
-// empty), else 0 and the holder's remaining lease (0 when unknown).
-func (c *Client) attempt(ctx context.Context, k lockKeys, owner string, ttl time.Duration, reentrant bool) (int64, time.Duration, error) {
-	keys := []string{k.lock, k.fence}
-	if k.fence == "" {
-		keys = keys[:1] // a lock that issues no fencing tokens (Redlock, segment locks)
-	}
+// The obtain script's flags, boxed once rather than per call.
+var flagOn, flagOff any = "1", "0"
+
+// errMissing: the obtain script found the key of IfExists missing.
+var errMissing = errors.New("redislock: missing")
+
+// attempt runs the obtain script once. It reports whether the lock was
+// obtained and its fencing token (0 for a lock without a fencing counter,
+// k.fence empty), else the holder's remaining lease (0 when unknown). The
+// error is errMissing when k.exists does not exist, else Redis's.
+func (c *Client) attempt(ctx context.Context, k lockKeys, owner string, ttl time.Duration, reentrant bool) (bool, int64, time.Duration, error) {
 	var cmd *redis.Cmd
 	if reentrant {
 		// Re-entering counts: a resent script would count twice.
-		cmd = reentrantObtainScript.Run(ctx, c.once, keys, owner, ttl.Milliseconds())
+		cmd = reentrantObtainScript.Run(ctx, c.once, []string{k.lock, k.fence}, owner, ttl.Milliseconds())
 	} else {
+		keys := append(make([]string, 0, 3), k.lock)
+		fenced, exists := flagOff, flagOff
+		if k.fence != "" {
+			keys, fenced = append(keys, k.fence), flagOn
+		}
+		if k.exists != "" {
+			keys, exists = append(keys, k.exists), flagOn
+		}
 		// Idempotent for its owner token, so go-redis may resend it.
-		cmd = lockObtainScript.Run(ctx, c.rdb, keys, owner, ttl.Milliseconds())
+		cmd = lockObtainScript.Run(ctx, c.rdb, keys, owner, ttl.Milliseconds(), fenced, exists)
 	}
 	n, err := cmd.Int64()
 	switch {
+	case errors.Is(err, redis.Nil):
+		return false, 0, 0, errMissing
 	case err != nil:
-		return 0, 0, err
+		return false, 0, 0, err
 	case n > 0:
-		return n, 0, nil
+		if k.fence == "" {
+			n = 0
+		}
+		return true, n, 0, nil
 	}
-	return 0, time.Duration(-n) * time.Millisecond, nil
+	return false, 0, time.Duration(-n) * time.Millisecond, nil
 }
 
 // newToken returns 128 random bits, hex-encoded: an owner token nobody

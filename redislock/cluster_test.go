@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
-	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/stocktest"
 )
@@ -17,7 +17,7 @@ import (
 // Redis Cluster.
 func clusterClient(t *testing.T) *redis.ClusterClient {
 	t.Helper()
-	rdb := backends.SharedCluster(t).Client()
+	rdb := backendstest.SharedCluster(t).Client()
 	t.Cleanup(func() { rdb.Close() })
 	return rdb
 }
@@ -63,17 +63,15 @@ func TestCluster_keysShareSlots(t *testing.T) {
 	s := NewSegmented(rdb, WithPrefix("p:"), WithSegmentLocks())
 	store := NewRedisStore(rdb, WithPrefix("p:"))
 	for _, sku := range oddSKUs {
-		k := c.keysFor(sku)
-		same("lock obtain", k.lock, k.fence)
-		same("guarded write", store.levels.Keys.Stock(sku), c.keys.Fence(sku))
-		g := s.gather.keysFor(sku)
-		same("segment meta, gather lock and counter", s.metaKey(sku), g.lock, g.fence)
+		same("lock obtain", c.LockKey(sku), c.FenceKey(sku), store.levels.Keys.Stock(sku))
+		same("guarded write", store.levels.Keys.Stock(sku), c.FenceKey(sku))
+		same("segment meta, gather lock and counter", s.metaKey(sku), s.gather.LockKey(sku), s.gather.FenceKey(sku))
 		slots := map[int64]bool{}
 		nodes := map[string]bool{}
 		for i := range DefaultSegments {
 			sk := s.segKey(sku, i)
 			same("segment take and hold", sk, s.holdKey(sku, i, newToken()))
-			same("segment take under its lock", sk, s.segLocks.keysFor(segment(sku, i)).lock)
+			same("segment take under its lock", sk, s.segLocks.LockKey(segment(sku, i)))
 			slots[slot(sk)] = true
 			nodes[masterOf[slot(sk)]] = true
 		}
@@ -196,7 +194,7 @@ func TestClient_cluster(t *testing.T) {
 		go func() {
 			// The fallback poll comes after 10s; only the release
 			// announcement can wake the waiter sooner.
-			l, err := c.Obtain(ctx, "wait", time.Second, Notify(), Retry(LinearBackoff(10*time.Second)))
+			l, err := c.Obtain(ctx, "wait", time.Second, Notify(), ObtainRetry(LinearBackoff(10*time.Second)))
 			if err == nil {
 				err = l.Release(ctx)
 			}

@@ -44,7 +44,7 @@ func ExampleNotify() {
 	defer rdb.Close()
 
 	lock, err := redislock.New(rdb).Obtain(ctx, "nightly-job", 30*time.Second,
-		redislock.Notify(), redislock.Retry(redislock.LinearBackoff(time.Second)))
+		redislock.Notify(), redislock.ObtainRetry(redislock.LinearBackoff(time.Second)))
 	if err != nil {
 		// ErrNotObtained joined with context.DeadlineExceeded, or Redis's error.
 		log.Fatal(err)

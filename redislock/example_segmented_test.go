@@ -36,8 +36,8 @@ func ExampleNewSegmented() {
 	}
 }
 
-// Seed 002's design, lock a segment and then take from it, with its bugs
-// fixed — for comparison: it costs two more round trips per sale.
+// The classic design, lock a segment and then take from it — for
+// comparison: it costs two more round trips per sale.
 func ExampleWithSegmentLocks() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()

@@ -10,20 +10,15 @@ import (
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
-// DefaultLockTTL is the lease of a Guarded inventory's SKU lock unless
-// WithLockTTL says otherwise: far above the milliseconds a decrement holds
-// it, short enough that a crashed holder blocks its SKU only briefly. A
-// holder that outlives it is fenced off by the store, not trusted.
+// DefaultLockTTL is the lease of a Guarded inventory's SKU lock, and of
+// a Segmented inventory's gather and segment locks, unless WithLockTTL
+// says otherwise: far above the milliseconds a decrement holds it, short
+// enough that a crashed holder blocks its SKU only briefly. A holder that
+// outlives it is fenced off by the store, not trusted.
 const DefaultLockTTL = 2 * time.Second
 
-// WithLockTTL sets the lease of the SKU lock NewGuarded takes around each
-// write. Values below 1ms mean the default, DefaultLockTTL.
-func WithLockTTL(d time.Duration) Option {
-	return func(o *options) { o.lockTTL = d }
-}
-
 // Guarded is an Inventory that serialises the writers of a SKU with a Redis
-// lock — the seeds' "lock, read, check, write, unlock", done right:
+// lock — "lock, read, check, write, unlock", done right:
 //
 //   - the lock is "<prefix>lock:{sku}", taken with SET NX PX and a random
 //     owner token (Client.Obtain), so it expires if its holder dies and only
@@ -33,7 +28,12 @@ func WithLockTTL(d time.Duration) Option {
 //     locked by someone else meanwhile, is refused by the store instead of
 //     overwriting the newer holder's write;
 //   - a lock held by someone else is retried under WithRetry's policy and
-//     given up as stockguard.ErrContention.
+//     given up as stockguard.ErrContention;
+//   - a SKU that was never stocked leaves nothing behind: with the stock in
+//     Redis, the lock is taken only if the stock key exists, checked in the
+//     script that takes it (IfExists); with a store of its own (WithStore),
+//     Decrement reads the SKU before it locks it. Either way an unknown SKU
+//     gets no lock and no fencing counter.
 //
 // NewRedlockGuarded takes the lock as a Redlock over several masters
 // instead, and guards the write by the lock's owner token rather than a
@@ -48,6 +48,7 @@ type Guarded struct {
 	store   Store // reads and SetStock; writes go through the lock
 	ttl     time.Duration
 	retrier *stockguard.Retrier
+	err     error // an invalid option, returned by every method
 }
 
 var (
@@ -60,29 +61,28 @@ var (
 // stock lives in Redis, in the keys NewAtomic uses (RedisStore).
 func NewGuarded(rdb RedisClient, opts ...Option) *Guarded {
 	o := newOptions(opts)
-	store := o.store
-	if store == nil {
-		store = NewRedisStore(rdb, opts...)
+	locks := fencedLocks{c: New(rdb, opts...), store: o.store}
+	if o.store == nil {
+		rs := NewRedisStore(rdb, opts...)
+		locks.store, locks.stockKey = rs, rs.levels.Keys.Stock
 	}
-	return newGuarded(fencedLocks{c: New(rdb, opts...), store: store}, store, o)
+	return newGuarded(locks, locks.store, o)
 }
 
 func newGuarded(locks locker, store Store, o options) *Guarded {
-	g := &Guarded{locks: locks, store: store, ttl: o.lockTTL, retrier: stockguard.NewRetrier(o.retry)}
-	if g.ttl < time.Millisecond {
-		g.ttl = DefaultLockTTL
-	}
-	return g
+	return &Guarded{locks: locks, store: store, ttl: o.lockTTL, retrier: stockguard.NewRetrier(o.retry), err: o.err}
 }
 
 // locker is how a Guarded takes a SKU's lock: a single-master lock whose
 // writes are fenced (NewGuarded), or a Redlock whose writes are guarded by
 // owner (NewRedlockGuarded).
 type locker interface {
-	// obtain takes sku's lock for ttl, in one attempt. A lock held by
-	// someone else is an error wrapping ErrNotObtained; other errors are
-	// the context's or Redis's.
-	obtain(ctx context.Context, sku string, ttl time.Duration) (hold, error)
+	// obtain takes sku's lock for ttl, in one attempt; known says that sku
+	// must exist already (Decrement), so that an unknown one gets nothing
+	// created for it. A lock held by someone else is an error wrapping
+	// ErrNotObtained; other errors are contract errors (ErrUnknownSKU, the
+	// context's) or Redis's.
+	obtain(ctx context.Context, sku string, ttl time.Duration, known bool) (hold, error)
 }
 
 // hold is a SKU lock held for one request.
@@ -100,12 +100,29 @@ type hold interface {
 // fencedLocks are NewGuarded's locks: Client locks, whose fencing tokens
 // the store checks.
 type fencedLocks struct {
-	c     *Client
-	store Store
+	c        *Client
+	store    Store
+	stockKey func(sku string) string // the stock's key in c's Redis; nil for a store elsewhere
 }
 
-func (f fencedLocks) obtain(ctx context.Context, sku string, ttl time.Duration) (hold, error) {
-	l, err := f.c.Obtain(ctx, sku, ttl)
+func (f fencedLocks) obtain(ctx context.Context, sku string, ttl time.Duration, known bool) (hold, error) {
+	var opts []ObtainOption
+	switch {
+	case !known:
+		// SetStock creates the SKU: its counter is there to stay.
+	case f.stockKey != nil:
+		opts = append(opts, IfExists(f.stockKey(sku)))
+	default:
+		// No script can look into a store outside Redis: read first, so
+		// that a SKU the store does not know gets no fencing counter.
+		if _, err := f.store.Stock(ctx, sku); err != nil {
+			return nil, readFailed(sku, err)
+		}
+	}
+	l, err := f.c.Obtain(ctx, sku, ttl, opts...)
+	if errors.Is(err, ErrNotExist) {
+		return nil, fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +134,7 @@ type fencedHold struct {
 	store Store
 }
 
-func (h fencedHold) valid() bool { return h.l.valid() }
+func (h fencedHold) valid() bool { return h.l.Valid() }
 
 func (h fencedHold) write(ctx context.Context, sku string, level int64) error {
 	return h.store.WriteFenced(ctx, sku, level, h.l.Token())
@@ -130,15 +147,20 @@ func (g *Guarded) Retries() int64 { return g.retrier.Retries() }
 
 // Decrement takes qty units of sku, all or none, under sku's lock. It
 // returns nil or an error wrapping:
-//   - stockguard.ErrInvalidRequest: bad sku or qty, checked before any I/O;
+//   - stockguard.ErrInvalidRequest: bad sku or qty, or an invalid option,
+//     checked before any I/O;
 //   - the context's error: ctx ended before the write was sent;
-//   - stockguard.ErrUnknownSKU: sku has no stock (nothing is created);
+//   - stockguard.ErrUnknownSKU: sku has no stock (nothing is created, not
+//     even a lock or a fencing counter);
 //   - stockguard.ErrInsufficientStock: fewer than qty units are left;
 //   - stockguard.ErrContention: the lock stayed busy (or was lost before the
 //     write, or Redis failed before it) through the retry policy, or ctx
 //     ended while retrying; nothing was written;
 //   - stockguard.ErrOutcomeUnknown: the write was sent but its reply lost.
 func (g *Guarded) Decrement(ctx context.Context, sku string, qty int64) error {
+	if g.err != nil {
+		return g.err
+	}
 	if err := stockguard.Validate(sku, qty); err != nil {
 		return err
 	}
@@ -146,7 +168,7 @@ func (g *Guarded) Decrement(ctx context.Context, sku string, qty int64) error {
 		return err
 	}
 	return g.retrier.Do(ctx, func(ctx context.Context) error {
-		return g.locked(ctx, sku, func(h hold) error {
+		return g.locked(ctx, sku, true, func(h hold) error {
 			level, err := g.store.Stock(ctx, sku)
 			if err != nil {
 				return readFailed(sku, err)
@@ -162,11 +184,14 @@ func (g *Guarded) Decrement(ctx context.Context, sku string, qty int64) error {
 // SetStock creates sku with qty units (0…stockguard.MaxQty), or overwrites
 // its level, under sku's lock, so it never lands in the middle of a
 // decrement. It returns nil or an error wrapping
-// stockguard.ErrInvalidRequest (before any I/O), the context's error,
-// stockguard.ErrContention (lock busy through the retry policy, or nothing
-// written) or stockguard.ErrOutcomeUnknown (the write may have been
-// applied).
+// stockguard.ErrInvalidRequest (bad input or an invalid option, before any
+// I/O), the context's error, stockguard.ErrContention (lock busy through
+// the retry policy, or nothing written) or stockguard.ErrOutcomeUnknown
+// (the write may have been applied).
 func (g *Guarded) SetStock(ctx context.Context, sku string, qty int64) error {
+	if g.err != nil {
+		return g.err
+	}
 	if err := stockguard.ValidateSet(sku, qty); err != nil {
 		return err
 	}
@@ -174,17 +199,20 @@ func (g *Guarded) SetStock(ctx context.Context, sku string, qty int64) error {
 		return err
 	}
 	return g.retrier.Do(ctx, func(ctx context.Context) error {
-		return g.locked(ctx, sku, func(hold) error {
+		return g.locked(ctx, sku, false, func(hold) error {
 			return written(sku, g.store.SetStock(ctx, sku, qty))
 		})
 	})
 }
 
 // Stock returns the units of sku left; a single read needs no lock. Its
-// errors wrap stockguard.ErrInvalidRequest (before any I/O), the context's
-// error, stockguard.ErrUnknownSKU or stockguard.ErrContention (the read
-// failed).
+// errors wrap stockguard.ErrInvalidRequest (bad sku or an invalid option,
+// before any I/O), the context's error, stockguard.ErrUnknownSKU or
+// stockguard.ErrContention (the read failed).
 func (g *Guarded) Stock(ctx context.Context, sku string) (int64, error) {
+	if g.err != nil {
+		return 0, g.err
+	}
 	if err := stockguard.ValidateSKU(sku); err != nil {
 		return 0, err
 	}
@@ -198,15 +226,19 @@ func (g *Guarded) Stock(ctx context.Context, sku string) (int64, error) {
 	return n, nil
 }
 
-// locked runs fn holding sku's lock. A busy lock asks the retrier for
-// another attempt.
-func (g *Guarded) locked(ctx context.Context, sku string, fn func(hold) error) error {
-	return withLock(ctx, sku, g.ttl, g.locks.obtain, func(ctx context.Context, h hold) { h.release(ctx) }, fn)
+// locked runs fn holding sku's lock; known: see locker. A busy lock asks
+// the retrier for another attempt.
+func (g *Guarded) locked(ctx context.Context, sku string, known bool, fn func(hold) error) error {
+	obtain := func(ctx context.Context, sku string, ttl time.Duration) (hold, error) {
+		return g.locks.obtain(ctx, sku, ttl, known)
+	}
+	return withLock(ctx, sku, g.ttl, obtain, func(ctx context.Context, h hold) { h.release(ctx) }, fn)
 }
 
 // withLock runs fn holding the lock obtain takes on sku for lease, then
-// releases it. A busy lock asks the retrier for another attempt; any other
-// failure to obtain leaves the stock untouched.
+// releases it. A busy lock asks the retrier for another attempt; a contract
+// error of obtain's is returned as it is; any other failure to obtain
+// leaves the stock untouched.
 func withLock[H any](ctx context.Context, sku string, lease time.Duration,
 	obtain func(ctx context.Context, sku string, ttl time.Duration) (H, error),
 	release func(ctx context.Context, h H), fn func(H) error) error {
@@ -214,6 +246,8 @@ func withLock[H any](ctx context.Context, sku string, lease time.Duration,
 	switch {
 	case errors.Is(err, ErrNotObtained):
 		return stockguard.Retry(err)
+	case stockguard.IsContract(err):
+		return err
 	case err != nil:
 		// Whatever the obtain script did, the stock is untouched.
 		return fmt.Errorf("redislock: lock %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))

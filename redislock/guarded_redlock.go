@@ -9,10 +9,16 @@ import (
 	"github.com/stockguard/stockguard"
 )
 
-// WithStockMaster makes NewRedlockGuarded keep the stock on clients[i].
-// Default 0, the first master.
+// WithStockMaster makes NewRedlockGuarded keep the stock on clients[i], i
+// an index into its clients. Default 0, the first master.
 func WithStockMaster(i int) Option {
-	return func(o *options) { o.stockMaster = i }
+	return func(o *options) {
+		if i < 0 {
+			o.fail(fmt.Errorf("stock master %d is negative", i))
+			return
+		}
+		o.stockMaster = i
+	}
 }
 
 // NewRedlockGuarded returns a Guarded inventory whose SKU locks are Redlocks
@@ -20,8 +26,9 @@ func WithStockMaster(i int) Option {
 // on one of them, clients[i] for WithStockMaster(i) (default the first), in
 // the keys NewAtomic uses. It reads the options WithPrefix, WithRetry,
 // WithLockTTL, WithNodeTimeout, WithDrift and WithStockMaster, not
-// WithStore. It panics when clients is empty or the stock master's index is
-// out of range.
+// WithStore. When clients is empty, the stock master's index is out of
+// range or an option is invalid, every method returns an error wrapping
+// stockguard.ErrInvalidRequest.
 //
 // It exists to measure what Redlock costs next to NewGuarded's
 // single-master lock. It is not safer for the stock, for this reason: a
@@ -72,8 +79,14 @@ func WithStockMaster(i int) Option {
 func NewRedlockGuarded(clients []redis.UniversalClient, opts ...Option) *Guarded {
 	o := newOptions(opts)
 	r := NewRedlock(clients, opts...)
-	if o.stockMaster < 0 || o.stockMaster >= len(clients) {
-		panic(fmt.Sprintf("redislock: stock master %d of %d masters", o.stockMaster, len(clients)))
+	if o.err == nil && r.err != nil {
+		o.err = r.err // no masters
+	}
+	if o.err == nil && o.stockMaster >= len(clients) {
+		o.fail(fmt.Errorf("stock master %d of %d masters", o.stockMaster, len(clients)))
+	}
+	if o.err != nil {
+		return newGuarded(nil, nil, o) // every method returns o.err
 	}
 	store := NewRedisStore(clients[o.stockMaster], opts...)
 	return newGuarded(&redlockLocks{r: r, stock: o.stockMaster, store: store}, store, o)
@@ -87,12 +100,14 @@ type redlockLocks struct {
 	store *RedisStore
 }
 
-func (rl *redlockLocks) obtain(ctx context.Context, sku string, ttl time.Duration) (hold, error) {
+// obtain takes sku's Redlock. Known or not, an unknown SKU leaves nothing
+// behind: a Redlock has no fencing counter, and its copies go with Release.
+func (rl *redlockLocks) obtain(ctx context.Context, sku string, ttl time.Duration, _ bool) (hold, error) {
 	l, err := rl.r.Obtain(ctx, sku, ttl)
 	if err != nil {
 		return nil, err
 	}
-	if !l.grantedBy(ctx, rl.stock) {
+	if !l.GrantedBy(ctx, rl.stock) {
 		// Without the stock master's copy the write would be refused, or
 		// worse, accepted once a late SET lands after the read.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
@@ -103,24 +118,6 @@ func (rl *redlockLocks) obtain(ctx context.Context, sku string, ttl time.Duratio
 	return ownedHold{l: l, rl: rl}, nil
 }
 
-// grantedBy waits until master i has answered the Obtain, at most until
-// the lock's validity ends or ctx ends, and reports whether it set the lock.
-func (l *QuorumLock) grantedBy(ctx context.Context, i int) bool {
-	c := l.obtains[i]
-	if c.answered() {
-		return c.ok
-	}
-	t := time.NewTimer(time.Until(l.ValidUntil()))
-	defer t.Stop()
-	select {
-	case <-c.done:
-		return c.ok
-	case <-ctx.Done():
-	case <-t.C:
-	}
-	return false
-}
-
 type ownedHold struct {
 	l  *QuorumLock
 	rl *redlockLocks
@@ -129,8 +126,7 @@ type ownedHold struct {
 func (h ownedHold) valid() bool { return h.l.Valid() }
 
 func (h ownedHold) write(ctx context.Context, sku string, level int64) error {
-	lockKey := h.rl.r.nodes[h.rl.stock].keys.Lock(sku)
-	written, err := h.rl.store.writeIf(ctx, sku, level, lockKey, h.l.owner)
+	written, err := h.rl.store.writeIf(ctx, sku, level, h.rl.r.LockKey(sku), h.l.OwnerToken())
 	switch {
 	case err != nil:
 		return fmt.Errorf("redislock: owner-guarded write of %q: %w", sku, err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
-	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/stocktest"
@@ -158,14 +158,13 @@ func TestRedlockGuarded_WithStockMaster(t *testing.T) {
 		}
 	}
 	for _, i := range []int{-1, 3} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("WithStockMaster(%d) of 3 masters did not panic", i)
-				}
-			}()
-			NewRedlockGuarded(clients, WithStockMaster(i))
-		}()
+		bad := NewRedlockGuarded(clients, WithPrefix(prefix), WithStockMaster(i))
+		if err := bad.Decrement(ctx, "sku", 1); !errors.Is(err, stockguard.ErrInvalidRequest) {
+			t.Errorf("WithStockMaster(%d) of 3 masters: Decrement = %v, want ErrInvalidRequest", i, err)
+		}
+	}
+	if n, err := g.Stock(ctx, "sku"); n != 6 || err != nil {
+		t.Errorf("Stock after the invalid ones = %d, %v; want 6", n, err)
 	}
 }
 
@@ -174,7 +173,7 @@ func TestRedlockGuarded_WithStockMaster(t *testing.T) {
 // and with NewRedlockGuarded over 3 private masters, the stock on the first
 // of them in both cases, in one run.
 func BenchmarkGuarded_redlockVsSingle(b *testing.B) {
-	servers := backends.PrivateRedis(b, 3)
+	servers := backendstest.PrivateRedis(b, 3)
 	clients := make([]redis.UniversalClient, len(servers))
 	for i, s := range servers {
 		c := s.Client()

@@ -14,13 +14,14 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
-	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/mysqllock"
 	"github.com/stockguard/stockguard/stocktest"
 )
 
 func TestGuarded_conformance(t *testing.T) {
-	rdb := backends.RedisClient(t)
+	rdb := backendstest.RedisClient(t)
 	prefix := lockPrefix(t)
 	stocktest.Run(t, func(t *testing.T) stockguard.Inventory {
 		return NewGuarded(rdb, WithPrefix(prefix))
@@ -39,8 +40,8 @@ func fencedTable(t testing.TB, db *sqlx.DB) string {
 }
 
 func TestGuarded_conformance_mysqlFencedStore(t *testing.T) {
-	rdb := backends.RedisClient(t)
-	db := backends.DB(t)
+	rdb := backendstest.RedisClient(t)
+	db := backendstest.DB(t)
 	table := fencedTable(t, db)
 	prefix := lockPrefix(t)
 	stocktest.Run(t, func(t *testing.T) stockguard.Inventory {
@@ -49,7 +50,7 @@ func TestGuarded_conformance_mysqlFencedStore(t *testing.T) {
 }
 
 func TestGuarded_busyLockIsContention(t *testing.T) {
-	rdb := backends.RedisClient(t)
+	rdb := backendstest.RedisClient(t)
 	prefix := lockPrefix(t)
 	ctx := t.Context()
 	g := NewGuarded(rdb, WithPrefix(prefix), WithRetry(stockguard.RetryPolicy{MaxAttempts: 3}))
@@ -93,7 +94,7 @@ func (s *stealingStore) WriteFenced(ctx context.Context, sku string, qty, token 
 }
 
 func TestGuarded_lockLostBeforeWriteIsRefused(t *testing.T) {
-	rdb := backends.RedisClient(t)
+	rdb := backendstest.RedisClient(t)
 	prefix := lockPrefix(t)
 	ctx := t.Context()
 	thief := New(rdb, WithPrefix(prefix))
@@ -131,6 +132,55 @@ func TestGuarded_lockLostBeforeWriteIsRefused(t *testing.T) {
 	}
 }
 
+// TestGuarded_fencedOffIsErrFenced lets a thief take the lock and write
+// between a request's read and its write, with each store: the request's
+// write is refused, and given up it is ErrContention matching
+// redislock.ErrFenced (the same value as mysqllock.ErrFenced) whatever the
+// store.
+func TestGuarded_fencedOffIsErrFenced(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	stores := map[string]func(t *testing.T, prefix string) Store{
+		"redis": func(_ *testing.T, prefix string) Store { return NewRedisStore(rdb, WithPrefix(prefix)) },
+		"mysql": func(t *testing.T, _ string) Store {
+			db := backendstest.DB(t)
+			return mysqllock.NewFencedStore(db, mysqllock.WithTable(fencedTable(t, db)))
+		},
+	}
+	for name, newStore := range stores {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			prefix := redistest.Prefix(t, rdb)
+			base := newStore(t, prefix)
+			thief := New(rdb, WithPrefix(prefix))
+			store := &stealingStore{Store: base, steal: func(ctx context.Context, sku string) error {
+				rdb.Del(ctx, thief.LockKey(sku)) // the lease "ran out"
+				l, err := thief.Obtain(ctx, sku, time.Second)
+				if err != nil {
+					return err
+				}
+				defer l.Release(ctx)
+				n, err := base.Stock(ctx, sku)
+				if err != nil {
+					return err
+				}
+				return base.WriteFenced(ctx, sku, n, l.Token())
+			}}
+			g := NewGuarded(rdb, WithPrefix(prefix), WithStore(store), WithRetry(stockguard.RetryPolicy{MaxAttempts: 1}))
+			if err := g.SetStock(ctx, "sku", 10); err != nil {
+				t.Fatal(err)
+			}
+			store.steals.Store(1)
+			err := g.Decrement(ctx, "sku", 1)
+			if !errors.Is(err, ErrFenced) || !errors.Is(err, mysqllock.ErrFenced) || stockguard.Contract(err) != stockguard.ErrContention {
+				t.Fatalf("Decrement fenced off: %v, want ErrContention matching redislock.ErrFenced", err)
+			}
+			if n, err := g.Stock(ctx, "sku"); n != 10 || err != nil {
+				t.Fatalf("Stock = %d, %v; want 10 (nothing written)", n, err)
+			}
+		})
+	}
+}
+
 // replyCutter applies the fenced write, then loses its reply.
 type replyCutter struct{ cut atomic.Bool }
 
@@ -152,7 +202,7 @@ func (h *replyCutter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 }
 
 func TestGuarded_lostWriteReplyIsOutcomeUnknown(t *testing.T) {
-	rdb := backends.SharedRedis(t).Client()
+	rdb := backendstest.SharedRedis(t).Client()
 	t.Cleanup(func() { rdb.Close() })
 	hook := &replyCutter{}
 	rdb.AddHook(hook)
@@ -176,7 +226,7 @@ func TestGuarded_lostWriteReplyIsOutcomeUnknown(t *testing.T) {
 }
 
 func TestRedisStore_WriteFenced(t *testing.T) {
-	rdb := backends.RedisClient(t)
+	rdb := backendstest.RedisClient(t)
 	prefix := lockPrefix(t)
 	ctx := t.Context()
 	c, s := New(rdb, WithPrefix(prefix)), NewRedisStore(rdb, WithPrefix(prefix))

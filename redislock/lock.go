@@ -59,10 +59,18 @@ func (l *Lock) Key() string { return l.key }
 
 // Token returns the lock's fencing token: strictly greater than the token of
 // every earlier acquisition of the same key on this Redis (nested
-// acquisitions of a reentrant lock share the outermost one's token). Pass
-// it to the resource so that it can refuse writes from a holder whose lease
-// has run out (see Store.WriteFenced).
+// acquisitions of a reentrant lock share the outermost one's token); 0 for
+// a lock obtained with NoFence. Pass it to the resource so that it can
+// refuse writes from a holder whose lease has run out (see
+// Store.WriteFenced).
 func (l *Lock) Token() int64 { return l.token }
+
+// OwnerToken returns the random token that identifies this handle's owner
+// in Redis: while the handle holds a plain lock, its key (Client.LockKey)
+// holds exactly this string, so a script on the same Redis can write only
+// while the lock is held, whatever the lease did meanwhile. For a
+// reentrant lock it is the Owner's String, a field of the lock's hash.
+func (l *Lock) OwnerToken() string { return l.owner }
 
 // Release gives the lock back: it stops the watchdog, if any, and waits for
 // it — no renewal is sent after Release returns — then deletes the lock
@@ -300,9 +308,12 @@ func (l *Lock) endLocked(cause, lost error) {
 	}
 }
 
-// valid reports whether the handle still holds the lock by its own
-// reckoning: not ended, and the lease not run out by this process's clock.
-func (l *Lock) valid() bool {
+// Valid reports whether the handle still holds the lock by its own
+// reckoning: not released, not found lost, and the lease not run out by
+// this process's clock (measured from before the command that set it). It
+// asks nothing of Redis; a pause right after it returns true can still
+// outlast the lease (see Lock).
+func (l *Lock) Valid() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.ended == nil && time.Now().Before(l.validUntil)

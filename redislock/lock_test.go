@@ -16,7 +16,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
-	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/redistest"
 )
 
 // lockPrefix returns a key prefix unique to t, so tests sharing a server
@@ -29,7 +30,7 @@ func lockPrefix(t testing.TB) string {
 // server, and a raw client to inspect and tamper with the keys.
 func newTestClient(t testing.TB) (*Client, *redis.Client) {
 	t.Helper()
-	rdb := backends.RedisClient(t)
+	rdb := backendstest.RedisClient(t)
 	return New(rdb, WithPrefix(lockPrefix(t))), rdb
 }
 
@@ -131,7 +132,7 @@ func TestClient_Obtain_contextEndsWhileWaiting(t *testing.T) {
 	}
 	defer held.Release(t.Context())
 	for _, notify := range []bool{false, true} {
-		opts := []ObtainOption{Retry(LinearBackoff(10 * time.Millisecond))}
+		opts := []ObtainOption{ObtainRetry(LinearBackoff(10 * time.Millisecond))}
 		if notify {
 			opts = append(opts, Notify())
 		}
@@ -172,7 +173,7 @@ func TestClient_Obtain_boundedRetriesGiveUp(t *testing.T) {
 	}
 	defer held.Release(t.Context())
 	start := time.Now()
-	_, err = c.Obtain(t.Context(), "k", time.Second, Retry(LimitRetry(LinearBackoff(5*time.Millisecond), 3)))
+	_, err = c.Obtain(t.Context(), "k", time.Second, ObtainRetry(LimitRetry(LinearBackoff(5*time.Millisecond), 3)))
 	if !errors.Is(err, ErrNotObtained) || !strings.Contains(err.Error(), "4 attempts") {
 		t.Fatalf("Obtain = %v, want ErrNotObtained after 4 attempts", err)
 	}
@@ -192,7 +193,7 @@ func TestClient_Obtain_retriesUntilReleased(t *testing.T) {
 		"linear":      LinearBackoff(5 * time.Millisecond),
 		"exponential": ExponentialBackoff(time.Millisecond, 20*time.Millisecond),
 	} {
-		l, err := c.Obtain(t.Context(), "k", time.Second, Retry(LimitRetry(s, 1000)))
+		l, err := c.Obtain(t.Context(), "k", time.Second, ObtainRetry(LimitRetry(s, 1000)))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -216,12 +217,10 @@ func TestRetryStrategies(t *testing.T) {
 		{"no retry", NoRetry(), 1, 0, 0, false},
 		{"linear", LinearBackoff(7 * ms), 1, 7 * ms, 7 * ms, true},
 		{"linear late", LinearBackoff(7 * ms), 1000, 7 * ms, 7 * ms, true},
-		{"linear floor", LinearBackoff(0), 1, ms, ms, true},
 		{"exponential first", ExponentialBackoff(2*ms, 64*ms), 1, 1, 2 * ms, true},
 		{"exponential third", ExponentialBackoff(2*ms, 64*ms), 3, 1, 8 * ms, true},
 		{"exponential capped", ExponentialBackoff(2*ms, 64*ms), 30, 1, 64 * ms, true},
 		{"exponential huge retry", ExponentialBackoff(time.Hour, 2*time.Hour), 200, 1, 2 * time.Hour, true},
-		{"exponential hi below lo", ExponentialBackoff(5*ms, ms), 1, 1, 5 * ms, true},
 		{"limit within", LimitRetry(LinearBackoff(3*ms), 2), 2, 3 * ms, 3 * ms, true},
 		{"limit beyond", LimitRetry(LinearBackoff(3*ms), 2), 3, 0, 0, false},
 		{"limit zero", LimitRetry(LinearBackoff(3*ms), 0), 1, 0, 0, false},
@@ -243,7 +242,7 @@ func TestLock_exclusion(t *testing.T) {
 		name string
 		opts []ObtainOption
 	}{
-		{"polling", []ObtainOption{Retry(ExponentialBackoff(time.Millisecond, 16*time.Millisecond))}},
+		{"polling", []ObtainOption{ObtainRetry(ExponentialBackoff(time.Millisecond, 16*time.Millisecond))}},
 		{"notified", []ObtainOption{Notify()}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
@@ -345,7 +344,7 @@ func TestLock_tokensStrictlyIncrease(t *testing.T) {
 		if i%5 == 0 {
 			ttl = time.Millisecond // expires instead of being released
 		}
-		l, err := c.Obtain(ctx, "k", ttl, append(opts, Retry(LinearBackoff(time.Millisecond)))...)
+		l, err := c.Obtain(ctx, "k", ttl, append(opts, ObtainRetry(LinearBackoff(time.Millisecond)))...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -483,17 +482,73 @@ func BenchmarkObtainRelease(b *testing.B) {
 func TestLockObtainScript_resendIsIdempotent(t *testing.T) {
 	c, _ := newTestClient(t)
 	ctx := t.Context()
-	k, owner := c.keysFor("k"), newToken()
-	first, _, err := c.attempt(ctx, k, owner, time.Second, false)
-	if err != nil || first < 1 {
-		t.Fatalf("first attempt: token %d, %v", first, err)
+	k, owner := c.keysFor("k", true), newToken()
+	ok, first, _, err := c.attempt(ctx, k, owner, time.Second, false)
+	if err != nil || !ok || first < 1 {
+		t.Fatalf("first attempt: %v, token %d, %v", ok, first, err)
 	}
-	again, _, err := c.attempt(ctx, k, owner, time.Second, false)
-	if err != nil || again != first {
-		t.Fatalf("resent attempt: token %d, %v; want %d", again, err, first)
+	ok, again, _, err := c.attempt(ctx, k, owner, time.Second, false)
+	if err != nil || !ok || again != first {
+		t.Fatalf("resent attempt: %v, token %d, %v; want %d", ok, again, err, first)
 	}
-	other, holder, err := c.attempt(ctx, k, newToken(), time.Second, false)
-	if err != nil || other != 0 || holder <= 0 || holder > time.Second {
-		t.Fatalf("another owner's attempt: token %d, holder's lease %v, %v", other, holder, err)
+	ok, other, holder, err := c.attempt(ctx, k, newToken(), time.Second, false)
+	if err != nil || ok || other != 0 || holder <= 0 || holder > time.Second {
+		t.Fatalf("another owner's attempt: %v, token %d, holder's lease %v, %v", ok, other, holder, err)
+	}
+}
+
+// TestClient_Obtain_NoFence: no token, no counter, nothing left after
+// Release; the lock key holds OwnerToken meanwhile.
+func TestClient_Obtain_NoFence(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	prefix := redistest.Prefix(t, rdb)
+	c := New(rdb, WithPrefix(prefix))
+	ctx := t.Context()
+	l, err := c.Obtain(ctx, "k", time.Second, NoFence())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Token() != 0 || !l.Valid() {
+		t.Fatalf("Token %d, Valid %v; want 0, true", l.Token(), l.Valid())
+	}
+	if got := rdb.Get(ctx, c.LockKey("k")).Val(); got != l.OwnerToken() {
+		t.Fatalf("lock key holds %q, want OwnerToken %q", got, l.OwnerToken())
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l.Valid() {
+		t.Fatal("Valid after Release")
+	}
+	if keys := redistest.Keys(ctx, t, rdb, prefix); len(keys) != 0 {
+		t.Fatalf("keys left after an unfenced lock's Release: %q", keys)
+	}
+}
+
+// TestClient_Obtain_IfExists: a missing key is ErrNotExist with nothing
+// created; an existing one gives a fenced lock as usual.
+func TestClient_Obtain_IfExists(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	prefix := redistest.Prefix(t, rdb)
+	c := New(rdb, WithPrefix(prefix))
+	ctx := t.Context()
+	resource := prefix + "res:{k}"
+	_, err := c.Obtain(ctx, "k", time.Second, IfExists(resource))
+	if !errors.Is(err, ErrNotExist) || stockguard.IsContract(err) {
+		t.Fatalf("Obtain IfExists a missing key: %v, want ErrNotExist", err)
+	}
+	if keys := redistest.Keys(ctx, t, rdb, prefix); len(keys) != 0 {
+		t.Fatalf("keys created by an Obtain IfExists a missing key: %q", keys)
+	}
+	rdb.Set(ctx, resource, "x", 0)
+	l, err := c.Obtain(ctx, "k", time.Second, IfExists(resource))
+	if err != nil || l.Token() != 1 {
+		t.Fatalf("Obtain IfExists an existing key: %v, %v; want token 1", l, err)
+	}
+	if got := rdb.Get(ctx, c.FenceKey("k")).Val(); got != "1" {
+		t.Fatalf("fencing counter %q, want 1", got)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -3,7 +3,7 @@ package redislock
 import (
 	"testing"
 
-	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
 )
 
-func TestMain(m *testing.M) { backends.Main(m) }
+func TestMain(m *testing.M) { backendstest.Main(m) }

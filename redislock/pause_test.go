@@ -18,7 +18,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
-	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/mysqllock"
 )
 
@@ -90,8 +90,8 @@ func runPauseHolder(config string) int {
 }
 
 // pauseStores returns the fenced store of cfg and a deliberately unfenced
-// write path to the same stock — the seeds' plain "SET stock" / "UPDATE
-// stock SET qty".
+// write path to the same stock — a plain "SET stock" / "UPDATE stock SET
+// qty", as an unguarded writer would.
 func pauseStores(rdb *redis.Client, cfg pauseHolder) (Store, func(ctx context.Context, sku string, qty int64) error, error) {
 	if cfg.DSN == "" {
 		keys := New(rdb, WithPrefix(cfg.Prefix)).keys
@@ -117,15 +117,15 @@ func pauseStores(rdb *redis.Client, cfg pauseHolder) (Store, func(ctx context.Co
 // without fencing lets through, seen happening.
 func TestKleppmannPause(t *testing.T) {
 	t.Run("store=redis", func(t *testing.T) {
-		rdb := backends.RedisClient(t)
-		cfg := pauseHolder{Redis: backends.SharedRedis(t).Addr, Prefix: lockPrefix(t), SKU: "sku", TTL: 300 * time.Millisecond, Quantity: 70}
+		rdb := backendstest.RedisClient(t)
+		cfg := pauseHolder{Redis: backendstest.SharedRedis(t).Addr, Prefix: lockPrefix(t), SKU: "sku", TTL: 300 * time.Millisecond, Quantity: 70}
 		kleppmannPause(t, rdb, cfg, NewRedisStore(rdb, WithPrefix(cfg.Prefix)))
 	})
 	t.Run("store=mysql", func(t *testing.T) {
-		rdb := backends.RedisClient(t)
-		db := backends.DB(t)
-		cfg := pauseHolder{Redis: backends.SharedRedis(t).Addr, Prefix: lockPrefix(t), SKU: "sku", TTL: 300 * time.Millisecond, Quantity: 70,
-			DSN: backends.SharedMySQL(t).DSN, Table: fencedTable(t, db)}
+		rdb := backendstest.RedisClient(t)
+		db := backendstest.DB(t)
+		cfg := pauseHolder{Redis: backendstest.SharedRedis(t).Addr, Prefix: lockPrefix(t), SKU: "sku", TTL: 300 * time.Millisecond, Quantity: 70,
+			DSN: backendstest.SharedMySQL(t).DSN, Table: fencedTable(t, db)}
 		kleppmannPause(t, rdb, cfg, mysqllock.NewFencedStore(db, mysqllock.WithTable(cfg.Table)))
 	})
 }

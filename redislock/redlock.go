@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
@@ -33,11 +34,17 @@ var ErrExpired = fmt.Errorf("%w: its validity ran out", ErrNotHeld)
 // WithNodeTimeout bounds how long NewRedlock's Obtain, Release and Refresh
 // wait for each master: a master that has not answered by then counts as
 // failed for this round, and its call finishes in the background (a lock it
-// sets late is deleted once it answers). It must be much smaller than the
-// ttl, which it eats into. Default: DefaultNodeTimeout, or a tenth of the
-// ttl when that is smaller (at least 1ms).
+// sets late is deleted once it answers). It must be positive, and much
+// smaller than the ttl, which it eats into. Default: DefaultNodeTimeout, or
+// a tenth of the ttl when that is smaller (at least 1ms).
 func WithNodeTimeout(d time.Duration) Option {
-	return func(o *options) { o.nodeTimeout = d }
+	return func(o *options) {
+		if d <= 0 {
+			o.fail(fmt.Errorf("node timeout %v is not positive", d))
+			return
+		}
+		o.nodeTimeout = d
+	}
 }
 
 // drift is a clock drift allowance: factor × ttl + fixed.
@@ -48,16 +55,16 @@ type drift struct {
 
 // WithDrift sets the clock drift NewRedlock allows for: a lock obtained
 // with ttl is valid for ttl − (time to obtain) − (factor × ttl + fixed).
-// Negative values mean the defaults, DefaultDriftFactor and
-// DefaultDriftFixed.
+// factor must lie in [0, 1) and fixed must not be negative. Defaults
+// DefaultDriftFactor and DefaultDriftFixed.
 func WithDrift(factor float64, fixed time.Duration) Option {
-	if factor < 0 {
-		factor = DefaultDriftFactor
+	return func(o *options) {
+		if !(factor >= 0 && factor < 1) || fixed < 0 { // !(…) catches NaN
+			o.fail(fmt.Errorf("drift %v × ttl + %v: want a factor in [0, 1) and a fixed part ≥ 0", factor, fixed))
+			return
+		}
+		o.drift = drift{factor: factor, fixed: fixed}
 	}
-	if fixed < 0 {
-		fixed = DefaultDriftFixed
-	}
-	return func(o *options) { o.drift = &drift{factor: factor, fixed: fixed} }
 }
 
 // Redlock obtains locks over N independent Redis masters with the Redlock
@@ -95,28 +102,31 @@ func WithDrift(factor float64, fixed time.Duration) Option {
 // A Redlock is safe for concurrent use.
 type Redlock struct {
 	nodes   []*Client
+	keys    rediskeys.Keys
 	quorum  int
 	timeout time.Duration // 0: derived from the ttl
 	drift   drift
+	err     error // an invalid option or no masters, returned by every Obtain
 }
 
 // NewRedlock returns a Redlock over the independent masters clients (at
 // least one; an odd number, usually 5, tolerates the most failures per
 // master). It reads the options WithPrefix (key names as for New),
-// WithNodeTimeout and WithDrift. It panics when clients is empty.
+// WithNodeTimeout and WithDrift. Without masters, or with an invalid
+// option, every Obtain fails with an error wrapping
+// stockguard.ErrInvalidRequest.
 func NewRedlock(clients []redis.UniversalClient, opts ...Option) *Redlock {
-	if len(clients) == 0 {
-		panic("redislock: NewRedlock needs at least one master")
-	}
 	o := newOptions(opts)
 	r := &Redlock{
 		nodes:   make([]*Client, len(clients)),
+		keys:    o.keys,
 		quorum:  len(clients)/2 + 1,
 		timeout: o.nodeTimeout,
-		drift:   drift{factor: DefaultDriftFactor, fixed: DefaultDriftFixed},
+		drift:   o.drift,
+		err:     o.err,
 	}
-	if o.drift != nil {
-		r.drift = *o.drift
+	if len(clients) == 0 && r.err == nil {
+		r.err = invalid(errors.New("NewRedlock without masters"))
 	}
 	for i, c := range clients {
 		r.nodes[i] = New(c, opts...)
@@ -141,15 +151,22 @@ func (r *Redlock) validFor(sent time.Time, ttl time.Duration) time.Time {
 	return sent.Add(ttl - time.Duration(r.drift.factor*float64(ttl)) - r.drift.fixed)
 }
 
-// keys returns the names of key's lock on master i.
-func (r *Redlock) keys(i int, key string) lockKeys { return r.nodes[i].unfencedKeys(key) }
+// LockKey returns the Redis key of the lock on key, the same on every
+// master: "<prefix>lock:{key}". While a handle holds the lock, a master
+// that granted it holds the handle's OwnerToken there.
+func (r *Redlock) LockKey(key string) string { return r.keys.Lock(key) }
+
+// lockKeys returns the names of key's lock on master i: Redlocks issue no
+// fencing tokens, so nothing outlives the lock.
+func (r *Redlock) lockKeys(i int, key string) lockKeys { return r.nodes[i].keysFor(key, false) }
 
 // Obtain takes the lock on key on a majority of the masters for ttl (at
 // least 1ms; sub-millisecond parts are dropped) and returns its handle. Of
 // the ObtainOptions it accepts Retry only — after a failed round it waits
 // as the strategy says (a random delay, e.g. ExponentialBackoff, keeps
 // contenders from splitting the votes again) — and refuses the others:
-// Notify, Watchdog, MaxHold and Reentrant need a single master.
+// Notify, Watchdog, MaxHold, Reentrant, NoFence (a Redlock is never fenced)
+// and IfExists need a single master.
 //
 // A round sends the lock to every master at once and ends as soon as a
 // majority has set it, a majority can no longer be reached, or the node
@@ -157,20 +174,24 @@ func (r *Redlock) keys(i int, key string) lockKeys { return r.nodes[i].unfencedK
 // set it or may have (an error or no reply: a reply lost after the SET),
 // also from masters that answer after the round. It returns the handle or
 // an error:
-//   - one wrapping stockguard.ErrInvalidRequest: ttl below 1ms or an
-//     unsupported option; nothing sent;
+//   - one wrapping stockguard.ErrInvalidRequest: ttl below 1ms, an invalid
+//     or unsupported option, or a Redlock built without masters or with an
+//     invalid Option; nothing sent;
 //   - the context's error: ctx ended before the first round;
 //   - ErrNotObtained: the rounds allowed by the retry strategy all failed —
 //     the lock is held elsewhere, too many masters failed (their errors are
 //     joined), or obtaining took so long that no validity was left; joined
 //     with ctx's error when ctx ended meanwhile.
 func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...ObtainOption) (*QuorumLock, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
 	o, ttl, err := obtainSetup(ttl, opts)
 	switch {
 	case err != nil:
 		return nil, err
-	case o.notify || o.watchdog || o.reentrant:
-		return nil, fmt.Errorf("%w: redislock: Redlock supports no Notify, Watchdog, MaxHold or Reentrant", stockguard.ErrInvalidRequest)
+	case o.notify || o.watchdog || o.reentrant || o.unfenced || o.exists != "":
+		return nil, fmt.Errorf("%w: redislock: Redlock supports no Notify, Watchdog, MaxHold, Reentrant, NoFence or IfExists", stockguard.ErrInvalidRequest)
 	}
 	if err := stockguard.Canceled(ctx); err != nil {
 		return nil, err
@@ -216,8 +237,8 @@ func (r *Redlock) round(ctx context.Context, key, owner string, ttl time.Duratio
 	n := len(r.nodes)
 	sent := time.Now()
 	calls := r.fanout(ctx, r.nodeTimeout(ttl), nil, func(ctx context.Context, i int) (bool, error) {
-		token, _, err := r.nodes[i].attempt(ctx, r.keys(i, key), owner, ttl, false)
-		return token > 0, err
+		obtained, _, _, err := r.nodes[i].attempt(ctx, r.lockKeys(i, key), owner, ttl, false)
+		return obtained, err
 	}, func(ok, failed int) bool { return ok >= r.quorum || failed > n-r.quorum })
 	l := &QuorumLock{r: r, key: key, owner: owner, obtains: calls, ttl: ttl, validUntil: r.validFor(sent, ttl)}
 	t := tally(calls)
@@ -361,6 +382,35 @@ type QuorumLock struct {
 // Key returns the key passed to Obtain.
 func (l *QuorumLock) Key() string { return l.key }
 
+// OwnerToken returns the random token that identifies this handle in
+// Redis: every master that granted the lock holds it in Redlock.LockKey, so
+// a script on one of them can write only while that master's copy of the
+// lock is this handle's (see NewRedlockGuarded).
+func (l *QuorumLock) OwnerToken() string { return l.owner }
+
+// GrantedBy reports whether master i (an index into NewRedlock's clients)
+// set the lock, waiting for its answer at most until ctx ends or the
+// lock's validity runs out: Obtain returns as soon as a quorum has set it,
+// and the others may still be answering.
+func (l *QuorumLock) GrantedBy(ctx context.Context, i int) bool {
+	if i < 0 || i >= len(l.obtains) {
+		return false
+	}
+	c := l.obtains[i]
+	if c.answered() {
+		return c.ok
+	}
+	t := time.NewTimer(time.Until(l.ValidUntil()))
+	defer t.Stop()
+	select {
+	case <-c.done:
+		return c.ok
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return false
+}
+
 // ValidUntil returns the end of the lock's validity, by this process's
 // clock: the instant the last successful Obtain or Refresh was sent plus its
 // ttl, minus the drift allowance.
@@ -469,7 +519,7 @@ func (l *QuorumLock) releaseLater(ctx context.Context, i int) {
 // releaseOn deletes the lock on master i if this handle's owner holds it
 // there.
 func (l *QuorumLock) releaseOn(ctx context.Context, i int) (bool, error) {
-	return l.r.nodes[i].releaseOwned(ctx, l.r.keys(i, l.key), l.owner)
+	return l.r.nodes[i].releaseOwned(ctx, l.r.lockKeys(i, l.key), l.owner)
 }
 
 // Release deletes the lock from every master that may hold it (masters
@@ -562,7 +612,7 @@ func (l *QuorumLock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	sent := time.Now()
 	t := tally(r.fanout(ctx, r.nodeTimeout(ttl), send, func(ctx context.Context, i int) (bool, error) {
-		k := r.keys(i, l.key)
+		k := r.lockKeys(i, l.key)
 		v, err := lockRefreshScript.Run(ctx, r.nodes[i].rdb, []string{k.lock}, l.owner, ttl.Milliseconds()).Int64()
 		return v == 1, err
 	}, func(ok, failed int) bool { return ok >= r.quorum || failed+unsent > n-r.quorum }))

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
 )
 
 // BenchmarkRedlock measures the latency of an uncontended Obtain+Release
@@ -15,7 +15,7 @@ import (
 // (Client) on one of the same servers, in one run. Metrics: ns/op (the
 // mean cycle) and p99-µs.
 func BenchmarkRedlock(b *testing.B) {
-	servers := backends.PrivateRedis(b, 5)
+	servers := backendstest.PrivateRedis(b, 5)
 	clients := make([]redis.UniversalClient, len(servers))
 	for i, s := range servers {
 		c := s.Client()

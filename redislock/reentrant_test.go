@@ -74,7 +74,7 @@ func TestReentrant_property(t *testing.T) {
 				if !errors.Is(err, ErrNotObtained) {
 					t.Fatalf("step %d: foreign owner Obtain = %v, want ErrNotObtained", step, err)
 				}
-				forged := &Lock{c: c, key: "k", keys: c.keysFor("k"), owner: foreigner.String(), reentrant: true, ttl: time.Second, validUntil: time.Now().Add(time.Second)}
+				forged := &Lock{c: c, key: "k", keys: c.keysFor("k", true), owner: foreigner.String(), reentrant: true, ttl: time.Second, validUntil: time.Now().Add(time.Second)}
 				if err := forged.Refresh(ctx, time.Hour); !errors.Is(err, ErrNotHeld) {
 					t.Fatalf("step %d: foreign Refresh = %v, want ErrNotHeld", step, err)
 				}

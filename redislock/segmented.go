@@ -3,6 +3,7 @@ package redislock
 import (
 	"cmp"
 	"context"
+	crand "crypto/rand"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -36,7 +37,13 @@ const holdTTL = 24 * time.Hour
 // Default DefaultSegments. Reads and gathers use the count stored with the
 // SKU, so instances configured with different counts share SKUs safely.
 func WithSegments(n int) Option {
-	return func(o *options) { o.segments = min(n, MaxSegments) }
+	return func(o *options) {
+		if n < 1 || n > MaxSegments {
+			o.fail(fmt.Errorf("%d segments outside 1…%d", n, MaxSegments))
+			return
+		}
+		o.segments = n
+	}
 }
 
 var (
@@ -52,8 +59,8 @@ var (
 	segmentedDecideScript = redis.NewScript(segmentedDecideLua)
 )
 
-// Segmented is an Inventory that splits each SKU's stock into segments
-// (seed 002), each in its own Redis key with its own hash tag, so that in a
+// Segmented is an Inventory that splits each SKU's stock into segments,
+// each in its own Redis key with its own hash tag, so that in a
 // Redis Cluster the segments of one hot SKU land on different slots — and
 // masters — and its buyers spread over them instead of queueing on one key.
 //
@@ -69,7 +76,9 @@ var (
 // the segment count ("n") and the records of gathers in progress; the
 // SKU's gather lock is "<p>seggatherlock:{s}" with its fencing counter
 // "<p>seggatherfence:{s}" (a Client lock: every acquisition bumps the
-// counter); a gather's hold on segment i is "<p>seghold:{s#i}:<id>".
+// counter); a gather's hold on segment i is "<p>seghold:{s#i}:<id>". A SKU
+// that was never stocked gets none of them: requests for it find no
+// segment and no count, and take no lock.
 //
 // Decrement first tries one segment chosen at random: one script, which
 // takes qty units if that segment has them (the common case, one round
@@ -128,6 +137,7 @@ type Segmented struct {
 	segLocks *Client // WithSegmentLocks: the segments' locks; nil without
 	lease    time.Duration
 	retrier  *stockguard.Retrier
+	err      error // an invalid option, returned by every method
 }
 
 var (
@@ -151,12 +161,7 @@ func NewSegmented(rdb redis.UniversalClient, opts ...Option) *Segmented {
 		gather:  New(rdb, WithPrefix(o.keys.Prefix+"seggather")),
 		lease:   o.lockTTL,
 		retrier: stockguard.NewRetrier(o.retry),
-	}
-	if s.n < 1 {
-		s.n = DefaultSegments
-	}
-	if s.lease < time.Millisecond {
-		s.lease = DefaultLockTTL
+		err:     o.err,
 	}
 	if o.segmentLocks {
 		s.segLocks = New(rdb, WithPrefix(o.keys.Prefix+"seg"))
@@ -188,7 +193,8 @@ func (s *Segmented) metaKey(sku string) string { return s.keys.Name("segmeta", s
 
 // Decrement takes qty units of sku, all or none. It returns nil or an error
 // wrapping:
-//   - stockguard.ErrInvalidRequest: bad sku or qty, checked before any I/O;
+//   - stockguard.ErrInvalidRequest: bad sku or qty, or an invalid option,
+//     checked before any I/O;
 //   - the context's error: ctx ended before anything was sent;
 //   - stockguard.ErrUnknownSKU: sku was never stocked (nothing is created),
 //     or one of its keys holds something else (then also ErrCorruptStock);
@@ -200,6 +206,9 @@ func (s *Segmented) metaKey(sku string) string { return s.keys.Name("segmeta", s
 //   - stockguard.ErrOutcomeUnknown: a take's or a gather's commit reply was
 //     lost; it may have been applied (all of it or none).
 func (s *Segmented) Decrement(ctx context.Context, sku string, qty int64) error {
+	if s.err != nil {
+		return s.err
+	}
 	if err := stockguard.Validate(sku, qty); err != nil {
 		return err
 	}
@@ -321,7 +330,6 @@ func (m meta) quiet() bool { return !m.locked && len(m.gathers) == 0 }
 // round trip to the SKU's slot.
 func (s *Segmented) readMeta(ctx context.Context, sku string) (meta, error) {
 	key := s.metaKey(sku)
-	lk := s.gather.keysFor(sku)
 	var (
 		all   *redis.MapStringStringCmd
 		held  *redis.IntCmd
@@ -329,8 +337,8 @@ func (s *Segmented) readMeta(ctx context.Context, sku string) (meta, error) {
 	)
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		all = p.HGetAll(ctx, key)
-		held = p.Exists(ctx, lk.lock)
-		fence = p.Get(ctx, lk.fence)
+		held = p.Exists(ctx, s.gather.LockKey(sku))
+		fence = p.Get(ctx, s.gather.FenceKey(sku))
 		return nil
 	})
 	switch err := cmp.Or(all.Err(), held.Err(), fenceErr(fence.Err())); {
@@ -441,7 +449,7 @@ func (s *Segmented) gatherTake(ctx context.Context, sku string, qty int64) error
 // gatherPieces takes qty units of sku in pieces from the segments, fullest
 // first, and commits them as one (see Segmented). l is the gather lock.
 func (s *Segmented) gatherPieces(ctx context.Context, l *Lock, sku string, qty int64, levels []int64) error {
-	id := newToken()
+	id := crand.Text() // names the gather's record and holds
 	field := "g:" + id
 	metaKey := s.metaKey(sku)
 	begin := redis.NewIntCmd(ctx, "hset", metaKey, field, "p")
@@ -465,7 +473,7 @@ func (s *Segmented) gatherPieces(ctx context.Context, l *Lock, sku string, qty i
 		if need == 0 {
 			break
 		}
-		if !l.valid() {
+		if !l.Valid() {
 			failed = stockguard.Retry(fmt.Errorf("%w: the gather lock of %q ran out", ErrNotHeld, sku))
 			break
 		}
@@ -590,8 +598,12 @@ func (s *Segmented) recover(ctx context.Context, sku string, m meta) error {
 // wrapping stockguard.ErrInvalidRequest (before any I/O), the context's
 // error, stockguard.ErrContention (the gather lock stayed busy through the
 // retry policy, or nothing was written) or stockguard.ErrOutcomeUnknown
-// (some segments may have been written: call it again).
+// (some segments may have been written: call it again); an invalid option
+// is ErrInvalidRequest too.
 func (s *Segmented) SetStock(ctx context.Context, sku string, qty int64) error {
+	if s.err != nil {
+		return s.err
+	}
 	if err := stockguard.ValidateSet(sku, qty); err != nil {
 		return err
 	}
@@ -618,7 +630,7 @@ func (s *Segmented) SetStock(ctx context.Context, sku string, qty int64) error {
 			case !errors.Is(err, stockguard.ErrUnknownSKU):
 				return err
 			}
-			if !l.valid() {
+			if !l.Valid() {
 				return stockguard.Retry(fmt.Errorf("%w: the gather lock of %q ran out", ErrNotHeld, sku))
 			}
 			return s.write(ctx, sku, qty, old)
@@ -666,6 +678,9 @@ func (s *Segmented) write(ctx context.Context, sku string, qty int64, old int) e
 // else) or stockguard.ErrContention (a read failed, or the SKU never was
 // quiet).
 func (s *Segmented) Stock(ctx context.Context, sku string) (int64, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
 	if err := stockguard.ValidateSKU(sku); err != nil {
 		return 0, err
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
-	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/redistest"
 )
 
@@ -43,13 +43,13 @@ func takeN(b *testing.B, inv stockguard.Decrementer, sku string, workers, n int)
 
 // BenchmarkHotSKU decrements one hot SKU from 64 goroutines: the
 // single-key Lua take (NewAtomic) against the segmented stock (default 8
-// segments) and seed 002's segment locks, on one Redis server and on the
+// segments) and the segment locks (WithSegmentLocks), on one Redis server and on the
 // 3-master cluster, in one run. The stock never runs out, so every take
 // without segment locks is a fast-path one. Metrics: decrements/s
 // (successful), contention/op (requests given up).
 func BenchmarkHotSKU(b *testing.B) {
-	single := backends.RedisClient(b)
-	cluster := backends.SharedCluster(b).Client()
+	single := backendstest.RedisClient(b)
+	cluster := backendstest.SharedCluster(b).Client()
 	b.Cleanup(func() { cluster.Close() })
 	const workers = 64
 	for _, backend := range []struct {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
-	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/stocktest"
 )
@@ -26,7 +26,7 @@ var segmentModes = []struct {
 }
 
 func TestSegmented_conformance(t *testing.T) {
-	rdb := backends.RedisClient(t)
+	rdb := backendstest.RedisClient(t)
 	for _, m := range segmentModes {
 		t.Run(m.name, func(t *testing.T) {
 			prefix := redistest.Prefix(t, rdb)
@@ -44,7 +44,7 @@ func TestSegmented_conformance(t *testing.T) {
 // TestSegmented_Decrement_noFalseSoldOut takes more units than any one
 // segment holds: 10 units over 8 segments hold 2, 2, 1, 1, 1, 1, 1, 1.
 func TestSegmented_Decrement_noFalseSoldOut(t *testing.T) {
-	rdb := backends.RedisClient(t)
+	rdb := backendstest.RedisClient(t)
 	for _, m := range segmentModes {
 		t.Run(m.name, func(t *testing.T) {
 			ctx := t.Context()
@@ -113,7 +113,7 @@ func soldOutExactly(t *testing.T, newInv func() *Segmented) {
 }
 
 func TestSegmented_Decrement_soldOutExactlyUnderContention(t *testing.T) {
-	rdb := backends.RedisClient(t)
+	rdb := backendstest.RedisClient(t)
 	for _, m := range segmentModes {
 		t.Run(m.name, func(t *testing.T) {
 			prefix := redistest.Prefix(t, rdb)
@@ -123,7 +123,7 @@ func TestSegmented_Decrement_soldOutExactlyUnderContention(t *testing.T) {
 }
 
 func TestSegmented_unknownSKUCreatesNothing(t *testing.T) {
-	rdb := backends.RedisClient(t)
+	rdb := backendstest.RedisClient(t)
 	for _, m := range segmentModes {
 		t.Run(m.name, func(t *testing.T) {
 			ctx := t.Context()
@@ -147,7 +147,7 @@ func TestSegmented_unknownSKUCreatesNothing(t *testing.T) {
 // TestSegmented_SetStock_spreadsEvenly checks the levels in the keys
 // themselves.
 func TestSegmented_SetStock_spreadsEvenly(t *testing.T) {
-	rdb := backends.RedisClient(t)
+	rdb := backendstest.RedisClient(t)
 	ctx := t.Context()
 	s := NewSegmented(rdb, WithPrefix(redistest.Prefix(t, rdb)))
 	for _, qty := range []int64{10, 0, 7, stockguard.MaxQty} {
@@ -175,7 +175,7 @@ func TestSegmented_SetStock_spreadsEvenly(t *testing.T) {
 // with different segment counts: the count stored by the last SetStock
 // rules, whoever reads or takes.
 func TestSegmented_segmentCounts(t *testing.T) {
-	rdb := backends.RedisClient(t)
+	rdb := backendstest.RedisClient(t)
 	ctx := t.Context()
 	prefix := redistest.Prefix(t, rdb)
 	eight := NewSegmented(rdb, WithPrefix(prefix))
@@ -242,7 +242,7 @@ func abandonGather(t *testing.T, s *Segmented, sku, state string, pieces int, ea
 // are not sold out from under a buyer — the next gather rolls the dead one
 // back and serves the buyer.
 func TestSegmented_recoversAbandonedGathers(t *testing.T) {
-	rdb := backends.RedisClient(t)
+	rdb := backendstest.RedisClient(t)
 	for _, state := range []string{"p", "a"} {
 		t.Run(state, func(t *testing.T) {
 			ctx := t.Context()
@@ -277,7 +277,7 @@ func TestSegmented_recoversAbandonedGathers(t *testing.T) {
 // units (and the gather lock), a buyer of them is told to try again, never
 // that the SKU is sold out; once the gather is gone, the buyer gets them.
 func TestSegmented_Decrement_waitsForRunningGather(t *testing.T) {
-	rdb := backends.RedisClient(t)
+	rdb := backendstest.RedisClient(t)
 	ctx := t.Context()
 	prefix := redistest.Prefix(t, rdb)
 	gatherer := NewSegmented(rdb, WithPrefix(prefix))
@@ -304,7 +304,7 @@ func TestSegmented_Decrement_waitsForRunningGather(t *testing.T) {
 // TestSegmented_rolledBackGatherCannotCommit: once another gather has
 // rolled a gather back, its commit fails and its units are not sold twice.
 func TestSegmented_rolledBackGatherCannotCommit(t *testing.T) {
-	rdb := backends.RedisClient(t)
+	rdb := backendstest.RedisClient(t)
 	ctx := t.Context()
 	s := NewSegmented(rdb, WithPrefix(redistest.Prefix(t, rdb)))
 	if err := s.SetStock(ctx, "sku", 16); err != nil {
@@ -366,14 +366,14 @@ func TestSegmented_gatherCommitFails(t *testing.T) {
 		want error
 		left int64
 	}{
-		{"notSent", false, stockguard.ErrContention, 10},
+		{"notSent", false, stockguard.ErrUnavailable, 10},
 		{"replyLost", true, stockguard.ErrOutcomeUnknown, 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := t.Context()
-			plain := backends.RedisClient(t)
+			plain := backendstest.RedisClient(t)
 			prefix := redistest.Prefix(t, plain)
-			rdb := backends.RedisClient(t)
+			rdb := backendstest.RedisClient(t)
 			rdb.AddHook(commitHook{lost: tt.lost})
 			s := NewSegmented(rdb, WithPrefix(prefix), WithRetry(stockguard.RetryPolicy{MaxAttempts: 1}))
 			if err := s.SetStock(ctx, "sku", 10); err != nil {
@@ -412,10 +412,10 @@ func TestSegmented_validatesBeforeIO(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalidRequest", name, err)
 		}
 	}
-	if err := s.Decrement(ctx, "x", 1); !errors.Is(err, stockguard.ErrContention) {
-		t.Errorf("Decrement on a closed client: %v, want ErrContention", err)
+	if err := s.Decrement(ctx, "x", 1); !errors.Is(err, stockguard.ErrUnavailable) {
+		t.Errorf("Decrement on a closed client: %v, want ErrUnavailable", err)
 	}
-	if err := s.SetStock(ctx, "x", 1); !errors.Is(err, stockguard.ErrContention) {
-		t.Errorf("SetStock on a closed client: %v, want ErrContention", err)
+	if err := s.SetStock(ctx, "x", 1); !errors.Is(err, stockguard.ErrUnavailable) {
+		t.Errorf("SetStock on a closed client: %v, want ErrUnavailable", err)
 	}
 }

@@ -31,17 +31,11 @@ type Store interface {
 	WriteFenced(ctx context.Context, sku string, qty, token int64) error
 }
 
-// WithStore makes NewGuarded keep the stock in s instead of in Redis.
-// Default: a RedisStore over NewGuarded's client with the same prefix.
-func WithStore(s Store) Option {
-	return func(o *options) { o.store = s }
-}
-
-// ErrFenced is wrapped by the error of a fenced write refused because a
-// newer lock holder exists: the writer's lock was lost (its lease ran out
-// and someone else obtained it), and nothing was written. It wraps
-// stockguard.ErrContention.
-var ErrFenced = fmt.Errorf("redislock: write fenced off by a newer lock holder: %w", stockguard.ErrContention)
+// ErrFenced is stockguard.ErrFenced, wrapped by the error of a fenced write
+// refused because a newer lock holder exists (the writer's lease ran out and
+// someone else obtained the lock): nothing was written. The MySQL store
+// (mysqllock.ErrFenced) reports the same value.
+var ErrFenced = stockguard.ErrFenced
 
 //go:embed guarded_write.lua
 var guardedWriteLua string
@@ -65,15 +59,18 @@ var guardedWriteScript = redis.NewScript(guardedWriteLua)
 type RedisStore struct {
 	scripts redis.Scripter // the client with EVAL/EVALSHA sent at most once
 	levels  redisx.Levels
+	err     error // an invalid option, returned by every method
 }
 
 var _ Store = (*RedisStore)(nil)
 
 // NewRedisStore returns a RedisStore over rdb (scripting and Process, as
-// NewAtomic). It reads the option WithPrefix.
+// NewAtomic). It reads the option WithPrefix; every method of a store built
+// with an invalid option returns an error wrapping
+// stockguard.ErrInvalidRequest.
 func NewRedisStore(rdb AtomicClient, opts ...Option) *RedisStore {
 	o := newOptions(opts)
-	return &RedisStore{scripts: redisx.OnceScripter(rdb), levels: redisx.Levels{Client: rdb, Keys: o.keys, Pkg: "redislock"}}
+	return &RedisStore{scripts: redisx.OnceScripter(rdb), levels: redisx.Levels{Client: rdb, Keys: o.keys, Pkg: "redislock"}, err: o.err}
 }
 
 // SetStock creates sku with qty units (0…stockguard.MaxQty) or overwrites
@@ -83,6 +80,9 @@ func NewRedisStore(rdb AtomicClient, opts ...Option) *RedisStore {
 // Redis refused) or stockguard.ErrOutcomeUnknown (the SET may have been
 // applied).
 func (s *RedisStore) SetStock(ctx context.Context, sku string, qty int64) error {
+	if s.err != nil {
+		return s.err
+	}
 	return s.levels.Set(ctx, sku, qty)
 }
 
@@ -91,6 +91,9 @@ func (s *RedisStore) SetStock(ctx context.Context, sku string, qty int64) error 
 // stockguard.ErrUnknownSKU (no stock key; with ErrCorruptStock, a key that
 // holds no stock level) or stockguard.ErrContention (the read failed).
 func (s *RedisStore) Stock(ctx context.Context, sku string) (int64, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
 	return s.levels.Get(ctx, sku)
 }
 
@@ -105,6 +108,9 @@ func (s *RedisStore) Stock(ctx context.Context, sku string) (int64, error) {
 //   - stockguard.ErrOutcomeUnknown: the connection failed after the script
 //     was sent; it may have been applied.
 func (s *RedisStore) WriteFenced(ctx context.Context, sku string, qty, token int64) error {
+	if s.err != nil {
+		return s.err
+	}
 	if err := stockguard.ValidateSet(sku, qty); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -10,8 +11,9 @@ import (
 )
 
 // RetryStrategy decides how long Obtain waits before each retry while the
-// lock is held by someone else. Implementations are stateless, so one
-// strategy value may serve any number of concurrent Obtains.
+// lock is held by someone else (ObtainRetry). Implementations are
+// stateless, so one strategy value may serve any number of concurrent
+// Obtains.
 type RetryStrategy interface {
 	// Backoff returns the wait before retry number retry (1 for the first
 	// retry), or false to give up.
@@ -25,12 +27,26 @@ func (noRetry) Backoff(int) (time.Duration, bool) { return 0, false }
 // NoRetry makes Obtain try once. It is the default.
 func NoRetry() RetryStrategy { return noRetry{} }
 
+// badStrategy is what a strategy constructor returns for invalid
+// arguments: ObtainRetry reports err, so Obtain fails before any I/O.
+type badStrategy struct{ err error }
+
+func (badStrategy) Backoff(int) (time.Duration, bool) { return 0, false }
+func (b badStrategy) valid() error                    { return b.err }
+
 type linear time.Duration
 
 func (d linear) Backoff(int) (time.Duration, bool) { return time.Duration(d), true }
 
-// LinearBackoff retries every d (at least 1ms) until Obtain's context ends.
-func LinearBackoff(d time.Duration) RetryStrategy { return linear(max(d, time.Millisecond)) }
+// LinearBackoff retries every d until Obtain's context ends. d must be at
+// least 1ms: a shorter one would hammer Redis, so Obtain with it fails with
+// an error wrapping stockguard.ErrInvalidRequest.
+func LinearBackoff(d time.Duration) RetryStrategy {
+	if d < time.Millisecond {
+		return badStrategy{fmt.Errorf("LinearBackoff(%v) below 1ms", d)}
+	}
+	return linear(d)
+}
 
 type exponential struct{ lo, hi time.Duration }
 
@@ -45,10 +61,13 @@ func (e exponential) Backoff(retry int) (time.Duration, bool) {
 // ExponentialBackoff retries until Obtain's context ends, waiting a random
 // time in (0, ceiling] — full jitter, which keeps colliding waiters from
 // retrying in lock-step — where the ceiling starts at lo and doubles with
-// each retry up to hi. lo is at least 1ms, hi at least lo.
+// each retry up to hi. lo must be at least 1ms and hi at least lo, else
+// Obtain with it fails with an error wrapping stockguard.ErrInvalidRequest.
 func ExponentialBackoff(lo, hi time.Duration) RetryStrategy {
-	lo = max(lo, time.Millisecond)
-	return exponential{lo: lo, hi: max(hi, lo)}
+	if lo < time.Millisecond || hi < lo {
+		return badStrategy{fmt.Errorf("ExponentialBackoff(%v, %v): want 1ms ≤ lo ≤ hi", lo, hi)}
+	}
+	return exponential{lo: lo, hi: hi}
 }
 
 type limit struct {
@@ -63,8 +82,22 @@ func (l limit) Backoff(retry int) (time.Duration, bool) {
 	return l.s.Backoff(retry)
 }
 
-// LimitRetry bounds s to at most n retries (n+1 attempts in all).
-func LimitRetry(s RetryStrategy, n int) RetryStrategy { return limit{s: s, n: n} }
+func (l limit) valid() error {
+	if v, ok := l.s.(interface{ valid() error }); ok {
+		return v.valid()
+	}
+	return nil
+}
+
+// LimitRetry bounds s to at most n retries (n+1 attempts in all). A nil s
+// or a negative n makes Obtain with it fail with an error wrapping
+// stockguard.ErrInvalidRequest.
+func LimitRetry(s RetryStrategy, n int) RetryStrategy {
+	if s == nil || n < 0 {
+		return badStrategy{fmt.Errorf("LimitRetry(%v, %d): want a strategy and n ≥ 0", s, n)}
+	}
+	return limit{s: s, n: n}
+}
 
 // linger is how long a notifier keeps its pub/sub connection after the last
 // waiter has left, so that bursts of contention do not dial each time.

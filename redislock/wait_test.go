@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
 )
 
 func TestNotify_wakesOnRelease(t *testing.T) {
@@ -26,7 +26,7 @@ func TestNotify_wakesOnRelease(t *testing.T) {
 	start := time.Now()
 	// The fallback is far beyond the test's patience: only the release
 	// announcement can wake the waiter in time.
-	l, err := c.Obtain(ctx, "k", time.Second, Notify(), Retry(LinearBackoff(time.Minute)))
+	l, err := c.Obtain(ctx, "k", time.Second, Notify(), ObtainRetry(LinearBackoff(time.Minute)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestNotify_wakesWhenHolderLeaseRunsOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	l, err := c.Obtain(ctx, "k", time.Second, Notify(), Retry(LinearBackoff(time.Minute)))
+	l, err := c.Obtain(ctx, "k", time.Second, Notify(), ObtainRetry(LinearBackoff(time.Minute)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestNotify_reentrantReleaseAnnouncesOnlyAtZero(t *testing.T) {
 	}
 	got := make(chan *Lock, 1)
 	go func() {
-		l, err := c.Obtain(ctx, "k", time.Second, Notify(), Retry(LinearBackoff(time.Minute)))
+		l, err := c.Obtain(ctx, "k", time.Second, Notify(), ObtainRetry(LinearBackoff(time.Minute)))
 		if err != nil {
 			t.Error(err)
 		}
@@ -190,8 +190,8 @@ var waitModes = []struct {
 	name string
 	opts []ObtainOption
 }{
-	{"polling-linear-1ms", []ObtainOption{Retry(LinearBackoff(time.Millisecond))}},
-	{"polling-exponential-1ms-64ms", []ObtainOption{Retry(ExponentialBackoff(time.Millisecond, 64*time.Millisecond))}},
+	{"polling-linear-1ms", []ObtainOption{ObtainRetry(LinearBackoff(time.Millisecond))}},
+	{"polling-exponential-1ms-64ms", []ObtainOption{ObtainRetry(ExponentialBackoff(time.Millisecond, 64*time.Millisecond))}},
 	{"notified", []ObtainOption{Notify()}},
 }
 
@@ -199,7 +199,7 @@ var waitModes = []struct {
 // acquisition with 64 waiters on one lock (private server, so the counts
 // are ours alone).
 func TestNotify_fewerCommandsThanPolling(t *testing.T) {
-	rdb := backends.PrivateRedis(t, 1)[0].Client()
+	rdb := backendstest.PrivateRedis(t, 1)[0].Client()
 	t.Cleanup(func() { rdb.Close() })
 	c := New(rdb)
 	costs := make(map[string]acquireCost)
@@ -227,7 +227,7 @@ func TestNotify_fewerCommandsThanPolling(t *testing.T) {
 // Metrics: Redis commands (inside scripts too), scripts and
 // (un)subscriptions per acquisition, counted by a private server.
 func BenchmarkWait(b *testing.B) {
-	rdb := backends.PrivateRedis(b, 1)[0].Client()
+	rdb := backendstest.PrivateRedis(b, 1)[0].Client()
 	b.Cleanup(func() { rdb.Close() })
 	c := New(rdb)
 	for _, hold := range []time.Duration{0, 200 * time.Microsecond} {

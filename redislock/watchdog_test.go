@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
 )
 
 func TestWatchdog_keepsAlivePastTTLAndStopsAtRelease(t *testing.T) {
-	rdb := backends.SharedRedis(t).Client()
+	rdb := backendstest.SharedRedis(t).Client()
 	t.Cleanup(func() { rdb.Close() })
 	hook := &scriptHook{script: lockRefreshScript}
 	rdb.AddHook(hook)

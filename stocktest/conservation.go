@@ -105,7 +105,9 @@ func drain(ctx context.Context, inv stockguard.Inventory, skus []string, seed ui
 			}
 			open[i] = open[len(open)-1]
 			open = open[:len(open)-1]
-		case errors.Is(err, stockguard.ErrContention):
+		case errors.Is(err, stockguard.ErrContention), errors.Is(err, stockguard.ErrUnavailable):
+			// Nothing changed: busy, or the server could not serve for a
+			// moment (a crowded server's "too many connections").
 			t.contention++
 		case errors.Is(err, stockguard.ErrOutcomeUnknown):
 			t.unknown[sku] += qty

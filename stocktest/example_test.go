@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/memorders"
 	"github.com/stockguard/stockguard/internal/memstock"
 	"github.com/stockguard/stockguard/stocktest"
 )
@@ -30,4 +31,27 @@ func ExampleRun() {
 		stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return store })
 	}
 	_ = testMyInventory
+}
+
+// An Orders strategy runs both suites. Footprint lets the suite check that
+// requests for SKUs never stocked, and orders never placed, create nothing:
+// count what the store holds — keys under the strategy's prefix, rows in its
+// tables.
+func ExampleSuite_RunOrders() {
+	// func TestMyOrders(t *testing.T) {
+	testMyOrders := func(t *testing.T) {
+		store := memorders.New() // stands in for a connection to your shared store
+		suite := stocktest.Suite{Footprint: store.Footprint}
+		suite.Run(t, func(t *testing.T) stockguard.Inventory { return store })
+		suite.RunOrders(t, func(t *testing.T) stockguard.Orders { return store })
+	}
+	_ = testMyOrders
+}
+
+// CheckOrders returns the violations as values, without a *testing.T.
+func ExampleSuite_CheckOrders() {
+	store := memorders.New() // stands in for your Orders
+	violations := stocktest.Suite{}.CheckOrders(context.Background(), func() stockguard.Orders { return store })
+	fmt.Println("violations:", len(violations))
+	// Output: violations: 0
 }

@@ -46,7 +46,8 @@ type linOutput struct {
 }
 
 // stockModel is the sequential specification of one SKU's stock counter.
-// Calls that certainly changed nothing (ErrContention, a context error) are
+// Calls that certainly changed nothing (ErrContention, ErrUnavailable, a
+// context error) are
 // left out of the history, since a step that keeps the state may be placed
 // anywhere; a failed Stock read is left out for the same reason.
 var stockModel = porcupine.NondeterministicModel{
@@ -185,7 +186,8 @@ func linCall(ctx context.Context, inv stockguard.Inventory, sku string, qty int6
 	op := &porcupine.Operation{ClientId: client, Input: linInput{qty}, Call: call, Return: ret}
 
 	unknown := errors.Is(err, stockguard.ErrOutcomeUnknown)
-	unchanged := !unknown && (errors.Is(err, stockguard.ErrContention) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
+	unchanged := !unknown && (errors.Is(err, stockguard.ErrContention) || errors.Is(err, stockguard.ErrUnavailable) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 	var stray string
 	switch {
 	case qty == 0 && err == nil:

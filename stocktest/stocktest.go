@@ -14,7 +14,7 @@ import (
 	"github.com/stockguard/stockguard"
 )
 
-// Violation is one way an Inventory broke the contract.
+// Violation is one way an Inventory or Orders broke the contract.
 type Violation struct {
 	Case   string // the conformance case that found it
 	Detail string
@@ -55,9 +55,25 @@ type Suite struct {
 	// those at the start and at the end of the call, as a sum of levels read
 	// one after another does. Linearizable/OneSKU then leaves Stock reads
 	// made while Decrements run out of its history, and still checks the
-	// Decrements and one Stock read made after all of them returned.
-	// Default false: every Stock read must be linearizable.
+	// Decrements and one Stock read made after all of them returned. The
+	// same goes for the Stock and Order reads of Linearizable/OneOrder.
+	// Default false: every Stock and Order read must be linearizable.
 	StockNotLinearizable bool
+	// Footprint, when set, counts what the store under test holds: the keys
+	// under the instances' prefix, the rows of their tables. The UnknownSKU
+	// cases check that requests for SKUs never stocked (and, for Orders,
+	// IDs never used) leave it unchanged, because nothing may be created
+	// for them. It must count only what this suite's instances write, and
+	// nothing else may write or delete there while the suite runs (no
+	// other test on the same prefix or tables, no purge or sweeper).
+	// Default nil: not checked.
+	Footprint func(ctx context.Context) (int64, error)
+	// HoldTTL is the ttl of the holds the order cases leave to expire.
+	// Default 250 ms.
+	HoldTTL time.Duration
+	// ClockSkew is how far a hold's deadline, kept by the backend's clock,
+	// may be from the client's clock plus the ttl. Default 5 s.
+	ClockSkew time.Duration
 }
 
 func (s Suite) withDefaults() Suite {
@@ -72,6 +88,12 @@ func (s Suite) withDefaults() Suite {
 	}
 	if s.Timeout <= 0 {
 		s.Timeout = 2 * time.Minute
+	}
+	if s.HoldTTL <= 0 {
+		s.HoldTTL = 250 * time.Millisecond
+	}
+	if s.ClockSkew <= 0 {
+		s.ClockSkew = 5 * time.Second
 	}
 	return s
 }
@@ -138,8 +160,9 @@ func (s Suite) Cases() []Case {
 		named("Decrement", checkDecrement),
 		named("SellOut", checkSellOut),
 		named("Insufficient", checkInsufficient),
-		named("UnknownSKU", checkUnknownSKU),
+		named("UnknownSKU", s.checkUnknownSKU),
 		named("InvalidInput", checkInvalidInput),
+		named("NilContext", checkNilContext),
 		named("OddSKUs", checkOddSKUs),
 		named("CanceledContext", checkCanceled),
 		named("Conservation/OneSKU", func(ctx context.Context, subj Subject, r *recorder) {
@@ -255,13 +278,41 @@ func checkInsufficient(ctx context.Context, s Subject, r *recorder) {
 	}
 }
 
-func checkUnknownSKU(ctx context.Context, s Subject, r *recorder) {
-	inv := s.New()
-	sku := s.SKU("never-stocked")
-	r.dec(ctx, inv, sku, 1, stockguard.ErrUnknownSKU)
-	// A DECRBY on a missing Redis key would have created it at -1.
-	_, err := inv.Stock(ctx, sku)
-	r.expect("Stock of a never-stocked SKU after Decrement", err, stockguard.ErrUnknownSKU)
+func (s Suite) checkUnknownSKU(ctx context.Context, subj Subject, r *recorder) {
+	inv := subj.New()
+	sku := subj.SKU("never-stocked")
+	s.unchanged(ctx, r, "Decrement and Stock of never-stocked SKUs", func() {
+		r.dec(ctx, inv, sku, 1, stockguard.ErrUnknownSKU)
+		// A DECRBY on a missing Redis key would have created it at -1.
+		_, err := inv.Stock(ctx, sku)
+		r.expect("Stock of a never-stocked SKU after Decrement", err, stockguard.ErrUnknownSKU)
+		// A fence or lock key per SKU would pile up under a scan of bad SKUs.
+		for i := range 3 {
+			r.dec(ctx, inv, subj.SKU(fmt.Sprintf("never-stocked-%d", i)), int64(1+i), stockguard.ErrUnknownSKU)
+		}
+	})
+}
+
+// unchanged runs requests that must create nothing and, when s.Footprint
+// is set, records a violation if the store holds more or less afterwards.
+func (s Suite) unchanged(ctx context.Context, r *recorder, what string, requests func()) {
+	if s.Footprint == nil {
+		requests()
+		return
+	}
+	before, err := s.Footprint(ctx)
+	if err != nil {
+		r.add("Footprint before %s: %v", what, err)
+		return
+	}
+	requests()
+	after, err := s.Footprint(ctx)
+	switch {
+	case err != nil:
+		r.add("Footprint after %s: %v", what, err)
+	case after != before:
+		r.add("%s left the store's footprint at %d, was %d: something was created or removed", what, after, before)
+	}
 }
 
 // Invalid inputs of DESIGN.md's validation rules.
@@ -346,6 +397,40 @@ func checkOddSKUs(ctx context.Context, s Subject, r *recorder) {
 	for i, sku := range odd {
 		r.level(ctx, a, sku, int64(100+i)-int64(i+1))
 	}
+}
+
+// checkNilContext makes every call with a nil context and otherwise valid
+// input: a nil context is bad input, ErrInvalidRequest before any I/O, not
+// a panic.
+func checkNilContext(ctx context.Context, s Subject, r *recorder) {
+	inv := s.New()
+	sku := s.SKU("nil-context")
+	if !r.set(ctx, inv, sku, 10) {
+		return
+	}
+	var nilCtx context.Context
+	r.expect(fmt.Sprintf("Decrement(nil ctx, %q, 1)", sku), safely(func() error { return inv.Decrement(nilCtx, sku, 1) }), stockguard.ErrInvalidRequest)
+	r.expect(fmt.Sprintf("SetStock(nil ctx, %q, 99)", sku), safely(func() error { return inv.SetStock(nilCtx, sku, 99) }), stockguard.ErrInvalidRequest)
+	r.expect(fmt.Sprintf("Stock(nil ctx, %q)", sku), safely(func() error { _, err := inv.Stock(nilCtx, sku); return err }), stockguard.ErrInvalidRequest)
+	other := s.SKU("nil-context-new")
+	r.expect(fmt.Sprintf("SetStock(nil ctx, %q, 1)", other), safely(func() error { return inv.SetStock(nilCtx, other, 1) }), stockguard.ErrInvalidRequest)
+	r.level(ctx, inv, sku, 10)
+	_, err := inv.Stock(ctx, other)
+	r.expect("Stock of a SKU only set with a nil context", err, stockguard.ErrUnknownSKU)
+}
+
+// errPanicked marks a call that panicked instead of returning; it is
+// outside the contract, so expect reports it as such.
+var errPanicked = errors.New("panicked")
+
+// safely runs call and turns a panic into an error wrapping errPanicked.
+func safely(call func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", errPanicked, p)
+		}
+	}()
+	return call()
 }
 
 func checkCanceled(ctx context.Context, s Subject, r *recorder) {

@@ -184,6 +184,23 @@ func TestCheck_reportsBrokenInventories(t *testing.T) {
 			wantText: "want stockguard: invalid request",
 		},
 		{
+			name: "nil context panics",
+			inv: func() stockguard.Inventory {
+				return broken{memstock.New(), func(s *memstock.Store, ctx context.Context, sku string, qty int64) error {
+					if err := stockguard.Validate(sku, qty); err != nil {
+						return err
+					}
+					if err := ctx.Err(); err != nil { // panics on a nil ctx
+						return err
+					}
+					return s.Decrement(ctx, sku, qty)
+				}}
+			},
+			wantCase: "NilContext",
+			wantText: "panicked",
+			only:     true,
+		},
+		{
 			name: "stray driver error",
 			inv: func() stockguard.Inventory {
 				return broken{memstock.New(), func(s *memstock.Store, ctx context.Context, sku string, qty int64) error {
@@ -245,5 +262,55 @@ func TestCheck_reportsBrokenInventories(t *testing.T) {
 			}
 			t.Errorf("no %s violation containing %q; got %v", tt.wantCase, tt.wantText, vs)
 		})
+	}
+}
+
+// fenced is the reference inventory plus a fence key per SKU decremented,
+// created before the SKU is looked up: what redislock.NewGuarded did for
+// SKUs never stocked.
+type fenced struct {
+	*memstock.Store
+	mu     sync.Mutex
+	skus   map[string]bool
+	fences map[string]bool
+}
+
+func (f *fenced) Decrement(ctx context.Context, sku string, qty int64) error {
+	if err := stockguard.Validate(sku, qty); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.fences["fence:{"+sku+"}"] = true
+	f.mu.Unlock()
+	return f.Store.Decrement(ctx, sku, qty)
+}
+
+func (f *fenced) SetStock(ctx context.Context, sku string, qty int64) error {
+	err := f.Store.SetStock(ctx, sku, qty)
+	if err == nil {
+		f.mu.Lock()
+		f.skus[sku] = true
+		f.mu.Unlock()
+	}
+	return err
+}
+
+// Footprint counts keys as a Redis strategy's test would under its prefix.
+func (f *fenced) Footprint(context.Context) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return int64(len(f.skus) + len(f.fences)), nil
+}
+
+func TestCheck_footprintCatchesKeysForUnknownSKUs(t *testing.T) {
+	inv := &fenced{Store: memstock.New(), skus: map[string]bool{}, fences: map[string]bool{}}
+	vs := stocktest.Suite{Footprint: inv.Footprint}.Check(t.Context(), func() stockguard.Inventory { return inv })
+	for _, v := range vs {
+		if v.Case != "UnknownSKU" {
+			t.Errorf("want only UnknownSKU violations, got %v", v)
+		}
+	}
+	if len(vs) == 0 {
+		t.Error("no UnknownSKU violation for fence keys created for never-stocked SKUs")
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redistest"
 )
@@ -15,7 +15,7 @@ import (
 // client, hence the hook installed on every node), another client writes
 // the key in between, and the retry succeeds.
 func TestInventory_cluster_retriesOnConflict(t *testing.T) {
-	cluster := backends.SharedCluster(t)
+	cluster := backendstest.SharedCluster(t)
 	other := cluster.Client()
 	t.Cleanup(func() { other.Close() })
 	prefix := redistest.Prefix(t, other)

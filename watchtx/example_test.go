@@ -42,7 +42,7 @@ func ExampleNew() {
 	fmt.Println("retries so far:", inv.Retries())
 }
 
-// WithRetry replaces DefaultRetry; here fewer attempts, for callers that
+// WithRetry replaces DefaultRetry(); here fewer attempts, for callers that
 // would rather fail fast than wait under contention.
 func ExampleWithRetry() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})

@@ -52,7 +52,7 @@ var (
 // New returns an Inventory over rdb. It reads the options WithPrefix and
 // WithRetry.
 func New(rdb Client, opts ...Option) *Inventory {
-	o := options{retry: DefaultRetry}
+	o := options{retry: DefaultRetry()}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -76,9 +76,11 @@ func (inv *Inventory) Retries() int64 { return inv.retrier.Retries() }
 //     created), or it holds no stock level (then also ErrCorruptStock);
 //   - stockguard.ErrInsufficientStock: fewer than qty units are left;
 //   - stockguard.ErrContention: every attempt lost to another writer (then
-//     also redis.TxFailedErr; joined with the context's error if ctx ended
-//     while backing off), nothing was sent (pool timeout, Redis
-//     unreachable), a read failed, or Redis refused a command;
+//     also redis.TxFailedErr), every pooled connection was busy, or Redis
+//     was busy (BUSY); nothing applied;
+//   - stockguard.ErrUnavailable: Redis could not serve — unreachable, a
+//     failed connection before EXEC, or a refusal such as READONLY,
+//     LOADING, OOM, CLUSTERDOWN; nothing applied;
 //   - stockguard.ErrOutcomeUnknown: the connection failed or timed out after
 //     EXEC was sent; the decrement may have been applied.
 func (inv *Inventory) Decrement(ctx context.Context, sku string, qty int64) error {
@@ -122,8 +124,9 @@ func (inv *Inventory) watched(ctx context.Context, tx *redis.Tx, key, sku string
 		return fmt.Errorf("%w: %q has %d units, not %d", stockguard.ErrInsufficientStock, sku, have, qty)
 	}
 	// DECRBY applies exactly the qty just checked against the level read
-	// under WATCH, and EXEC runs only if that level is still current. (Seed
-	// 004's SET of count-- wrote the old value back: a post-decrement.)
+	// under WATCH, and EXEC runs only if that level is still current. (A SET
+	// of the level read minus qty would be just as safe under WATCH, but
+	// easy to get wrong: SET of count-- writes the old value back.)
 	// Once keeps go-redis from resending the transaction after a lost reply.
 	_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		return p.Process(ctx, redisx.Once(redis.NewIntCmd(ctx, "decrby", key, qty)))
@@ -138,7 +141,8 @@ func (inv *Inventory) watched(ctx context.Context, tx *redis.Tx, key, sku string
 // its stock level, whatever the key held. A Decrement that read the old
 // level retries. It returns nil or an error wrapping
 // stockguard.ErrInvalidRequest (before any I/O), the context's error,
-// stockguard.ErrContention (nothing sent, or Redis refused) or
+// stockguard.ErrUnavailable (unreachable, or Redis refused), ErrContention
+// (Redis or the pool busy) or
 // stockguard.ErrOutcomeUnknown (the SET may have been applied).
 func (inv *Inventory) SetStock(ctx context.Context, sku string, qty int64) error {
 	return inv.levels.Set(ctx, sku, qty)
@@ -147,7 +151,8 @@ func (inv *Inventory) SetStock(ctx context.Context, sku string, qty int64) error
 // Stock returns the units of sku left. Its errors wrap
 // stockguard.ErrInvalidRequest (before any I/O), the context's error,
 // stockguard.ErrUnknownSKU (no stock key; with ErrCorruptStock, a key that
-// holds no stock level) or stockguard.ErrContention (the read failed).
+// holds no stock level), stockguard.ErrUnavailable (the read failed) or
+// ErrContention (Redis or the pool busy).
 func (inv *Inventory) Stock(ctx context.Context, sku string) (int64, error) {
 	return inv.levels.Get(ctx, sku)
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redistest"
 )
@@ -25,7 +25,7 @@ func hotSKU(b *testing.B, rdb *redis.Client) (*Inventory, string) {
 // with the default retry policy, reporting successful decrements/s and
 // retries per decrement.
 func BenchmarkInventory(b *testing.B) {
-	rdb := backends.RedisClient(b)
+	rdb := backendstest.RedisClient(b)
 	for _, workers := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
 			inv, sku := hotSKU(b, rdb)
@@ -42,7 +42,7 @@ func BenchmarkInventory(b *testing.B) {
 // alike. The timer covers the 64-goroutine runs; ratio is their throughput
 // over the 1-goroutine runs' (1.0: no loss to contention).
 func BenchmarkInventoryScaling(b *testing.B) {
-	rdb := backends.RedisClient(b)
+	rdb := backendstest.RedisClient(b)
 	const workers, rounds = 64, 4
 	b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
 		inv, sku := hotSKU(b, rdb)

@@ -3,13 +3,14 @@ package watchtx
 import (
 	"context"
 	"errors"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
-	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/internal/redisx/cutproxy"
@@ -17,7 +18,7 @@ import (
 )
 
 func TestInventory_conformance(t *testing.T) {
-	rdb := backends.RedisClient(t)
+	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
 	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return New(rdb, WithPrefix(prefix)) })
 }
@@ -49,8 +50,8 @@ func (h afterGet) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // followed by another client taking 1 unit: a deterministic conflict.
 func conflictOnce(t *testing.T, prefix, sku string) (*redis.Client, *atomic.Int64) {
 	t.Helper()
-	other := backends.RedisClient(t)
-	rdb := backends.RedisClient(t)
+	other := backendstest.RedisClient(t)
+	rdb := backendstest.RedisClient(t)
 	key := rediskeys.Keys{Prefix: prefix}.Stock(sku)
 	var writes atomic.Int64
 	rdb.AddHook(conflictingWrite(t, other, key, &writes))
@@ -93,13 +94,13 @@ func checkRetriedOnce(t *testing.T, inv *Inventory, writes *atomic.Int64) {
 }
 
 func TestInventory_Decrement_retriesOnConflict(t *testing.T) {
-	prefix := redistest.Prefix(t, backends.RedisClient(t))
+	prefix := redistest.Prefix(t, backendstest.RedisClient(t))
 	rdb, writes := conflictOnce(t, prefix, "sku")
 	checkRetriedOnce(t, New(rdb, WithPrefix(prefix)), writes)
 }
 
 func TestInventory_Decrement_oneAttemptGivesUp(t *testing.T) {
-	prefix := redistest.Prefix(t, backends.RedisClient(t))
+	prefix := redistest.Prefix(t, backendstest.RedisClient(t))
 	rdb, _ := conflictOnce(t, prefix, "sku")
 	inv := New(rdb, WithPrefix(prefix), WithRetry(stockguard.RetryPolicy{MaxAttempts: 1}))
 	ctx := t.Context()
@@ -122,7 +123,7 @@ func TestInventory_Decrement_oneAttemptGivesUp(t *testing.T) {
 // write take the stock below the request: the retry must read the new
 // level and refuse, not apply a decision made on the old one.
 func TestInventory_Decrement_checksValueReadUnderWatch(t *testing.T) {
-	prefix := redistest.Prefix(t, backends.RedisClient(t))
+	prefix := redistest.Prefix(t, backendstest.RedisClient(t))
 	rdb, _ := conflictOnce(t, prefix, "sku")
 	inv := New(rdb, WithPrefix(prefix))
 	ctx := t.Context()
@@ -138,7 +139,7 @@ func TestInventory_Decrement_checksValueReadUnderWatch(t *testing.T) {
 }
 
 func TestInventory_Decrement_unknownSKUCreatesNothing(t *testing.T) {
-	rdb := backends.RedisClient(t)
+	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
 	inv := New(rdb, WithPrefix(prefix))
 	ctx := t.Context()
@@ -151,7 +152,7 @@ func TestInventory_Decrement_unknownSKUCreatesNothing(t *testing.T) {
 }
 
 func TestInventory_Decrement_corruptValue(t *testing.T) {
-	rdb := backends.RedisClient(t)
+	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
 	inv := New(rdb, WithPrefix(prefix))
 	for _, c := range redistest.CorruptValues {
@@ -179,11 +180,11 @@ func TestInventory_Decrement_corruptValue(t *testing.T) {
 // TestInventory_Decrement_replyLost loses the reply to EXEC after Redis ran
 // it: ErrOutcomeUnknown, and the transaction applied at most once.
 func TestInventory_Decrement_replyLost(t *testing.T) {
-	srv := backends.SharedRedis(t)
+	srv := backendstest.SharedRedis(t)
 	proxy := cutproxy.Start(t, srv.Addr)
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, MaxRetries: 3})
 	t.Cleanup(func() { rdb.Close() })
-	prefix := redistest.Prefix(t, backends.RedisClient(t))
+	prefix := redistest.Prefix(t, backendstest.RedisClient(t))
 	key := rediskeys.Keys{Prefix: prefix}.Stock("sku")
 	rdb.AddHook(afterGet{key: key, fn: func(context.Context) { proxy.CutNextReply() }})
 	inv := New(rdb, WithPrefix(prefix))
@@ -194,7 +195,7 @@ func TestInventory_Decrement_replyLost(t *testing.T) {
 	if err := inv.Decrement(ctx, "sku", 3); !errors.Is(err, stockguard.ErrOutcomeUnknown) {
 		t.Fatalf("Decrement with the EXEC reply lost: %v, want ErrOutcomeUnknown", err)
 	}
-	n, err := New(backends.RedisClient(t), WithPrefix(prefix)).Stock(ctx, "sku")
+	n, err := New(backendstest.RedisClient(t), WithPrefix(prefix)).Stock(ctx, "sku")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func TestInventory_Decrement_replyLost(t *testing.T) {
 // the GET and the EXEC: EXEC lands in the server's socket buffer, the reply
 // never comes, the client times out: ErrOutcomeUnknown.
 func TestInventory_Decrement_serverPaused(t *testing.T) {
-	srv := backends.PrivateRedis(t, 1)[0]
+	srv := backendstest.PrivateRedis(t, 1)[0]
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { rdb.Close() })
 	key := rediskeys.Keys{}.Stock("sku")
@@ -261,15 +262,63 @@ func TestInventory_validatesBeforeIO(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalidRequest", name, err)
 		}
 	}
-	if err := inv.Decrement(ctx, "x", 1); !errors.Is(err, stockguard.ErrContention) {
-		t.Errorf("Decrement on a closed client: %v, want ErrContention", err)
+	if err := inv.Decrement(ctx, "x", 1); stockguard.Contract(err) != stockguard.ErrUnavailable {
+		t.Errorf("Decrement on a closed client: %v, want ErrUnavailable", err)
+	}
+}
+
+// Nothing listens on the port: every call is ErrUnavailable, never
+// ErrContention ("busy, try again").
+func TestInventory_unreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	// No retries: the answer is the same, sooner.
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { rdb.Close() })
+	inv := New(rdb)
+	_, stockErr := inv.Stock(t.Context(), "x")
+	for name, err := range map[string]error{
+		"Decrement": inv.Decrement(t.Context(), "x", 1),
+		"SetStock":  inv.SetStock(t.Context(), "x", 1),
+		"Stock":     stockErr,
+	} {
+		if stockguard.Contract(err) != stockguard.ErrUnavailable {
+			t.Errorf("%s: %v, want ErrUnavailable", name, err)
+		}
+	}
+}
+
+// A read-only replica refuses the writes (READONLY): ErrUnavailable,
+// nothing applied; reads are served.
+func TestInventory_readOnlyReplica(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := net.SplitHostPort(l.Addr().String())
+	l.Close()
+	// A replica of a master that does not exist serves its (empty) data
+	// stale and refuses writes.
+	srv := backendstest.PrivateRedis(t, 1, "--replicaof", host, port)[0]
+	rdb := srv.Client()
+	t.Cleanup(func() { rdb.Close() })
+	inv := New(rdb)
+	if err := inv.SetStock(t.Context(), "x", 5); stockguard.Contract(err) != stockguard.ErrUnavailable {
+		t.Errorf("SetStock on a replica: %v, want ErrUnavailable", err)
+	}
+	if _, err := inv.Stock(t.Context(), "x"); stockguard.Contract(err) != stockguard.ErrUnknownSKU {
+		t.Errorf("Stock on a replica: %v, want ErrUnknownSKU (read served)", err)
 	}
 }
 
 // TestInventory_conformanceCluster runs the suite on a 3-master Redis
 // Cluster: WATCH and the transaction go to the node of the key's slot.
 func TestInventory_conformanceCluster(t *testing.T) {
-	rdb := backends.PrivateCluster(t, 3).Client()
+	rdb := backendstest.PrivateCluster(t, 3).Client()
 	t.Cleanup(func() { rdb.Close() })
 	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return New(rdb) })
 }

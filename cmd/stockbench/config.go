@@ -5,13 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/stockguard/stockguard/bench"
 )
@@ -30,12 +29,17 @@ every run (units acknowledged must equal the stock gone; nothing oversold,
 nothing lost) and prints a table. With no flags: every strategy at 1, 8 and
 64 workers on one hot SKU, a table on stdout and a chart in stockbench.svg.
 
-Servers: -mysql-dsn / -redis-addr, else STOCKGUARD_MYSQL_DSN /
-STOCKGUARD_REDIS_ADDR, else private servers started from mariadbd/mysqld and
-redis-server on PATH (stopped at exit), else Docker. redis-redlock also locks
-on the two -redlock-addrs servers, else on two private redis-servers.
+Servers: each backend below is opened only when a chosen strategy needs it:
+the server its flag names, else STOCKGUARD_MYSQL_DSN / STOCKGUARD_REDIS_ADDR,
+else a private server started from mariadbd/mysqld or redis-server on PATH
+(stopped at exit), else Docker when built with -tags docker.
+
+The table's legend says what each column counts; -format json adds the run's
+metadata (workload, seed, servers and versions) to the results.
 
 Exit status: 0 all sound, 1 error, 2 bad usage, 3 a strategy was unsound.
+go run reports every failure as exit status 1; for the real one, build and
+run: go build -o stockbench ./cmd/stockbench && ./stockbench
 
 Flags:
 `
@@ -43,16 +47,18 @@ Flags:
 
 // config is the parsed command line.
 type config struct {
-	targets   []bench.Target
-	workers   []int
-	workload  bench.Workload
-	mysqlDSN  string
-	redisAddr string
-	// redlockAddrs are the Redlock voters besides redisAddr; empty means
-	// private servers are started for them.
-	redlockAddrs []string
-	format       string
-	plot         string
+	targets  []bench.Target
+	workers  []int
+	workload bench.Workload
+	// openers open each backend's servers as its flags say.
+	openers map[string]bench.Opener
+	format  string
+	plot    string
+	// rates is the load of each run per strategy and worker count
+	// (-rate): one closed-loop run unless open-loop rates are asked for.
+	rates []rateSpec
+	// slo, when set, bounds p99 for the highest-rate summary (-slo).
+	slo time.Duration
 }
 
 // usageError is a command line that cannot run; it exits with status 2.
@@ -62,21 +68,29 @@ func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
 
-// parse reads the command line. It returns flag.ErrHelp for -h, a
-// usageError for anything it cannot run.
-func parse(args []string, e env, stderr io.Writer) (config, error) {
+// parse reads the command line. It returns flag.ErrHelp for -h, having
+// written the help to stdout (asked for, it is the output), and a
+// usageError for anything it cannot run, having written nothing: the
+// caller reports it in a line, not under the whole help.
+func parse(args []string, e env, stdout io.Writer) (config, error) {
 	fs := flag.NewFlagSet("stockbench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	help := func() {
+		fs.SetOutput(stdout)
 		fmt.Fprint(fs.Output(), usageSummary)
 		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "\nBackends (started concurrently, only those the chosen strategies need):\n")
+		for _, b := range e.backends {
+			fmt.Fprintf(fs.Output(), "  %-30s %s\n", b.Name, b.About)
+		}
 		fmt.Fprintf(fs.Output(), "\nStrategies:\n")
 		for _, t := range e.strategies {
-			fmt.Fprintf(fs.Output(), "  %-30s %s (%s)\n", t.Name, t.About, t.Needs)
+			fmt.Fprintf(fs.Output(), "  %-30s %s (%s)\n", t.Name, t.About, strings.Join(t.Needs, "+"))
 		}
 		fmt.Fprintf(fs.Output(), "\nCounterexamples (known broken, only with -counterexamples):\n")
 		for _, t := range e.counterexamples {
-			fmt.Fprintf(fs.Output(), "  %-30s %s (%s)\n", t.Name, t.About, t.Needs)
+			fmt.Fprintf(fs.Output(), "  %-30s %s (%s)\n", t.Name, t.About, strings.Join(t.Needs, "+"))
 		}
 	}
 	def := bench.DefaultWorkload()
@@ -91,18 +105,29 @@ func parse(args []string, e env, stderr io.Writer) (config, error) {
 		ops        = fs.Int64("ops", 0, "end each run after this many measured requests instead (-duration still caps it when set explicitly)")
 		warmup     = fs.Duration("warmup", def.Warmup, "unmeasured warm-up per run")
 		instances  = fs.Int("instances", def.Instances, "app instances the workers are spread over (each builds its own strategy value)")
-		shape      = fs.String("workload", def.Shape.String(), "steady (stock never runs out) or flash (stock ≪ demand: time to sell out)")
+		shape      = fs.String("workload", def.Shape.String(), "steady (stock never runs out), flash (stock ≪ demand: time to sell out) or checkout (whole orders, on strategies implementing stockguard.Orders)")
+		lines      = fs.Int("lines", def.Orders.Lines, "checkout: most lines per order (1…lines, distinct SKUs by -skew)")
+		holdShare  = fs.Float64("hold-share", def.Orders.HoldShare, "checkout: share of orders held (a third confirmed, a third returned, the rest left to expire)")
+		holdTTL    = fs.Duration("hold-ttl", def.Orders.HoldTTL, "checkout: how long a hold lasts unless confirmed")
+		retShare   = fs.Float64("return-share", def.Orders.ReturnShare, "checkout: share of taken orders returned afterwards")
+		restShare  = fs.Float64("restock-share", def.Orders.RestockShare, "checkout: share of operations that restock a SKU")
+		shortShare = fs.Float64("short-share", def.Orders.ShortShare, "checkout: share of carts of 2+ lines ending with a sold-out SKU (must be refused whole)")
 		counter    = fs.Bool("counterexamples", false, "also run the known-broken patterns, to see the audit catch them")
 		seed       = fs.Uint64("seed", def.Seed, "seed of the workers' request sequences")
 		plot       = fs.String("plot", defaultPlot, `chart file, .svg or .png ("" for none)`)
+		rate       = fs.String("rate", "", "open-loop: comma-separated total requests/s per run (20000) or percentages of the\n"+
+			"strategy's closed-loop peak at the same workers (80%: a closed-loop run comes first); latency from each\n"+
+			"request's intended start (default: closed-loop)")
+		slo = fs.Duration("slo", 0, "with -rate: report each strategy's highest rate whose p99 stayed within this bound (e.g. 10ms)")
 	)
-	var c config
-	fs.StringVar(&c.mysqlDSN, "mysql-dsn", "", "MySQL DSN, e.g. root@tcp(127.0.0.1:3306)/test (default: resolved, see above)")
-	fs.StringVar(&c.redisAddr, "redis-addr", "", "Redis address host:port (default: resolved, see above)")
-	redlock := fs.String("redlock-addrs", "", fmt.Sprintf("the %d Redis servers, host:port comma-separated, that redis-redlock locks on besides -redis-addr; each must be a server of its own (default: private redis-servers)", bench.RedlockVoters-1))
+	c := config{openers: map[string]bench.Opener{}}
+	for _, b := range e.backends {
+		c.openers[b.Name] = b.Flags(fs)
+	}
 	fs.StringVar(&c.format, "format", "table", "output: table, json or csv")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			help()
 			return c, err
 		}
 		return c, usageError{err.Error()}
@@ -123,6 +148,10 @@ func parse(args []string, e env, stderr io.Writer) (config, error) {
 	w := def
 	w.SKUs, w.Stock, w.Warmup, w.Instances, w.Seed, w.Ops = *skus, *stock, *warmup, *instances, *seed, *ops
 	w.Duration = *duration
+	w.Orders = bench.OrderMix{
+		Lines: *lines, HoldShare: *holdShare, HoldTTL: *holdTTL,
+		ReturnShare: *retShare, RestockShare: *restShare, ShortShare: *shortShare,
+	}
 	if *ops > 0 && !set["duration"] {
 		w.Duration = 0
 	}
@@ -142,6 +171,13 @@ func parse(args []string, e env, stderr io.Writer) (config, error) {
 		}
 	}
 	c.workload = w
+	if c.rates, err = parseRates(*rate); err != nil {
+		return c, err
+	}
+	if *slo < 0 || (*slo > 0 && !set["rate"]) {
+		return c, usagef("-slo %v: want a positive bound, with -rate giving the rates to hold to it", *slo)
+	}
+	c.slo = *slo
 
 	switch c.format {
 	case "table", "json", "csv":
@@ -154,22 +190,10 @@ func parse(args []string, e env, stderr io.Writer) (config, error) {
 			return c, err
 		}
 	}
-	if c.mysqlDSN != "" {
-		if _, err := mysql.ParseDSN(c.mysqlDSN); err != nil {
-			return c, usagef("-mysql-dsn: %v", err)
-		}
-	}
-	if c.redisAddr != "" && !strings.Contains(c.redisAddr, ":") {
-		return c, usagef("-redis-addr %q: want host:port", c.redisAddr)
-	}
-	if *redlock != "" {
-		c.redlockAddrs = strings.Split(*redlock, ",")
-		if len(c.redlockAddrs) != bench.RedlockVoters-1 {
-			return c, usagef("-redlock-addrs %q: want %d addresses", *redlock, bench.RedlockVoters-1)
-		}
-		for _, a := range c.redlockAddrs {
-			if !strings.Contains(a, ":") || a == c.redisAddr {
-				return c, usagef("-redlock-addrs %q: want host:port of servers other than -redis-addr", *redlock)
+	for _, b := range e.backends {
+		if check := c.openers[b.Name].Check; check != nil {
+			if err := check(); err != nil {
+				return c, usageError{err.Error()}
 			}
 		}
 	}
@@ -239,6 +263,23 @@ func parseWorkers(s string) ([]int, error) {
 	return slices.Compact(out), nil
 }
 
+// checkWritable fails when path cannot be written, so that a run does not
+// end, minutes later, without its chart. It leaves an existing file as it
+// was and no new one behind.
+func checkWritable(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		if f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644); err == nil {
+			f.Close()
+			return os.Remove(path)
+		}
+	}
+	if err != nil {
+		return usagef("-plot %q: cannot write the chart there: %v", path, err)
+	}
+	return f.Close()
+}
+
 func chartFormat(path string) (bench.ChartFormat, error) {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".svg":
@@ -251,5 +292,5 @@ func chartFormat(path string) (bench.ChartFormat, error) {
 
 // planned estimates the run time of c, for the progress report.
 func (c config) planned() time.Duration {
-	return time.Duration(len(c.targets)*len(c.workers)) * (c.workload.Warmup + c.workload.Duration)
+	return time.Duration(len(c.targets)*len(c.workers)*len(c.rates)) * (c.workload.Warmup + c.workload.Duration)
 }

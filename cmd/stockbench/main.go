@@ -15,15 +15,26 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/stockguard/stockguard/bench"
+	_ "github.com/stockguard/stockguard/bench/all" // registers the backends and targets
 )
 
+// quiet drops go-redis's log lines ("redis: connection pool: ..."): they
+// would tear the table and the progress bar, and every failure that matters
+// reaches the command as an error, which it reports.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
 func main() {
+	redis.SetLogger(quiet{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// After the first signal, a second one kills at once.
 	context.AfterFunc(ctx, stop)
 	code := run(ctx, os.Args[1:], env{
-		stdout: os.Stdout, stderr: os.Stderr,
+		stdout: os.Stdout, stderr: os.Stderr, backends: bench.Backends(),
 		strategies: bench.Targets(), counterexamples: bench.Counterexamples(),
 	})
 	stop()

@@ -18,17 +18,18 @@ import (
 	"github.com/stockguard/stockguard/bench"
 )
 
-// env is what the command runs with: its output streams and the targets it
-// knows (tests swap in their own).
+// env is what the command runs with: its output streams and the backends
+// and targets it knows (tests swap in their own targets).
 type env struct {
 	stdout, stderr  io.Writer
+	backends        []bench.Backend
 	strategies      []bench.Target
 	counterexamples []bench.Target
 }
 
 // run is the whole command; it returns the exit status.
 func run(ctx context.Context, args []string, e env) int {
-	c, err := parse(args, e, e.stderr)
+	c, err := parse(args, e, e.stdout)
 	var ue usageError
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -41,21 +42,28 @@ func run(ctx context.Context, args []string, e env) int {
 		return exitError
 	}
 
-	fmt.Fprintf(e.stderr, "stockbench: %d strategies × %d worker counts, about %v plus set-up\n",
-		len(c.targets), len(c.workers), c.planned().Round(time.Second))
+	if c.plot != "" {
+		if err := checkWritable(c.plot); err != nil {
+			fmt.Fprintf(e.stderr, "stockbench: %v\nRun stockbench -h for the flags.\n", err)
+			return exitUsage
+		}
+	}
+	began := time.Now()
+	fmt.Fprintf(e.stderr, "stockbench: %d strategies × %d worker counts × %d loads, about %v plus set-up\n",
+		len(c.targets), len(c.workers), len(c.rates), c.planned().Round(time.Second))
 	srv, err := openServers(ctx, c, slices.Max(c.workers))
 	if err != nil {
 		fmt.Fprintf(e.stderr, "stockbench: %v\n", err)
 		return exitError
 	}
 	defer srv.Close()
-	for _, d := range srv.desc {
-		fmt.Fprintf(e.stderr, "stockbench: %s\n", d)
+	for _, s := range srv.info {
+		fmt.Fprintf(e.stderr, "stockbench: %s\n", s)
 	}
 
-	results, failed := runAll(ctx, c, srv.backends, e.stderr)
+	results, skipped, failed := runAll(ctx, c, srv.conns, e.stderr)
 
-	if err := report(e.stdout, c, srv.desc, results); err != nil {
+	if err := report(e.stdout, c, bench.NewMeta(began, c.workload, c.workers, srv.info), results, skipped); err != nil {
 		fmt.Fprintf(e.stderr, "stockbench: writing the report: %v\n", err)
 		failed = true
 	}
@@ -79,41 +87,68 @@ func run(ctx context.Context, args []string, e env) int {
 	return exitOK
 }
 
-// runAll runs every target at every worker count. It stops at an
-// interrupt; a target that fails to run is reported and skipped.
-func runAll(ctx context.Context, c config, b bench.Backends, stderr io.Writer) (results []*bench.Result, failed bool) {
-	p := newProgress(stderr, len(c.targets)*len(c.workers))
+// runAll runs every target at every worker count and load. It stops at an
+// interrupt; a target that fails to run is reported and skipped. skipped
+// says why each target that cannot run the workload (bench.ErrSkipped) was
+// left out, which is not a failure.
+func runAll(ctx context.Context, c config, s bench.Servers, stderr io.Writer) (results []*bench.Result, skipped []string, failed bool) {
+	p := newProgress(stderr, len(c.targets)*len(c.workers)*len(c.rates))
 	defer p.finish()
 	for _, t := range c.targets {
+	counts:
 		for _, n := range c.workers {
-			w := c.workload
-			w.Workers = n
-			p.start(fmt.Sprintf("%s ×%d", t.Name, n))
-			r, err := bench.Run(ctx, t, b, w, bench.WithProgress(p.within))
-			p.done()
-			if r != nil {
-				results = append(results, r)
-			}
-			if ctx.Err() != nil {
-				p.printf("stockbench: interrupted; reporting the runs so far\n")
-				return results, true
-			}
-			if err != nil {
-				p.printf("stockbench: %s at %d workers: %v\n", t.Name, n, err)
-				failed = true
-				if r == nil {
-					break // the next worker count would fail the same way
+			peak := 0.0 // the closed-loop rate, for rates relative to it
+			for _, spec := range c.rates {
+				w := c.workload
+				w.Workers = n
+				rate, ok := spec.at(peak)
+				if !ok {
+					p.printf("stockbench: %s at %d workers: no closed-loop peak for %v\n", t.Name, n, spec)
+					p.done()
+					continue
+				}
+				w.Rate = rate
+				label := fmt.Sprintf("%s ×%d", t.Name, n)
+				if !spec.closed() {
+					label += fmt.Sprintf(" @%s/s", commas(rate))
+				}
+				p.start(label)
+				r, err := bench.Run(ctx, t, s, w, bench.WithProgress(p.within))
+				p.done()
+				if r != nil {
+					results = append(results, r)
+					if spec.closed() {
+						peak = r.AttemptRate
+					}
+				}
+				if ctx.Err() != nil {
+					p.printf("stockbench: interrupted; reporting the runs so far\n")
+					return results, skipped, true
+				}
+				if errors.Is(err, bench.ErrSkipped) {
+					msg := strings.TrimPrefix(err.Error(), "bench: skipped: ")
+					skipped = append(skipped, msg)
+					p.printf("stockbench: skipped: %s\n", msg)
+					break counts
+				}
+				if err != nil {
+					p.printf("stockbench: %s at %d workers: %v\n", t.Name, n, err)
+					failed = true
+					if r == nil {
+						break counts // the next worker count would fail the same way
+					}
 				}
 			}
 		}
 	}
-	return results, failed
+	return results, skipped, failed
 }
 
-func report(w io.Writer, c config, servers []string, results []*bench.Result) error {
+func report(w io.Writer, c config, m bench.Meta, results []*bench.Result, skipped []string) error {
+	m.Skipped = skipped
 	switch c.format {
 	case "json":
-		return bench.WriteJSON(w, results)
+		return bench.WriteJSON(w, m, results)
 	case "csv":
 		return bench.WriteCSV(w, results)
 	}
@@ -135,11 +170,27 @@ func report(w io.Writer, c config, servers []string, results []*bench.Result) er
 	}
 	fmt.Fprintf(w, "workload: %s, %s, qty %s, stock %s per SKU, %s after %v warm-up, workers over %d app instances, seed %d\n",
 		wl.Shape, skus, wl.Qty(), stock, end, wl.Warmup, wl.Instances, wl.Seed)
-	if len(servers) > 0 {
-		fmt.Fprintf(w, "servers: %s\n", strings.Join(servers, "; "))
+	fmt.Fprintf(w, "load: %s\n", loadText(c))
+	if len(m.Servers) > 0 {
+		var lines []string
+		for _, s := range m.Servers {
+			lines = append(lines, s.String())
+		}
+		fmt.Fprintf(w, "servers: %s\n", strings.Join(lines, "; "))
+	}
+	if wl.Shape == bench.Checkout {
+		o := wl.Orders
+		fmt.Fprintf(w, "orders: 1-%d lines, %.0f%% held for %v, %.0f%% of takes returned, %.0f%% of operations restocks, %.0f%% of carts short\n",
+			o.Lines, 100*o.HoldShare, o.HoldTTL, 100*o.ReturnShare, 100*o.RestockShare, 100*o.ShortShare)
+	}
+	for _, s := range skipped {
+		fmt.Fprintf(w, "skipped: %s\n", s)
 	}
 	fmt.Fprintln(w)
-	return bench.WriteTable(w, results)
+	if err := bench.WriteTable(w, results); err != nil || c.slo == 0 {
+		return err
+	}
+	return writeSLO(w, results, c.slo)
 }
 
 func writeChart(path string, results []*bench.Result) error {

@@ -2,14 +2,13 @@ package backends
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -29,7 +28,25 @@ func TestMain(m *testing.M) {
 		fmt.Println("SERVER", r.Proc.Pid(), r.Proc.Dir)
 		panic("test binary dies without stopping its server")
 	}
-	Main(m)
+	os.Exit(m.Run())
+}
+
+// skipShort skips a test that starts servers under go test -short. (The
+// tests here cannot use package backendstest, which imports this one.)
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a server; skipped under -short")
+	}
+}
+
+// unavailable skips t, or fails it when Required.
+func unavailable(t *testing.T, err error) {
+	t.Helper()
+	if Required() {
+		t.Fatalf("%v\n(%s is set: a missing backend is a failure)", err, EnvRequire)
+	}
+	t.Skipf("%v\n(set %s=1 to make this a failure)", err, EnvRequire)
 }
 
 // TestReaper_stopsServerWhenBinaryPanics runs a child test binary that
@@ -63,9 +80,13 @@ func TestReaper_stopsServerWhenBinaryPanics(t *testing.T) {
 }
 
 func TestStartLocalRedis_killRestartClose(t *testing.T) {
-	rs := PrivateRedis(t, 1)
-	r := rs[0]
+	skipShort(t)
 	ctx := t.Context()
+	r, err := StartLocalRedis(ctx)
+	if err != nil {
+		unavailable(t, err)
+	}
+	t.Cleanup(func() { r.Close() })
 	if err := r.ping(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -94,41 +115,6 @@ func TestStartLocalRedis_killRestartClose(t *testing.T) {
 	}
 }
 
-func TestSharedMySQL_ping(t *testing.T) {
-	m := SharedMySQL(t)
-	start := time.Now()
-	if err := pingMySQL(context.Background(), m.DSN); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("mysql %s via %s, ping %v", m.DSN, m.Source, time.Since(start))
-}
-
-func TestPrivateCluster_routesKeysAcrossMasters(t *testing.T) {
-	c := PrivateCluster(t, 3)
-	cl := c.Client()
-	defer cl.Close()
-	ctx := t.Context()
-	for i := range 30 {
-		if err := cl.Set(ctx, "k"+string(rune('a'+i)), i, 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var masters atomic.Int32 // ForEachMaster calls back concurrently
-	err := cl.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		n, err := m.DBSize(ctx).Result()
-		if n > 0 {
-			masters.Add(1)
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if masters.Load() != 3 {
-		t.Fatalf("keys landed on %d of 3 masters", masters.Load())
-	}
-}
-
 func TestResolve_unavailableNamesTheThreeWays(t *testing.T) {
 	t.Setenv(EnvBackend, string(SourceEnv))
 	t.Setenv(EnvMySQLDSN, "")
@@ -151,5 +137,40 @@ func TestResolve_badBackendSetting(t *testing.T) {
 	t.Setenv(EnvBackend, "kubernetes")
 	if _, err := ResolveRedis(t.Context()); err == nil || !strings.Contains(err.Error(), "env, local or docker") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// TestStartLocalMySQL_durable starts a default and a durable private server
+// side by side and reads each one's settings back from the server itself.
+func TestStartLocalMySQL_durable(t *testing.T) {
+	skipShort(t)
+	for _, tc := range []struct {
+		name string
+		opts []MySQLOption
+		want Durability
+	}{
+		{"default", nil, Durability{FlushLogAtTrxCommit: 2, SyncBinlog: 0, LogBin: false}},
+		{"durable", []MySQLOption{Durable()}, Durability{FlushLogAtTrxCommit: 1, SyncBinlog: 1, LogBin: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m, err := StartLocalMySQL(t.Context(), tc.opts...)
+			if err != nil {
+				unavailable(t, err)
+			}
+			t.Cleanup(func() { m.Close() })
+			db, err := sql.Open("mysql", m.DSN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			got, err := ReadDurability(t.Context(), db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want || got.Full() != (tc.name == "durable") {
+				t.Errorf("settings %v (full %v), want %v", got, got.Full(), tc.want)
+			}
+		})
 	}
 }

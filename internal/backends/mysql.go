@@ -97,12 +97,40 @@ func currentUser() string {
 	return strconv.Itoa(os.Geteuid())
 }
 
+// MySQLOption configures a private server StartLocalMySQL starts.
+type MySQLOption func(*mysqlOptions)
+
+type mysqlOptions struct{ durable bool }
+
+// Durable makes a private server durable: InnoDB flushes its log at every
+// commit (innodb_flush_log_at_trx_commit=1) and the binary log is on and
+// synced at every commit (sync_binlog=1), as a production primary runs.
+// Default: not durable (innodb_flush_log_at_trx_commit=2, no binary log).
+// It has no effect on a server found through STOCKGUARD_MYSQL_DSN or
+// started in a container: callers that need durability read the settings
+// back from the server.
+func Durable() MySQLOption { return func(o *mysqlOptions) { o.durable = true } }
+
+// durabilityArgs are the server options opts asks for.
+func (o mysqlOptions) durabilityArgs(dir string) []string {
+	if o.durable {
+		// A binary log needs a server id; its files live in the private dir.
+		return []string{"--innodb-flush-log-at-trx-commit=1",
+			"--log-bin=" + filepath.Join(dir, "binlog"), "--sync-binlog=1", "--server-id=1"}
+	}
+	return []string{"--innodb-flush-log-at-trx-commit=2", "--skip-log-bin"}
+}
+
 // StartLocalMySQL initialises a data dir in a temp dir and starts a private
-// mariadbd (or mysqld) on a free loopback port. The server trades
-// durability for speed (innodb_flush_log_at_trx_commit=2): it is a test
-// server, and fsync latency of a shared disk would drown what the strategies
-// differ in.
-func StartLocalMySQL(ctx context.Context) (*MySQL, error) {
+// mariadbd (or mysqld) on a free loopback port. By default the server trades
+// durability for speed (innodb_flush_log_at_trx_commit=2, no binary log):
+// it is a test server, and fsync latency of a shared disk would drown what
+// the strategies differ in. Durable() makes it flush at every commit.
+func StartLocalMySQL(ctx context.Context, opts ...MySQLOption) (*MySQL, error) {
+	var o mysqlOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	server, initArgs, err := mysqlServerBinaries()
 	if err != nil {
 		return nil, err
@@ -132,15 +160,15 @@ func StartLocalMySQL(ctx context.Context) (*MySQL, error) {
 			os.RemoveAll(dir)
 			return nil, err
 		}
-		p, err := start(dir, server, "--no-defaults",
-			"--datadir="+datadir, "--user="+currentUser(),
-			"--port="+strconv.Itoa(port), "--bind-address=127.0.0.1",
-			"--socket="+filepath.Join(dir, "mysqld.sock"), "--tmpdir="+tmpdir,
-			"--pid-file="+filepath.Join(dir, "mysqld.pid"),
+		args := append([]string{server, "--no-defaults",
+			"--datadir=" + datadir, "--user=" + currentUser(),
+			"--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1",
+			"--socket=" + filepath.Join(dir, "mysqld.sock"), "--tmpdir=" + tmpdir,
+			"--pid-file=" + filepath.Join(dir, "mysqld.pid"),
 			"--skip-name-resolve", "--max-connections=1000",
-			"--innodb-buffer-pool-size=256M", "--innodb-flush-log-at-trx-commit=2",
-			"--skip-log-bin", "--performance-schema=OFF",
-		)
+			"--innodb-buffer-pool-size=256M", "--performance-schema=OFF",
+		}, o.durabilityArgs(dir)...)
+		p, err := start(dir, args...)
 		if err != nil {
 			os.RemoveAll(dir)
 			return nil, err

@@ -21,25 +21,37 @@ const (
 
 // Environment variables read by this package.
 const (
-	EnvMySQLDSN       = "STOCKGUARD_MYSQL_DSN"
-	EnvRedisAddr      = "STOCKGUARD_REDIS_ADDR"
-	EnvBackend        = "STOCKGUARD_BACKEND"
-	EnvRequire        = "STOCKGUARD_REQUIRE_BACKENDS"
-	EnvMySQLImage     = "STOCKGUARD_MYSQL_IMAGE"
-	EnvRedisImage     = "STOCKGUARD_REDIS_IMAGE"
-	defaultMySQLImage = "mysql:8.4"
-	defaultRedisImage = "redis:7.4"
+	EnvMySQLDSN   = "STOCKGUARD_MYSQL_DSN"
+	EnvRedisAddr  = "STOCKGUARD_REDIS_ADDR"
+	EnvBackend    = "STOCKGUARD_BACKEND"
+	EnvRequire    = "STOCKGUARD_REQUIRE_BACKENDS"
+	EnvMySQLImage = "STOCKGUARD_MYSQL_IMAGE"
+	EnvRedisImage = "STOCKGUARD_REDIS_IMAGE"
 )
 
 // ErrUnavailable is returned when no way to reach a server worked.
 var ErrUnavailable = errors.New("backends: no server available")
+
+// Unavailable returns an error wrapping ErrUnavailable and err that says
+// what could not be had and how to provide the servers.
+func Unavailable(what string, err error) error {
+	return fmt.Errorf("%w: %s: %w\n%s", ErrUnavailable, what, err, howTo)
+}
+
+// Required reports whether STOCKGUARD_REQUIRE_BACKENDS is set (and not
+// "0"): a test that cannot have its servers must then fail, not skip.
+func Required() bool {
+	v := os.Getenv(EnvRequire)
+	return v != "" && v != "0"
+}
 
 const howTo = `stockguard needs a MySQL/MariaDB and a Redis server. It finds them, in order:
   1. env:    STOCKGUARD_MYSQL_DSN=root@tcp(127.0.0.1:3306)/test  STOCKGUARD_REDIS_ADDR=127.0.0.1:6379
   2. local:  mariadbd + mariadb-install-db (or mysqld) and redis-server on PATH — private servers are started
              (Debian: apt-get install mariadb-server redis-server)
   3. docker: a healthy Docker engine — containers mysql:8.4 / redis:7.4 via testcontainers-go
-             (images overridable with STOCKGUARD_MYSQL_IMAGE / STOCKGUARD_REDIS_IMAGE)
+             (images overridable with STOCKGUARD_MYSQL_IMAGE / STOCKGUARD_REDIS_IMAGE;
+             tests have it, stockbench when built with: go build -tags docker ./cmd/stockbench)
 STOCKGUARD_BACKEND=env|local|docker forces one way.`
 
 // Ways returns the ways to try, honouring STOCKGUARD_BACKEND.
@@ -59,13 +71,22 @@ func ways(envSet bool) ([]Source, error) {
 
 // ResolveMySQL finds a MySQL server: STOCKGUARD_MYSQL_DSN, else a private
 // server from local binaries, else a container. The caller closes it.
-func ResolveMySQL(ctx context.Context) (*MySQL, error) {
+func ResolveMySQL(ctx context.Context) (*MySQL, error) { return ResolveMySQLWith(ctx) }
+
+// ResolveMySQLWith is ResolveMySQL starting a private server with opts.
+func ResolveMySQLWith(ctx context.Context, opts ...MySQLOption) (*MySQL, error) {
 	return resolve(ctx, "mysql", EnvMySQLDSN, func(ctx context.Context, dsn string) (*MySQL, error) {
 		if _, err := mysql.ParseDSN(dsn); err != nil {
 			return nil, err
 		}
 		return &MySQL{DSN: dsn, Source: SourceEnv}, pingMySQL(ctx, dsn)
-	}, StartLocalMySQL, startDockerMySQL)
+	}, func(ctx context.Context) (*MySQL, error) { return StartLocalMySQL(ctx, opts...) }, func(ctx context.Context) (*MySQL, error) {
+		dsn, stop, err := startDocker(ctx, func(s DockerStarters) starter { return s.MySQL })
+		if err != nil {
+			return nil, err
+		}
+		return &MySQL{DSN: dsn, Source: SourceDocker, close: stop}, nil
+	})
 }
 
 // ResolveRedis finds a Redis server: STOCKGUARD_REDIS_ADDR, else a private
@@ -74,7 +95,18 @@ func ResolveRedis(ctx context.Context) (*Redis, error) {
 	return resolve(ctx, "redis", EnvRedisAddr, func(ctx context.Context, addr string) (*Redis, error) {
 		r := &Redis{Addr: addr, Source: SourceEnv}
 		return r, r.ping(ctx)
-	}, func(ctx context.Context) (*Redis, error) { return StartLocalRedis(ctx) }, startDockerRedis)
+	}, func(ctx context.Context) (*Redis, error) { return StartLocalRedis(ctx) }, func(ctx context.Context) (*Redis, error) {
+		addr, stop, err := startDocker(ctx, func(s DockerStarters) starter { return s.Redis })
+		if err != nil {
+			return nil, err
+		}
+		r := &Redis{Addr: addr, Source: SourceDocker, close: stop}
+		if err := r.ping(ctx); err != nil {
+			r.Close()
+			return nil, fmt.Errorf("backends: docker unavailable: a container started but %s does not answer: %w", addr, err)
+		}
+		return r, nil
+	})
 }
 
 // resolve tries the ways to a server in order (see ways): the server named

@@ -8,9 +8,8 @@ import (
 	"github.com/stockguard/stockguard"
 )
 
-// CheckThenAct is the first thing everyone writes (seed 004's Redis code,
-// seed 001's opening sketch): GET the stock, check it, SET the new value —
-// no lock, no transaction.
+// CheckThenAct is the first thing everyone writes: GET the stock, check
+// it, SET the new value — no lock, no transaction.
 //
 // How it breaks: two buyers GET the same level and both SET level−qty, so
 // one decrement overwrites the other. Both were told yes; the stock moved

@@ -9,12 +9,12 @@ import (
 	"testing"
 
 	"github.com/stockguard/stockguard"
-	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/mysqllock"
 	"github.com/stockguard/stockguard/stocktest"
 )
 
-func TestMain(m *testing.M) { backends.Main(m) }
+func TestMain(m *testing.M) { backendstest.Main(m) }
 
 func unique() string {
 	var b [6]byte
@@ -25,8 +25,8 @@ func unique() string {
 // subjects returns a constructor per counterexample, each building
 // instances over one fresh table or key prefix.
 func subjects(t *testing.T) map[string]func() stockguard.Inventory {
-	rdb := backends.RedisClient(t)
-	db := backends.DB(t)
+	rdb := backendstest.RedisClient(t)
+	db := backendstest.DB(t)
 	table := unique()
 	if err := mysqllock.CreateSchema(t.Context(), db, mysqllock.WithTable(table)); err != nil {
 		t.Fatal(err)

@@ -10,9 +10,9 @@ import (
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
-// DelUnlock is seed 004's 进阶3 and seed 001's "业务超时误删除": the lock is
-// taken atomically (SET NX PX) but released with a plain DEL, without
-// checking that it is still the caller's.
+// DelUnlock takes the lock atomically (SET NX PX) but releases it with a
+// plain DEL, without checking that it is still the caller's: the lock that
+// "deletes someone else's lock after a business timeout".
 //
 // How it breaks: a holder stalls after writing the stock and before its
 // DEL (Stall, default 2% of requests for twice the TTL — a GC pause, a slow

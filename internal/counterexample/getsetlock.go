@@ -12,7 +12,8 @@ import (
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
-// GetSetLock is seed 000's RedisLock, line for line: the lock's value is
+// GetSetLock is the SETNX + GETSET lock of the old Redis SETNX manual page
+// and the articles that copied it, line for line: the lock's value is
 // its expiry time (now + timeout, in milliseconds); SETNX takes a free
 // lock; a taken one whose time has passed is taken over with GETSET if the
 // old value is still the one just read; unlock GETs the value and DELs the
@@ -47,7 +48,7 @@ func NewGetSetLock(rdb redis.UniversalClient, prefix string) *GetSetLock {
 	}
 }
 
-// Decrement takes seed 000's lock, reads, checks, writes and unlocks.
+// Decrement takes the lock, reads, checks, writes and unlocks.
 func (g *GetSetLock) Decrement(ctx context.Context, sku string, qty int64) error {
 	if err := admit(ctx, sku, qty); err != nil {
 		return err
@@ -65,7 +66,7 @@ func (g *GetSetLock) Decrement(ctx context.Context, sku string, qty int64) error
 	return g.takeUnlocked(ctx, sku, qty, g.stall)
 }
 
-// tryLock is seed 000's lock(key, value).
+// tryLock takes the lock: SETNX, else GETSET over an expired value.
 func (g *GetSetLock) tryLock(ctx context.Context, lock, value string) (bool, error) {
 	ok, err := g.rdb.SetNX(ctx, lock, value, 0).Result()
 	if err != nil || ok {
@@ -89,7 +90,7 @@ func (g *GetSetLock) tryLock(ctx context.Context, lock, value string) (bool, err
 	return old == current, nil
 }
 
-// unlock is seed 000's unlock(key, value): GET, compare, DEL.
+// unlock releases the lock: GET, compare, DEL (two commands, not atomic).
 func (g *GetSetLock) unlock(ctx context.Context, lock, value string) {
 	if current, err := g.rdb.Get(ctx, lock).Result(); err == nil && current == value {
 		g.rdb.Del(ctx, lock)

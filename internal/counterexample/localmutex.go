@@ -9,11 +9,11 @@ import (
 	"github.com/stockguard/stockguard"
 )
 
-// LocalMutex is seed 004's "JVM lock": an in-process mutex (Java's
+// LocalMutex is the "JVM lock": an in-process mutex (Java's
 // ReentrantLock, Go's sync.Mutex) around SELECT, check, UPDATE of the stock
 // row in MySQL. Within one process it is correct.
 //
-// How it breaks: deploy two instances of the service (seed 004's 集群部署)
+// How it breaks: deploy two instances of the service (a cluster deployment)
 // and each has its own mutex. A buyer on instance A and one on instance B
 // read the same level and both write level−qty: a lost update, reported as
 // oversold. The harness runs every target as two instances, so it shows

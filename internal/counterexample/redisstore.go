@@ -14,7 +14,8 @@ import (
 )
 
 // redisStock keeps stock levels as plain strings under rediskeys names, as
-// the seeds do, and reads and writes them with separate commands.
+// the lock-based patterns do, and reads and writes them with separate
+// commands.
 type redisStock struct {
 	rdb  redis.UniversalClient
 	keys rediskeys.Keys
@@ -49,8 +50,8 @@ func (s redisStock) write(ctx context.Context, sku string, level int64) error {
 	return redisx.SetLevel(ctx, s.rdb, s.keys.Stock(sku), level)
 }
 
-// takeUnlocked is the seeds' critical section: read, check, (stall), write
-// the computed level.
+// takeUnlocked is the patterns' critical section: read, check, (stall),
+// write the computed level.
 func (s redisStock) takeUnlocked(ctx context.Context, sku string, qty int64, stall Stall) error {
 	have, err := s.read(ctx, sku)
 	if err != nil {
@@ -89,7 +90,7 @@ func (s Stall) maybe() {
 }
 
 // spin waits a little before another try at a busy lock: up to 500µs,
-// jittered, much shorter than the seeds' 50ms sleeps so that the broken
+// jittered, much shorter than the usual 50ms sleeps so that the broken
 // locks are busy enough under a short benchmark for their races to show.
 func spin(ctx context.Context) error {
 	t := time.NewTimer(rand.N(500 * time.Microsecond))

@@ -12,8 +12,8 @@ import (
 
 // RepeatableRead reads the stock and writes the computed new level inside
 // one transaction at MySQL's default isolation, REPEATABLE READ — the
-// transaction seed 004 warns makes its locks fail — trusting the
-// transaction to protect the read-modify-write.
+// isolation level that makes plain reads inside locks go stale — trusting
+// the transaction to protect the read-modify-write.
 //
 // How it breaks: under REPEATABLE READ a plain SELECT reads a snapshot and
 // locks nothing. Two transactions read the same level; the second UPDATE

@@ -10,9 +10,9 @@ import (
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
-// SetNXExpire is the lock of seed 001's second step, seed 003's "wrong way
-// one" and seed 004's 进阶1: SETNX the lock, then EXPIRE it in a second
-// command, read-check-write the stock, DEL the lock.
+// SetNXExpire is the lock many tutorials show as the second step: SETNX
+// the lock, then EXPIRE it in a second command, read-check-write the
+// stock, DEL the lock.
 //
 // The two commands leave a window in which the lock exists without a TTL;
 // a holder that crashes inside it leaves a lock that never expires and

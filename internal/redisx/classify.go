@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
@@ -28,28 +30,42 @@ const (
 
 // Classify maps an error of a go-redis call to the stockguard contract.
 // ctx is the caller's context, effect what the command could have changed.
+// The one question is what the failure says about Redis: busy (try again
+// soon: ErrContention), unable to serve (ErrUnavailable), or silent after a
+// write (ErrOutcomeUnknown).
 //
-//   - nil and redis.Nil come back unchanged: a missing key is the caller's
-//     business (usually ErrUnknownSKU).
-//   - redis.TxFailedErr (a watched key changed, EXEC aborted, nothing
-//     applied) wraps stockguard.ErrContention; optimistic strategies check
-//     for it first and retry.
-//   - Errors raised before the command left the client — pool timeout or
-//     exhaustion, a closed client, a failed dial, the context ending while
-//     waiting for a connection (see NotSent) — applied nothing: the context's
-//     error when ctx has ended, else ErrContention (the contract's "nothing
-//     changed, try again later"; Redis being unreachable is reported as the
-//     caller giving up, with the cause kept in the message).
-//   - A Redis error reply (redis.Error: WRONGTYPE, OOM, BUSY, READONLY,
-//     CLUSTERDOWN, NOPERM, …) means the server answered and refused the
-//     command: ErrContention wrapping the reply. This assumes the command had
-//     no effect when it failed, which holds for a single command, a MULTI/EXEC
-//     of one write, and a script that does every check that can fail before
-//     its first write — all the commands stockguard sends.
-//   - Anything else (an I/O error or timeout, EOF, a connection reset, or an
-//     error of unknown origin) happened after the command may have been sent:
-//     for a Read, nothing changed (the context's error if ctx has ended, else
-//     ErrContention); for a Write, stockguard.ErrOutcomeUnknown.
+//	error                                              Read                   Write
+//	nil, redis.Nil                                     unchanged              unchanged
+//	redis.TxFailedErr (a watched key changed)          ErrContention          ErrContention
+//	pool timeout or exhausted (all connections busy)   ErrContention          ErrContention
+//	reply BUSY (a script runs), TRYAGAIN (resharding)  ErrContention          ErrContention
+//	any other error reply                              ErrUnavailable         ErrUnavailable
+//	dial failed, client closed (nothing sent)          ErrUnavailable         ErrUnavailable
+//	I/O error, timeout, EOF, unknown origin            ErrUnavailable         ErrOutcomeUnknown
+//	the caller's context ended or its deadline passed, nothing applied:
+//	                                                   the context's error    (as above)
+//
+// Only TxFailedErr, BUSY, TRYAGAIN and a pool with every connection in use
+// say "busy": the next attempt may well succeed. Every other error reply
+// is Redis refusing a command this package built and validated because of
+// its state or configuration — LOADING (a restart reading its data),
+// READONLY (a replica), MASTERDOWN, CLUSTERDOWN, OOM (maxmemory),
+// MISCONF, NOREPLICAS, NOPERM/NOAUTH, an unknown command, a key of the
+// wrong type — which trying again at once does not change: ErrUnavailable.
+// A refused command had no effect; this holds for a single command, a
+// MULTI/EXEC of one write, and a script that does every check that can
+// fail before its first write (Redis refuses OOM and READONLY at a
+// script's first write, not after it) — all the commands stockguard
+// sends. A Redis that cannot be reached, or a connection that failed
+// before a reply, is ErrUnavailable too, unless a write may have been sent
+// (ErrOutcomeUnknown). Errors raised before the command left the client
+// are told apart by NotSent. The cause is kept in the message (wrapped
+// when it is no context error).
+//
+// A caller's context that ended is reported as its error only when nothing
+// was applied. Its deadline counts, not only ctx.Err(): a dial that timed
+// out at the caller's deadline fails before the context's timer fires,
+// and must not be reported as an unreachable Redis.
 //
 // Every non-nil result other than redis.Nil satisfies stockguard.IsContract
 // and matches exactly one contract sentinel.
@@ -61,20 +77,48 @@ func Classify(ctx context.Context, err error, effect Effect) error {
 	case errors.Is(err, redis.TxFailedErr):
 		return fmt.Errorf("%w: watched key changed: %w", stockguard.ErrContention, err)
 	case NotSent(err):
-		if cerr := stockguard.Canceled(ctx); cerr != nil {
+		if cerr := ended(ctx); cerr != nil {
 			return cerr
 		}
-		return fmt.Errorf("%w: redis unreachable, nothing sent: %w", stockguard.ErrContention, cause(err))
+		if errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrPoolExhausted) {
+			return fmt.Errorf("%w: every connection of the pool is busy, nothing sent: %w", stockguard.ErrContention, err)
+		}
+		return fmt.Errorf("%w: redis unreachable, nothing sent: %w", stockguard.ErrUnavailable, cause(err))
 	case errors.As(err, &reply):
-		return fmt.Errorf("%w: redis refused the command: %w", stockguard.ErrContention, err)
+		if busy(reply) {
+			return fmt.Errorf("%w: redis is busy: %w", stockguard.ErrContention, err)
+		}
+		return fmt.Errorf("%w: redis refused the command: %w", stockguard.ErrUnavailable, err)
 	case effect == Read:
-		if cerr := stockguard.Canceled(ctx); cerr != nil {
+		if cerr := ended(ctx); cerr != nil {
 			return cerr
 		}
-		return fmt.Errorf("%w: redis read failed, nothing changed: %w", stockguard.ErrContention, cause(err))
+		return fmt.Errorf("%w: redis read failed, nothing changed: %w", stockguard.ErrUnavailable, cause(err))
 	default:
 		return fmt.Errorf("%w: redis failed after the command may have been sent: %w", stockguard.ErrOutcomeUnknown, cause(err))
 	}
+}
+
+// busy reports whether a Redis error reply says the server is busy for a
+// moment: a script or function running past busy-reply-threshold (BUSY),
+// or a multi-key command during a cluster resharding (TRYAGAIN).
+// Other codes only start alike (BUSYKEY, BUSYGROUP).
+func busy(reply redis.Error) bool {
+	code, _, _ := strings.Cut(reply.Error(), " ")
+	return code == "BUSY" || code == "TRYAGAIN"
+}
+
+// ended returns ctx's error once it has ended or its deadline has passed
+// (ctx.Err() reports a deadline only once the context's timer has fired, a
+// moment later), else nil.
+func ended(ctx context.Context) error {
+	if err := stockguard.Canceled(ctx); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // NotSent reports whether err was raised before a command could leave the

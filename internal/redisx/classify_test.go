@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
@@ -26,6 +27,8 @@ func TestClassify(t *testing.T) {
 	dialRefused := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}
 	dialTimeout := errors.Join(context.DeadlineExceeded, &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded})
 
+	passed, stop := context.WithDeadline(context.Background(), time.Now().Add(-time.Nanosecond))
+	stop()
 	tests := []struct {
 		name   string
 		ctx    context.Context
@@ -37,25 +40,38 @@ func TestClassify(t *testing.T) {
 		{"redis.Nil", live, redis.Nil, Read, nil},
 		{"tx failed", live, redis.TxFailedErr, Write, stockguard.ErrContention},
 		{"pool timeout", live, redis.ErrPoolTimeout, Write, stockguard.ErrContention},
+		{"pool exhausted", live, redis.ErrPoolExhausted, Read, stockguard.ErrContention},
 		{"pool timeout, ctx ended", ended, redis.ErrPoolTimeout, Write, context.Canceled},
-		{"client closed", live, redis.ErrClosed, Write, stockguard.ErrContention},
-		{"dial refused", live, dialRefused, Write, stockguard.ErrContention},
-		{"dial timeout, ctx live", live, dialTimeout, Write, stockguard.ErrContention},
+		{"client closed", live, redis.ErrClosed, Write, stockguard.ErrUnavailable},
+		{"dial refused", live, dialRefused, Write, stockguard.ErrUnavailable},
+		{"dial refused, read", live, dialRefused, Read, stockguard.ErrUnavailable},
+		{"dial timeout, ctx live", live, dialTimeout, Write, stockguard.ErrUnavailable},
+		{"dial timeout at the caller's deadline", passed, dialTimeout, Write, context.DeadlineExceeded},
+		{"dial timeout, deadline passed, timer not fired", deadlineOnly{time.Now().Add(-time.Millisecond)}, dialTimeout, Write, context.DeadlineExceeded},
 		{"waiting for a conn, ctx ended", ended, context.Canceled, Write, context.Canceled},
-		{"reply WRONGTYPE", live, replyError("WRONGTYPE Operation against a key holding the wrong kind of value"), Write, stockguard.ErrContention},
-		{"reply BUSY", live, replyError("BUSY Redis is busy running a script"), Write, stockguard.ErrContention},
+		{"reply BUSY", live, replyError("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."), Write, stockguard.ErrContention},
+		{"reply TRYAGAIN", live, replyError("TRYAGAIN Multiple keys request during rehashing of slot"), Write, stockguard.ErrContention},
+		{"reply BUSYKEY", live, replyError("BUSYKEY Target key name already exists."), Write, stockguard.ErrUnavailable},
+		{"reply LOADING", live, replyError("LOADING Redis is loading the dataset in memory"), Read, stockguard.ErrUnavailable},
+		{"reply READONLY", live, replyError("READONLY You can't write against a read only replica."), Write, stockguard.ErrUnavailable},
+		{"reply MASTERDOWN", live, replyError("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."), Read, stockguard.ErrUnavailable},
+		{"reply CLUSTERDOWN", live, replyError("CLUSTERDOWN The cluster is down"), Write, stockguard.ErrUnavailable},
+		{"reply OOM", live, replyError("OOM command not allowed when used memory > 'maxmemory'."), Write, stockguard.ErrUnavailable},
+		{"reply MISCONF", live, replyError("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk."), Write, stockguard.ErrUnavailable},
+		{"reply NOPERM", live, replyError("NOPERM this user has no permissions to run the 'evalsha' command"), Write, stockguard.ErrUnavailable},
+		{"reply WRONGTYPE", live, replyError("WRONGTYPE Operation against a key holding the wrong kind of value"), Write, stockguard.ErrUnavailable},
+		{"reply, ctx ended", ended, replyError("READONLY You can't write against a read only replica."), Write, stockguard.ErrUnavailable},
 		{"read timeout, write", live, readTimeout, Write, stockguard.ErrOutcomeUnknown},
 		{"read timeout, write, ctx ended", ended, readTimeout, Write, stockguard.ErrOutcomeUnknown},
-		{"read timeout, read", live, readTimeout, Read, stockguard.ErrContention},
+		{"read timeout, read", live, readTimeout, Read, stockguard.ErrUnavailable},
 		{"read timeout, read, ctx ended", ended, readTimeout, Read, context.Canceled},
+		{"read timeout, read, deadline passed", passed, readTimeout, Read, context.DeadlineExceeded},
 		{"EOF, write", live, io.EOF, Write, stockguard.ErrOutcomeUnknown},
+		{"EOF, read", live, io.EOF, Read, stockguard.ErrUnavailable},
 		{"unknown origin, write", live, errors.New("hook failed"), Write, stockguard.ErrOutcomeUnknown},
-		{"unknown origin, read", live, errors.New("hook failed"), Read, stockguard.ErrContention},
+		{"unknown origin, read", live, errors.New("hook failed"), Read, stockguard.ErrUnavailable},
 	}
-	sentinels := []error{
-		stockguard.ErrInsufficientStock, stockguard.ErrUnknownSKU, stockguard.ErrInvalidRequest,
-		stockguard.ErrContention, stockguard.ErrOutcomeUnknown, context.Canceled, context.DeadlineExceeded,
-	}
+	sentinels := stockguard.ContractErrors()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := Classify(tt.ctx, tt.err, tt.effect)
@@ -87,10 +103,19 @@ func TestNotSent_dialRefused(t *testing.T) {
 	if !NotSent(err) {
 		t.Fatalf("NotSent(%v) = false for a refused dial", err)
 	}
-	if got := Classify(t.Context(), err, Write); !errors.Is(got, stockguard.ErrContention) {
-		t.Fatalf("Classify(%v) = %v, want ErrContention", err, got)
+	if got := Classify(t.Context(), err, Write); stockguard.Contract(got) != stockguard.ErrUnavailable {
+		t.Fatalf("Classify(%v) = %v, want ErrUnavailable", err, got)
 	}
 }
+
+// deadlineOnly is a context whose deadline has passed but whose Err is
+// still nil, as a context's is between its deadline and its timer firing.
+type deadlineOnly struct{ dl time.Time }
+
+func (d deadlineOnly) Deadline() (time.Time, bool) { return d.dl, true }
+func (deadlineOnly) Done() <-chan struct{}         { return nil }
+func (deadlineOnly) Err() error                    { return nil }
+func (deadlineOnly) Value(any) any                 { return nil }
 
 func TestParseLevel(t *testing.T) {
 	tests := []struct {

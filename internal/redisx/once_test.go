@@ -7,16 +7,16 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/redisx/cutproxy"
 )
 
-func TestMain(m *testing.M) { backends.Main(m) }
+func TestMain(m *testing.M) { backendstest.Main(m) }
 
 // incrReplyLost sends INCR through a proxy that drops the reply after the
 // server has applied it, and returns how many times it was applied.
 func incrReplyLost(t *testing.T, once bool) int64 {
-	srv := backends.SharedRedis(t)
+	srv := backendstest.SharedRedis(t)
 	proxy := cutproxy.Start(t, srv.Addr)
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, MaxRetries: 3})
 	t.Cleanup(func() { rdb.Close() })

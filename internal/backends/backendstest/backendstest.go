@@ -1,8 +1,12 @@
-package backends
+// Package backendstest gives tests and benchmarks the servers of package
+// backends: shared per test binary, or private to one test, skipping the
+// test (or failing it under STOCKGUARD_REQUIRE_BACKENDS) when none can be
+// had. It is kept apart from package backends so that programs using
+// backends (stockbench) do not link package testing.
+package backendstest
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -11,6 +15,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/stockguard/internal/backends"
+	_ "github.com/stockguard/stockguard/internal/backends/dockerbackend" // the docker way, for tests
 )
 
 // lazy is a server shared by all tests of one binary (each test works on
@@ -27,7 +34,7 @@ type lazy[T interface{ Close() error }] struct {
 // first use; it skips or fails tb when the server is unavailable.
 func (l *lazy[T]) get(tb testing.TB, timeout time.Duration, start func(context.Context) (T, error)) T {
 	tb.Helper()
-	skipShort(tb)
+	SkipShort(tb)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.started {
@@ -37,7 +44,7 @@ func (l *lazy[T]) get(tb testing.TB, timeout time.Duration, start func(context.C
 		cancel()
 	}
 	if l.err != nil {
-		unavailable(tb, l.err)
+		Unavailable(tb, l.err)
 	}
 	return l.srv
 }
@@ -51,37 +58,41 @@ func (l *lazy[T]) close() {
 }
 
 var (
-	sharedMySQL   lazy[*MySQL]
-	sharedRedis   lazy[*Redis]
-	sharedCluster lazy[*Cluster]
+	sharedMySQL   lazy[*backends.MySQL]
+	sharedRedis   lazy[*backends.Redis]
+	sharedCluster lazy[*backends.Cluster]
 )
 
 // startTimeout bounds resolving one server, Docker pulls included.
 const startTimeout = 3 * time.Minute
 
-// Main runs the tests of a package that uses this one and stops the servers
-// they started. Call it from TestMain:
+// Main runs the tests of a package that uses this one, then calls stop (in
+// order) and stops the shared servers. Call it from TestMain:
 //
-//	func TestMain(m *testing.M) { backends.Main(m) }
-func Main(m *testing.M) {
+//	func TestMain(m *testing.M) { backendstest.Main(m) }
+func Main(m *testing.M, stop ...func()) {
 	code := m.Run()
+	for _, f := range stop {
+		f()
+	}
 	sharedMySQL.close()
 	sharedRedis.close()
 	sharedCluster.close()
 	os.Exit(code)
 }
 
-// unavailable skips tb, or fails it when STOCKGUARD_REQUIRE_BACKENDS is set.
-func unavailable(tb testing.TB, err error) {
+// Unavailable skips tb because a server it needs could not be had (err
+// says why), or fails it when STOCKGUARD_REQUIRE_BACKENDS is set.
+func Unavailable(tb testing.TB, err error) {
 	tb.Helper()
-	if os.Getenv(EnvRequire) != "" && os.Getenv(EnvRequire) != "0" {
-		tb.Fatalf("%v\n(%s is set: a missing backend is a failure)", err, EnvRequire)
+	if backends.Required() {
+		tb.Fatalf("%v\n(%s is set: a missing backend is a failure)", err, backends.EnvRequire)
 	}
-	tb.Skipf("%v\n(set %s=1 to make this a failure)", err, EnvRequire)
+	tb.Skipf("%v\n(set %s=1 to make this a failure)", err, backends.EnvRequire)
 }
 
-// skipShort skips tests that need servers under go test -short.
-func skipShort(tb testing.TB) {
+// SkipShort skips tests that need servers under go test -short.
+func SkipShort(tb testing.TB) {
 	tb.Helper()
 	if testing.Short() {
 		tb.Skip("needs a server; skipped under -short")
@@ -89,15 +100,15 @@ func skipShort(tb testing.TB) {
 }
 
 // SharedMySQL returns the test binary's MySQL server, resolving it on first use.
-func SharedMySQL(tb testing.TB) *MySQL {
+func SharedMySQL(tb testing.TB) *backends.MySQL {
 	tb.Helper()
-	return sharedMySQL.get(tb, startTimeout, ResolveMySQL)
+	return sharedMySQL.get(tb, startTimeout, backends.ResolveMySQL)
 }
 
 // SharedRedis returns the test binary's Redis server, resolving it on first use.
-func SharedRedis(tb testing.TB) *Redis {
+func SharedRedis(tb testing.TB) *backends.Redis {
 	tb.Helper()
-	return sharedRedis.get(tb, startTimeout, ResolveRedis)
+	return sharedRedis.get(tb, startTimeout, backends.ResolveRedis)
 }
 
 // DB opens a pool on the shared MySQL server, closed when tb ends. edit, if
@@ -129,17 +140,17 @@ func RedisClient(tb testing.TB) *redis.Client {
 // PrivateRedis starts n Redis servers from the local binary for tb alone —
 // for fault tests that pause, kill or restart them — and stops them when tb
 // ends. Extra arguments go to every server's command line.
-func PrivateRedis(tb testing.TB, n int, extra ...string) []*Redis {
+func PrivateRedis(tb testing.TB, n int, extra ...string) []*backends.Redis {
 	tb.Helper()
-	skipShort(tb)
-	servers := make([]*Redis, n)
+	SkipShort(tb)
+	servers := make([]*backends.Redis, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range servers {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			servers[i], errs[i] = StartLocalRedis(ctx, extra...)
+			servers[i], errs[i] = backends.StartLocalRedis(ctx, extra...)
 		})
 	}
 	wg.Wait()
@@ -150,7 +161,7 @@ func PrivateRedis(tb testing.TB, n int, extra ...string) []*Redis {
 	}
 	for _, err := range errs {
 		if err != nil {
-			unavailable(tb, fmt.Errorf("%w: private redis: %w\n%s", ErrUnavailable, err, howTo))
+			Unavailable(tb, backends.Unavailable("private redis", err))
 		}
 	}
 	return servers
@@ -160,12 +171,12 @@ func PrivateRedis(tb testing.TB, n int, extra ...string) []*Redis {
 // starting it on first use; Main stops it. Tests share it as they share
 // SharedRedis: each on its own keys. A test that stops or restarts nodes
 // needs a PrivateCluster.
-func SharedCluster(tb testing.TB) *Cluster {
+func SharedCluster(tb testing.TB) *backends.Cluster {
 	tb.Helper()
-	return sharedCluster.get(tb, time.Minute, func(ctx context.Context) (*Cluster, error) {
-		c, err := StartLocalCluster(ctx, 3)
+	return sharedCluster.get(tb, time.Minute, func(ctx context.Context) (*backends.Cluster, error) {
+		c, err := backends.StartLocalCluster(ctx, 3)
 		if err != nil {
-			return nil, fmt.Errorf("%w: shared redis cluster: %w\n%s", ErrUnavailable, err, howTo)
+			return nil, backends.Unavailable("shared redis cluster", err)
 		}
 		return c, nil
 	})
@@ -173,14 +184,14 @@ func SharedCluster(tb testing.TB) *Cluster {
 
 // PrivateCluster starts a local Redis Cluster of masters nodes for tb alone
 // and stops it when tb ends.
-func PrivateCluster(tb testing.TB, masters int) *Cluster {
+func PrivateCluster(tb testing.TB, masters int) *backends.Cluster {
 	tb.Helper()
-	skipShort(tb)
+	SkipShort(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := StartLocalCluster(ctx, masters)
+	c, err := backends.StartLocalCluster(ctx, masters)
 	if err != nil {
-		unavailable(tb, fmt.Errorf("%w: private redis cluster: %w\n%s", ErrUnavailable, err, howTo))
+		Unavailable(tb, backends.Unavailable("private redis cluster", err))
 	}
 	tb.Cleanup(func() { c.Close() })
 	return c

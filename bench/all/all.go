@@ -1,0 +1,12 @@
+// Package all registers every backend and target with package bench.
+// Import it for its side effect, as stockbench does:
+//
+//	import _ "github.com/stockguard/stockguard/bench/all"
+//
+// A new backend's package is one more import here.
+package all
+
+import (
+	_ "github.com/stockguard/stockguard/bench/mysqltargets" // MySQL
+	_ "github.com/stockguard/stockguard/bench/redistargets" // Redis, Redlock voters
+)

@@ -1,0 +1,83 @@
+package mysqltargets
+
+import (
+	"sync"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/bench"
+	"github.com/stockguard/stockguard/internal/counterexample"
+	"github.com/stockguard/stockguard/mysqllock"
+)
+
+// The targets on MySQL, in the order reports show them. Each builds one
+// app instance, with the package's default options, on the run's private
+// table. A new strategy on MySQL is one more Register call here.
+func init() {
+	bench.RegisterBackend(Backend)
+
+	bench.Register(Target("mysql-atomic", "one conditional UPDATE qty = qty - n WHERE qty >= n",
+		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
+			return mysqllock.NewAtomic(db, mysqllock.WithTable(table)), nil
+		}))
+	bench.Register(Target("mysql-pessimistic", "transaction: SELECT … FOR UPDATE, check, UPDATE, COMMIT",
+		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
+			return mysqllock.NewPessimistic(db, mysqllock.WithTable(table)), nil
+		}))
+	bench.Register(Target("mysql-optimistic", "read qty+version, UPDATE … WHERE version = ?, retry on conflict",
+		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
+			return mysqllock.NewOptimistic(db, mysqllock.WithTable(table)), nil
+		}))
+	bench.Register(Target("mysql-namedlock", "GET_LOCK, read, check, write, RELEASE_LOCK on a pinned connection",
+		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
+			return mysqllock.NewNamedLock(db, mysqllock.WithTable(table)), nil
+		}))
+	bench.Register(SegmentedTarget("mysql-segmented", "stock split over 8 rows; conditional UPDATE of a random one, locked fallback across them",
+		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
+			return mysqllock.NewSegmented(db, mysqllock.WithTable(table)), nil
+		}))
+	bench.Register(Target("mysql-batched", "concurrent requests for a SKU combined into one UPDATE (client-side group commit)",
+		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
+			return mysqllock.NewBatched(db, mysqllock.WithTable(table)), nil
+		}))
+
+	// Known-broken patterns (package internal/counterexample says how each
+	// breaks): they run only when asked for, and every report labels them.
+	bench.Register(broken(Target("broken-local-mutex", "in-process mutex around SELECT/UPDATE: one lock per app instance",
+		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
+			return counterexample.NewLocalMutex(db, table)
+		})))
+	bench.Register(broken(Target("broken-mysql-repeatable-read", "REPEATABLE READ transaction: snapshot SELECT, UPDATE to the computed level",
+		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
+			return counterexample.NewRepeatableRead(db, table)
+		})))
+
+	// Broken checkout clients over mysqllock.NewAtomic's sound Orders: they
+	// run only under the checkout workload.
+	bench.Register(checkout(Target("broken-checkout-retry-no-id", "a lost reply (1 in 10) retried as a fresh order under a new ID: taken twice",
+		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
+			return counterexample.NewRetryWithoutID(mysqllock.NewAtomic(db, mysqllock.WithTable(table)), 0), nil
+		})))
+	bench.Register(checkout(Target("broken-checkout-line-by-line", "a cart taken one line at a time, no undo when a later line is short",
+		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
+			return counterexample.NewLineByLine(mysqllock.NewAtomic(db, mysqllock.WithTable(table))), nil
+		})))
+	var books sync.Map // table → the instances' shared *counterexample.HoldBook
+	bench.Register(checkout(Target("broken-checkout-client-timer", "a hold as a take plus a client-side timer; 1 in 5 timers die with the client",
+		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
+			book, _ := books.LoadOrStore(table, counterexample.NewHoldBook())
+			return counterexample.NewClientTimer(mysqllock.NewAtomic(db, mysqllock.WithTable(table)), book.(*counterexample.HoldBook), 0), nil
+		})))
+}
+
+// checkout marks a broken checkout client.
+func checkout(t bench.Target) bench.Target {
+	t.OrdersOnly = true
+	return broken(t)
+}
+
+func broken(t bench.Target) bench.Target {
+	t.Counterexample = true
+	return t
+}

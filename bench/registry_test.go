@@ -1,0 +1,215 @@
+package bench_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stockguard/stockguard/bench"
+	_ "github.com/stockguard/stockguard/bench/all"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
+)
+
+func TestMain(m *testing.M) { backendstest.Main(m, shared.close) }
+
+// sharedServers holds the servers of each backend, opened on first use
+// through the backend's own opener with its defaults — as stockbench
+// without flags: the STOCKGUARD_* environment, else private servers — and
+// kept for the whole test binary.
+type sharedServers struct {
+	mu     sync.Mutex
+	opened map[string]*bench.Opened
+	errs   map[string]error
+}
+
+var shared = &sharedServers{opened: map[string]*bench.Opened{}, errs: map[string]error{}}
+
+func (s *sharedServers) open(name string) (*bench.Opened, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o, ok := s.opened[name]; ok {
+		return o, s.errs[name]
+	}
+	i := slices.IndexFunc(bench.Backends(), func(b bench.Backend) bool { return b.Name == name })
+	if i < 0 {
+		return nil, errNotRegistered(name)
+	}
+	opener := bench.Backends()[i].Flags(flag.NewFlagSet(name, flag.ContinueOnError))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	o, err := opener.Open(ctx, 256)
+	s.opened[name], s.errs[name] = o, err
+	return o, err
+}
+
+func (s *sharedServers) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range s.opened {
+		if o != nil {
+			o.Close()
+		}
+	}
+}
+
+type errNotRegistered string
+
+func (e errNotRegistered) Error() string { return "backend " + string(e) + " is not registered" }
+
+// testServers returns the servers t needs, skipping tb without them (or
+// failing it under STOCKGUARD_REQUIRE_BACKENDS).
+func testServers(tb testing.TB, t bench.Target) bench.Servers {
+	tb.Helper()
+	backendstest.SkipShort(tb)
+	s := bench.Servers{}
+	for _, name := range t.Needs {
+		o, err := shared.open(name)
+		if _, ok := err.(errNotRegistered); ok {
+			tb.Fatalf("%s: %v", t.Name, err)
+		}
+		if err != nil {
+			backendstest.Unavailable(tb, err)
+		}
+		s[name] = o.Conn
+	}
+	return s
+}
+
+func TestTargets_registry(t *testing.T) {
+	seen := map[string]bool{}
+	for _, list := range [][]bench.Target{bench.Targets(), bench.Counterexamples()} {
+		for _, tg := range list {
+			if tg.Name == "" || tg.About == "" || tg.Open == nil || len(tg.Needs) == 0 {
+				t.Errorf("incomplete target %+v", tg)
+			}
+			for _, n := range tg.Needs {
+				if !slices.ContainsFunc(bench.Backends(), func(b bench.Backend) bool { return b.Name == n }) {
+					t.Errorf("%s needs %q, which is not a registered backend", tg.Name, n)
+				}
+			}
+			if seen[tg.Name] {
+				t.Errorf("%s registered twice", tg.Name)
+			}
+			seen[tg.Name] = true
+			if got, ok := bench.Lookup(tg.Name); !ok || got.Name != tg.Name {
+				t.Errorf("Lookup(%q) = %v, %v", tg.Name, got.Name, ok)
+			}
+		}
+	}
+	for _, tg := range bench.Targets() {
+		if tg.Counterexample {
+			t.Errorf("%s: a counterexample among the strategies", tg.Name)
+		}
+	}
+	for _, tg := range bench.Counterexamples() {
+		if !tg.Counterexample {
+			t.Errorf("%s: not marked as a counterexample", tg.Name)
+		}
+	}
+	if _, ok := bench.Lookup("no-such-strategy"); ok {
+		t.Error("Lookup found a strategy that does not exist")
+	}
+}
+
+// TestRegister_refusesDuplicatesAndIncompleteTargets: a registration error
+// is a programming error, caught at start-up by a panic.
+func TestRegister_refusesDuplicatesAndIncompleteTargets(t *testing.T) {
+	existing := bench.Targets()[0]
+	for _, tc := range []struct {
+		name string
+		f    func()
+	}{
+		{"duplicate target", func() { bench.Register(existing) }},
+		{"target without Open", func() { bench.Register(bench.Target{Name: "x-no-open", About: "x"}) }},
+		{"duplicate backend", func() { bench.RegisterBackend(bench.Backends()[0]) }},
+		{"backend without Flags", func() { bench.RegisterBackend(bench.Backend{Name: "x-no-flags"}) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Error("no panic")
+				}
+			}()
+			tc.f()
+		})
+	}
+	if len(bench.Targets()) == 0 || bench.Targets()[0].Name != existing.Name {
+		t.Error("a refused registration changed the registry")
+	}
+}
+
+// TestStrategies_sound runs every registered strategy briefly, steady and
+// flash, on real servers, across two instances, and wants the audit clean.
+func TestStrategies_sound(t *testing.T) {
+	steady := bench.DefaultWorkload()
+	steady.Workers, steady.Duration, steady.Warmup = 16, 300*time.Millisecond, 50*time.Millisecond
+	flash := steady
+	flash.Shape, flash.Stock, flash.QtyMin, flash.QtyMax, flash.Duration = bench.Flash, 300, 1, 3, 5*time.Second
+	for _, tg := range bench.Targets() {
+		t.Run(tg.Name, func(t *testing.T) {
+			s := testServers(t, tg)
+			for _, w := range []bench.Workload{steady, flash, checkoutWorkload()} {
+				r, err := bench.Run(t.Context(), tg, s, w)
+				if w.Shape == bench.Checkout && errors.Is(err, bench.ErrSkipped) {
+					t.Logf("checkout: %v", err)
+					continue
+				}
+				if err != nil {
+					t.Fatalf("%v: %v", w.Shape, err)
+				}
+				if !r.Sound() || r.Successes == 0 || r.Errors["other"] != 0 {
+					t.Errorf("%v: sound %v, %d successes, errors %v %q; audit %+v", w.Shape, r.Sound(), r.Successes, r.Errors, r.OtherErrors, r.Audit)
+				}
+				if !r.Audit.Raw || r.Audit.Mismatches != 0 {
+					t.Errorf("%v: the backend was not read independently, or disagreed: %+v", w.Shape, r.Audit)
+				}
+				if w.Shape == bench.Checkout && (r.Audit.Orders == 0 || r.Audit.Held != 0 || r.Audit.Taken == 0) {
+					t.Errorf("checkout: %d orders checked, %d units held after the deadlines, %d taken", r.Audit.Orders, r.Audit.Held, r.Audit.Taken)
+				}
+				if w.Shape == bench.Flash && (!r.SoldOut || r.Audit.Acked < 298) {
+					t.Errorf("flash: sold out %v, %d units acknowledged of 300", r.SoldOut, r.Audit.Acked)
+				}
+			}
+		})
+	}
+}
+
+// checkoutWorkload is a short checkout with carts of up to 3 lines over 8
+// SKUs, short carts, holds that expire quickly and restocks.
+func checkoutWorkload() bench.Workload {
+	w := bench.DefaultWorkload()
+	w.Shape, w.SKUs, w.Skew, w.Stock = bench.Checkout, 8, bench.Skew{Zipf: 1.1}, 2000
+	w.Workers, w.Duration, w.Warmup = 16, 300*time.Millisecond, 50*time.Millisecond
+	w.Orders.HoldTTL = 50 * time.Millisecond
+	return w
+}
+
+// TestCounterexamples_caught is the proof that the audit can fail: under
+// the default contention workload (a checkout for the broken checkout
+// clients) every counterexample is found unsound.
+func TestCounterexamples_caught(t *testing.T) {
+	for _, tg := range bench.Counterexamples() {
+		t.Run(tg.Name, func(t *testing.T) {
+			t.Parallel()
+			w := bench.DefaultWorkload()
+			if tg.OrdersOnly {
+				// Enough short carts and expiring holds to break on, even
+				// under -race.
+				w = checkoutWorkload()
+				w.Duration, w.Orders.ShortShare, w.Orders.HoldShare = time.Second, 0.25, 0.6
+			}
+			r, err := bench.Run(t.Context(), tg, testServers(t, tg), w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Sound() || r.Audit.Oversold+r.Audit.Lost+r.Audit.Duplicated == 0 {
+				t.Errorf("not caught: %d successes, errors %v, audit %+v", r.Successes, r.Errors, r.Audit)
+			}
+			t.Logf("caught: oversold %d, lost %d of %d acknowledged; %s", r.Audit.Oversold, r.Audit.Lost, r.Audit.Acked, r.Audit.Problems)
+		})
+	}
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/mysqllock"
+	"github.com/stockguard/stockguard/redislock"
+	"github.com/stockguard/stockguard/watchtx"
+)
+
+// strategies are the -strategy values, each built with its package's
+// constructor; the backend each needs is opened only when it is chosen.
+var strategies = map[string]struct {
+	mysql bool
+	build func(db *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory
+}{
+	"mysql-atomic": {mysql: true, build: func(db *sqlx.DB, _ *redis.Client, cfg config) stockguard.Inventory {
+		return mysqllock.NewAtomic(db, mysqllock.WithTable(cfg.table))
+	}},
+	"mysql-batched": {mysql: true, build: func(db *sqlx.DB, _ *redis.Client, cfg config) stockguard.Inventory {
+		return mysqllock.NewBatched(db, mysqllock.WithTable(cfg.table))
+	}},
+	"mysql-pessimistic": {mysql: true, build: func(db *sqlx.DB, _ *redis.Client, cfg config) stockguard.Inventory {
+		return mysqllock.NewPessimistic(db, mysqllock.WithTable(cfg.table))
+	}},
+	"mysql-optimistic": {mysql: true, build: func(db *sqlx.DB, _ *redis.Client, cfg config) stockguard.Inventory {
+		return mysqllock.NewOptimistic(db, mysqllock.WithTable(cfg.table))
+	}},
+	"redis-atomic": {build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
+		return redislock.NewAtomic(rdb, redislock.WithPrefix(cfg.prefix))
+	}},
+	"redis-batched": {build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
+		return redislock.NewBatched(rdb, redislock.WithPrefix(cfg.prefix))
+	}},
+	"redis-guarded": {build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
+		return redislock.NewGuarded(rdb, redislock.WithPrefix(cfg.prefix))
+	}},
+	"redis-watch": {build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
+		return watchtx.New(rdb, watchtx.WithPrefix(cfg.prefix))
+	}},
+	"mutex-counterexample": {build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
+		return newMutexCounterexample(rdb, cfg.prefix)
+	}},
+}
+
+func strategyNames() string {
+	names := make([]string, 0, len(strategies))
+	for name := range strategies {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return strings.Join(names, "|")
+}
+
+// createSchema makes sure the MySQL tables exist before the first request.
+func createSchema(ctx context.Context, db *sqlx.DB, table string) error {
+	if err := mysqllock.CreateSchema(ctx, db, mysqllock.WithTable(table)); err != nil {
+		return fmt.Errorf("create schema: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,101 @@
+package counterexample
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/stockguard/stockguard"
+)
+
+// RetryWithoutID is a checkout client that retries a lost reply as a fresh
+// order: the store's Take and Hold are exactly-once under an ID, but the
+// client mints a new ID per attempt (a request ID, a database sequence)
+// instead of reusing the order's.
+//
+// How it breaks: when a reply is lost after the store applied the order —
+// here every lossEvery-th successful call, reported as ErrOutcomeUnknown as
+// a timed-out connection would — the retry takes the units again. The order
+// holds twice its lines: the audit reports the excess as duplicated units.
+type RetryWithoutID struct {
+	inner     stockguard.Orders
+	lossEvery int64
+	n         atomic.Int64
+}
+
+var _ stockguard.Orders = (*RetryWithoutID)(nil)
+
+// DefaultLossEvery is the share of replies NewRetryWithoutID loses: one in
+// this many successful takes and holds.
+const DefaultLossEvery = 10
+
+// NewRetryWithoutID wraps inner; every lossEvery-th successful Take or Hold
+// of this instance loses its reply (lossEvery < 1: DefaultLossEvery).
+func NewRetryWithoutID(inner stockguard.Orders, lossEvery int) *RetryWithoutID {
+	if lossEvery < 1 {
+		lossEvery = DefaultLossEvery
+	}
+	return &RetryWithoutID{inner: inner, lossEvery: int64(lossEvery)}
+}
+
+// naive makes call under a fresh record ID, and once more under another
+// when the reply was lost.
+func (c *RetryWithoutID) naive(ctx context.Context, id string, call func(ctx context.Context, id string) error) error {
+	if err := stockguard.ValidateID(id); err != nil {
+		return err
+	}
+	err := call(ctx, partID(id, 0))
+	if err == nil && c.n.Add(1)%c.lossEvery == 0 {
+		err = fmt.Errorf("%w: reply lost", stockguard.ErrOutcomeUnknown)
+	}
+	if stockguard.Contract(err) != stockguard.ErrOutcomeUnknown {
+		return err
+	}
+	return call(ctx, partID(id, 1)) // the bug: a new ID for the same order
+}
+
+// Take takes lines under a fresh record ID, retried under another.
+func (c *RetryWithoutID) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
+	return c.naive(ctx, id, func(ctx context.Context, pid string) error { return c.inner.Take(ctx, pid, lines...) })
+}
+
+// Hold holds lines under a fresh record ID, retried under another.
+func (c *RetryWithoutID) Hold(ctx context.Context, id string, ttl time.Duration, lines ...stockguard.Line) error {
+	return c.naive(ctx, id, func(ctx context.Context, pid string) error { return c.inner.Hold(ctx, pid, ttl, lines...) })
+}
+
+// Confirm confirms every record of id.
+func (c *RetryWithoutID) Confirm(ctx context.Context, id string) error {
+	return eachPart(ctx, c.inner, id, c.inner.Confirm)
+}
+
+// Return returns every record of id.
+func (c *RetryWithoutID) Return(ctx context.Context, id string) error {
+	return eachPart(ctx, c.inner, id, c.inner.Return)
+}
+
+// Order reports the records of id merged.
+func (c *RetryWithoutID) Order(ctx context.Context, id string) (stockguard.OrderInfo, error) {
+	return merged(ctx, c.inner, id)
+}
+
+// Restock is the inner store's.
+func (c *RetryWithoutID) Restock(ctx context.Context, id, sku string, qty int64) error {
+	return c.inner.Restock(ctx, id, sku, qty)
+}
+
+// Decrement is the inner store's.
+func (c *RetryWithoutID) Decrement(ctx context.Context, sku string, qty int64) error {
+	return c.inner.Decrement(ctx, sku, qty)
+}
+
+// SetStock is the inner store's.
+func (c *RetryWithoutID) SetStock(ctx context.Context, sku string, qty int64) error {
+	return c.inner.SetStock(ctx, sku, qty)
+}
+
+// Stock is the inner store's.
+func (c *RetryWithoutID) Stock(ctx context.Context, sku string) (int64, error) {
+	return c.inner.Stock(ctx, sku)
+}

@@ -1,0 +1,549 @@
+package mysqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+	"github.com/stockguard/stockguard"
+)
+
+// ledger is what the strategies that implement stockguard.Orders share:
+// the store, the statements of the order ledger (OrdersTable,
+// OrderLinesTable), and the one-transaction path of every Orders method.
+//
+// Every transaction takes its locks in one order — order rows (by ID),
+// then their lines, then stock rows (by SKU) — so that two of them never
+// deadlock; the few paths that cannot keep to it (reclaiming an expired
+// hold while a refusal is explained) roll back first and reclaim in a
+// transaction of their own.
+type ledger struct {
+	store
+	lq      ledgerQueries
+	retrier *stockguard.Retrier
+	session *sessionInit // applied to every connection the ledger uses; nil: none
+}
+
+func newLedger(db *sqlx.DB, o options, session *sessionInit) ledger {
+	return ledger{
+		store:   newStore(db, o),
+		lq:      newLedgerQueries(o.table),
+		retrier: stockguard.NewRetrier(o.retryPolicy(stockguard.RetryPolicy{})),
+		session: session,
+	}
+}
+
+// orderKind is the call that applied an ID, as the ledger records it.
+type orderKind int8
+
+const (
+	kindTake orderKind = iota + 1
+	kindHold
+	kindRestock
+)
+
+func (k orderKind) String() string {
+	switch k {
+	case kindTake:
+		return "Take"
+	case kindHold:
+		return "Hold"
+	case kindRestock:
+		return "Restock"
+	}
+	return fmt.Sprintf("orderKind(%d)", int(k))
+}
+
+// Server error numbers of the ledger (MySQL and MariaDB share them).
+const (
+	erDupEntry    = 1062 // a duplicate primary key: the ID is recorded already
+	erNoSuchTable = 1146 // no ledger: a table made before the ledger existed
+)
+
+func isServerError(err error, number uint16) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == number
+}
+
+// Internal outcomes of a transaction that rolled back, resolved after it.
+var (
+	errDuplicate = errors.New("mysqllock: the order ID is recorded already")
+	errShort     = errors.New("mysqllock: a line did not fit")
+	errNoChange  = errors.New("mysqllock: nothing to change")
+)
+
+// now is the server's clock in every statement: UTC, so that DATETIME
+// values mean the same to every session whatever its time_zone.
+const now = "UTC_TIMESTAMP(6)"
+
+type ledgerQueries struct {
+	stock, orders, lines string // quoted table names
+
+	insertOrder  string // (id, kind, state, ttl µs or NULL) per row: see insertOrders
+	record       string // id → kind, state, expired, deadline µs, sku, qty: one row per line
+	lockOrder    string // id → kind, state, expired; locks the order row
+	confirm      string // id: held → taken, before the deadline
+	setState     string // state, id
+	clearExpires string // id
+	orderLines   string // id → sku, qty in SKU order
+	candidates   string // sku → IDs of held orders with a line of sku whose deadline passed
+	level        string // sku → qty, whether sku has expired holds
+	hasExpired   string // sku → whether sku has expired holds
+	lockLevel    string // sku → qty, locking the row
+	restock      string // qty, sku, MaxQty - qty
+}
+
+// candidateBatch bounds how many expired holds one reclaiming transaction
+// takes on.
+const candidateBatch = 256
+
+func newLedgerQueries(table string) ledgerQueries {
+	s, o, l := quote(table), quote(OrdersTable(table)), quote(OrderLinesTable(table))
+	expired := "EXISTS(SELECT 1 FROM " + l + " WHERE " + l + ".sku = " + s + ".sku AND expires <= " + now + ")"
+	return ledgerQueries{
+		stock: s, orders: o, lines: l,
+		insertOrder: "(?, ?, ?, " + now + " + INTERVAL ? MICROSECOND, " + now + ", " + now + ")",
+		record: "SELECT o.kind, o.state, COALESCE(o.deadline <= " + now + ", FALSE), TIMESTAMPDIFF(MICROSECOND, '1970-01-01', o.deadline), l.sku, l.qty FROM " +
+			o + " o JOIN " + l + " l ON l.order_id = o.id WHERE o.id = ? ORDER BY l.sku",
+		lockOrder:    "SELECT kind, state, COALESCE(deadline <= " + now + ", FALSE) FROM " + o + " WHERE id = ? FOR UPDATE",
+		confirm:      fmt.Sprintf("UPDATE %s SET state = %d, changed_at = %s WHERE id = ? AND kind = %d AND state = %d AND deadline > %s", o, stockguard.OrderTaken, now, kindHold, stockguard.OrderHeld, now),
+		setState:     "UPDATE " + o + " SET state = ?, changed_at = " + now + " WHERE id = ?",
+		clearExpires: "UPDATE " + l + " SET expires = NULL WHERE order_id = ?",
+		orderLines:   "SELECT sku, qty FROM " + l + " WHERE order_id = ? ORDER BY sku",
+		candidates:   fmt.Sprintf("SELECT DISTINCT order_id FROM %s WHERE sku = ? AND expires <= %s ORDER BY order_id LIMIT %d", l, now, candidateBatch),
+		level:        "SELECT qty, " + expired + " FROM " + s + " WHERE sku = ?",
+		hasExpired:   "SELECT EXISTS(SELECT 1 FROM " + l + " WHERE sku = ? AND expires <= " + now + ")",
+		lockLevel:    "SELECT qty FROM " + s + " WHERE sku = ? FOR UPDATE",
+		restock:      "UPDATE " + s + " SET qty = qty + ?, version = version + 1 WHERE sku = ? AND qty <= ?",
+	}
+}
+
+// list returns n comma-separated placeholders.
+func list(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// newOrder is an order to record: its ID, kind, hold ttl, and lines in SKU
+// order.
+type newOrder struct {
+	id    string
+	kind  orderKind
+	ttl   time.Duration // holds
+	lines []stockguard.Line
+}
+
+// record inserts orders, sorted by ID, and their lines in tx: errDuplicate
+// when an ID is recorded already (by a transaction that committed; one
+// that has not makes the INSERT wait for it), so that of two calls with one
+// ID at most one commits. Order rows go first: a concurrent duplicate waits
+// on its ID before it has locked anything else.
+func (l *ledger) record(ctx context.Context, tx *sqlx.Tx, orders []newOrder) error {
+	var b strings.Builder
+	b.WriteString("INSERT INTO " + l.lq.orders + " (id, kind, state, deadline, created_at, changed_at) VALUES ")
+	args := make([]any, 0, 4*len(orders))
+	nlines := 0
+	for i, o := range orders {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(l.lq.insertOrder)
+		state, ttl := stockguard.OrderTaken, sql.NullInt64{}
+		if o.kind == kindHold {
+			state, ttl = stockguard.OrderHeld, sql.NullInt64{Int64: micros(o.ttl), Valid: true}
+		}
+		args = append(args, o.id, o.kind, state, ttl)
+		nlines += len(o.lines)
+	}
+	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+		if isServerError(err, erDupEntry) {
+			return errDuplicate
+		}
+		return classify(ctx, err, unsent)
+	}
+	// A held line's expires is its order's deadline, read back from the row
+	// just written, so that the two are one value.
+	b.Reset()
+	b.WriteString("INSERT INTO " + l.lq.lines + " (order_id, sku, qty, expires) VALUES ")
+	args = make([]any, 0, 4*nlines)
+	first := true
+	for _, o := range orders {
+		for _, ln := range o.lines {
+			if !first {
+				b.WriteString(", ")
+			}
+			first = false
+			args = append(args, o.id, ln.SKU, ln.Qty)
+			if o.kind == kindHold {
+				b.WriteString("(?, ?, ?, (SELECT deadline FROM " + l.lq.orders + " WHERE id = ?))")
+				args = append(args, o.id)
+			} else {
+				b.WriteString("(?, ?, ?, NULL)")
+			}
+		}
+	}
+	_, err := tx.ExecContext(ctx, b.String(), args...)
+	return classify(ctx, err, unsent)
+}
+
+// micros returns d in whole microseconds, rounded up: a hold never ends
+// before its ttl.
+func micros(d time.Duration) int64 {
+	return int64((d + time.Microsecond - 1) / time.Microsecond)
+}
+
+// takeLines takes every line, in SKU order, in one conditional UPDATE:
+// errShort when a line did not fit, and the transaction must roll back.
+// The UPDATE walks the primary key in order, so it locks the rows in SKU
+// order, as every transaction of the package does.
+func (l *ledger) takeLines(ctx context.Context, tx *sqlx.Tx, lines []stockguard.Line) error {
+	query, args := l.q.take, []any{lines[0].Qty, lines[0].SKU, lines[0].Qty}
+	if len(lines) > 1 {
+		query, args = l.multiTake(lines)
+	}
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return classify(ctx, err, unsent)
+	}
+	// Rows matched equals rows changed (see Atomic.take).
+	n, err := res.RowsAffected()
+	switch {
+	case err != nil:
+		return classify(ctx, err, unsent)
+	case n != int64(len(lines)):
+		return errShort
+	}
+	return nil
+}
+
+func (l *ledger) multiTake(lines []stockguard.Line) (string, []any) {
+	cases, args := caseSKU(lines)
+	in := make([]any, 0, len(lines))
+	for _, ln := range lines {
+		in = append(in, ln.SKU)
+	}
+	query := "UPDATE " + l.lq.stock + " SET qty = qty - " + cases + ", version = version + 1 WHERE sku IN (" + list(len(lines)) + ") AND qty >= " + cases
+	return query, slices.Concat(args, in, args)
+}
+
+// caseSKU returns CASE sku WHEN ? THEN ? … END and its arguments.
+func caseSKU(lines []stockguard.Line) (string, []any) {
+	var b strings.Builder
+	args := make([]any, 0, 2*len(lines))
+	b.WriteString("CASE sku")
+	for _, ln := range lines {
+		b.WriteString(" WHEN ? THEN ?")
+		args = append(args, ln.SKU, ln.Qty)
+	}
+	b.WriteString(" END")
+	return b.String(), args
+}
+
+// credit gives lines (distinct SKUs, in SKU order) back to the stock.
+func (l *ledger) credit(ctx context.Context, tx *sqlx.Tx, lines []stockguard.Line) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	cases, args := caseSKU(lines)
+	for _, ln := range lines {
+		args = append(args, ln.SKU)
+	}
+	_, err := tx.ExecContext(ctx, "UPDATE "+l.lq.stock+" SET qty = qty + "+cases+", version = version + 1 WHERE sku IN ("+list(len(lines))+")", args...)
+	return classify(ctx, err, unsent)
+}
+
+// short answers a request whose lines did not all fit, after the
+// transaction (or statement) that tried them changed nothing. It reads
+// their rows once: a SKU without a row is ErrUnknownSKU (rows are never
+// deleted, so it had none before either); a line with too few units is
+// ErrInsufficientStock — a refusal true at the moment of the read — unless
+// expired holds of its SKU have units to give back. Then one transaction
+// reclaims them and tries the lines again (recording o, unless nil), and
+// its verdict is final: it keeps what it reclaimed also when the lines
+// still do not fit. When every line fits by the time of the read, the
+// request is tried again (stockguard.Retry).
+func (l *ledger) short(ctx context.Context, conn *sqlx.Conn, o *newOrder, lines []stockguard.Line) error {
+	reclaim, err := l.explain(ctx, conn, lines)
+	if len(reclaim) == 0 {
+		return err
+	}
+	fits := true
+	err = inTx(ctx, conn, func(tx *sqlx.Tx) error {
+		if _, err := l.reclaimIn(ctx, tx, reclaim...); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "SAVEPOINT reclaimed"); err != nil {
+			return classify(ctx, err, unsent)
+		}
+		if o != nil {
+			if err := l.record(ctx, tx, []newOrder{*o}); err != nil {
+				return err
+			}
+		}
+		err := l.takeLines(ctx, tx, lines)
+		if errors.Is(err, errShort) {
+			fits = false
+			_, err = tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT reclaimed")
+			return classify(ctx, err, unsent)
+		}
+		return err
+	})
+	switch {
+	case err != nil && o != nil:
+		return l.settle(ctx, conn, err, *o)
+	case err != nil || fits:
+		return err
+	}
+	_, err = l.explain(ctx, conn, lines)
+	return err
+}
+
+// explain reads the rows of lines, which did not all fit, and returns the
+// verdict (see short) without reclaiming, and the SKUs of short lines that
+// have expired holds.
+func (l *ledger) explain(ctx context.Context, conn *sqlx.Conn, lines []stockguard.Line) (reclaim []string, err error) {
+	skus := make([]any, len(lines))
+	for i, ln := range lines {
+		skus[i] = ln.SKU
+	}
+	type level struct {
+		qty     int64
+		expired bool
+	}
+	have := make(map[string]level, len(lines))
+	err = eachRow(ctx, conn, "SELECT sku, qty, EXISTS(SELECT 1 FROM "+l.lq.lines+" l WHERE l.sku = s.sku AND l.expires <= "+now+") FROM "+
+		l.lq.stock+" s WHERE sku IN ("+list(len(skus))+")", skus, func(rows *sql.Rows) error {
+		var sku string
+		var lv level
+		err := rows.Scan(&sku, &lv.qty, &lv.expired)
+		have[sku] = lv
+		return err
+	})
+	if isServerError(err, erNoSuchTable) {
+		return nil, l.explainPlain(ctx, conn, lines)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var refusal error
+	for _, ln := range lines {
+		lv, ok := have[ln.SKU]
+		switch {
+		case !ok:
+			return nil, unknownSKU(ln.SKU)
+		case lv.qty >= ln.Qty:
+			continue
+		case lv.expired:
+			reclaim = append(reclaim, ln.SKU)
+		}
+		if refusal == nil {
+			refusal = insufficient(ln.SKU, ln.Qty, lv.qty)
+		}
+	}
+	if refusal == nil {
+		return nil, stockguard.Retry(errChanged)
+	}
+	return reclaim, refusal
+}
+
+// explainPlain is explain for a stock table without a ledger, made before
+// the ledger existed: no ledger, no holds. Only Decrement gets here.
+func (l *ledger) explainPlain(ctx context.Context, conn *sqlx.Conn, lines []stockguard.Line) error {
+	for _, ln := range lines {
+		have, err := l.level(ctx, conn, ln.SKU)
+		if err != nil {
+			return err
+		}
+		if have < ln.Qty {
+			return insufficient(ln.SKU, ln.Qty, have)
+		}
+	}
+	return stockguard.Retry(errChanged)
+}
+
+// reclaimIn gives the units of every hold of skus whose deadline has
+// passed back to the stock, each exactly once, in tx, and returns how many
+// holds it ended. That is what makes an expired hold's units available at
+// once with no sweeper running: every path that would otherwise refuse a
+// request, or report a level, for a SKU with expired holds calls it first,
+// in the transaction that decides.
+//
+// It locks the expired orders' rows after whatever tx holds already,
+// against the package's lock order: a deadlock it causes is broken by
+// InnoDB and retried like any other.
+func (l *ledger) reclaimIn(ctx context.Context, tx *sqlx.Tx, skus ...string) (int, error) {
+	total := 0
+	for _, sku := range skus {
+		for {
+			var ids []string
+			if err := tx.SelectContext(ctx, &ids, l.lq.candidates, sku); err != nil {
+				return total, classify(ctx, err, unsent)
+			}
+			if len(ids) == 0 {
+				break
+			}
+			n, err := l.expireIn(ctx, tx, ids)
+			total += n
+			if err != nil {
+				return total, err
+			}
+			// Fewer expired than found: the rest changed state meanwhile,
+			// and their lines say so by now.
+			if len(ids) < candidateBatch || n == 0 {
+				break
+			}
+		}
+	}
+	return total, nil
+}
+
+// expire ends the holds among ids (sorted) whose deadline has passed, in
+// one transaction, and returns how many it ended.
+func (l *ledger) expire(ctx context.Context, conn *sqlx.Conn, ids []string) (int, error) {
+	var n int
+	err := inTx(ctx, conn, func(tx *sqlx.Tx) error {
+		var err error
+		n, err = l.expireIn(ctx, tx, ids)
+		return err
+	})
+	return n, err
+}
+
+// expireIn is expire within tx. The state moves from held to expired under
+// the order row's lock, checked against the deadline there, and the units
+// go back in the same transaction: exactly once, and never for a hold that
+// a concurrent Confirm made taken before its deadline.
+func (l *ledger) expireIn(ctx context.Context, tx *sqlx.Tx, ids []string) (int, error) {
+	in := make([]any, len(ids))
+	for i, id := range ids {
+		in[i] = id
+	}
+	var due []string
+	err := tx.SelectContext(ctx, &due, fmt.Sprintf("SELECT id FROM %s WHERE id IN (%s) AND state = %d AND deadline <= %s ORDER BY id FOR UPDATE",
+		l.lq.orders, list(len(in)), stockguard.OrderHeld, now), in...)
+	if err != nil || len(due) == 0 {
+		return 0, classify(ctx, err, unsent)
+	}
+	in = in[:0]
+	for _, id := range due {
+		in = append(in, id)
+	}
+	ins := list(len(in))
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("UPDATE %s SET state = %d, changed_at = %s WHERE id IN (%s)", l.lq.orders, stockguard.OrderExpired, now, ins), in...); err != nil {
+		return 0, classify(ctx, err, unsent)
+	}
+	var back []stockguard.Line
+	err = eachRow(ctx, tx, "SELECT sku, SUM(qty) FROM "+l.lq.lines+" WHERE order_id IN ("+ins+") GROUP BY sku ORDER BY sku", in, func(rows *sql.Rows) error {
+		var ln stockguard.Line
+		err := rows.Scan(&ln.SKU, &ln.Qty)
+		back = append(back, ln)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE "+l.lq.lines+" SET expires = NULL WHERE order_id IN ("+ins+")", in...); err != nil {
+		return 0, classify(ctx, err, unsent)
+	}
+	return len(due), l.credit(ctx, tx, back)
+}
+
+// orderRecord is what the ledger holds of one ID.
+type orderRecord struct {
+	kind     orderKind
+	state    stockguard.OrderState
+	expired  bool // a hold's deadline has passed (by the server's clock at the read)
+	deadline sql.NullInt64
+	lines    []stockguard.Line // in SKU order
+}
+
+// effective is the record's state by the clock: a hold past its deadline
+// is expired even before anyone has reclaimed it.
+func (r orderRecord) effective() stockguard.OrderState {
+	if r.state == stockguard.OrderHeld && r.expired {
+		return stockguard.OrderExpired
+	}
+	return r.state
+}
+
+// read reads id's record in one statement (one consistent snapshot); ok is
+// false when there is none.
+func (l *ledger) read(ctx context.Context, conn *sqlx.Conn, id string) (rec orderRecord, ok bool, err error) {
+	err = eachRow(ctx, conn, l.lq.record, []any{id}, func(rows *sql.Rows) error {
+		var ln stockguard.Line
+		err := rows.Scan(&rec.kind, &rec.state, &rec.expired, &rec.deadline, &ln.SKU, &ln.Qty)
+		rec.lines = append(rec.lines, ln)
+		return err
+	})
+	return rec, err == nil && len(rec.lines) > 0, err
+}
+
+// eachRow runs query, a read, on q (a connection or a transaction) and
+// calls scan for every row, as a supervised read (see get). Its errors are
+// classified; classify keeps the server's error in the chain, for
+// isServerError.
+func eachRow(ctx context.Context, q sqlx.QueryerContext, query string, args []any, scan func(*sql.Rows) error) error {
+	done, err := enter(ctx, phaseRead)
+	if err != nil {
+		return err
+	}
+	defer done()
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return classify(ctx, err, unsent)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return classify(ctx, err, unsent)
+		}
+	}
+	return classify(ctx, rows.Err(), unsent)
+}
+
+// resolve answers a Take, Hold or Restock whose ID is recorded, from the
+// record: the same call with the same lines is nil while the order is held
+// or taken, ErrOrderClosed once it was returned or expired; anything else
+// is ErrOrderMismatch.
+func resolve(id string, rec orderRecord, kind orderKind, lines []stockguard.Line) error {
+	if rec.kind != kind || !slices.Equal(rec.lines, lines) {
+		return mismatch(id, rec.kind)
+	}
+	if !rec.effective().Open() {
+		return fmt.Errorf("%w: order %q is %v", stockguard.ErrOrderClosed, id, rec.effective())
+	}
+	return nil
+}
+
+func mismatch(id string, kind orderKind) error {
+	return fmt.Errorf("%w: id %q was applied by %v with other arguments", stockguard.ErrOrderMismatch, id, kind)
+}
+
+func unknownOrder(id string) error {
+	return fmt.Errorf("%w: %q", stockguard.ErrUnknownOrder, id)
+}
+
+// settle answers a Take, Hold or Restock whose transaction ended with err:
+// a recorded ID from its record, a line that did not fit by explain.
+func (l *ledger) settle(ctx context.Context, conn *sqlx.Conn, err error, o newOrder) error {
+	switch {
+	case errors.Is(err, errDuplicate):
+		rec, ok, err := l.read(ctx, conn, o.id)
+		switch {
+		case err != nil:
+			return err
+		case !ok:
+			// Deleted by PurgeOrders since: the ID is free again.
+			return stockguard.Retry(errDuplicate)
+		}
+		return resolve(o.id, rec, o.kind, o.lines)
+	case errors.Is(err, errShort):
+		return l.short(ctx, conn, &o, o.lines)
+	}
+	return err
+}

@@ -1,0 +1,147 @@
+package mysqllock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/jmoiron/sqlx"
+	"github.com/stockguard/stockguard"
+)
+
+// BenchmarkOrders compares, side by side in one run, on one hot SKU that
+// never sells out and 64 workers sharing one instance (interpolateParams
+// on): plain one-unit Decrements against one-unit single-line Take orders
+// under fresh IDs, for NewAtomic and NewBatched; then 5-line carts over 8
+// SKUs. b.N is the number of calls. Metrics: calls/s (successful ones),
+// p50-ms and p99-ms, errors/op, and for orders ledger-B/order: the bytes
+// the two ledger tables take per recorded order, from
+// information_schema.TABLES (data_length + index_length, after ANALYZE
+// TABLE) — pages, so meaningful only for runs of many orders.
+//
+//	go test -run '^$' -bench BenchmarkOrders -benchtime 20000x ./mysqllock/
+func BenchmarkOrders(b *testing.B) {
+	db := testDB(b, interpolate)
+	db.SetMaxOpenConns(96) // 64 workers and Batched's drainers, within the shared server's limit
+	const workers = 64
+	for _, name := range []string{"atomic", "batched"} {
+		for _, op := range []string{"decrement", "take", "cart5"} {
+			b.Run(fmt.Sprintf("strategy=%s/op=%s/workers=%d", name, op, workers), func(b *testing.B) {
+				table := newTable(b, db)
+				o := orderStrategies(db, WithTable(table))[name]
+				ordersBench(b, db, table, o, op, workers)
+			})
+		}
+	}
+}
+
+func ordersBench(b *testing.B, db *sqlx.DB, table string, o stockguard.Orders, op string, workers int) {
+	ctx := context.Background()
+	skus := []string{"hot"}
+	if op == "cart5" {
+		skus = []string{"c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7"}
+	}
+	for _, sku := range skus {
+		if err := o.SetStock(ctx, sku, stockguard.MaxQty); err != nil {
+			b.Fatal(err)
+		}
+	}
+	call := func(i int64) error {
+		id := fmt.Sprintf("order-%010d", i)
+		switch op {
+		case "decrement":
+			return o.Decrement(ctx, "hot", 1)
+		case "take":
+			return o.Take(ctx, id, stockguard.Line{SKU: "hot", Qty: 1})
+		}
+		lines := make([]stockguard.Line, 5)
+		for k := range lines {
+			lines[k] = stockguard.Line{SKU: skus[(int(i)+3*k)%len(skus)], Qty: 1}
+		}
+		return o.Take(ctx, id, lines...)
+	}
+	lats := make([]*hdrhistogram.Histogram, workers)
+	failed := make([]int64, workers)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	began := time.Now()
+	for w := range workers {
+		lats[w] = hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 2)
+		wg.Go(func() {
+			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+				start := time.Now()
+				err := call(i)
+				lats[w].RecordValue(max(1, time.Since(start).Microseconds()))
+				if err != nil {
+					failed[w]++
+					if !stockguard.IsContract(err) {
+						b.Errorf("non-contract error: %v", err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(began)
+	b.StopTimer()
+
+	lat := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 2)
+	var errs int64
+	for w := range workers {
+		lat.Merge(lats[w])
+		errs += failed[w]
+	}
+	acked := int64(b.N) - errs
+	var gone int64
+	for _, sku := range skus {
+		left, err := o.Stock(ctx, sku)
+		if err != nil {
+			b.Fatal(err)
+		}
+		gone += stockguard.MaxQty - left
+	}
+	perCall := int64(1)
+	if op == "cart5" {
+		perCall = 5
+	}
+	if gone != acked*perCall {
+		b.Fatalf("%d units gone, %d acknowledged", gone, acked*perCall)
+	}
+	b.ReportMetric(float64(acked)/elapsed.Seconds(), "calls/s")
+	b.ReportMetric(float64(lat.ValueAtQuantile(50))/1000, "p50-ms")
+	b.ReportMetric(float64(lat.ValueAtQuantile(99))/1000, "p99-ms")
+	b.ReportMetric(float64(errs)/float64(b.N), "errors/op")
+	if bt, ok := o.(*Batched); ok {
+		s := bt.Stats()
+		b.ReportMetric(float64(s.Requests)/float64(max(1, s.Batches)), "requests/batch")
+	}
+	if op != "decrement" {
+		b.ReportMetric(ledgerBytes(b, db, table), "ledger-B/order")
+	}
+}
+
+// ledgerBytes returns the bytes the ledger tables of table take per
+// recorded order, by InnoDB's own count after ANALYZE TABLE.
+func ledgerBytes(b *testing.B, db *sqlx.DB, table string) float64 {
+	ctx := context.Background()
+	var orders, bytes int64
+	for _, t := range []string{OrdersTable(table), OrderLinesTable(table)} {
+		if _, err := db.ExecContext(ctx, "ANALYZE TABLE "+quote(t)); err != nil {
+			b.Fatal(err)
+		}
+		var n int64
+		if err := db.GetContext(ctx, &n, "SELECT data_length + index_length FROM information_schema.TABLES WHERE table_schema = DATABASE() AND table_name = ?", t); err != nil {
+			b.Fatal(err)
+		}
+		bytes += n
+	}
+	if err := db.GetContext(ctx, &orders, "SELECT COUNT(*) FROM "+quote(OrdersTable(table))); err != nil {
+		b.Fatal(err)
+	}
+	return float64(bytes) / float64(max(1, orders))
+}

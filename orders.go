@@ -1,0 +1,173 @@
+package stockguard
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Limits of an order.
+const (
+	// MaxIDLen is the longest order ID in bytes.
+	MaxIDLen = 128
+	// MaxLines is the most lines one order may have.
+	MaxLines = 64
+	// MinHoldTTL and MaxHoldTTL bound how long a hold may last.
+	MinHoldTTL = time.Millisecond
+	MaxHoldTTL = 7 * 24 * time.Hour
+)
+
+// Line is one SKU of an order and the units it takes.
+type Line struct {
+	SKU string
+	Qty int64
+}
+
+// OrderState is where an order stands.
+type OrderState int
+
+// The states of an order.
+const (
+	OrderHeld     OrderState = iota + 1 // taken until Confirm, Return or the deadline
+	OrderTaken                          // taken for good (Take, or a confirmed hold)
+	OrderReturned                       // given back by Return
+	OrderExpired                        // a hold whose deadline passed; its units went back
+)
+
+func (s OrderState) String() string {
+	switch s {
+	case OrderHeld:
+		return "held"
+	case OrderTaken:
+		return "taken"
+	case OrderReturned:
+		return "returned"
+	case OrderExpired:
+		return "expired"
+	}
+	return fmt.Sprintf("OrderState(%d)", int(s))
+}
+
+// Open reports whether an order in state s still has its units: held or taken.
+func (s OrderState) Open() bool { return s == OrderHeld || s == OrderTaken }
+
+// OrderInfo is what Orders.Order reports of one order.
+type OrderInfo struct {
+	ID       string
+	State    OrderState
+	Lines    []Line    // in SKU order
+	Deadline time.Time // holds only: when an unconfirmed hold expires (backend clock)
+}
+
+// Orders is an Inventory that takes whole orders under caller-chosen IDs and
+// remembers them, so that every call can be retried with exactly-once effect.
+//
+// Every method returns nil or an error satisfying errors.Is for exactly one
+// of the contract errors (ContractErrors). A call that returned
+// ErrOutcomeUnknown, repeated with the same arguments, ends in the state one
+// successful call would have left.
+type Orders interface {
+	Inventory
+	// Take takes every line, or none, for good under id. A retry with the
+	// same lines of an order held or taken is nil and takes nothing again;
+	// of a returned or expired one, ErrOrderClosed; with other lines or of a
+	// hold, ErrOrderMismatch. ErrInsufficientStock and ErrUnknownSKU record
+	// nothing: a later call with id tries afresh.
+	Take(ctx context.Context, id string, lines ...Line) error
+	// Hold takes every line, or none, until Confirm, Return, or ttl has
+	// passed by the backend's clock; then the units are back at once, with
+	// no sweeper running. Retries are answered as for Take.
+	Hold(ctx context.Context, id string, ttl time.Duration, lines ...Line) error
+	// Confirm makes a hold taken for good: nil for a hold before its
+	// deadline or an order already taken, ErrOrderClosed for one returned or
+	// expired, ErrUnknownOrder when nothing was applied under id.
+	Confirm(ctx context.Context, id string) error
+	// Return gives an order's units back, exactly once: nil for an order
+	// held, taken, returned or expired; ErrUnknownOrder when nothing was
+	// applied under id.
+	Return(ctx context.Context, id string) error
+	// Restock adds qty units to a stocked sku, once per id: a retry is nil
+	// and adds nothing; ErrUnknownSKU for a SKU never stocked (nothing
+	// recorded); ErrOrderMismatch when id was applied otherwise.
+	Restock(ctx context.Context, id string, sku string, qty int64) error
+	// Order reports the order applied under id, or ErrUnknownOrder.
+	Order(ctx context.Context, id string) (OrderInfo, error)
+}
+
+// ValidateID reports whether id is an order ID: 1–MaxIDLen bytes of valid
+// UTF-8 with no control characters. It returns nil or an error wrapping
+// ErrInvalidRequest.
+func ValidateID(id string) error { return validText("order id", id, MaxIDLen) }
+
+// ValidateLines reports whether lines make an order: 1–MaxLines lines with
+// distinct SKUs, each passing Validate. It returns nil or an error wrapping
+// ErrInvalidRequest.
+func ValidateLines(lines []Line) error {
+	if len(lines) == 0 || len(lines) > MaxLines {
+		return fmt.Errorf("%w: %d lines, 1…%d allowed", ErrInvalidRequest, len(lines), MaxLines)
+	}
+	seen := make(map[string]struct{}, len(lines))
+	for i, l := range lines {
+		if err := Validate(l.SKU, l.Qty); err != nil {
+			return fmt.Errorf("line %d: %w", i, err)
+		}
+		if _, dup := seen[l.SKU]; dup {
+			return fmt.Errorf("%w: sku %q appears on more than one line", ErrInvalidRequest, l.SKU)
+		}
+		seen[l.SKU] = struct{}{}
+	}
+	return nil
+}
+
+// ValidateTTL reports whether ttl is a hold's lifetime: MinHoldTTL…MaxHoldTTL.
+// It returns nil or an error wrapping ErrInvalidRequest.
+func ValidateTTL(ttl time.Duration) error {
+	if ttl < MinHoldTTL || ttl > MaxHoldTTL {
+		return fmt.Errorf("%w: hold ttl %v outside %v…%v", ErrInvalidRequest, ttl, MinHoldTTL, MaxHoldTTL)
+	}
+	return nil
+}
+
+// ValidateTake checks a Take request: ValidateID, then ValidateLines.
+// Strategies call it before any I/O.
+func ValidateTake(id string, lines []Line) error {
+	if err := ValidateID(id); err != nil {
+		return err
+	}
+	return ValidateLines(lines)
+}
+
+// ValidateHold checks a Hold request: ValidateTake, then ValidateTTL.
+func ValidateHold(id string, ttl time.Duration, lines []Line) error {
+	if err := ValidateTake(id, lines); err != nil {
+		return err
+	}
+	return ValidateTTL(ttl)
+}
+
+// ValidateRestock checks a Restock request: ValidateID, then Validate.
+func ValidateRestock(id, sku string, qty int64) error {
+	if err := ValidateID(id); err != nil {
+		return err
+	}
+	return Validate(sku, qty)
+}
+
+// SortedLines returns a copy of lines in SKU order: the order in which
+// implementations lock rows (so two carts never deadlock) and OrderInfo
+// lists them.
+func SortedLines(lines []Line) []Line {
+	out := slices.Clone(lines)
+	slices.SortFunc(out, func(a, b Line) int { return cmp.Compare(a.SKU, b.SKU) })
+	return out
+}
+
+// SameLines reports whether a and b, each in any order, hold the same lines.
+func SameLines(a, b []Line) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return slices.Equal(SortedLines(a), SortedLines(b))
+}

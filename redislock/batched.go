@@ -1,0 +1,422 @@
+package redislock
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/redisx"
+)
+
+//go:embed batched.lua
+var batchedLua string
+
+// batchedScript is hashed once per process, like atomicScript, and reads
+// levels with the same level.lua.
+var batchedScript = redis.NewScript(levelLua + batchedLua)
+
+// DefaultBatchSize is NewBatched's default bound on the requests one script
+// call carries.
+const DefaultBatchSize = 64
+
+// maxBatchSize bounds WithBatchSize: the script loops over its requests
+// while Redis serves nobody else.
+const maxBatchSize = 10_000
+
+// WithBatchSize bounds how many queued requests of one SKU NewBatched
+// combines into one script call, 1–10000; the rest wait for the next one.
+// A call costs Redis little more for 64 requests than for one, so the bound
+// mostly limits how many buyers one lost reply leaves with
+// ErrOutcomeUnknown. A value outside 1–10000 makes every method of the
+// Batched return an error wrapping stockguard.ErrInvalidRequest. Default
+// DefaultBatchSize (64).
+func WithBatchSize(n int) Option {
+	return func(o *options) {
+		if n < 1 || n > maxBatchSize {
+			o.fail(fmt.Errorf("batch size %d outside 1…%d", n, maxBatchSize))
+			return
+		}
+		o.batchSize = n
+	}
+}
+
+// Batched combines concurrent requests for one SKU into one Lua script call
+// — flat combining, or client-side group commit. While a call for a SKU is
+// in flight, further requests for it queue; when it returns, the whole
+// queue (at most the batch size) goes out as the next call, whose script,
+// on the SKU's stock key ("<prefix>stock:{sku}", the key NewAtomic uses),
+// grants the requests in arrival order: each one that fits in what the
+// requests before it left is granted, the others are refused, and the
+// granted total is taken with one DECRBY. One round trip serves the whole
+// batch.
+//
+// A refused request never fits in what is left after the requests before
+// it, and the requests after it only take more: no request is refused
+// while stock remains for it, and a later, smaller request may still be
+// granted after a larger one was refused.
+//
+// Nothing waits to fill a batch: a request that finds its SKU idle goes
+// out alone at once, and batches grow only as long as the calls take. So a
+// hot SKU's throughput scales with the batch size while a request waits for
+// the call in flight and its own — more only when over a batch size of
+// requests is queued ahead of it.
+//
+// Calls are sent at most once (see Atomic). The grants and refusals of a
+// call are in its reply: when that reply is lost, nobody knows which of
+// the call's requests were granted, and every one of them gets
+// ErrOutcomeUnknown — exactly those, and no request of another call.
+//
+// Batching happens within one instance; correctness rests on the script
+// alone, which Redis runs without interleaving, so any number of
+// instances, in any number of processes, may share the keys, also with
+// NewAtomic. One SKU is one key, so Batched works on a Redis Cluster.
+// Batched is safe for concurrent use; share one instance per process, or it
+// has nothing to combine.
+type Batched struct {
+	scripts redis.Scripter // the client with EVAL/EVALSHA sent at most once
+	levels  redisx.Levels
+	size    int
+	err     error // a bad option's, returned by every method
+
+	mu     sync.Mutex
+	queues map[string]*batchQueue // SKUs being written; removed when idle
+
+	batches  atomic.Int64
+	requests atomic.Int64
+}
+
+var _ stockguard.Inventory = (*Batched)(nil)
+
+// NewBatched returns the combining strategy over rdb (scripting and
+// Process, as NewAtomic). It reads the options WithPrefix and
+// WithBatchSize. The pool needs a connection per SKU being written at
+// once, not per buyer.
+func NewBatched(rdb AtomicClient, opts ...Option) *Batched {
+	o := newOptions(opts)
+	b := &Batched{
+		scripts: redisx.OnceScripter(rdb),
+		levels:  redisx.Levels{Client: rdb, Keys: o.keys, Pkg: "redislock"},
+		size:    o.batchSize,
+		queues:  map[string]*batchQueue{},
+		err:     o.err,
+	}
+	return b
+}
+
+// BatchStats counts what a Batched instance sent.
+type BatchStats struct {
+	Batches  int64 // script calls attempted
+	Requests int64 // requests those calls carried
+}
+
+// Stats returns the counts since the instance was created;
+// Requests/Batches is the mean batch size.
+func (b *Batched) Stats() BatchStats {
+	return BatchStats{Batches: b.batches.Load(), Requests: b.requests.Load()}
+}
+
+// A request's state: waiting in a queue or in a batch not yet sent,
+// claimed by a call (its outcome now depends on Redis), or abandoned by its
+// caller before any call carried it.
+const (
+	reqWaiting int32 = iota
+	reqClaimed
+	reqAbandoned
+)
+
+type batchReq struct {
+	qty   int64
+	state atomic.Int32
+	call  *batchCall // set, under Batched.mu, when a drainer takes the request
+	err   error      // the outcome, set by the call that carried it
+	done  chan error
+}
+
+// batchQueue holds one SKU's requests in arrival order.
+type batchQueue struct{ pending []*batchReq }
+
+// batchCall is one script call in flight. It runs under a context of its
+// own, not any caller's: one buyer giving up must not abort the others'
+// call. The context ends only when every member has stopped waiting for it.
+type batchCall struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	live   atomic.Int64 // members still waiting
+}
+
+func (c *batchCall) leave() {
+	if c.live.Add(-1) == 0 {
+		c.cancel()
+	}
+}
+
+// Decrement takes qty units of sku, all or none, in a batch with the other
+// requests for sku. It returns nil or an error wrapping:
+//   - stockguard.ErrInvalidRequest: a bad option, bad sku or qty, or a nil
+//     ctx, checked before any I/O;
+//   - the context's error: ctx ended before any call carried the request,
+//     which was dropped: nothing changed;
+//   - stockguard.ErrUnknownSKU: the stock key does not exist (nothing is
+//     created), or it holds no stock level (then also ErrCorruptStock);
+//   - stockguard.ErrInsufficientStock: fewer than qty units were left after
+//     the requests ahead of it in its batch;
+//   - stockguard.ErrContention: Redis is busy (every pooled connection in
+//     use, a script running: BUSY, a resharding: TRYAGAIN); nothing changed;
+//   - stockguard.ErrUnavailable: Redis cannot be reached, or refused the
+//     call (OOM, READONLY, CLUSTERDOWN…); nothing changed;
+//   - stockguard.ErrOutcomeUnknown: the call carrying the request was sent
+//     but its reply was lost, or ctx ended while the request was claimed by
+//     a call of the drainer (a request that went alone waits for its call's
+//     reply). A request the script refused gets it too: its refusal was in
+//     the lost reply.
+func (b *Batched) Decrement(ctx context.Context, sku string, qty int64) error {
+	if err := b.check(ctx, stockguard.Validate(sku, qty)); err != nil {
+		return err
+	}
+	r := &batchReq{qty: qty}
+	b.mu.Lock()
+	q, busy := b.queues[sku]
+	if !busy {
+		// Nobody writes sku: send alone, at once, on the caller's goroutine
+		// and context, as NewAtomic would; requests arriving meanwhile
+		// queue, and a drainer takes over from here.
+		q = &batchQueue{}
+		b.queues[sku] = q
+		b.mu.Unlock()
+		return b.alone(ctx, sku, q, r)
+	}
+	r.done = make(chan error, 1)
+	q.pending = append(q.pending, r)
+	b.mu.Unlock()
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		return b.abandon(ctx, r)
+	}
+}
+
+// SetStock creates sku with qty units (0…stockguard.MaxQty), or overwrites
+// its stock level, whatever the key held. It returns nil or an error
+// wrapping stockguard.ErrInvalidRequest (a bad option, bad input or a nil
+// ctx, before any I/O), the context's error, stockguard.ErrContention
+// (Redis busy), stockguard.ErrUnavailable (Redis unreachable or refusing;
+// nothing changed) or stockguard.ErrOutcomeUnknown (the SET may have been
+// applied).
+func (b *Batched) SetStock(ctx context.Context, sku string, qty int64) error {
+	if b.err != nil {
+		return b.err
+	}
+	return b.levels.Set(ctx, sku, qty)
+}
+
+// Stock returns the units of sku left. Its errors wrap
+// stockguard.ErrInvalidRequest (a bad option, bad sku or a nil ctx, before
+// any I/O), the context's error, stockguard.ErrUnknownSKU (no stock key;
+// with ErrCorruptStock, a key that holds no stock level),
+// stockguard.ErrContention (Redis busy) or stockguard.ErrUnavailable (the
+// read failed).
+func (b *Batched) Stock(ctx context.Context, sku string) (int64, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	return b.levels.Get(ctx, sku)
+}
+
+// check returns the first reason not to serve a request: a bad option,
+// the request's own validation error, or an ended (or nil) context.
+func (b *Batched) check(ctx context.Context, invalid error) error {
+	if b.err != nil {
+		return b.err
+	}
+	if invalid != nil {
+		return invalid
+	}
+	return stockguard.Canceled(ctx)
+}
+
+// alone sends r by itself, then hands q over to a drainer if requests
+// queued meanwhile, else removes it.
+func (b *Batched) alone(ctx context.Context, sku string, q *batchQueue, r *batchReq) error {
+	defer func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if len(q.pending) > 0 {
+			go b.drain(sku, q)
+		} else {
+			delete(b.queues, sku)
+		}
+	}()
+	b.send(ctx, sku, []*batchReq{r})
+	return r.err
+}
+
+// abandon answers a request whose context ended before its result came.
+func (b *Batched) abandon(ctx context.Context, r *batchReq) error {
+	b.mu.Lock()
+	left := r.state.CompareAndSwap(reqWaiting, reqAbandoned)
+	c := r.call
+	b.mu.Unlock()
+	if left {
+		// Still queued, or taken but not yet claimed: no call will carry it.
+		if c != nil {
+			c.leave()
+		}
+		return stockguard.Canceled(ctx)
+	}
+	select {
+	case err := <-r.done:
+		return err
+	default:
+	}
+	c.leave()
+	return fmt.Errorf("%w: the context ended (%v) while the call carrying the request was in flight", stockguard.ErrOutcomeUnknown, ctx.Err())
+}
+
+// drain sends sku's queue batch after batch until it finds it empty, then
+// removes it, so that idle SKUs cost no memory. A request that went alone
+// starts it when others queued meanwhile: one drainer per busy SKU.
+func (b *Batched) drain(sku string, q *batchQueue) {
+	var reqs, members []*batchReq
+	for {
+		c := &batchCall{}
+		c.ctx, c.cancel = context.WithCancel(context.Background())
+		b.mu.Lock()
+		reqs = b.take(q, reqs[:0], c)
+		if len(reqs) == 0 {
+			delete(b.queues, sku)
+			b.mu.Unlock()
+			c.cancel()
+			return
+		}
+		b.mu.Unlock()
+		members = b.write(c.ctx, sku, reqs, members[:0])
+		c.cancel()
+		clear(reqs)
+		clear(members)
+	}
+}
+
+// take moves up to the batch size of q's waiting requests, in arrival
+// order, into reqs, and drops abandoned ones. Call with b.mu held.
+func (b *Batched) take(q *batchQueue, reqs []*batchReq, c *batchCall) []*batchReq {
+	i := 0
+	for ; i < len(q.pending) && len(reqs) < b.size; i++ {
+		if r := q.pending[i]; r.state.Load() == reqWaiting {
+			r.call = c
+			reqs = append(reqs, r)
+		}
+	}
+	n := copy(q.pending, q.pending[i:])
+	clear(q.pending[n:])
+	q.pending = q.pending[:n]
+	c.live.Store(int64(len(reqs)))
+	return reqs
+}
+
+// write claims the requests of one batch that have not been abandoned —
+// last thing before the call, so that one giving up until here is dropped
+// without effect — sends them, and answers each. It returns the members,
+// appended to members.
+func (b *Batched) write(ctx context.Context, sku string, reqs, members []*batchReq) []*batchReq {
+	for _, r := range reqs {
+		if r.state.CompareAndSwap(reqWaiting, reqClaimed) {
+			members = append(members, r)
+		}
+	}
+	if len(members) == 0 {
+		return members
+	}
+	b.send(ctx, sku, members)
+	for _, r := range members {
+		r.done <- r.err
+	}
+	return members
+}
+
+// send runs the script once for members, in their order, and sets each
+// member's outcome.
+func (b *Batched) send(ctx context.Context, sku string, members []*batchReq) {
+	b.batches.Add(1)
+	b.requests.Add(int64(len(members)))
+	key := b.levels.Keys.Stock(sku)
+	qtys := make([]any, len(members))
+	for i, r := range members {
+		qtys[i] = r.qty
+	}
+	reply, err := batchedScript.Run(ctx, b.scripts, []string{key}, qtys...).Result()
+	if err != nil {
+		err = fmt.Errorf("redislock: decrement %q (in a call of %d requests): %w", sku, len(members), redisx.Classify(ctx, err, redisx.Write))
+		for _, r := range members {
+			r.err = err
+		}
+		return
+	}
+	out, err := parseBatchReply(reply, len(members))
+	switch {
+	case err != nil:
+		err = fmt.Errorf("redislock: decrement %q (in a call of %d requests): %w", sku, len(members), err)
+	case out.missing:
+		err = fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
+	case out.corrupt:
+		err = redisx.Corrupt(key, "holds no stock level")
+	}
+	left := out.level
+	for i, r := range members {
+		switch {
+		case err != nil:
+			r.err = err
+		case out.granted[i] == '1':
+			r.err = nil
+			left -= r.qty
+		default:
+			r.err = fmt.Errorf("%w: %q had %d units left for a request of %d", stockguard.ErrInsufficientStock, sku, left, r.qty)
+		}
+	}
+}
+
+// batchReply is what the batched script answered.
+type batchReply struct {
+	missing bool   // the stock key does not exist
+	corrupt bool   // it holds no stock level
+	level   int64  // the level before the batch
+	granted string // '1' for a granted request, '0' for a refused one
+}
+
+// parseBatchReply reads the script's reply to a call of n requests. A
+// reply of another shape means the script cannot be trusted to have done
+// what it says; it may have run, so the error wraps
+// stockguard.ErrOutcomeUnknown.
+func parseBatchReply(reply any, n int) (batchReply, error) {
+	switch v := reply.(type) {
+	case int64:
+		switch v {
+		case -1:
+			return batchReply{missing: true}, nil
+		case -3:
+			return batchReply{corrupt: true}, nil
+		}
+	case []any:
+		if len(v) == 2 {
+			level, ok1 := v[0].(int64)
+			granted, ok2 := v[1].(string)
+			if ok1 && ok2 && len(granted) == n && level >= 0 && validFlags(granted) {
+				return batchReply{level: level, granted: granted}, nil
+			}
+		}
+	}
+	return batchReply{}, fmt.Errorf("%w: unexpected reply %v from the batched script", stockguard.ErrOutcomeUnknown, reply)
+}
+
+func validFlags(s string) bool {
+	for i := range len(s) {
+		if s[i] != '0' && s[i] != '1' {
+			return false
+		}
+	}
+	return true
+}

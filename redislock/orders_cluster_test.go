@@ -1,0 +1,117 @@
+package redislock
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/redistest"
+	"github.com/stockguard/stockguard/stocktest"
+)
+
+func TestAtomic_conformanceOrdersCluster(t *testing.T) {
+	rdb := clusterClient(t)
+	prefix := redistest.Prefix(t, rdb)
+	suite := stocktest.Suite{Footprint: footprint(t, rdb, prefix)}
+	suite.RunOrders(t, func(t *testing.T) stockguard.Orders { return NewAtomic(rdb, WithPrefix(prefix)) })
+}
+
+// spreadSKUs returns n SKUs whose stock keys are on n different masters
+// of the cluster, none on the master of the record of id.
+func spreadSKUs(t *testing.T, a *Atomic, masters map[uint16]string, id string, n int) []string {
+	t.Helper()
+	used := map[string]bool{masters[slot(a.orderKey(id))]: true}
+	var skus []string
+	for i := 0; len(skus) < n && i < 1000; i++ {
+		sku := fmt.Sprintf("sku-%d", i)
+		if m := masters[slot(a.keys.Stock(sku))]; !used[m] {
+			used[m] = true
+			skus = append(skus, sku)
+		}
+	}
+	if len(skus) < n {
+		t.Fatalf("found %d SKUs on distinct masters, want %d", len(skus), n)
+	}
+	return skus
+}
+
+// TestAtomic_cluster_killedBetweenPhases takes a cart whose record and two
+// lines are on the three masters of a real cluster, and kills its client
+// between the phases: the pending deadline gives the units back, a retry
+// finishes the order, and nothing is taken twice.
+func TestAtomic_cluster_killedBetweenPhases(t *testing.T) {
+	rdb := clusterClient(t)
+	ctx := t.Context()
+	masters := map[uint16]string{}
+	shards, err := rdb.ClusterShards(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, sh := range shards {
+		for _, r := range sh.Slots {
+			for s := r.Start; s <= r.End; s++ {
+				masters[uint16(s)] = fmt.Sprint(i)
+			}
+		}
+	}
+	const window = 300 * time.Millisecond
+	prefix := redistest.Prefix(t, rdb)
+	other := NewAtomic(rdb, WithPrefix(prefix))
+	other.pending = window
+	skus := spreadSKUs(t, other, masters, "cart", 2)
+	stockAll(t, other, 10, skus...)
+	cart := []stockguard.Line{line(skus[0], 3), line(skus[1], 4)}
+	if other.oneSlot("cart", cart) {
+		t.Fatal("the cart's keys share a slot; the test needs them apart")
+	}
+
+	dying := NewAtomic(rdb, WithPrefix(prefix))
+	dying.pending, dying.hook = window, killAt("taken")
+	if err := dying.Take(ctx, "cart", cart...); !errors.Is(err, errKilled) {
+		t.Fatalf("Take = %v, want it killed", err)
+	}
+	if err := other.Decrement(ctx, skus[1], 7); !errors.Is(err, stockguard.ErrInsufficientStock) {
+		t.Fatalf("Decrement of a pending order's units: %v, want ErrInsufficientStock", err)
+	}
+	time.Sleep(window + 50*time.Millisecond)
+	wantLevels(t, other, map[string]int64{skus[0]: 10, skus[1]: 10})
+	wantState(t, other, "cart", 0)
+
+	dying.hook = killAt("taken")
+	if err := dying.Hold(ctx, "cart", time.Minute, cart...); !errors.Is(err, errKilled) {
+		t.Fatalf("Hold = %v, want it killed", err)
+	}
+	for range 2 {
+		if err := other.Hold(ctx, "cart", time.Minute, cart...); err != nil {
+			t.Fatalf("retry of the killed Hold: %v", err)
+		}
+	}
+	if err := other.Confirm(ctx, "cart"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(window + 50*time.Millisecond)
+	wantLevels(t, other, map[string]int64{skus[0]: 7, skus[1]: 6})
+	wantState(t, other, "cart", stockguard.OrderTaken)
+	if err := other.Return(ctx, "cart"); err != nil {
+		t.Fatal(err)
+	}
+	wantLevels(t, other, map[string]int64{skus[0]: 10, skus[1]: 10})
+}
+
+// TestAtomic_Orders_ring runs RunOrders over a go-redis Ring of two
+// servers, which places keys by hash tag: orders span them through the
+// two-phase protocol.
+func TestAtomic_Orders_ring(t *testing.T) {
+	srv := backendstest.PrivateRedis(t, 2)
+	rdb := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": srv[0].Addr, "b": srv[1].Addr}})
+	t.Cleanup(func() { rdb.Close() })
+	a := NewAtomic(rdb)
+	if a.oneSlot("cart", []stockguard.Line{line("a", 1), line("b", 1)}) {
+		t.Fatal("a cart over two SKUs would run as one script on a Ring")
+	}
+	stocktest.RunOrders(t, func(t *testing.T) stockguard.Orders { return NewAtomic(rdb) })
+}

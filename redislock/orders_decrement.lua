@@ -1,0 +1,25 @@
+-- Atomic.Decrement: takes ARGV[1] units from the stock level in KEYS[1],
+-- all or nothing, and never refuses while holds due back (KEYS[2], see
+-- orders_lib.lua) could cover it: those are given back first. Holds are
+-- only looked at when the level alone is short, so a plain decrement costs
+-- what atomic.lua does.
+-- ARGV[2] "1" means: decide without the due remote holds (the client has
+-- asked their order records, which say they are still held).
+-- Returns {units left} or {-1} no such key, {-2} too few units, {-3} the key
+-- holds no stock level, {-8, id...} due remote holds to resolve first.
+local have, why = level(KEYS[1])
+if not have then
+  return {why}
+end
+local q = tonumber(ARGV[1])
+if have < q then
+  local remote = {}
+  have = reclaim(KEYS[1], KEYS[2], now_us(), have, q, 0, remote)
+  if have < q then
+    if #remote > 0 and ARGV[2] ~= '1' then
+      return {-8, unpack(remote)}
+    end
+    return {-2}
+  end
+end
+return {redis.call('DECRBY', KEYS[1], ARGV[1])}

@@ -1,0 +1,92 @@
+-- Helpers of the Orders scripts, prepended to each of them after level.lua.
+--
+-- Times are microseconds of the server's own clock (TIME), never the
+-- client's: a deadline is compared with the clock of the Redis that keeps
+-- it. 1.7e15 us is well inside the 2^53 a Lua number holds exactly, and a
+-- sorted set score is a double too.
+--
+-- A SKU's held units are listed in the sorted set KEYS "holds:{sku}", scored
+-- by the time they are due back:
+--   "<qty> <order id>"  a hold whose order record shares the SKU's slot: the
+--                       SKU side gives its units back alone when due;
+--   "~<order id>"       a line of an order recorded in another slot (the
+--                       two-phase protocol): its line record "line:{sku}<id>"
+--                       has the units, and only the order record may say
+--                       whether they go back, so the SKU side reports it to
+--                       the client instead.
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+local function int(n)
+  return string.format('%d', n)
+end
+
+-- reclaim gives back to stock, whose level is have, the units of the local
+-- holds in holds due by now, oldest first, 64 at a time, and appends the ids
+-- of due remote ones to remote (at most 64). It examines at least budget
+-- due holds (when there are that many) and goes on while have < need, so a
+-- refusal is only ever decided once every due local hold is back. It
+-- returns the new level, and whether due holds may remain after it gave
+-- some back (a caller that must see every one calls again).
+local function reclaim(stock, holds, now, have, need, budget, remote)
+  local examined, off, gave = 0, 0, false
+  while true do
+    local due = redis.call('ZRANGEBYSCORE', holds, '-inf', now, 'LIMIT', off, 64)
+    examined = examined + #due
+    for _, m in ipairs(due) do
+      if string.byte(m, 1) == 126 then -- "~": remote
+        if #remote < 64 then
+          remote[#remote + 1] = string.sub(m, 2)
+        end
+        off = off + 1
+      else
+        local q = string.match(m, '^%d+')
+        redis.call('ZREM', holds, m)
+        redis.call('INCRBY', stock, q)
+        have = have + tonumber(q)
+        gave = true
+      end
+    end
+    if #due < 64 then
+      return have, false
+    end
+    if examined >= budget and have >= need then
+      return have, gave
+    end
+  end
+end
+
+-- same_lines reports whether the order record rec was applied as kind with
+-- the n lines given as (sku, qty) pairs in ARGV from index first on.
+local function same_lines(rec, kind, first, n)
+  local f = {'k', 'c'}
+  for i = 0, n - 1 do
+    f[#f + 1] = '=' .. ARGV[first + 2 * i]
+  end
+  local v = redis.call('HMGET', rec, unpack(f))
+  if v[1] ~= kind or tonumber(v[2]) ~= n then
+    return false
+  end
+  for i = 0, n - 1 do
+    if v[3 + i] ~= ARGV[first + 2 * i + 1] then
+      return false
+    end
+  end
+  return true
+end
+
+-- record_fields returns the HSET arguments of a new order record: state s,
+-- kind, n lines from ARGV index first on, and extra field/value pairs.
+local function record_fields(s, kind, first, n, extra)
+  local f = {'s', s, 'k', kind, 'c', n}
+  for i = 0, n - 1 do
+    f[#f + 1] = '=' .. ARGV[first + 2 * i]
+    f[#f + 1] = ARGV[first + 2 * i + 1]
+  end
+  for _, x in ipairs(extra) do
+    f[#f + 1] = x
+  end
+  return f
+end

@@ -1,0 +1,181 @@
+-- One line of a two-phase order (see orders_record.lua), in its SKU's slot:
+-- KEYS[1] the stock level, KEYS[2] the SKU's holds, KEYS[3] the line record
+-- "line:{sku}/<id>" = "<state><qty>:<nonce>", states
+--   p  units out, their fate is the order record's to say: listed in holds
+--      as "~<id>", due when the record may have decided (the attempt's
+--      pending deadline w, or a hold's deadline d once the record says h);
+--   a  units out, a Return in progress: due at once, so that should its
+--      client die, the SKU side asks the record (returned: back; taken or
+--      held: as before);
+--   t  units out for good;  r  units added by a restock;
+--   x  a tombstone: units back or never taken, and a late copy of this
+--      attempt's take may still arrive (it must not land).
+-- Each op is idempotent per order, SKU and attempt (nonce), so a client may
+-- repeat any of them after a lost reply. A line left by an older attempt is
+-- over: a new attempt begins only once the older one's record is gone.
+-- ARGV[1] op, [2] order id, [3] nonce, then per op:
+--   take     [4] qty [5] due (us) [6] "1": decide without due remote holds
+--   restock  [4] qty [5] retention (ms)
+--   undo     [4] tombstone ttl (ms), "" for none: gives this attempt's (or
+--            an older one's) units back; with a ttl, leaves a tombstone
+--   finalize [4] retention (ms): p -> t
+--   arm      p or t -> a
+--   resolve  [4] retention (ms) [5] the record's state ("" none) [6] the
+--            time it was read (us) [7] its hold deadline (us) [8] how long
+--            a Return may take (us): applies what the record says, for the
+--            SKU side
+-- Returns {0}; for resolve {1} when it changed the line, {2} when a Return
+-- is deciding it; or {-1|-2|-3}
+-- unknown / short / corrupt SKU, {-8, id...} see orders_decrement.lua,
+-- {-10} restock past 2^53-1, {-11} this attempt's line is a tombstone,
+-- {-12} a newer attempt owns the line. Nothing changed on a negative reply.
+local stock, holds, line = KEYS[1], KEYS[2], KEYS[3]
+local op, id, nonce = ARGV[1], ARGV[2], ARGV[3]
+local member = '~' .. id
+local st, qty, owner
+local changed = 0
+do
+  local v = redis.call('GET', line)
+  if v then
+    st, qty, owner = string.match(v, '^(%a)(%d+):(.*)$')
+  end
+end
+
+-- begun is when the attempt of nonce n began, by the record's clock.
+local function begun(n)
+  return tonumber(string.match(n, '^%d+')) or 0
+end
+
+local function put(s, q, n, ttl)
+  if ttl then
+    redis.call('SET', line, s .. q .. ':' .. n, 'PX', ttl)
+  else
+    redis.call('SET', line, s .. q .. ':' .. n)
+  end
+end
+
+-- back gives the units of an open line back, once, and deletes the line
+-- record, or leaves tombstone n for ttl ms.
+local function back(n, ttl)
+  changed = 1
+  if st == 'p' or st == 't' or st == 'a' then
+    redis.call('INCRBY', stock, qty)
+  end
+  redis.call('ZREM', holds, member)
+  if ttl then
+    put('x', qty or '0', n, ttl)
+  else
+    redis.call('DEL', line)
+  end
+end
+
+-- Units go back only onto a stock level (a missing key is created anew).
+local open = st == 'p' or st == 't' or st == 'a'
+if open and op ~= 'finalize' and op ~= 'arm' then
+  local _, why = level(stock)
+  if why == -3 then
+    return {-3}
+  end
+end
+
+if op == 'take' or op == 'restock' then
+  if st then
+    if owner == nonce then
+      if st == 'x' then
+        return {-11}
+      end
+      return {0}
+    end
+    if begun(owner) > begun(nonce) then
+      return {-12}
+    end
+  end
+  local have, why = level(stock)
+  if not have then
+    return {why}
+  end
+  local q = tonumber(ARGV[4])
+  if op == 'restock' then
+    if have + q > 9007199254740991 then
+      return {-10}
+    end
+    if st then
+      back(owner)
+    end
+    redis.call('INCRBY', stock, ARGV[4])
+    put('r', ARGV[4], nonce, ARGV[5])
+    return {0}
+  end
+  local remote = {}
+  have = reclaim(stock, holds, now_us(), have, q, 16, remote)
+  if open then
+    have = have + tonumber(qty) -- the older attempt's, given back below
+  end
+  if have < q then
+    if #remote > 0 and ARGV[6] ~= '1' then
+      return {-8, unpack(remote)}
+    end
+    return {-2}
+  end
+  if st then
+    back(owner)
+  end
+  redis.call('DECRBY', stock, ARGV[4])
+  put('p', ARGV[4], nonce)
+  redis.call('ZADD', holds, ARGV[5], member)
+  return {0}
+end
+
+if op == 'undo' then
+  local ttl = ARGV[4] ~= '' and ARGV[4] or nil
+  if st and (owner == nonce or begun(owner) < begun(nonce)) then
+    back(nonce, ttl)
+  elseif not st and ttl then
+    put('x', '0', nonce, ttl)
+  end
+elseif op == 'finalize' then
+  if st == 'p' and owner == nonce then
+    redis.call('ZREM', holds, member)
+    put('t', qty, nonce, ARGV[4])
+  end
+elseif op == 'arm' then
+  if (st == 'p' or st == 't') and owner == nonce then
+    put('a', qty, nonce)
+    redis.call('ZADD', holds, now_us(), member)
+  end
+elseif op == 'resolve' then
+  local s = ARGV[5]
+  if not st then
+    changed = redis.call('ZREM', holds, member)
+  elseif owner ~= nonce then
+    -- The record no longer knows this line's attempt: if the attempt began
+    -- before the record was read, it is over, and its units go back.
+    if begun(owner) < tonumber(ARGV[6]) then
+      back(owner)
+    end
+  elseif st == 'a' and s ~= 'r' and s ~= 'e' and
+      now_us() - tonumber(redis.call('ZSCORE', holds, member) or 0) < tonumber(ARGV[8]) then
+    -- A Return in progress: the record may decide it any moment, and a
+    -- reader after that must find the line due, so it stays armed (and
+    -- the reader asks again) until its client has had ARGV[8] to finish.
+    changed = 2
+  elseif s == 't' then
+    if st == 'p' or st == 'a' then
+      changed = 1
+      redis.call('ZREM', holds, member)
+      put('t', qty, nonce, ARGV[4])
+    end
+  elseif s == 'h' then
+    -- Held until d: due again then (it was due at the pending deadline).
+    if (st == 'p' or st == 'a') and tonumber(ARGV[7]) > tonumber(ARGV[6]) then
+      changed = 1
+      put('p', qty, nonce)
+      redis.call('ZADD', holds, ARGV[7], member)
+    end
+  elseif s == 'r' or s == 'e' then
+    back(nonce, ARGV[4])
+  elseif s ~= 'p' then
+    back(nonce)
+  end
+end
+return {changed}

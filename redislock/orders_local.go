@@ -1,0 +1,126 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/redisx"
+)
+
+// errReread: the record changed between the read and the script that acts
+// on it (it expired and an order with other lines took its ID).
+var errReread = errors.New("redislock: order record changed, read it again")
+
+// placeLocal runs a Take or Hold whose keys share a slot: orders_place.lua.
+func (a *Atomic) placeLocal(ctx context.Context, kind byte, id string, ttl time.Duration, lines []stockguard.Line) error {
+	keys := make([]string, 0, 1+2*len(lines))
+	keys = append(keys, a.orderKey(id))
+	args := make([]any, 5, 5+2*len(lines))
+	args[0], args[1], args[2], args[4] = string(kind), ttlMicros(ttl), a.retention.Milliseconds(), id
+	for _, l := range lines {
+		keys = append(keys, a.keys.Stock(l.SKU), a.holdsKey(l.SKU))
+		args = append(args, l.SKU, l.Qty)
+	}
+	var state string
+	err := a.withResolve(ctx, func(ignore bool) (string, []string, error) {
+		args[3] = flag01(ignore)
+		reply, err := placeScript.Run(ctx, a.scripts, keys, args...).Slice()
+		if err != nil {
+			return "", nil, redisx.Classify(ctx, err, redisx.Write)
+		}
+		code := replyInt(reply, 0)
+		switch {
+		case code == 0:
+			state, _ = reply[1].(string)
+			return "", nil, nil
+		case code == codeMismatch:
+			return "", nil, fmt.Errorf("%w: %q was applied with other lines or by another call", stockguard.ErrOrderMismatch, id)
+		}
+		i := int(replyInt(reply, 1)) - 1
+		if i < 0 || i >= len(lines) {
+			return "", nil, unexpected(reply)
+		}
+		if code == codeResolve {
+			return lines[i].SKU, replyStrings(reply, 2), nil
+		}
+		if err := a.refusal(code, lines[i]); err != nil {
+			return "", nil, err
+		}
+		return "", nil, unexpected(reply)
+	})
+	if err != nil {
+		return err
+	}
+	if state == "r" || state == "e" {
+		return fmt.Errorf("%w: it is %v", stockguard.ErrOrderClosed, orderState(state[0]))
+	}
+	return nil
+}
+
+// actLocal applies op ("confirm", "return", "order") to r, the record of
+// an order whose keys share a slot, in one script (orders_act.lua) that
+// declares every key of its lines. An Order of an order that is not held
+// past its deadline, and a Confirm or Return with nothing to change, need
+// no script. It returns errReread when the record changed since r was read.
+func (a *Atomic) actLocal(ctx context.Context, op, id string, r *record) (*record, error) {
+	switch {
+	case op == "order" && !r.expired(),
+		op == "confirm" && r.state != 'h',
+		op == "return" && r.state != 'h' && r.state != 't':
+		return r, nil
+	}
+	keys := make([]string, 0, 1+2*len(r.lines))
+	keys = append(keys, a.orderKey(id))
+	args := make([]any, 0, 3+2*len(r.lines))
+	args = append(args, op, a.retention.Milliseconds(), id)
+	for _, l := range r.lines {
+		keys = append(keys, a.keys.Stock(l.SKU), a.holdsKey(l.SKU))
+		args = append(args, l.SKU, l.Qty)
+	}
+	reply, err := actScript.Run(ctx, a.scripts, keys, args...).Slice()
+	if err != nil {
+		return nil, redisx.Classify(ctx, err, redisx.Effect(op != "order"))
+	}
+	switch code := replyInt(reply, 0); code {
+	case 0, codeClosed:
+		s, _ := reply[1].(string)
+		r.state = s[0]
+		return r, nil
+	case codeNoOrder, codeMismatch, codeReread:
+		return nil, errReread
+	case codeCorrupt:
+		i := int(replyInt(reply, 1)) - 1
+		if i >= 0 && i < len(r.lines) {
+			return nil, a.refusal(code, r.lines[i])
+		}
+	}
+	return nil, unexpected(reply)
+}
+
+// restockLocal runs a Restock whose keys share a slot: orders_restock.lua.
+func (a *Atomic) restockLocal(ctx context.Context, id, sku string, qty int64) error {
+	keys := []string{a.orderKey(id), a.keys.Stock(sku)}
+	reply, err := restockScript.Run(ctx, a.scripts, keys, a.retention.Milliseconds(), sku, qty).Slice()
+	if err != nil {
+		return redisx.Classify(ctx, err, redisx.Write)
+	}
+	switch code := replyInt(reply, 0); code {
+	case 0:
+		return nil
+	case codeMismatch:
+		return fmt.Errorf("%w: %q was applied otherwise", stockguard.ErrOrderMismatch, id)
+	default:
+		if err := a.refusal(code, stockguard.Line{SKU: sku, Qty: qty}); err != nil {
+			return err
+		}
+	}
+	return unexpected(reply)
+}
+
+// ttlMicros is a hold's ttl in whole microseconds, rounded up.
+func ttlMicros(ttl time.Duration) int64 {
+	return (ttl + time.Microsecond - 1).Microseconds()
+}

@@ -1,0 +1,63 @@
+-- Take or Hold of an order whose keys share one slot: every line checked,
+-- then every line taken and the order recorded, in this one script.
+-- KEYS[1] the order record; KEYS[2i], KEYS[2i+1] line i's stock level and
+-- holds (see orders_lib.lua).
+-- ARGV[1] kind "T" (take) or "H" (hold), [2] hold ttl (us), [3] retention
+-- (ms), [4] "1": decide without due remote holds, [5] the order id, then
+-- (sku, qty) of each line from [6] on.
+-- Returns {0, state, deadline} for an order recorded now or before with the
+-- same lines (state "t", "h", or "r"/"e": closed), or
+--   {-1|-2|-3, i} line i's SKU is unknown / short / corrupt, nothing changed;
+--   {-5} the id was applied with other lines or as another call;
+--   {-8, i, id...} line i is short unless due remote holds go back first.
+local rec = KEYS[1]
+local kind, id = ARGV[1], ARGV[5]
+local n = (#KEYS - 1) / 2
+local now = now_us()
+
+local function member(i)
+  return ARGV[5 + 2 * i] .. ' ' .. id
+end
+
+if redis.call('EXISTS', rec) == 1 then
+  if not same_lines(rec, kind, 6, n) then
+    return {-5}
+  end
+  local v = redis.call('HMGET', rec, 's', 'd')
+  local s, d = v[1], v[2]
+  if s == 'h' and now >= tonumber(d) then
+    s = 'e' -- its units go back by the SKU side's reclaim or Order's
+  end
+  return {0, s, d}
+end
+
+for i = 1, n do
+  local stock, q = KEYS[2 * i], tonumber(ARGV[5 + 2 * i])
+  local have, why = level(stock)
+  if not have then
+    return {why, i}
+  end
+  local remote = {}
+  have = reclaim(stock, KEYS[2 * i + 1], now, have, q, 16, remote)
+  if have < q then
+    if #remote > 0 and ARGV[4] ~= '1' then
+      return {-8, i, unpack(remote)}
+    end
+    return {-2, i}
+  end
+end
+
+local s, d, ttl = 't', '0', tonumber(ARGV[3])
+if kind == 'H' then
+  s, d = 'h', int(now + tonumber(ARGV[2]))
+  ttl = ttl + math.ceil(tonumber(ARGV[2]) / 1000)
+end
+for i = 1, n do
+  redis.call('DECRBY', KEYS[2 * i], ARGV[5 + 2 * i])
+  if kind == 'H' then
+    redis.call('ZADD', KEYS[2 * i + 1], d, member(i))
+  end
+end
+redis.call('HSET', rec, unpack(record_fields(s, kind, 6, n, {'d', d})))
+redis.call('PEXPIRE', rec, int(ttl))
+return {0, s, d}

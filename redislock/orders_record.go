@@ -1,0 +1,107 @@
+package redislock
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stockguard/stockguard"
+)
+
+// Kinds of order record ("k").
+const (
+	kindTake    = 'T'
+	kindHold    = 'H'
+	kindRestock = 'R'
+)
+
+// record is an order record as a script read it (orders_read.lua,
+// orders_record.lua).
+type record struct {
+	now      int64  // the clock of the record's server when read, us
+	flag     string // orders_record.lua: "new", "expired" or "mismatch"
+	state    byte   // 0 when there is no record; see orders_record.lua
+	kind     byte
+	lines    []stockguard.Line // in SKU order
+	nonce    string            // the two-phase attempt; "" for a one-slot order
+	pending  int64             // two-phase: the attempt's deadline, us
+	deadline int64             // holds: us
+}
+
+// parseRecord reads a script's reply: the server's time, flag when hasFlag,
+// then the record's fields and values.
+func parseRecord(reply []any, hasFlag bool) (*record, error) {
+	r := &record{}
+	bad := func() (*record, error) { return nil, unexpected(reply) }
+	if len(reply) < 1 {
+		return bad()
+	}
+	now, ok := reply[0].(int64)
+	if !ok {
+		return bad()
+	}
+	r.now, reply = now, reply[1:]
+	if hasFlag {
+		if len(reply) < 1 {
+			return bad()
+		}
+		r.flag, _ = reply[0].(string)
+		reply = reply[1:]
+	}
+	if len(reply)%2 != 0 {
+		return bad()
+	}
+	for i := 0; i < len(reply); i += 2 {
+		f, _ := reply[i].(string)
+		v, _ := reply[i+1].(string)
+		var err error
+		switch {
+		case f == "s" && len(v) == 1:
+			r.state = v[0]
+		case f == "k" && len(v) == 1:
+			r.kind = v[0]
+		case f == "n":
+			r.nonce = v
+		case f == "w":
+			r.pending, err = strconv.ParseInt(v, 10, 64)
+		case f == "d":
+			r.deadline, err = strconv.ParseInt(v, 10, 64)
+		case strings.HasPrefix(f, "="):
+			var q int64
+			q, err = strconv.ParseInt(v, 10, 64)
+			r.lines = append(r.lines, stockguard.Line{SKU: f[1:], Qty: q})
+		}
+		if err != nil {
+			return bad()
+		}
+	}
+	r.lines = stockguard.SortedLines(r.lines)
+	return r, nil
+}
+
+// orderState is the contract's name of a settled record's state.
+func orderState(s byte) stockguard.OrderState {
+	switch s {
+	case 'h':
+		return stockguard.OrderHeld
+	case 't':
+		return stockguard.OrderTaken
+	case 'r':
+		return stockguard.OrderReturned
+	case 'e':
+		return stockguard.OrderExpired
+	}
+	return 0
+}
+
+// info is what Order reports of r, recorded under id.
+func (r *record) info(id string) stockguard.OrderInfo {
+	info := stockguard.OrderInfo{ID: id, State: orderState(r.state), Lines: r.lines}
+	if r.kind == kindHold {
+		info.Deadline = time.UnixMicro(r.deadline)
+	}
+	return info
+}
+
+// expired reports whether r, a one-slot hold, is past its deadline.
+func (r *record) expired() bool { return r.state == 'h' && r.now >= r.deadline }

@@ -1,0 +1,88 @@
+-- The order record of the two-phase protocol (an order whose lines are in
+-- other slots than its record KEYS[1]): the one authority on where the
+-- order stands. Its lines follow it (orders_line.lua).
+--
+-- Fields: s state, k kind ("T" take, "H" hold, "R" restock), c line count,
+-- "=<sku>" each line's qty, n the attempt's nonce ("<begin us>.<random>"),
+-- w the pending deadline and d the hold's deadline (us). States:
+--   p  pending: lines being taken under n; committed only before w
+--   u  undoing: the attempt failed or was abandoned; its lines go back,
+--      then the record is deleted (nothing recorded)
+--   h  held until d;  t  taken;  r  returned;  e  expired (units go back)
+-- A pending take or hold past w becomes u, and a hold past d becomes e, as
+-- soon as any op reads the record: the deadline is kept by this server's
+-- clock alone, and a Confirm racing an expiry is decided here, once.
+--
+-- ARGV[1] op, [2] retention (ms), then per op:
+--   begin   [3] kind [4] random [5] hold ttl (us) [6] pending window (us),
+--           (sku, qty) from [7] on: records a pending attempt unless the
+--           id is recorded; {now, "mismatch"} if it is, settled, with other
+--           lines or kind; otherwise as view
+--   view    reads;  commit [3] nonce: p -> h or t;  abort [3] nonce: p -> u;
+--   confirm h -> t;  return h or t -> r;  drop [3] nonce: deletes a u record
+-- Every op returns {now, flag, field, value, ...} (no fields: no record);
+-- flag is "new" for a record begun now, "expired" when this op made it e.
+local rec, op, retention = KEYS[1], ARGV[1], tonumber(ARGV[2])
+local now = now_us()
+local flag = ''
+
+local function get(f)
+  return redis.call('HGET', rec, f)
+end
+
+local function set(s, ttl)
+  redis.call('HSET', rec, 's', s)
+  if ttl then
+    redis.call('PEXPIRE', rec, int(ttl))
+  end
+end
+
+local s = get('s')
+if op == 'begin' and not s then
+  local n = (#ARGV - 6) / 2
+  local kind, ttl, window = ARGV[3], tonumber(ARGV[5]), tonumber(ARGV[6])
+  local d = 0
+  if kind == 'H' then
+    d = now + ttl
+  end
+  redis.call('HSET', rec, unpack(record_fields('p', kind, 7, n,
+    {'n', int(now) .. '.' .. ARGV[4], 'w', int(now + window), 'd', int(d)})))
+  redis.call('PEXPIRE', rec, int(math.ceil((window + ttl) / 1000) + retention))
+  flag = 'new'
+  s = 'p'
+elseif s == 'p' and get('k') ~= 'R' and now >= tonumber(get('w')) then
+  -- Abandoned (a restock is never undone: its one line only adds).
+  s = 'u'
+  set(s)
+elseif s == 'h' and now >= tonumber(get('d')) then
+  s = 'e'
+  set(s, retention)
+  flag = 'expired'
+end
+
+-- Only a settled order can be compared: one pending may yet be undone, and
+-- then nothing was applied under its id.
+if op == 'begin' and flag ~= 'new' and s ~= 'p' and s ~= 'u' and not same_lines(rec, ARGV[3], 7, (#ARGV - 6) / 2) then
+  return {now, 'mismatch'}
+end
+
+if op == 'commit' and s == 'p' and get('n') == ARGV[3] then
+  if get('k') == 'H' then
+    set('h', math.ceil((tonumber(get('d')) - now) / 1000) + retention)
+  else
+    set('t', retention)
+  end
+elseif op == 'abort' and s == 'p' and get('n') == ARGV[3] then
+  set('u')
+elseif op == 'confirm' and s == 'h' then
+  set('t', retention)
+elseif op == 'return' and (s == 'h' or s == 't') then
+  set('r', retention)
+elseif op == 'drop' and s == 'u' and get('n') == ARGV[3] then
+  redis.call('DEL', rec)
+end
+
+local out = redis.call('HGETALL', rec)
+table.insert(out, 1, flag)
+table.insert(out, 1, now)
+return out

@@ -1,0 +1,373 @@
+package redislock
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/redisx"
+)
+
+// errRestart: this attempt at an order was undone under its client (its
+// pending deadline passed, or a newer attempt owns a line); begin again.
+var errRestart = errors.New("redislock: the order's attempt was undone")
+
+// placeRemote runs a Take, Hold or Restock whose keys span slots: the
+// two-phase protocol of orders_record.lua and orders_line.lua.
+func (a *Atomic) placeRemote(ctx context.Context, kind byte, id string, ttl time.Duration, lines []stockguard.Line) error {
+	args := make([]any, 0, 4+2*len(lines))
+	args = append(args, string(kind), rand.Text()[:10], ttlMicros(ttl), a.window().Microseconds())
+	for _, l := range lines {
+		args = append(args, l.SKU, l.Qty)
+	}
+	for range 4 {
+		r, err := a.recordOp(ctx, id, "begin", args...)
+		switch {
+		case err != nil:
+			return err
+		case r.flag == "mismatch":
+			return fmt.Errorf("%w: %q was applied with other lines or by another call", stockguard.ErrOrderMismatch, id)
+		}
+		ours, compared := r.flag == "new", r.state != 'p' && r.state != 'u'
+		if ours {
+			if err := a.at("begun"); err != nil {
+				return err
+			}
+		}
+		r, err = a.finish(ctx, id, r)
+		switch {
+		case ours && (errors.Is(err, errRestart) || err == nil && r.state == 0):
+			continue // undone under us, or by a caller that found it abandoned
+		case ours && err != nil:
+			return err
+		case ours:
+			// This call began the attempt that was committed, here or by
+			// a caller resuming it: it applied the order, even if others
+			// have closed it since.
+			return nil
+		case compared:
+			return a.answer(id, r)
+		case err != nil && !errors.Is(err, errRestart) && !refused(err):
+			return err
+		}
+		// An attempt of an earlier call, now settled or gone: begin again,
+		// to compare with it or to try afresh.
+	}
+	return fmt.Errorf("%w: the attempts at order %q kept being undone", stockguard.ErrContention, id)
+}
+
+// window is how long a two-phase attempt may stay pending.
+func (a *Atomic) window() time.Duration { return cmp.Or(a.pending, pendingWindow) }
+
+// answer is a Take's, Hold's or Restock's reply for the order it settled
+// (r: h, t, r or e).
+func (a *Atomic) answer(id string, r *record) error {
+	if r.state == 'r' || r.state == 'e' {
+		return fmt.Errorf("%w: order %q is %v", stockguard.ErrOrderClosed, id, orderState(r.state))
+	}
+	return nil
+}
+
+// settleRemote applies op ("confirm", "return", "order") to the two-phase
+// order id, finishing or undoing it first if it was left pending.
+func (a *Atomic) settleRemote(ctx context.Context, op, id string) (*record, error) {
+	r, err := a.recordOp(ctx, id, "view")
+	if err != nil {
+		return nil, err
+	}
+	r, err = a.finish(ctx, id, r)
+	switch {
+	case err != nil && !errors.Is(err, errRestart) && !refused(err):
+		return nil, err
+	case err != nil || r.state == 0:
+		return nil, fmt.Errorf("%w: nothing applied under %q", stockguard.ErrUnknownOrder, id)
+	case r.kind == kindRestock:
+		return nil, fmt.Errorf("%w: %q was applied by Restock", stockguard.ErrOrderMismatch, id)
+	}
+	switch {
+	case op == "confirm" && r.state == 'h':
+		if r, err = a.recordOp(ctx, id, "confirm"); err != nil {
+			return nil, err
+		}
+		switch {
+		case r.state == 't':
+			a.tidy(ctx, id, r, "finalize")
+		case r.flag == "expired":
+			a.tidy(ctx, id, r, "undo")
+		}
+	case op == "return" && (r.state == 'h' || r.state == 't'):
+		// Lines due now first: should this client die before the record
+		// decides, the SKU side asks the record and keeps them taken or
+		// gives them back, whichever it says.
+		if err := a.lineOps(ctx, id, r, "arm"); err != nil {
+			return nil, err
+		}
+		if err := a.at("armed"); err != nil {
+			return nil, err
+		}
+		if r, err = a.recordOp(ctx, id, "return"); err != nil {
+			return nil, err
+		}
+		a.tidy(ctx, id, r, "undo")
+	}
+	return r, nil
+}
+
+// finish drives the record r of id out of the protocol's transient states:
+// a pending attempt is resumed (its lines taken again, idempotently, then
+// committed) or, when a line is refused, undone; an undoing one is undone
+// and its record deleted (r.state 0). It returns the record as it left it
+// and, for an attempt undone because a line was refused, that refusal; or
+// errRestart when the attempt was undone under it.
+func (a *Atomic) finish(ctx context.Context, id string, r *record) (*record, error) {
+	var (
+		refusal error
+		known   []outcome // of this call's takes, for the undo after its abort
+	)
+	for {
+		switch r.state {
+		case 'u':
+			if err := a.undoLines(ctx, id, r, known); err != nil {
+				return nil, pending(err)
+			}
+			next, err := a.recordOp(ctx, id, "drop", r.nonce)
+			if err != nil {
+				return nil, pending(err)
+			}
+			if next.state == 0 || next.nonce == r.nonce {
+				return next, refusal
+			}
+			r, known = next, nil // someone else's new attempt: finish it too
+		case 'p':
+			outcomes, why, err := a.takeLines(ctx, id, r)
+			if err != nil {
+				return nil, pending(err)
+			}
+			op := "commit"
+			if why != nil {
+				op, refusal = "abort", why
+			} else if err := a.at("taken"); err != nil {
+				return nil, err
+			}
+			attempt := r
+			if r, err = a.recordOp(ctx, id, op, attempt.nonce); err != nil {
+				return nil, pending(err)
+			}
+			switch {
+			case r.nonce == attempt.nonce && r.state == 'u':
+				known = outcomes
+			case r.nonce == attempt.nonce && (r.state == 't' || r.state == 'h'):
+			case r.nonce == attempt.nonce:
+				// Closed (returned, expired) by other callers while this
+				// one took lines, which their undo may have missed.
+				if err := a.lineOps(ctx, id, attempt, "undo"); err != nil {
+					return nil, pending(err)
+				}
+			default:
+				// Undone and deleted by other callers while this one took
+				// lines, which their undo may have missed: give them back.
+				if err := a.undoLines(ctx, id, attempt, outcomes); err != nil {
+					return nil, pending(err)
+				}
+			}
+			if r.state == 't' && r.kind == kindTake {
+				if err := a.at("committed"); err != nil {
+					return nil, err
+				}
+				a.tidy(ctx, id, r, "finalize")
+			}
+			if r.state != 'u' {
+				refusal = nil // committed, by this call or by another
+			}
+		default:
+			if r.flag == "expired" {
+				a.tidy(ctx, id, r, "undo")
+			}
+			return r, nil
+		}
+	}
+}
+
+// outcome is what a line's take did, as far as its client knows.
+type outcome int8
+
+const (
+	outTaken   outcome = iota + 1 // the script replied: taken (or restocked)
+	outRefused                    // the script replied: refused, nothing written
+	outUnknown                    // no reply: it may still land
+)
+
+// takeLines takes (or restocks) every line of the pending attempt r, in
+// parallel, each in its own slot, and returns what each did. It also
+// returns why a line was refused (ErrInsufficientStock, ErrUnknownSKU,
+// ErrInvalidRequest for a restock past MaxQty, errRestart), or else any
+// other error.
+func (a *Atomic) takeLines(ctx context.Context, id string, r *record) (outcomes []outcome, refusal, err error) {
+	// A hold's lines are due at the pending deadline too: should the
+	// attempt be abandoned, they come back then, not at a distant deadline.
+	due := r.pending
+	if r.kind == kindHold {
+		due = min(due, r.deadline)
+	}
+	outcomes = make([]outcome, len(r.lines))
+	errs := forLines(r.lines, func(i int, l stockguard.Line) error {
+		outcomes[i] = outUnknown
+		return a.withResolve(ctx, func(ignore bool) (string, []string, error) {
+			args := []any{"take", id, r.nonce, l.Qty, due, flag01(ignore)}
+			if r.kind == kindRestock {
+				args = []any{"restock", id, r.nonce, l.Qty, a.retention.Milliseconds()}
+			}
+			reply, err := lineScript.Run(ctx, a.scripts, a.lineKeys(l.SKU, id), args...).Slice()
+			if err != nil {
+				return "", nil, redisx.Classify(ctx, err, redisx.Write)
+			}
+			switch code := replyInt(reply, 0); code {
+			case 0:
+				outcomes[i] = outTaken
+				return "", nil, nil
+			case codeResolve:
+				return l.SKU, replyStrings(reply, 1), nil
+			case codeLineUndone, codeLineNewer:
+				outcomes[i] = outRefused
+				return "", nil, errRestart
+			default:
+				if err := a.refusal(code, l); err != nil {
+					outcomes[i] = outRefused
+					return "", nil, err
+				}
+				return "", nil, unexpected(reply)
+			}
+		})
+	})
+	for _, e := range errs {
+		switch {
+		case refused(e) || errors.Is(e, errRestart):
+			// Undoing is safe even beside a line whose outcome is unknown:
+			// its undo leaves a tombstone that a late take cannot pass.
+			refusal = cmp.Or(refusal, e)
+		case e != nil:
+			err = cmp.Or(err, e)
+		}
+	}
+	if refusal != nil {
+		return outcomes, refusal, nil
+	}
+	return outcomes, nil, err
+}
+
+// undoLines gives back the lines of the undoing attempt r. known, when
+// this call took them, says which it need not touch (refused: nothing was
+// written) and which need no tombstone (taken: no copy of the take is on
+// its way); otherwise every line gets one, for the pending window, so
+// that nothing of an abandoned attempt lands after its record is gone.
+func (a *Atomic) undoLines(ctx context.Context, id string, r *record, known []outcome) error {
+	tomb := strconv.FormatInt(a.window().Milliseconds(), 10)
+	return errors.Join(forLines(r.lines, func(i int, l stockguard.Line) error {
+		ttl := tomb
+		if len(known) == len(r.lines) {
+			switch known[i] {
+			case outRefused:
+				return nil
+			case outTaken:
+				ttl = ""
+			}
+		}
+		return a.lineOp(ctx, id, r, l, "undo", ttl)
+	})...)
+}
+
+// lineOps runs op ("undo", "finalize", "arm"; see orders_line.lua) on
+// every line of r, in parallel, and returns the first error. Its undo
+// follows the record's decision to close the order (returned, expired),
+// and leaves a tombstone for as long as the record is kept: a caller still
+// resuming the attempt can then not take its lines again, not even for a
+// moment.
+func (a *Atomic) lineOps(ctx context.Context, id string, r *record, op string) error {
+	arg := strconv.FormatInt(a.retention.Milliseconds(), 10)
+	return errors.Join(forLines(r.lines, func(_ int, l stockguard.Line) error {
+		return a.lineOp(ctx, id, r, l, op, arg)
+	})...)
+}
+
+// lineOp runs op with its argument arg on the line l of r.
+func (a *Atomic) lineOp(ctx context.Context, id string, r *record, l stockguard.Line, op, arg string) error {
+	reply, err := lineScript.Run(ctx, a.scripts, a.lineKeys(l.SKU, id), op, id, r.nonce, arg).Slice()
+	if err != nil {
+		return redisx.Classify(ctx, err, redisx.Write)
+	}
+	return lineError(reply, a, l)
+}
+
+// tidy runs op on r's lines once the record has decided their fate. Its
+// errors are dropped on purpose: every line it did not reach is listed as
+// due in its SKU's holds, and whatever next needs that SKU's units asks
+// the record and does the same.
+func (a *Atomic) tidy(ctx context.Context, id string, r *record, op string) {
+	_ = a.lineOps(ctx, id, r, op)
+}
+
+// at is the test hook at a named point of the protocol.
+func (a *Atomic) at(point string) error {
+	if a.hook == nil {
+		return nil
+	}
+	return a.hook(point)
+}
+
+// lineError is the error of a reply of orders_line.lua: nil for a
+// non-negative code.
+func lineError(reply []any, a *Atomic, l stockguard.Line) error {
+	code := replyInt(reply, 0)
+	if code >= 0 {
+		return nil
+	}
+	if err := a.refusal(code, l); err != nil {
+		return err
+	}
+	return unexpected(reply)
+}
+
+// refused reports whether err is a line's refusal: nothing taken there.
+func refused(err error) bool {
+	return errors.Is(err, stockguard.ErrInsufficientStock) || errors.Is(err, stockguard.ErrUnknownSKU) ||
+		errors.Is(err, stockguard.ErrInvalidRequest)
+}
+
+// pending is err, which stopped an order between phases, as the caller
+// sees it: the order may or may not end applied (a retry finishes or
+// undoes it; its deadline undoes it).
+func pending(err error) error {
+	if errors.Is(err, stockguard.ErrOutcomeUnknown) {
+		return err
+	}
+	return fmt.Errorf("%w: the order was left pending (a retry finishes or undoes it, its deadline undoes it): %v",
+		stockguard.ErrOutcomeUnknown, err)
+}
+
+// unexpected is the error of a reply no script sends: wrapping
+// ErrOutcomeUnknown, since nothing can be said of what it did.
+func unexpected(reply []any) error {
+	return fmt.Errorf("%w: redislock: unexpected reply %v", stockguard.ErrOutcomeUnknown, reply)
+}
+
+// forLines calls fn for each line, in parallel when there are several, and
+// returns their errors in line order.
+func forLines(lines []stockguard.Line, fn func(int, stockguard.Line) error) []error {
+	errs := make([]error, len(lines))
+	if len(lines) == 1 {
+		errs[0] = fn(0, lines[0])
+		return errs
+	}
+	var wg sync.WaitGroup
+	for i, l := range lines {
+		wg.Go(func() { errs[i] = fn(i, l) })
+	}
+	wg.Wait()
+	return errs
+}

@@ -1,0 +1,124 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/redisx"
+)
+
+// orderKey is the record of the order under id: "<prefix>order:{id}".
+func (a *Atomic) orderKey(id string) string { return a.keys.Name("order", id) }
+
+// holdsKey lists the units of sku that orders hold (see orders_lib.lua):
+// "<prefix>holds:{sku}", in the slot of sku's stock.
+func (a *Atomic) holdsKey(sku string) string { return a.keys.Name("holds", sku) }
+
+// lineKey is the line record of a two-phase order's line of sku:
+// "<prefix>line:{sku}/<id>", in the slot of sku's stock. The SKU in the
+// hash tag ends at the first "}" (rediskeys.Name), so no two (sku, id)
+// pairs share a name.
+func (a *Atomic) lineKey(sku, id string) string { return a.keys.Name("line", sku) + "/" + id }
+
+// withResolve runs a SKU-side script through call until it needs no hold
+// resolved: call returns the SKU and the ids of the two-phase orders whose
+// holds it found due, which only their order records can settle. When
+// asking them settled none (their records, by their own clocks, still hold
+// them), call runs once more told to decide without them (ignore); while a
+// Return is deciding one, call waits for it and runs again, so that no
+// answer misses units the record has just given back.
+func (a *Atomic) withResolve(ctx context.Context, call func(ignore bool) (sku string, ids []string, err error)) error {
+	ignore := false
+	for wait := time.Millisecond; ; {
+		sku, ids, err := call(ignore)
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		settled, deciding, err := a.resolve(ctx, sku, ids)
+		switch {
+		case err != nil:
+			return err
+		case deciding:
+			if err := sleep(ctx, wait); err != nil {
+				return err
+			}
+			wait = min(2*wait, 20*time.Millisecond)
+		default:
+			ignore = !settled
+		}
+	}
+}
+
+// sleep waits for d or until ctx ends, then returns its error.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return stockguard.Canceled(ctx)
+	case <-t.C:
+		return nil
+	}
+}
+
+// resolve settles the due holds of sku of the two-phase orders ids: it
+// reads each order's record, which decides there and then whether a due
+// pending order is abandoned or a hold expired, and applies the answer to
+// the line (units back, or taken for good). It reports whether any line
+// changed, and whether a Return is deciding one. Its errors are Classify's
+// (Read: nothing of the caller's request was applied).
+func (a *Atomic) resolve(ctx context.Context, sku string, ids []string) (settled, deciding bool, err error) {
+	for _, id := range ids {
+		r, err := a.recordOp(ctx, id, "view")
+		if err != nil {
+			return false, false, err
+		}
+		reply, err := lineScript.Run(ctx, a.scripts, a.lineKeys(sku, id), "resolve", id, r.nonce,
+			a.retention.Milliseconds(), string(r.stateOrNone()), r.now, r.deadline, returnGrace.Microseconds()).Slice()
+		if err != nil {
+			return false, false, redisx.Classify(ctx, err, redisx.Read)
+		}
+		if err := lineError(reply, a, stockguard.Line{SKU: sku}); err != nil {
+			return false, false, err
+		}
+		switch replyInt(reply, 0) {
+		case 1:
+			settled = true
+		case 2:
+			deciding = true
+		}
+	}
+	return settled, deciding, nil
+}
+
+// lineKeys are the keys of orders_line.lua for the line of sku of order id.
+func (a *Atomic) lineKeys(sku, id string) []string {
+	return []string{a.keys.Stock(sku), a.holdsKey(sku), a.lineKey(sku, id)}
+}
+
+// recordOp runs op of orders_record.lua on the record of id and returns
+// the record as it left it. Errors are Classify's: Read for "view", which
+// changes the record only as its deadlines say, Write for the ops that act
+// for the caller.
+func (a *Atomic) recordOp(ctx context.Context, id, op string, args ...any) (*record, error) {
+	all := append([]any{op, a.retention.Milliseconds()}, args...)
+	reply, err := recordScript.Run(ctx, a.scripts, []string{a.orderKey(id)}, all...).Slice()
+	if err != nil {
+		return nil, redisx.Classify(ctx, err, redisx.Effect(op != "view"))
+	}
+	r, err := parseRecord(reply, true)
+	if err != nil {
+		return nil, fmt.Errorf("order %q: %w", id, err)
+	}
+	return r, nil
+}
+
+// stateOrNone is r's state for a script, "" for no record.
+func (r *record) stateOrNone() []byte {
+	if r.state == 0 {
+		return nil
+	}
+	return []byte{r.state}
+}

@@ -1,0 +1,175 @@
+package redislock
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/redistest"
+	"github.com/stockguard/stockguard/internal/redisx/cutproxy"
+)
+
+// errKilled stands for a client that died at a hook's point.
+var errKilled = errors.New("client killed")
+
+// killAt returns a hook that kills the call at point, once.
+func killAt(point string) func(string) error {
+	done := false
+	return func(p string) error {
+		if p == point && !done {
+			done = true
+			return errKilled
+		}
+		return nil
+	}
+}
+
+// TestAtomic_twoPhase_killedBetweenPhases kills the client at each point
+// of the protocol and checks that nothing stays taken for good: the next
+// call under the ID, or the pending deadline, finishes or undoes it.
+func TestAtomic_twoPhase_killedBetweenPhases(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	const window = 200 * time.Millisecond
+	setup := func(t *testing.T, point string) (*Atomic, *Atomic) {
+		prefix := redistest.Prefix(t, rdb)
+		dying := newOrders(rdb, prefix, true)
+		dying.pending, dying.hook = window, killAt(point)
+		other := newOrders(rdb, prefix, true)
+		other.pending = window
+		stockAll(t, other, 10, "a", "b")
+		return dying, other
+	}
+	cart := []stockguard.Line{line("a", 3), line("b", 4)}
+	kill := func(t *testing.T, err error) {
+		t.Helper()
+		if !errors.Is(err, errKilled) {
+			t.Fatalf("call = %v, want it killed", err)
+		}
+	}
+	ctx := t.Context()
+
+	t.Run("beforeCommit/deadlineUndoes", func(t *testing.T) {
+		dying, other := setup(t, "taken")
+		kill(t, dying.Take(ctx, "o", cart...))
+		// Pending: the units are out, and nobody may take them yet.
+		if err := other.Decrement(ctx, "b", 7); !errors.Is(err, stockguard.ErrInsufficientStock) {
+			t.Fatalf("Decrement of a pending order's units: %v, want ErrInsufficientStock", err)
+		}
+		time.Sleep(window + 50*time.Millisecond)
+		if err := other.Decrement(ctx, "b", 10); err != nil {
+			t.Fatalf("Decrement after the pending deadline: %v", err)
+		}
+		wantLevels(t, other, map[string]int64{"a": 10, "b": 0})
+		wantState(t, other, "o", 0)
+	})
+	t.Run("beforeCommit/retryFinishes", func(t *testing.T) {
+		dying, other := setup(t, "taken")
+		kill(t, dying.Take(ctx, "o", cart...))
+		if err := other.Take(ctx, "o", cart...); err != nil {
+			t.Fatalf("retry: %v", err)
+		}
+		time.Sleep(window + 50*time.Millisecond)
+		wantLevels(t, other, map[string]int64{"a": 7, "b": 6})
+		wantState(t, other, "o", stockguard.OrderTaken)
+	})
+	t.Run("beforeCommit/orderFinishes", func(t *testing.T) {
+		dying, other := setup(t, "taken")
+		kill(t, dying.Hold(ctx, "o", time.Minute, cart...))
+		wantState(t, other, "o", stockguard.OrderHeld)
+		time.Sleep(window + 50*time.Millisecond)
+		wantLevels(t, other, map[string]int64{"a": 7, "b": 6})
+		wantState(t, other, "o", stockguard.OrderHeld)
+	})
+	t.Run("afterBegin", func(t *testing.T) {
+		dying, other := setup(t, "begun")
+		kill(t, dying.Take(ctx, "o", cart...))
+		time.Sleep(window + 50*time.Millisecond)
+		wantState(t, other, "o", 0)
+		wantLevels(t, other, map[string]int64{"a": 10, "b": 10})
+	})
+	t.Run("afterCommit", func(t *testing.T) {
+		dying, other := setup(t, "committed")
+		kill(t, dying.Take(ctx, "o", cart...))
+		wantState(t, other, "o", stockguard.OrderTaken)
+		time.Sleep(window + 50*time.Millisecond)
+		// The lines were due: Stock asks the record, which says taken.
+		wantLevels(t, other, map[string]int64{"a": 7, "b": 6})
+		if err := other.Return(ctx, "o"); err != nil {
+			t.Fatal(err)
+		}
+		wantLevels(t, other, map[string]int64{"a": 10, "b": 10})
+	})
+	t.Run("holdBeforeCommit", func(t *testing.T) {
+		dying, other := setup(t, "taken")
+		kill(t, dying.Hold(ctx, "o", time.Hour, cart...))
+		time.Sleep(window + 50*time.Millisecond)
+		// Back at the pending deadline, not the hour's.
+		if err := other.Decrement(ctx, "a", 10); err != nil {
+			t.Fatalf("Decrement after the pending deadline: %v", err)
+		}
+		wantState(t, other, "o", 0)
+	})
+	t.Run("returnBeforeDecision", func(t *testing.T) {
+		dying, other := setup(t, "armed")
+		if err := other.Take(ctx, "o", cart...); err != nil {
+			t.Fatal(err)
+		}
+		kill(t, dying.Return(ctx, "o"))
+		// Armed lines are due at once; the record still says taken.
+		wantLevels(t, other, map[string]int64{"a": 7, "b": 6})
+		wantState(t, other, "o", stockguard.OrderTaken)
+		if err := other.Return(ctx, "o"); err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Return(ctx, "o"); err != nil {
+			t.Fatal(err)
+		}
+		wantLevels(t, other, map[string]int64{"a": 10, "b": 10})
+	})
+}
+
+// TestAtomic_Orders_replyLost loses the reply of each write of an order:
+// the caller hears ErrOutcomeUnknown, and the same call again converges on
+// the order taken once.
+func TestAtomic_Orders_replyLost(t *testing.T) {
+	srv := backendstest.SharedRedis(t)
+	points := map[string][]string{"oneScript": {""}, "twoPhase": {"", "begun", "taken"}}
+	for _, m := range orderModes {
+		for _, point := range points[m.name] {
+			t.Run(m.name+"/"+point, func(t *testing.T) {
+				proxy := cutproxy.Start(t, srv.Addr)
+				rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, MaxRetries: 3})
+				t.Cleanup(func() { rdb.Close() })
+				a := newOrders(rdb, redistest.Prefix(t, backendstest.RedisClient(t)), m.twoPhase)
+				ctx := t.Context()
+				stockAll(t, a, 10, "a")
+				if err := a.Take(ctx, "warm", line("a", 1)); err != nil { // loads the scripts
+					t.Fatal(err)
+				}
+				cut := func(p string) error {
+					if p == point {
+						proxy.CutNextReply()
+					}
+					return nil
+				}
+				if point == "" {
+					proxy.CutNextReply()
+				} else {
+					a.hook = cut
+				}
+				if err := a.Take(ctx, "o", line("a", 3)); !errors.Is(err, stockguard.ErrOutcomeUnknown) {
+					t.Fatalf("Take with a reply lost: %v, want ErrOutcomeUnknown", err)
+				}
+				a.hook = nil
+				if err := a.Take(ctx, "o", line("a", 3)); err != nil {
+					t.Fatalf("retry: %v", err)
+				}
+				wantLevels(t, a, map[string]int64{"a": 6})
+				wantState(t, a, "o", stockguard.OrderTaken)
+			})
+		}
+	}
+}
