@@ -426,7 +426,7 @@ func (b *Batched) grant(ctx context.Context, tx *sqlx.Tx, sku string, members []
 		case err != nil:
 			return classify(ctx, err, unsent)
 		case expired:
-			if reclaimed, err = b.reclaimIn(ctx, tx, sku); err != nil {
+			if reclaimed, err = b.reclaimIn(ctx, tx, own(members), sku); err != nil {
 				return err
 			}
 		}
@@ -453,6 +453,21 @@ func (b *Batched) grant(ctx context.Context, tx *sqlx.Tx, sku string, members []
 	}
 	_, err := tx.ExecContext(ctx, b.q.takeHeld, granted, sku)
 	return classify(ctx, err, unsent)
+}
+
+// own returns the IDs of the orders among members, which their batch's
+// transaction records (see reclaimIn).
+func own(members []*request) map[string]bool {
+	var ids map[string]bool
+	for _, r := range members {
+		if r.order != nil {
+			if ids == nil {
+				ids = make(map[string]bool, len(members))
+			}
+			ids[r.order.id] = true
+		}
+	}
+	return ids
 }
 
 // total is the units members ask for, at most MaxQty + 1.

@@ -274,7 +274,7 @@ func (l *ledger) short(ctx context.Context, conn *sqlx.Conn, o *newOrder, lines 
 	}
 	fits := true
 	err = inTx(ctx, conn, func(tx *sqlx.Tx) error {
-		if _, err := l.reclaimIn(ctx, tx, reclaim...); err != nil {
+		if _, err := l.reclaimIn(ctx, tx, nil, reclaim...); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, "SAVEPOINT reclaimed"); err != nil {
@@ -373,10 +373,15 @@ func (l *ledger) explainPlain(ctx context.Context, conn *sqlx.Conn, lines []stoc
 // request, or report a level, for a SKU with expired holds calls it first,
 // in the transaction that decides.
 //
+// own names the holds tx itself recorded and has not taken yet (a
+// batch's members): one whose deadline passed while tx waited for a row
+// has no units taken to give back, and reclaiming it would make stock out
+// of nothing.
+//
 // It locks the expired orders' rows after whatever tx holds already,
 // against the package's lock order: a deadlock it causes is broken by
 // InnoDB and retried like any other.
-func (l *ledger) reclaimIn(ctx context.Context, tx *sqlx.Tx, skus ...string) (int, error) {
+func (l *ledger) reclaimIn(ctx context.Context, tx *sqlx.Tx, own map[string]bool, skus ...string) (int, error) {
 	total := 0
 	for _, sku := range skus {
 		for {
@@ -384,6 +389,8 @@ func (l *ledger) reclaimIn(ctx context.Context, tx *sqlx.Tx, skus ...string) (in
 			if err := tx.SelectContext(ctx, &ids, l.lq.candidates, sku); err != nil {
 				return total, classify(ctx, err, unsent)
 			}
+			found := len(ids)
+			ids = slices.DeleteFunc(ids, func(id string) bool { return own[id] })
 			if len(ids) == 0 {
 				break
 			}
@@ -394,7 +401,7 @@ func (l *ledger) reclaimIn(ctx context.Context, tx *sqlx.Tx, skus ...string) (in
 			}
 			// Fewer expired than found: the rest changed state meanwhile,
 			// and their lines say so by now.
-			if len(ids) < candidateBatch || n == 0 {
+			if found < candidateBatch || n == 0 {
 				break
 			}
 		}

@@ -423,6 +423,34 @@ func TestBatched_Take_partialBatch(t *testing.T) {
 	}
 }
 
+// A hold whose deadline passes while its own batch waits for the row is
+// not reclaimed by that batch: its units were never taken, so giving them
+// back would make stock out of nothing (and grant a hold that cannot fit).
+func TestBatched_Hold_expiredInOwnBatchIsNotReclaimed(t *testing.T) {
+	db := testDB(t, interpolate)
+	table := newTable(t, db)
+	ctx := t.Context()
+	b := NewBatched(db, WithTable(table))
+	if err := b.SetStock(ctx, "hot", 1); err != nil {
+		t.Fatal(err)
+	}
+	tx := holdRow(t, db, table, "hot", "FOR UPDATE")
+	done := make(chan error, 1)
+	go func() { done <- b.Hold(ctx, "h", stockguard.MinHoldTTL, line("hot", 2)) }()
+	waitingOn(t, db, "UPDATE "+quote(table))
+	time.Sleep(10 * stockguard.MinHoldTTL) // the hold's deadline passes while it waits
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "Hold", <-done, stockguard.ErrInsufficientStock)
+	if n := ledgerRows(t, db, table, "h"); n != 0 {
+		t.Fatalf("refused hold left %d ledger rows", n)
+	}
+	if got := stockOf(t, b, "hot"); got != 1 {
+		t.Fatalf("stock %d, want 1", got)
+	}
+}
+
 // Bad input is ErrInvalidRequest before any I/O: a nil pool proves none
 // is done.
 func TestOrders_invalid(t *testing.T) {
