@@ -101,10 +101,7 @@ func TestDecrement_shortDeadlines(t *testing.T) {
 		name     string
 		maxDials int64 // per 1,000 calls at 1ms
 	}{
-		// Atomic's UPDATE is not sent through exec (atomic.go), so a
-		// deadline passing while it is in flight still closes the
-		// connection; the dial that replaces it is no longer lost.
-		{"atomic", 500},
+		{"atomic", 20},
 		{"pessimistic", 20},
 		{"optimistic", 20},
 		{"segmented", 20},
