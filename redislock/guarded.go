@@ -208,7 +208,7 @@ func (g *Guarded) SetStock(ctx context.Context, sku string, qty int64) error {
 // Stock returns the units of sku left; a single read needs no lock. Its
 // errors wrap stockguard.ErrInvalidRequest (bad sku or an invalid option,
 // before any I/O), the context's error, stockguard.ErrUnknownSKU or
-// stockguard.ErrContention (the read failed).
+// stockguard.ErrUnavailable (the read failed).
 func (g *Guarded) Stock(ctx context.Context, sku string) (int64, error) {
 	if g.err != nil {
 		return 0, g.err
@@ -287,11 +287,12 @@ func written(sku string, err error) error {
 }
 
 // readFailed maps the error of a store read: nothing was written, so an
-// error that is not one of the contract's "nothing changed" ones becomes
-// ErrContention.
+// error that is not one of the contract's "nothing changed" ones is a
+// store that cannot serve, ErrUnavailable — not ErrContention, which would
+// tell the caller that trying again soon helps.
 func readFailed(sku string, err error) error {
 	if stockguard.IsContract(err) && !errors.Is(err, stockguard.ErrOutcomeUnknown) {
 		return err
 	}
-	return fmt.Errorf("%w: reading the stock of %q: %v", stockguard.ErrContention, sku, err)
+	return fmt.Errorf("%w: reading the stock of %q: %v", stockguard.ErrUnavailable, sku, err)
 }

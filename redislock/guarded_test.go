@@ -271,3 +271,29 @@ func TestRedisStore_WriteFenced(t *testing.T) {
 		t.Fatal("a refused write created the stock key")
 	}
 }
+
+// brokenStore fails every read with an error outside the contract, as a
+// store whose database went away would.
+type brokenStore struct{ Store }
+
+func (brokenStore) Stock(context.Context, string) (int64, error) {
+	return 0, errors.New("connection refused")
+}
+
+// A store that cannot be read is ErrUnavailable, never ErrContention: the
+// caller must not be told that trying again soon helps.
+func TestGuarded_storeReadFailureIsUnavailable(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	prefix := lockPrefix(t)
+	ctx := t.Context()
+	g := NewGuarded(rdb, WithPrefix(prefix), WithStore(brokenStore{NewRedisStore(rdb, WithPrefix(prefix))}))
+	if err := g.SetStock(ctx, "sku", 10); err != nil {
+		t.Fatal(err)
+	}
+	_, stockErr := g.Stock(ctx, "sku")
+	for what, err := range map[string]error{"Stock": stockErr, "Decrement": g.Decrement(ctx, "sku", 1)} {
+		if c := stockguard.Contract(err); c != stockguard.ErrUnavailable {
+			t.Errorf("%s = %v, want exactly ErrUnavailable", what, err)
+		}
+	}
+}

@@ -675,8 +675,8 @@ func (s *Segmented) write(ctx context.Context, sku string, qty int64, old int) e
 // the retry policy while gathers or SetStock run. Its errors wrap
 // stockguard.ErrInvalidRequest (before any I/O), the context's error,
 // stockguard.ErrUnknownSKU (with ErrCorruptStock: a key holding something
-// else) or stockguard.ErrContention (a read failed, or the SKU never was
-// quiet).
+// else), stockguard.ErrUnavailable (a read failed) or
+// stockguard.ErrContention (the SKU never was quiet).
 func (s *Segmented) Stock(ctx context.Context, sku string) (int64, error) {
 	if s.err != nil {
 		return 0, s.err

@@ -76,8 +76,9 @@ func NewRedisStore(rdb AtomicClient, opts ...Option) *RedisStore {
 // SetStock creates sku with qty units (0…stockguard.MaxQty) or overwrites
 // its level. It is not fenced: Guarded calls it under the SKU's lock. It
 // returns nil or an error wrapping stockguard.ErrInvalidRequest (before any
-// I/O), the context's error, stockguard.ErrContention (nothing sent, or
-// Redis refused) or stockguard.ErrOutcomeUnknown (the SET may have been
+// I/O), the context's error, stockguard.ErrContention (Redis busy),
+// stockguard.ErrUnavailable (nothing sent, or Redis refused) or
+// stockguard.ErrOutcomeUnknown (the SET may have been
 // applied).
 func (s *RedisStore) SetStock(ctx context.Context, sku string, qty int64) error {
 	if s.err != nil {
@@ -89,7 +90,8 @@ func (s *RedisStore) SetStock(ctx context.Context, sku string, qty int64) error 
 // Stock returns the units of sku left. Its errors wrap
 // stockguard.ErrInvalidRequest (before any I/O), the context's error,
 // stockguard.ErrUnknownSKU (no stock key; with ErrCorruptStock, a key that
-// holds no stock level) or stockguard.ErrContention (the read failed).
+// holds no stock level), stockguard.ErrContention (Redis busy) or
+// stockguard.ErrUnavailable (the read failed).
 func (s *RedisStore) Stock(ctx context.Context, sku string) (int64, error) {
 	if s.err != nil {
 		return 0, s.err
@@ -104,7 +106,8 @@ func (s *RedisStore) Stock(ctx context.Context, sku string) (int64, error) {
 //   - ErrFenced (and so stockguard.ErrContention): a newer token exists,
 //     nothing was written;
 //   - stockguard.ErrUnknownSKU: the stock key is gone, nothing was written;
-//   - stockguard.ErrContention: nothing sent, or Redis refused the script;
+//   - stockguard.ErrContention: Redis or the pool was busy, nothing sent;
+//   - stockguard.ErrUnavailable: nothing sent, or Redis refused the script;
 //   - stockguard.ErrOutcomeUnknown: the connection failed after the script
 //     was sent; it may have been applied.
 func (s *RedisStore) WriteFenced(ctx context.Context, sku string, qty, token int64) error {
