@@ -57,6 +57,25 @@ func (e *retryError) Unwrap() error { return e.reason }
 // nil) is reported if the attempts run out.
 func Retry(reason error) error { return &retryError{reason} }
 
+// Validate reports a policy no Retrier follows as given: a negative field,
+// or a MaxDelay below a BaseDelay when both are set. Zero fields are valid
+// and mean the defaults. It returns nil or an error wrapping
+// ErrInvalidRequest; the strategy packages' WithRetry options turn it into
+// their deferred option error.
+func (p RetryPolicy) Validate() error {
+	switch {
+	case p.MaxAttempts < 0:
+		return fmt.Errorf("%w: retry policy: MaxAttempts %d is negative", ErrInvalidRequest, p.MaxAttempts)
+	case p.BaseDelay < 0:
+		return fmt.Errorf("%w: retry policy: BaseDelay %v is negative", ErrInvalidRequest, p.BaseDelay)
+	case p.MaxDelay < 0:
+		return fmt.Errorf("%w: retry policy: MaxDelay %v is negative", ErrInvalidRequest, p.MaxDelay)
+	case p.MaxDelay > 0 && p.MaxDelay < p.BaseDelay:
+		return fmt.Errorf("%w: retry policy: MaxDelay %v below BaseDelay %v", ErrInvalidRequest, p.MaxDelay, p.BaseDelay)
+	}
+	return nil
+}
+
 func (p RetryPolicy) withDefaults() RetryPolicy {
 	if p.MaxAttempts <= 0 {
 		p.MaxAttempts = DefaultMaxAttempts
@@ -67,7 +86,7 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 	if p.MaxDelay <= 0 {
 		p.MaxDelay = DefaultMaxDelay
 	}
-	if p.MaxDelay < p.BaseDelay {
+	if p.MaxDelay < p.BaseDelay { // a default MaxDelay below a BaseDelay set
 		p.MaxDelay = p.BaseDelay
 	}
 	return p

@@ -94,3 +94,28 @@ func TestRetrier_Do_concurrentAdaptive(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestRetryPolicy_Validate(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name  string
+		p     stockguard.RetryPolicy
+		valid bool
+	}{
+		{"zero means defaults", stockguard.RetryPolicy{}, true},
+		{"all set", stockguard.RetryPolicy{MaxAttempts: 3, BaseDelay: ms, MaxDelay: 10 * ms}, true},
+		{"base above the default max", stockguard.RetryPolicy{BaseDelay: time.Second}, true},
+		{"equal delays", stockguard.RetryPolicy{BaseDelay: ms, MaxDelay: ms}, true},
+		{"negative attempts", stockguard.RetryPolicy{MaxAttempts: -1}, false},
+		{"negative base", stockguard.RetryPolicy{BaseDelay: -ms}, false},
+		{"negative max", stockguard.RetryPolicy{MaxDelay: -ms}, false},
+		{"max below base", stockguard.RetryPolicy{BaseDelay: 2 * ms, MaxDelay: ms}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.p.Validate()
+			if tc.valid != (err == nil) || (err != nil && stockguard.Contract(err) != stockguard.ErrInvalidRequest) {
+				t.Fatalf("Validate() = %v, want valid %v (else ErrInvalidRequest)", err, tc.valid)
+			}
+		})
+	}
+}

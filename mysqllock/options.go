@@ -1,6 +1,7 @@
 package mysqllock
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"time"
@@ -84,10 +85,17 @@ func WithTable(name string) Option {
 // WithRetry sets the policy for retrying a request that applied nothing:
 // after a deadlock (error 1213), a version conflict (NewOptimistic), or a
 // row that changed between a failed UPDATE and the read explaining it
-// (NewAtomic). Zero fields take stockguard's defaults. Default: the
+// (NewAtomic). Zero fields take stockguard's defaults; a policy
+// RetryPolicy.Validate refuses is an invalid option. Default: the
 // stockguard defaults, except for NewOptimistic (see there).
 func WithRetry(p stockguard.RetryPolicy) Option {
-	return func(o *options) { o.retry = &p }
+	return func(o *options) {
+		if err := p.Validate(); err != nil {
+			o.fail(err)
+			return
+		}
+		o.retry = &p
+	}
 }
 
 // WithLockMode sets NewPessimistic's lock mode. Default LockWait.
@@ -148,7 +156,11 @@ func WithOrderRetention(d time.Duration) Option {
 }
 
 func (o *options) fail(err error) {
-	if o.err == nil {
+	switch {
+	case o.err != nil: // the first invalid option is reported
+	case errors.Is(err, stockguard.ErrInvalidRequest):
+		o.err = fmt.Errorf("mysqllock: %w", err)
+	default:
 		o.err = fmt.Errorf("%w: mysqllock: %w", stockguard.ErrInvalidRequest, err)
 	}
 }

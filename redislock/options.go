@@ -64,6 +64,9 @@ func (o *options) fail(err error) {
 // invalid wraps err, an invalid option or constructor argument, in
 // stockguard.ErrInvalidRequest.
 func invalid(err error) error {
+	if errors.Is(err, stockguard.ErrInvalidRequest) {
+		return fmt.Errorf("redislock: %w", err)
+	}
 	return fmt.Errorf("%w: redislock: %w", stockguard.ErrInvalidRequest, err)
 }
 
@@ -76,10 +79,17 @@ func WithPrefix(prefix string) Option {
 // WithRetry sets the retry policy of an inventory's requests after
 // contention (a lock held by someone else, a lost race); zero fields take
 // stockguard's defaults. It is not how a lock's Obtain retries: that is
-// ObtainRetry. Default: stockguard's defaults (NewSegmented with
+// ObtainRetry. A policy RetryPolicy.Validate refuses is an invalid
+// option. Default: stockguard's defaults (NewSegmented with
 // WithSegmentLocks: see there).
 func WithRetry(p stockguard.RetryPolicy) Option {
-	return func(o *options) { o.retry = p }
+	return func(o *options) {
+		if err := p.Validate(); err != nil {
+			o.fail(err)
+			return
+		}
+		o.retry = p
+	}
 }
 
 // WithLockTTL sets the lease of the locks NewGuarded and NewRedlockGuarded

@@ -38,6 +38,7 @@ func TestOptions_invalidIsDeferredErrInvalidRequest(t *testing.T) {
 		{"WithDrift NaN", WithDrift(math.NaN(), 0)},
 		{"WithDrift negative fixed", WithDrift(0.01, -time.Millisecond)},
 		{"WithStockMaster negative", WithStockMaster(-1)},
+		{"WithRetry MaxDelay below BaseDelay", WithRetry(stockguard.RetryPolicy{BaseDelay: time.Second, MaxDelay: time.Millisecond})},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

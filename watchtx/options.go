@@ -1,6 +1,7 @@
 package watchtx
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/stockguard/stockguard"
@@ -34,16 +35,16 @@ func DefaultRetry() stockguard.RetryPolicy {
 	}
 }
 
-// Option configures New. Neither option has an invalid value: a prefix is
-// any string, and a RetryPolicy's zero fields mean stockguard's defaults.
-// (Options that can be invalid follow the rule of the other strategy
-// packages: an error wrapping stockguard.ErrInvalidRequest from every
-// method, never a clamp or a panic.)
+// Option configures New. An invalid option value makes every method of the
+// Inventory return an error wrapping stockguard.ErrInvalidRequest, before
+// any I/O — the rule of the other strategy packages: never a clamp or a
+// panic.
 type Option func(*options)
 
 type options struct {
 	keys  rediskeys.Keys
 	retry stockguard.RetryPolicy
+	err   error // the first invalid option
 }
 
 // WithPrefix puts prefix in front of every key: "<prefix>stock:{sku}", the
@@ -54,7 +55,16 @@ func WithPrefix(prefix string) Option {
 
 // WithRetry sets the policy for retrying after a conflict (EXEC aborted
 // because the key changed after WATCH). Zero fields take stockguard's
-// defaults, not DefaultRetry's. Default DefaultRetry().
+// defaults, not DefaultRetry's; a policy RetryPolicy.Validate refuses is
+// an invalid option. Default DefaultRetry().
 func WithRetry(p stockguard.RetryPolicy) Option {
-	return func(o *options) { o.retry = p }
+	return func(o *options) {
+		if err := p.Validate(); err != nil {
+			if o.err == nil {
+				o.err = fmt.Errorf("watchtx: %w", err)
+			}
+			return
+		}
+		o.retry = p
+	}
 }

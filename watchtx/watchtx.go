@@ -42,6 +42,7 @@ type Inventory struct {
 	rdb     Client
 	levels  redisx.Levels
 	retrier *stockguard.Retrier
+	err     error // an invalid option, returned by every method
 }
 
 var (
@@ -60,6 +61,7 @@ func New(rdb Client, opts ...Option) *Inventory {
 		rdb:     rdb,
 		levels:  redisx.Levels{Client: rdb, Keys: o.keys, Pkg: "watchtx"},
 		retrier: stockguard.NewRetrier(o.retry),
+		err:     o.err,
 	}
 }
 
@@ -84,6 +86,9 @@ func (inv *Inventory) Retries() int64 { return inv.retrier.Retries() }
 //   - stockguard.ErrOutcomeUnknown: the connection failed or timed out after
 //     EXEC was sent; the decrement may have been applied.
 func (inv *Inventory) Decrement(ctx context.Context, sku string, qty int64) error {
+	if inv.err != nil {
+		return inv.err
+	}
 	if err := stockguard.Validate(sku, qty); err != nil {
 		return err
 	}
@@ -145,6 +150,9 @@ func (inv *Inventory) watched(ctx context.Context, tx *redis.Tx, key, sku string
 // (Redis or the pool busy) or
 // stockguard.ErrOutcomeUnknown (the SET may have been applied).
 func (inv *Inventory) SetStock(ctx context.Context, sku string, qty int64) error {
+	if inv.err != nil {
+		return inv.err
+	}
 	return inv.levels.Set(ctx, sku, qty)
 }
 
@@ -154,5 +162,8 @@ func (inv *Inventory) SetStock(ctx context.Context, sku string, qty int64) error
 // holds no stock level), stockguard.ErrUnavailable (the read failed) or
 // ErrContention (Redis or the pool busy).
 func (inv *Inventory) Stock(ctx context.Context, sku string) (int64, error) {
+	if inv.err != nil {
+		return 0, inv.err
+	}
 	return inv.levels.Get(ctx, sku)
 }

@@ -262,6 +262,17 @@ func TestInventory_validatesBeforeIO(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalidRequest", name, err)
 		}
 	}
+	bad := New(rdb, WithRetry(stockguard.RetryPolicy{BaseDelay: -time.Millisecond}))
+	_, stockErr := bad.Stock(ctx, "x")
+	for name, err := range map[string]error{
+		"Decrement, bad option": bad.Decrement(ctx, "x", 1),
+		"SetStock, bad option":  bad.SetStock(ctx, "x", 1),
+		"Stock, bad option":     stockErr,
+	} {
+		if stockguard.Contract(err) != stockguard.ErrInvalidRequest {
+			t.Errorf("%s: %v, want ErrInvalidRequest", name, err)
+		}
+	}
 	if err := inv.Decrement(ctx, "x", 1); stockguard.Contract(err) != stockguard.ErrUnavailable {
 		t.Errorf("Decrement on a closed client: %v, want ErrUnavailable", err)
 	}
