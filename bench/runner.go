@@ -219,10 +219,15 @@ func (r *run) execute(ctx context.Context, insts []stockguard.Inventory, o runOp
 		r.workers[i] = newWorker(r, i, insts[i%len(insts)], q)
 	}
 
+	// Retries count from the start of the measured phase: without a
+	// warm-up that is before the first request, not after the workers
+	// have started (a late read would leave their first retries out).
+	var retries0 int64
 	if w.Warmup > 0 {
 		r.phase.Store(phaseWarm)
 	} else {
 		r.phase.Store(phaseMeasure)
+		retries0 = sumRetries(insts)
 	}
 	stopWatch := context.AfterFunc(ctx, func() { r.phase.Store(phaseStop) })
 	defer stopWatch()
@@ -270,8 +275,8 @@ func (r *run) execute(ctx context.Context, insts []stockguard.Inventory, o runOp
 		case <-finished:
 		}
 		timer.Stop()
+		retries0 = sumRetries(insts)
 	}
-	retries0 := sumRetries(insts)
 	if o.begin != nil {
 		o.begin()
 	}
