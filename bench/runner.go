@@ -113,6 +113,7 @@ func Run(ctx context.Context, t Target, s Servers, w Workload, opts ...Option) (
 		return nil, fmt.Errorf("bench: %s: stocking: %w", t.Name, err)
 	}
 	res := r.execute(ctx, insts, o)
+	res.Procs = 1
 	return r.conclude(ctx, t, res, insts[0], store.Raw)
 }
 

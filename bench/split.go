@@ -142,7 +142,7 @@ func (st *Stocked) Finish(ctx context.Context, parts []*Part) (*Result, error) {
 		interrupted = interrupted || d.Interrupted
 	}
 	res := r.collect(start)
-	res.Workload = r.w
+	res.Workload, res.Procs = r.w, len(parts)
 	res.Retries = retries
 	if res.Attempts > 0 {
 		res.RetriesPerOp = float64(retries) / float64(res.Attempts)
