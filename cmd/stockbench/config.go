@@ -120,7 +120,7 @@ func parse(args []string, e env, stdout io.Writer) (config, error) {
 		plot       = fs.String("plot", defaultPlot, `chart file, .svg or .png ("" for none)`)
 		rate       = fs.String("rate", "", "open-loop: comma-separated total requests/s per run (20000) or percentages of the\n"+
 			"strategy's closed-loop peak at the same workers (80%: a closed-loop run comes first); latency from each\n"+
-			"request's intended start (default: closed-loop)")
+			"request's intended start; the chart then plots p99 and the rate sent against the rate offered (default: closed-loop)")
 		slo   = fs.Duration("slo", 0, "with -rate: report each strategy's highest rate whose p99 stayed within this bound (e.g. 10ms)")
 		procs = fs.String("procs", "1", "comma-separated numbers of OS processes to spread each run's workers over, each with its\n"+
 			"own pools and -instances app instances (this command re-executed); one run per count. 1: the workers run in this\n"+

@@ -69,7 +69,7 @@ func run(ctx context.Context, args []string, e env) int {
 		failed = true
 	}
 	if c.plot != "" && len(results) > 0 {
-		if err := writeChart(c.plot, results); err != nil {
+		if err := writeChart(c.plot, results, c.slo); err != nil {
 			fmt.Fprintf(e.stderr, "stockbench: chart: %v\n", err)
 			failed = true
 		} else {
@@ -217,13 +217,20 @@ func report(w io.Writer, c config, m bench.Meta, results []*bench.Result, skippe
 	return writeSLO(w, results, c.slo)
 }
 
-func writeChart(path string, results []*bench.Result) error {
+// writeChart draws the results against the worker count or, for a -rate
+// sweep, against the offered rate, with the -slo bound.
+func writeChart(path string, results []*bench.Result, slo time.Duration) error {
 	f, err := chartFormat(path)
 	if err != nil {
 		return err
 	}
 	var b bytes.Buffer
-	if err := bench.WriteChart(&b, results, f); err != nil {
+	if slices.ContainsFunc(results, func(r *bench.Result) bool { return r.Workload.Rate > 0 }) {
+		err = bench.WriteSweepChart(&b, results, slo, f)
+	} else {
+		err = bench.WriteChart(&b, results, f)
+	}
+	if err != nil {
 		return err
 	}
 	return os.WriteFile(path, b.Bytes(), 0o644)
