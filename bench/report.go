@@ -22,7 +22,7 @@ type Row struct {
 	Workload       string           `json:"workload"`
 	Workers        int              `json:"workers"`
 	Procs          int              `json:"procs"`     // OS processes the workers ran in
-	Instances      int              `json:"instances"` // app instances per process
+	Instances      int              `json:"instances"` // app instances, in all
 	SKUs           int              `json:"skus"`
 	Skew           string           `json:"skew"`
 	Qty            string           `json:"qty"`
@@ -91,7 +91,7 @@ func NewRow(r *Result) Row {
 	return Row{
 		Checkout: co,
 		Strategy: r.Target, Counterexample: r.Counterexample, Backend: needsText(r.Needs),
-		Workload: w.Shape.String(), Workers: w.Workers, Procs: max(r.Procs, 1), Instances: min(w.Instances, w.Workers/max(r.Procs, 1)),
+		Workload: w.Shape.String(), Workers: w.Workers, Procs: max(r.Procs, 1), Instances: min(w.Instances, w.Workers),
 		SKUs: w.SKUs, Skew: w.Skew.String(), Qty: w.Qty(), Load: w.loop(), OfferedRate: w.Rate,
 		ElapsedS: r.Elapsed.Seconds(), Attempts: r.Attempts, Successes: r.Successes,
 		Throughput: r.Throughput, AttemptsPerS: r.AttemptRate,

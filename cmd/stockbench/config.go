@@ -122,9 +122,9 @@ func parse(args []string, e env, stdout io.Writer) (config, error) {
 			"strategy's closed-loop peak at the same workers (80%: a closed-loop run comes first); latency from each\n"+
 			"request's intended start; the chart then plots p99 and the rate sent against the rate offered (default: closed-loop)")
 		slo   = fs.Duration("slo", 0, "with -rate: report each strategy's highest rate whose p99 stayed within this bound (e.g. 10ms)")
-		procs = fs.String("procs", "1", "comma-separated numbers of OS processes to spread each run's workers over, each with its\n"+
-			"own pools and -instances app instances (this command re-executed); one run per count. 1: the workers run in this\n"+
-			"process. Strategies whose store lives in one process, and checkout, run only at 1")
+		procs = fs.String("procs", "1", "comma-separated numbers of OS processes to spread each run's workers and -instances over\n"+
+			"(one instance per process at least), each with its own pools (this command re-executed); one run per count.\n"+
+			"1: the workers run in this process. Strategies whose store lives in one process, and checkout, run only at 1")
 	)
 	c := config{openers: map[string]bench.Opener{}}
 	for _, b := range e.backends {

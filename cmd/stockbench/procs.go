@@ -160,6 +160,10 @@ func runProcs(ctx context.Context, procs int, t bench.Target, srv *servers, w be
 	if err != nil {
 		return nil, err
 	}
+	// -instances counts the app instances in all, spread over the
+	// processes, one each at least: -procs 1,4 -instances 4 compares the
+	// same deployment in one process and in four.
+	w.Instances = max(w.Instances, procs)
 	st, err := bench.Stock(ctx, t, srv.conns, w)
 	if err != nil {
 		return nil, err
@@ -179,11 +183,10 @@ func runProcs(ctx context.Context, procs int, t bench.Target, srv *servers, w be
 	}()
 	first := 0
 	for i := range procs {
-		count := w.Workers / procs
-		if i < w.Workers%procs {
-			count++
-		}
-		j := job{Target: t.Name, Namespace: st.Namespace(), Workload: w, First: first, Count: count, Args: args}
+		count, insts := share(w.Workers, procs, i), share(w.Instances, procs, i)
+		wi := w
+		wi.Instances = insts
+		j := job{Target: t.Name, Namespace: st.Namespace(), Workload: wi, First: first, Count: count, Args: args}
 		first += count
 		if workers[i], err = startWorker(exe, i, procs, j); err != nil {
 			return nil, err
@@ -231,6 +234,14 @@ func runProcs(ctx context.Context, procs int, t bench.Target, srv *servers, w be
 		}
 	}
 	return st.Finish(ctx, parts)
+}
+
+// share is process i's share of n things spread over procs processes.
+func share(n, procs, i int) int {
+	if i < n%procs {
+		return n/procs + 1
+	}
+	return n / procs
 }
 
 // showProgress reports the time elapsed as a fraction of planned, about

@@ -187,7 +187,7 @@ func report(w io.Writer, c config, m bench.Meta, results []*bench.Result, skippe
 	}
 	spread := fmt.Sprintf("workers over %d app instances", wl.Instances)
 	if slices.Max(c.procs) > 1 {
-		spread = fmt.Sprintf("workers over %s OS processes of %d app instance(s) each", joinInts(c.procs), wl.Instances)
+		spread = fmt.Sprintf("workers over %d app instances in all (one per process at least) in %s OS processes", wl.Instances, joinInts(c.procs))
 	}
 	fmt.Fprintf(w, "workload: %s, %s, qty %s, stock %s per SKU, %s after %v warm-up, %s, seed %d\n",
 		wl.Shape, skus, wl.Qty(), stock, end, wl.Warmup, spread, wl.Seed)
