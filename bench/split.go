@@ -91,7 +91,7 @@ func (st *Stocked) Namespace() string { return st.ns }
 // It returns an error wrapping ErrInvalidShare when the parts do not fit
 // the run, or the audit's error; when a part was interrupted (or ctx has
 // ended) the Result comes back with Interrupted set, audited, together
-// with an error, as from Run.
+// with an error, as from Run. Finish may be called once.
 func (st *Stocked) Finish(ctx context.Context, parts []*Part) (*Result, error) {
 	r := st.r
 	if err := r.checkParts(parts); err != nil {

@@ -35,7 +35,9 @@ func (s sweep) label() string {
 		l += " [broken]"
 	}
 	if s.peak > 0 {
-		l += " (closed " + compact(math.Round(s.peak)) + "/s)"
+		// Three significant digits: the peak is a reference, not a result.
+		e := math.Pow(10, math.Floor(math.Log10(s.peak))-2)
+		l += " (closed " + compact(math.Round(s.peak/e)*e) + "/s)"
 	}
 	return l
 }
@@ -82,17 +84,20 @@ func WriteSweepChart(w io.Writer, results []*Result, slo time.Duration, format C
 	if len(ss) == 0 {
 		return fmt.Errorf("bench: no open-loop results to chart")
 	}
-	var workers []int
+	// Lines of one target differ in dashes by their worker and process
+	// counts, in rising order.
+	type counts struct{ workers, procs int }
+	var shapes []counts
 	lo, hi := math.Inf(1), 0.0
 	for _, s := range ss {
-		if !slices.Contains(workers, s.workers) {
-			workers = append(workers, s.workers)
+		if c := (counts{s.workers, s.procs}); !slices.Contains(shapes, c) {
+			shapes = append(shapes, c)
 		}
 		for _, r := range s.points {
 			lo, hi = min(lo, r.Workload.Rate), max(hi, r.Workload.Rate)
 		}
 	}
-	slices.Sort(workers)
+	slices.SortFunc(shapes, func(a, b counts) int { return cmp.Or(cmp.Compare(a.workers, b.workers), cmp.Compare(a.procs, b.procs)) })
 
 	sent := newPanel("Requests/s sent (on the diagonal: kept up)", "sent/s")
 	lat := newPanel("p99 latency from the intended start", "ms")
@@ -100,7 +105,7 @@ func WriteSweepChart(w io.Writer, results []*Result, slo time.Duration, format C
 	labels := make([]string, 0, len(ss)+2)
 	var glyphsUsed []int
 	for _, s := range ss {
-		style := draw.LineStyle{Color: colourFor(s.target, s.broken), Width: vg.Points(2), Dashes: workerDashes(slices.Index(workers, s.workers))}
+		style := draw.LineStyle{Color: colourFor(s.target, s.broken), Width: vg.Points(2), Dashes: workerDashes(slices.Index(shapes, counts{s.workers, s.procs}))}
 		g := glyphIndex(s.needs)
 		if !slices.Contains(glyphsUsed, g) {
 			glyphsUsed = append(glyphsUsed, g)
@@ -163,8 +168,8 @@ func WriteSweepChart(w io.Writer, results []*Result, slo time.Duration, format C
 	}
 
 	notes := glyphNotes(glyphsUsed)
-	if len(workers) > 1 {
-		notes = append(notes, "solid, dotted, dash-dotted: worker counts in rising order")
+	if len(shapes) > 1 {
+		notes = append(notes, "solid, dotted, dash-dotted: worker (then process) counts in rising order")
 	}
 	wl := ss[0].points[0].Workload
 	title := fmt.Sprintf("stockguard — open-loop sweep, %s, qty %s, %v per point, latency coordinated-omission corrected",
@@ -172,8 +177,8 @@ func WriteSweepChart(w io.Writer, results []*Result, slo time.Duration, format C
 	return drawChart(w, format, title, sent, lat, legend, labels, notes)
 }
 
-// workerDashes: solid for the sweep chart's first worker count, dotted and
-// dash-dotted for the next.
+// workerDashes: solid for the sweep chart's first worker and process
+// counts, dotted and dash-dotted for the next.
 func workerDashes(i int) []vg.Length {
 	switch i % 3 {
 	case 1:
