@@ -150,11 +150,7 @@ func WriteChart(w io.Writer, results []*Result, format ChartFormat) error {
 		firstY = func(r *Result) (float64, bool) { return ms(r.SellOut), r.SoldOut && r.SellOut > 0 }
 	}
 	lat := newPanel("p99 latency (lower is better)", "ms")
-	legend := plot.NewLegend()
-	legend.Top, legend.Left = true, true
-	legend.TextStyle.Font.Size = vg.Points(12)
-	legend.Padding = vg.Points(5)
-	legend.ThumbnailWidth = vg.Points(30)
+	legend := newLegend()
 	var workers []int
 	var glyphsUsed []int
 	for _, s := range ss {
@@ -206,7 +202,29 @@ func WriteChart(w io.Writer, results []*Result, format ChartFormat) error {
 
 	// The notes under the legend: which glyph is which backend, and what
 	// the dashes mean.
-	var notes []string
+	notes := glyphNotes(glyphsUsed)
+	if slices.ContainsFunc(ss, func(s series) bool { return s.broken }) {
+		notes = append(notes, "dashed: known-broken counterexample")
+	}
+	labels := make([]string, len(ss))
+	for i, s := range ss {
+		labels[i] = s.label
+	}
+	return drawChart(w, format, "stockguard — "+desc, first, lat, legend, labels, notes)
+}
+
+// newLegend returns a legend in the charts' style.
+func newLegend() *plot.Legend {
+	legend := plot.NewLegend()
+	legend.Top, legend.Left = true, true
+	legend.TextStyle.Font.Size = vg.Points(12)
+	legend.Padding = vg.Points(5)
+	legend.ThumbnailWidth = vg.Points(30)
+	return &legend
+}
+
+// glyphNotes says which glyph is which backend, for the glyphs used.
+func glyphNotes(glyphsUsed []int) []string {
 	slices.Sort(glyphsUsed)
 	var signs []string
 	for _, g := range glyphsUsed {
@@ -214,30 +232,32 @@ func WriteChart(w io.Writer, results []*Result, format ChartFormat) error {
 			signs = append(signs, glyphs[g].sign+" "+name)
 		}
 	}
-	if len(signs) > 0 {
-		notes = append(notes, strings.Join(signs, "   "))
+	if len(signs) == 0 {
+		return nil
 	}
-	if slices.ContainsFunc(ss, func(s series) bool { return s.broken }) {
-		notes = append(notes, "dashed: known-broken counterexample")
-	}
+	return []string{strings.Join(signs, "   ")}
+}
+
+// drawChart writes a chart: the title, the two panels side by side, and the
+// legend, whose entries are labels, with the notes under it.
+func drawChart(w io.Writer, format ChartFormat, title string, left, right *plot.Plot, legend *plot.Legend, labels, notes []string) error {
 	note := legend.TextStyle
 	note.Font.Size = vg.Points(10)
 
 	// Size the legend column to its longest label — with room for an SVG
 	// viewer's wider substitute font — and the chart to the legend's rows.
 	lw := legendW
-	for _, s := range ss {
-		lw = max(lw, legend.ThumbnailWidth+legend.Padding+legend.TextStyle.Width(s.label)*1.15+vg.Points(30))
+	for _, l := range labels {
+		lw = max(lw, legend.ThumbnailWidth+legend.Padding+legend.TextStyle.Width(l)*1.15+vg.Points(30))
 	}
 	for _, n := range notes {
 		lw = max(lw, note.Width(n)*1.15+vg.Points(30))
 	}
-	ts := first.Title.TextStyle
+	ts := left.Title.TextStyle
 	ts.Font.Size = vg.Points(15)
 	ts.XAlign, ts.YAlign = draw.XLeft, draw.YTop
-	title := "stockguard — " + desc
 	titleH := ts.Height(title) + vg.Points(20)
-	rows := vg.Length(len(ss)) * (legend.TextStyle.Height("Xg") + legend.Padding)
+	rows := vg.Length(len(labels)) * (legend.TextStyle.Height("Xg") + legend.Padding)
 	noteH := vg.Length(len(notes))*vg.Points(14) + vg.Points(30)
 	chartW, h := panelsW+lw, max(chartH, titleH+vg.Points(30)+rows+noteH)
 	chartW = max(chartW, ts.Width(title)+vg.Points(20))
@@ -259,8 +279,8 @@ func WriteChart(w io.Writer, results []*Result, format ChartFormat) error {
 
 	panels := draw.Crop(dc, 0, -(chartW - panelsW), 0, -titleH)
 	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Points(30), PadLeft: vg.Points(10), PadBottom: vg.Points(10)}
-	first.Draw(tiles.At(panels, 0, 0))
-	lat.Draw(tiles.At(panels, 1, 0))
+	left.Draw(tiles.At(panels, 0, 0))
+	right.Draw(tiles.At(panels, 1, 0))
 	legend.Draw(draw.Crop(dc, panelsW+vg.Points(20), -vg.Points(10), noteH, -titleH-vg.Points(30)))
 	for i, line := range notes {
 		dc.FillText(note, vg.Point{X: panelsW + vg.Points(20), Y: vg.Points(float64(14*(len(notes)-1-i)) + 22)}, line)
@@ -341,19 +361,23 @@ func setWorkerAxis(p *plot.Plot, workers []int) {
 
 // setValueAxis uses a log scale when the values span more than a factor of
 // 20, so that slow strategies stay visible beside fast ones.
-func setValueAxis(p *plot.Plot) {
-	if math.IsInf(p.Y.Min, 0) || math.IsInf(p.Y.Max, 0) { // no data
-		p.Y.Min, p.Y.Max = 0, 1
+func setValueAxis(p *plot.Plot) { scaleAxis(&p.Y) }
+
+// scaleAxis makes a a log scale when its values span more than a factor of
+// 20, else a linear one from 0.
+func scaleAxis(a *plot.Axis) {
+	if math.IsInf(a.Min, 0) || math.IsInf(a.Max, 0) { // no data
+		a.Min, a.Max = 0, 1
 		return
 	}
-	if p.Y.Max/p.Y.Min > 20 {
-		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = niceLogTicks{}
-		p.Y.Min, p.Y.Max = p.Y.Min/1.5, p.Y.Max*1.5
+	if a.Max/a.Min > 20 {
+		a.Scale = plot.LogScale{}
+		a.Tick.Marker = niceLogTicks{}
+		a.Min, a.Max = a.Min/1.5, a.Max*1.5
 		return
 	}
-	p.Y.Min = 0
-	p.Y.Max *= 1.1
+	a.Min = 0
+	a.Max *= 1.1
 }
 
 // niceLogTicks labels 1, 2 and 5 times each power of ten, compactly ("20k").

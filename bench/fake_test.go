@@ -37,6 +37,7 @@ const (
 	faultNoCheck            // decrements below zero
 	faultOther              // every 7th request fails with a non-contract error, nothing applied
 	faultSlowRetries        // counts one retry per request
+	faultLocalMutex         // faultRacy under a mutex of the instance's own: sound only as one instance
 )
 
 // fakeStore is an in-memory store whose levels are atomics, so that Raw
@@ -55,6 +56,7 @@ func (s *fakeStore) level(sku string) *atomic.Int64 {
 type fakeInv struct {
 	s       *fakeStore
 	f       fault
+	mu      sync.Mutex // faultLocalMutex's lock
 	n       atomic.Int64
 	retries atomic.Int64
 }
@@ -96,6 +98,16 @@ func (i *fakeInv) Decrement(ctx context.Context, sku string, qty int64) error {
 		return errWeird
 	case i.f == faultSlowRetries:
 		i.retries.Add(1)
+	case i.f == faultLocalMutex:
+		i.mu.Lock()
+		defer i.mu.Unlock()
+		have := l.Load()
+		if have < qty {
+			return stockguard.ErrInsufficientStock
+		}
+		runtime.Gosched()
+		l.Store(have - qty)
+		return nil
 	case i.f == faultNoCheck:
 		l.Add(-qty)
 		return nil
@@ -132,17 +144,44 @@ func fakeTarget(name string, f fault) Target {
 	return Target{
 		Name: name,
 		Open: func(context.Context, Servers, string) (*Store, error) {
+			return fakeStoreOf(&fakeStore{levels: map[string]*atomic.Int64{}}, f), nil
+		},
+	}
+}
+
+// sharedFakeTarget is fakeTarget with an Attach: its stores stay in a map
+// by namespace, as a backend keeps them, for the shares of a split run to
+// reach.
+func sharedFakeTarget(name string, f fault) Target {
+	var stores sync.Map // ns → *fakeStore
+	return Target{
+		Name: name,
+		Open: func(_ context.Context, _ Servers, ns string) (*Store, error) {
 			s := &fakeStore{levels: map[string]*atomic.Int64{}}
-			return &Store{
-				New: func() (stockguard.Inventory, error) { return &fakeInv{s: s, f: f}, nil },
-				Raw: func(_ context.Context, sku string) (int64, error) {
-					l := s.level(sku)
-					if l == nil {
-						return 0, stockguard.ErrUnknownSKU
-					}
-					return l.Load(), nil
-				},
-			}, nil
+			stores.Store(ns, s)
+			st := fakeStoreOf(s, f)
+			st.Close = func(context.Context) error { stores.Delete(ns); return nil }
+			return st, nil
+		},
+		Attach: func(_ context.Context, _ Servers, ns string) (*Store, error) {
+			s, ok := stores.Load(ns)
+			if !ok {
+				return nil, fmt.Errorf("no store %q", ns)
+			}
+			return fakeStoreOf(s.(*fakeStore), f), nil
+		},
+	}
+}
+
+func fakeStoreOf(s *fakeStore, f fault) *Store {
+	return &Store{
+		New: func() (stockguard.Inventory, error) { return &fakeInv{s: s, f: f}, nil },
+		Raw: func(_ context.Context, sku string) (int64, error) {
+			l := s.level(sku)
+			if l == nil {
+				return 0, stockguard.ErrUnknownSKU
+			}
+			return l.Load(), nil
 		},
 	}
 }

@@ -43,6 +43,11 @@ type Opened struct {
 	Servers []Server
 	// Close closes Conn and stops any server started for it.
 	Close func() error
+	// Args are the backend's command-line flags that make its Opener, in
+	// another process, open these same servers rather than find or start
+	// its own ("-redis-addr", "127.0.0.1:6379"): stockbench -procs hands
+	// them to its worker processes. Nil when the servers cannot be shared.
+	Args []string
 }
 
 // Server describes one server a run used.

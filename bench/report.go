@@ -21,7 +21,8 @@ type Row struct {
 	Backend        string           `json:"backend"`
 	Workload       string           `json:"workload"`
 	Workers        int              `json:"workers"`
-	Instances      int              `json:"instances"`
+	Procs          int              `json:"procs"`     // OS processes the workers ran in
+	Instances      int              `json:"instances"` // app instances, in all
 	SKUs           int              `json:"skus"`
 	Skew           string           `json:"skew"`
 	Qty            string           `json:"qty"`
@@ -90,7 +91,7 @@ func NewRow(r *Result) Row {
 	return Row{
 		Checkout: co,
 		Strategy: r.Target, Counterexample: r.Counterexample, Backend: needsText(r.Needs),
-		Workload: w.Shape.String(), Workers: w.Workers, Instances: min(w.Instances, w.Workers),
+		Workload: w.Shape.String(), Workers: w.Workers, Procs: max(r.Procs, 1), Instances: min(w.Instances, w.Workers),
 		SKUs: w.SKUs, Skew: w.Skew.String(), Qty: w.Qty(), Load: w.loop(), OfferedRate: w.Rate,
 		ElapsedS: r.Elapsed.Seconds(), Attempts: r.Attempts, Successes: r.Successes,
 		Throughput: r.Throughput, AttemptsPerS: r.AttemptRate,
@@ -130,7 +131,7 @@ var csvHeader = []string{
 	"p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms",
 	"retries", "retries_per_op", "errors", "sold_out", "sellout_ms",
 	"initial", "acked", "gone", "oversold", "lost", "unknown", "unknown_units",
-	"false_refusals", "mismatches", "raw_checked", "sound", "load", "offered_rate",
+	"false_refusals", "mismatches", "raw_checked", "sound", "load", "offered_rate", "procs",
 }
 
 // csvCheckout are the columns added when a result is a Checkout.
@@ -167,7 +168,7 @@ func WriteCSV(w io.Writer, results []*Result) error {
 			d(x.Retries), f(x.RetriesPerOp), strings.Join(errs, ";"), strconv.FormatBool(x.SoldOut), f(x.SellOutMs),
 			d(x.Initial), d(x.Acked), d(x.Gone), d(x.Oversold), d(x.Lost), d(x.Unknown), d(x.UnknownUnits),
 			d(x.FalseRefusals), d(x.Mismatches), strconv.FormatBool(x.RawChecked), strconv.FormatBool(x.Sound),
-			x.Load, f(x.OfferedRate),
+			x.Load, f(x.OfferedRate), strconv.Itoa(x.Procs),
 		}
 		if c := x.Checkout; c != nil {
 			rec = append(rec, d(c.Lines), f(c.LinesPerS), d(c.Restocked), d(c.Held), d(c.Taken),
@@ -191,6 +192,7 @@ func WriteTable(w io.Writer, results []*Result) error {
 	flash := slices.ContainsFunc(results, func(r *Result) bool { return r.Workload.Shape == Flash })
 	open := slices.ContainsFunc(results, func(r *Result) bool { return r.Workload.Rate > 0 })
 	checkout := hasCheckout(results)
+	procs := slices.ContainsFunc(results, func(r *Result) bool { return r.Procs > 1 })
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "STRATEGY\tWORKERS\tSKUS\tDECR/S\tATTEMPTS/S\tP50 ms\tP90 ms\tP99 ms\tP99.9 ms\tMAX ms\tRETRIES/OP\t"
 	if checkout {
@@ -198,6 +200,9 @@ func WriteTable(w io.Writer, results []*Result) error {
 	}
 	if open {
 		head = strings.Replace(head, "SKUS\t", "SKUS\tOFFERED/S\t", 1)
+	}
+	if procs {
+		head = strings.Replace(head, "WORKERS\t", "WORKERS\tPROCS\t", 1)
 	}
 	if flash {
 		head += "SOLD OUT\t"
@@ -216,7 +221,11 @@ func WriteTable(w io.Writer, results []*Result) error {
 		if open {
 			rate = offeredText(r.Workload.Rate) + "\t" + rate
 		}
-		line := fmt.Sprintf("%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t", name, r.Workload.Workers, r.Workload.SKUs,
+		workers := strconv.Itoa(r.Workload.Workers)
+		if procs {
+			workers += "\t" + strconv.Itoa(max(r.Procs, 1))
+		}
+		line := fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t", name, workers, r.Workload.SKUs,
 			rate, count(r.AttemptRate),
 			millis(r.Latency.P50), millis(r.Latency.P90), millis(r.Latency.P99), millis(r.Latency.P999), millis(r.Latency.Max),
 			r.RetriesPerOp)
@@ -288,8 +297,12 @@ func writeVerdict(w io.Writer, results []*Result) error {
 		if !slices.Contains(unsound, r.Target) {
 			unsound = append(unsound, r.Target)
 		}
-		fmt.Fprintf(&b, "\n!!! UNSOUND: %s at %d workers — oversold %d, lost %d, false refusals %d (of %d units acknowledged)\n",
-			r.Target, r.Workload.Workers, r.Audit.Oversold, r.Audit.Lost, r.Audit.FalseRefusals, r.Audit.Acked)
+		where := fmt.Sprintf("%d workers", r.Workload.Workers)
+		if r.Procs > 1 {
+			where += fmt.Sprintf(" in %d processes", r.Procs)
+		}
+		fmt.Fprintf(&b, "\n!!! UNSOUND: %s at %s — oversold %d, lost %d, false refusals %d (of %d units acknowledged)\n",
+			r.Target, where, r.Audit.Oversold, r.Audit.Lost, r.Audit.FalseRefusals, r.Audit.Acked)
 		if a := r.Audit; a.Duplicated > 0 || a.BadOrders > 0 {
 			fmt.Fprintf(&b, "!!!   duplicated %d units, %d of %d orders not in their expected state\n", a.Duplicated, a.BadOrders, a.Orders)
 		}

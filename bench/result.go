@@ -11,6 +11,9 @@ type Latency struct {
 type Result struct {
 	Target         string
 	Counterexample bool
+	// Procs is the number of OS processes the workers ran in: 1 for Run,
+	// the number of parts for Stocked.Finish.
+	Procs int
 	// Needs names the backends the target used.
 	Needs    []string
 	Workload Workload

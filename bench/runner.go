@@ -113,13 +113,21 @@ func Run(ctx context.Context, t Target, s Servers, w Workload, opts ...Option) (
 		return nil, fmt.Errorf("bench: %s: stocking: %w", t.Name, err)
 	}
 	res := r.execute(ctx, insts, o)
+	res.Procs = 1
+	return r.conclude(ctx, t, res, insts[0], store.Raw)
+}
+
+// conclude labels res as t's and audits the store through inv and raw,
+// even when ctx has ended.
+func (r *run) conclude(ctx context.Context, t Target, res *Result, inv stockguard.Inventory, raw func(context.Context, string) (int64, error)) (*Result, error) {
 	res.Target, res.Counterexample, res.Needs = t.Name, t.Counterexample, t.Needs
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	defer cancel()
+	var err error
 	if r.co != nil {
-		res.Audit, err = r.auditOrders(actx, insts[0].(stockguard.Orders), store.Raw)
+		res.Audit, err = r.auditOrders(actx, inv.(stockguard.Orders), raw)
 	} else {
-		res.Audit, err = r.audit(actx, insts[0], store.Raw)
+		res.Audit, err = r.audit(actx, inv, raw)
 	}
 	if err != nil {
 		return res, fmt.Errorf("bench: %s: audit: %w", t.Name, err)
@@ -133,11 +141,15 @@ func Run(ctx context.Context, t Target, s Servers, w Workload, opts ...Option) (
 // run is the shared state of one Run. Workers write only to their own
 // worker value and, rarely, to the atomics here.
 type run struct {
-	w       Workload
-	skus    []string // sale SKUs, then (flash) the warm-up SKUs
-	sale    int      // number of sale SKUs
-	initial []int64  // stock each SKU starts with
-	phase   atomic.Int32
+	w Workload
+	// first and count are the workers this process runs: ids first…
+	// first+count-1 of w.Workers (all of them, but in a split run; see
+	// Attach).
+	first, count int
+	skus         []string // sale SKUs, then (flash) the warm-up SKUs
+	sale         int      // number of sale SKUs
+	initial      []int64  // stock each SKU starts with
+	phase        atomic.Int32
 	// stopped is closed when the run stops, to wake open-loop workers
 	// waiting for a request's start.
 	stopped chan struct{}
@@ -145,6 +157,8 @@ type run struct {
 	// time.Since(base): one monotonic clock read, where time.Now makes two
 	// (wall and monotonic) — the largest cost of the hot path.
 	base time.Time
+	// start is when measurement began, since base.
+	start time.Duration
 
 	acked      []atomic.Int64 // units acknowledged per SKU, when not tallied per worker
 	unknown    []atomic.Int64 // units of requests that ended ErrOutcomeUnknown, per SKU
@@ -157,7 +171,7 @@ type run struct {
 }
 
 func newRun(w Workload) *run {
-	r := &run{w: w, sale: w.SKUs, allSold: make(chan struct{}), stopped: make(chan struct{})}
+	r := &run{w: w, count: w.Workers, sale: w.SKUs, allSold: make(chan struct{}), stopped: make(chan struct{})}
 	n := w.SKUs
 	short := w.Shape == Checkout && w.Orders.Lines >= 2 && w.SKUs >= 1 && w.Orders.ShortShare > 0
 	switch {
@@ -206,17 +220,21 @@ func (r *run) stock(ctx context.Context, inv stockguard.Inventory) error {
 // their figures.
 func (r *run) execute(ctx context.Context, insts []stockguard.Inventory, o runOptions) *Result {
 	w := r.w
-	r.workers = make([]*worker, w.Workers)
+	r.workers = make([]*worker, r.count)
 	quota, extra := int64(-1), int64(0)
 	if w.Ops > 0 {
 		quota, extra = w.Ops/int64(w.Workers), w.Ops%int64(w.Workers)
 	}
 	for i := range r.workers {
+		// Quotas, random sequences and open-loop timetables go by the
+		// worker's id in the whole run, so that the shares of a split run
+		// add up to the run.
+		id := r.first + i
 		q := quota
-		if int64(i) < extra {
+		if int64(id) < extra {
 			q++
 		}
-		r.workers[i] = newWorker(r, i, insts[i%len(insts)], q)
+		r.workers[i] = newWorker(r, id, insts[i%len(insts)], q)
 	}
 
 	// Retries count from the start of the measured phase: without a
@@ -281,9 +299,9 @@ func (r *run) execute(ctx context.Context, insts []stockguard.Inventory, o runOp
 		o.begin()
 	}
 	r.phase.CompareAndSwap(phaseWarm, phaseMeasure)
-	start := time.Since(r.base)
+	r.start = time.Since(r.base)
 	if r.phase.Load() == phaseMeasure {
-		r.measure(ctx, start, finished)
+		r.measure(ctx, r.start, finished)
 	}
 	r.phase.Store(phaseStop)
 	close(r.stopped)
@@ -291,7 +309,7 @@ func (r *run) execute(ctx context.Context, insts []stockguard.Inventory, o runOp
 	if o.end != nil {
 		o.end()
 	}
-	res := r.collect(start)
+	res := r.collect(r.start)
 	res.Retries = sumRetries(insts) - retries0
 	if res.Attempts > 0 {
 		res.RetriesPerOp = float64(res.Retries) / float64(res.Attempts)

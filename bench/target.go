@@ -63,6 +63,13 @@ type Target struct {
 	// lower-case alphanumeric string unique to the run, on the servers s
 	// (which hold every backend of Needs), and returns it.
 	Open func(ctx context.Context, s Servers, ns string) (*Store, error)
+	// Attach reaches the store that Open created in namespace ns, from
+	// another process, on servers s opened there: it neither creates nor
+	// stocks anything, and the Store it returns has a nil Close (the
+	// process that opened the store removes it). Nil for a target whose
+	// store lives inside one process (an in-memory reference): such a
+	// target cannot run split over processes (see Stock and Attach).
+	Attach func(ctx context.Context, s Servers, ns string) (*Store, error)
 }
 
 // ErrMissingBackend is returned by Run when a target needs a server that

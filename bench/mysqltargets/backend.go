@@ -120,5 +120,6 @@ func open(ctx context.Context, dsn string, durable bool, pool int) (_ *bench.Ope
 		Conn:    db,
 		Servers: []bench.Server{{Backend: Name, Product: product, Version: version, Addr: cfg.Addr, Source: source, Settings: settings.String()}},
 		Close:   closeAll,
+		Args:    []string{"-mysql-dsn", dsn},
 	}, nil
 }

@@ -63,30 +63,45 @@ var (
 )
 
 func target(name, about string, sc schema, newInv NewInventory) bench.Target {
-	return bench.Target{
-		Name: name, About: about, Needs: []string{Name},
-		Open: func(ctx context.Context, s bench.Servers, ns string) (*bench.Store, error) {
-			db, err := bench.Conn[*sqlx.DB](s, Name)
-			if err != nil {
-				return nil, err
-			}
-			table := "stockbench_" + ns
+	// reach builds the Store over the run's table, which create, when set,
+	// makes first.
+	reach := func(ctx context.Context, s bench.Servers, ns string, create bool) (*bench.Store, error) {
+		db, err := bench.Conn[*sqlx.DB](s, Name)
+		if err != nil {
+			return nil, err
+		}
+		table := "stockbench_" + ns
+		if create {
 			if err := sc.create(ctx, db, table); err != nil {
 				return nil, err
 			}
-			raw := sc.raw(table)
-			return &bench.Store{
-				New: func() (stockguard.Inventory, error) { return newInv(db, table) },
-				Raw: func(ctx context.Context, sku string) (int64, error) { return rawRow(ctx, db, raw, sku) },
-				Close: func(ctx context.Context) error {
-					var errs []error
-					for _, t := range sc.tables(table) {
-						_, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS `"+t+"`")
-						errs = append(errs, err)
-					}
-					return errors.Join(errs...)
-				},
-			}, nil
+		}
+		raw := sc.raw(table)
+		return &bench.Store{
+			New: func() (stockguard.Inventory, error) { return newInv(db, table) },
+			Raw: func(ctx context.Context, sku string) (int64, error) { return rawRow(ctx, db, raw, sku) },
+			Close: func(ctx context.Context) error {
+				var errs []error
+				for _, t := range sc.tables(table) {
+					_, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS `"+t+"`")
+					errs = append(errs, err)
+				}
+				return errors.Join(errs...)
+			},
+		}, nil
+	}
+	return bench.Target{
+		Name: name, About: about, Needs: []string{Name},
+		Open: func(ctx context.Context, s bench.Servers, ns string) (*bench.Store, error) {
+			return reach(ctx, s, ns, true)
+		},
+		Attach: func(ctx context.Context, s bench.Servers, ns string) (*bench.Store, error) {
+			st, err := reach(ctx, s, ns, false)
+			if err != nil {
+				return nil, err
+			}
+			st.Close = nil // the opening process drops the table
+			return st, nil
 		},
 	}
 }

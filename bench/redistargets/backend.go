@@ -123,7 +123,7 @@ func openRedis(ctx context.Context, addr string, pool int) (_ *bench.Opened, err
 		return nil, err
 	}
 	srv.Backend, srv.Source = Name, source
-	return &bench.Opened{Conn: redis.UniversalClient(rdb), Servers: []bench.Server{srv}, Close: cs.close}, nil
+	return &bench.Opened{Conn: redis.UniversalClient(rdb), Servers: []bench.Server{srv}, Close: cs.close, Args: []string{"-redis-addr", addr}}, nil
 }
 
 func openVoters(ctx context.Context, addrs []string, pool int) (_ *bench.Opened, err error) {
@@ -157,6 +157,7 @@ func openVoters(ctx context.Context, addrs []string, pool int) (_ *bench.Opened,
 		o.Servers = append(o.Servers, srv)
 	}
 	o.Conn, o.Close = voters, cs.close
+	o.Args = []string{"-redlock-addrs", strings.Join(addrs, ",")}
 	return o, nil
 }
 

@@ -23,7 +23,7 @@ type NewInventory func(rdb redis.UniversalClient, prefix string) (stockguard.Inv
 // the stock key (rediskeys' "<prefix>stock:{sku}", the layout of
 // redislock's and watchtx's single-key strategies) itself.
 func Target(name, about string, newInv NewInventory) bench.Target {
-	return bench.Target{
+	return withAttach(bench.Target{
 		Name: name, About: about, Needs: []string{Name},
 		Open: func(ctx context.Context, s bench.Servers, ns string) (*bench.Store, error) {
 			rdb, err := bench.Conn[redis.UniversalClient](s, Name)
@@ -32,14 +32,14 @@ func Target(name, about string, newInv NewInventory) bench.Target {
 			}
 			return store(rdb, ns, rawStock(rdb, ns+":"), func() (stockguard.Inventory, error) { return newInv(rdb, ns+":") }), nil
 		},
-	}
+	})
 }
 
 // SegmentedTarget is Target for a redislock.Segmented, whose stock lives in
 // segment keys: the audit reads them through Segmented.RawStock, which
 // knows their layout and bypasses the strategy.
 func SegmentedTarget(name, about string, newSeg func(rdb redis.UniversalClient, prefix string) *redislock.Segmented) bench.Target {
-	return bench.Target{
+	return withAttach(bench.Target{
 		Name: name, About: about, Needs: []string{Name},
 		Open: func(ctx context.Context, s bench.Servers, ns string) (*bench.Store, error) {
 			rdb, err := bench.Conn[redis.UniversalClient](s, Name)
@@ -49,14 +49,14 @@ func SegmentedTarget(name, about string, newSeg func(rdb redis.UniversalClient, 
 			prefix := ns + ":"
 			return store(rdb, ns, newSeg(rdb, prefix).RawStock, func() (stockguard.Inventory, error) { return newSeg(rdb, prefix), nil }), nil
 		},
-	}
+	})
 }
 
 // RedlockTarget is Target for a strategy locking through Redlock: it gets
 // the "redis" client (where the stock lives, read back by the audit)
 // followed by the "redlock" voters, RedlockVoters servers in all.
 func RedlockTarget(name, about string, newInv func(masters []redis.UniversalClient, prefix string) (stockguard.Inventory, error)) bench.Target {
-	return bench.Target{
+	return withAttach(bench.Target{
 		Name: name, About: about, Needs: []string{Name, RedlockName},
 		Open: func(ctx context.Context, s bench.Servers, ns string) (*bench.Store, error) {
 			rdb, err := bench.Conn[redis.UniversalClient](s, Name)
@@ -83,7 +83,23 @@ func RedlockTarget(name, about string, newInv func(masters []redis.UniversalClie
 			}
 			return st, nil
 		},
+	})
+}
+
+// withAttach gives t an Attach: Open creates nothing on the servers (the
+// keys appear as the stock is set), so another process reaches the store
+// through the same Open, minus the Close that would delete its keys.
+func withAttach(t bench.Target) bench.Target {
+	open := t.Open
+	t.Attach = func(ctx context.Context, s bench.Servers, ns string) (*bench.Store, error) {
+		st, err := open(ctx, s, ns)
+		if err != nil {
+			return nil, err
+		}
+		st.Close = nil
+		return st, nil
 	}
+	return t
 }
 
 // store lays a target's store under the key prefix "<ns>:".

@@ -47,8 +47,11 @@ Flags:
 
 // config is the parsed command line.
 type config struct {
-	targets  []bench.Target
-	workers  []int
+	targets []bench.Target
+	workers []int
+	// procs are the numbers of worker processes to run each worker count
+	// in (-procs); 1 runs the workers in this process.
+	procs    []int
 	workload bench.Workload
 	// openers open each backend's servers as its flags say.
 	openers map[string]bench.Opener
@@ -117,8 +120,11 @@ func parse(args []string, e env, stdout io.Writer) (config, error) {
 		plot       = fs.String("plot", defaultPlot, `chart file, .svg or .png ("" for none)`)
 		rate       = fs.String("rate", "", "open-loop: comma-separated total requests/s per run (20000) or percentages of the\n"+
 			"strategy's closed-loop peak at the same workers (80%: a closed-loop run comes first); latency from each\n"+
-			"request's intended start (default: closed-loop)")
-		slo = fs.Duration("slo", 0, "with -rate: report each strategy's highest rate whose p99 stayed within this bound (e.g. 10ms)")
+			"request's intended start; the chart then plots p99 and the rate sent against the rate offered (default: closed-loop)")
+		slo   = fs.Duration("slo", 0, "with -rate: report each strategy's highest rate whose p99 stayed within this bound (e.g. 10ms)")
+		procs = fs.String("procs", "1", "comma-separated numbers of OS processes to spread each run's workers and -instances over\n"+
+			"(one instance per process at least), each with its own pools (this command re-executed); one run per count.\n"+
+			"1: the workers run in this process. Strategies whose store lives in one process, and checkout, run only at 1")
 	)
 	c := config{openers: map[string]bench.Opener{}}
 	for _, b := range e.backends {
@@ -145,6 +151,9 @@ func parse(args []string, e env, stdout io.Writer) (config, error) {
 	if c.workers, err = parseWorkers(*workers); err != nil {
 		return c, err
 	}
+	if c.procs, err = parseProcs(*procs, c.workers[0]); err != nil {
+		return c, err
+	}
 	w := def
 	w.SKUs, w.Stock, w.Warmup, w.Instances, w.Seed, w.Ops = *skus, *stock, *warmup, *instances, *seed, *ops
 	w.Duration = *duration
@@ -163,6 +172,9 @@ func parse(args []string, e env, stdout io.Writer) (config, error) {
 	}
 	if w.Shape, err = bench.ParseShape(*shape); err != nil {
 		return c, usageError{err.Error()}
+	}
+	if w.Shape == bench.Checkout && slices.Max(c.procs) > 1 {
+		return c, usagef("-procs %s: a checkout runs in one process (its audit follows each order from the worker that placed it)", *procs)
 	}
 	for _, n := range c.workers {
 		w.Workers = n
@@ -263,6 +275,25 @@ func parseWorkers(s string) ([]int, error) {
 	return slices.Compact(out), nil
 }
 
+// parseProcs parses -procs: a comma-separated list of process counts, each
+// at most the fewest workers (every process runs one at least), sorted and
+// deduplicated.
+func parseProcs(s string, fewestWorkers int) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > maxProcs {
+			return nil, usagef("-procs %q: want a comma-separated list of process counts in 1…%d", s, maxProcs)
+		}
+		if n > fewestWorkers {
+			return nil, usagef("-procs %q: %d processes for %d workers (each process runs one worker at least)", s, n, fewestWorkers)
+		}
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
 // checkWritable fails when path cannot be written, so that a run does not
 // end, minutes later, without its chart. It leaves an existing file as it
 // was and no new one behind.
@@ -292,5 +323,10 @@ func chartFormat(path string) (bench.ChartFormat, error) {
 
 // planned estimates the run time of c, for the progress report.
 func (c config) planned() time.Duration {
-	return time.Duration(len(c.targets)*len(c.workers)*len(c.rates)) * (c.workload.Warmup + c.workload.Duration)
+	return time.Duration(c.runs()) * (c.workload.Warmup + c.workload.Duration)
+}
+
+// runs is the number of runs c plans.
+func (c config) runs() int {
+	return len(c.targets) * len(c.workers) * len(c.procs) * len(c.rates)
 }

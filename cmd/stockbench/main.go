@@ -33,6 +33,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// After the first signal, a second one kills at once.
 	context.AfterFunc(ctx, stop)
+	if isWorker() {
+		code := workerMain(ctx, os.Stdin, os.Stdout, bench.Backends())
+		stop()
+		os.Exit(code)
+	}
 	code := run(ctx, os.Args[1:], env{
 		stdout: os.Stdout, stderr: os.Stderr, backends: bench.Backends(),
 		strategies: bench.Targets(), counterexamples: bench.Counterexamples(),

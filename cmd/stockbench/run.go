@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,8 +50,8 @@ func run(ctx context.Context, args []string, e env) int {
 		}
 	}
 	began := time.Now()
-	fmt.Fprintf(e.stderr, "stockbench: %d strategies × %d worker counts × %d loads, about %v plus set-up\n",
-		len(c.targets), len(c.workers), len(c.rates), c.planned().Round(time.Second))
+	fmt.Fprintf(e.stderr, "stockbench: %d strategies × %d worker counts × %d process counts × %d loads, about %v plus set-up\n",
+		len(c.targets), len(c.workers), len(c.procs), len(c.rates), c.planned().Round(time.Second))
 	srv, err := openServers(ctx, c, slices.Max(c.workers))
 	if err != nil {
 		fmt.Fprintf(e.stderr, "stockbench: %v\n", err)
@@ -61,14 +62,14 @@ func run(ctx context.Context, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "stockbench: %s\n", s)
 	}
 
-	results, skipped, failed := runAll(ctx, c, srv.conns, e.stderr)
+	results, skipped, failed := runAll(ctx, c, srv, e.stderr)
 
 	if err := report(e.stdout, c, bench.NewMeta(began, c.workload, c.workers, srv.info), results, skipped); err != nil {
 		fmt.Fprintf(e.stderr, "stockbench: writing the report: %v\n", err)
 		failed = true
 	}
 	if c.plot != "" && len(results) > 0 {
-		if err := writeChart(c.plot, results); err != nil {
+		if err := writeChart(c.plot, results, c.slo); err != nil {
 			fmt.Fprintf(e.stderr, "stockbench: chart: %v\n", err)
 			failed = true
 		} else {
@@ -87,55 +88,71 @@ func run(ctx context.Context, args []string, e env) int {
 	return exitOK
 }
 
-// runAll runs every target at every worker count and load. It stops at an
-// interrupt; a target that fails to run is reported and skipped. skipped
-// says why each target that cannot run the workload (bench.ErrSkipped) was
-// left out, which is not a failure.
-func runAll(ctx context.Context, c config, s bench.Servers, stderr io.Writer) (results []*bench.Result, skipped []string, failed bool) {
-	p := newProgress(stderr, len(c.targets)*len(c.workers)*len(c.rates))
+// runAll runs every target at every worker count, process count and load.
+// It stops at an interrupt; a target that fails to run is reported and
+// skipped. skipped says why each target that cannot run the workload
+// (bench.ErrSkipped) was left out, which is not a failure.
+func runAll(ctx context.Context, c config, srv *servers, stderr io.Writer) (results []*bench.Result, skipped []string, failed bool) {
+	p := newProgress(stderr, c.runs())
 	defer p.finish()
 	for _, t := range c.targets {
 	counts:
 		for _, n := range c.workers {
-			peak := 0.0 // the closed-loop rate, for rates relative to it
-			for _, spec := range c.rates {
-				w := c.workload
-				w.Workers = n
-				rate, ok := spec.at(peak)
-				if !ok {
-					p.printf("stockbench: %s at %d workers: no closed-loop peak for %v\n", t.Name, n, spec)
-					p.done()
-					continue
-				}
-				w.Rate = rate
-				label := fmt.Sprintf("%s ×%d", t.Name, n)
-				if !spec.closed() {
-					label += fmt.Sprintf(" @%s/s", commas(rate))
-				}
-				p.start(label)
-				r, err := bench.Run(ctx, t, s, w, bench.WithProgress(p.within))
-				p.done()
-				if r != nil {
-					results = append(results, r)
-					if spec.closed() {
-						peak = r.AttemptRate
+			for _, procs := range c.procs {
+				peak := 0.0 // the closed-loop rate, for rates relative to it
+				for _, spec := range c.rates {
+					w := c.workload
+					w.Workers = n
+					rate, ok := spec.at(peak)
+					if !ok {
+						p.printf("stockbench: %s at %d workers: no closed-loop peak for %v\n", t.Name, n, spec)
+						p.done()
+						continue
 					}
-				}
-				if ctx.Err() != nil {
-					p.printf("stockbench: interrupted; reporting the runs so far\n")
-					return results, skipped, true
-				}
-				if errors.Is(err, bench.ErrSkipped) {
-					msg := strings.TrimPrefix(err.Error(), "bench: skipped: ")
-					skipped = append(skipped, msg)
-					p.printf("stockbench: skipped: %s\n", msg)
-					break counts
-				}
-				if err != nil {
-					p.printf("stockbench: %s at %d workers: %v\n", t.Name, n, err)
-					failed = true
-					if r == nil {
-						break counts // the next worker count would fail the same way
+					w.Rate = rate
+					label := fmt.Sprintf("%s ×%d", t.Name, n)
+					if procs > 1 {
+						label += fmt.Sprintf(" in %d procs", procs)
+					}
+					if !spec.closed() {
+						label += fmt.Sprintf(" @%s/s", commas(rate))
+					}
+					p.start(label)
+					var r *bench.Result
+					var err error
+					if procs > 1 {
+						r, err = runProcs(ctx, procs, t, srv, w, p.within)
+					} else {
+						r, err = bench.Run(ctx, t, srv.conns, w, bench.WithProgress(p.within))
+					}
+					p.done()
+					if r != nil {
+						results = append(results, r)
+						if spec.closed() {
+							peak = r.AttemptRate
+						}
+					}
+					if ctx.Err() != nil {
+						p.printf("stockbench: interrupted; reporting the runs so far\n")
+						return results, skipped, true
+					}
+					if errors.Is(err, bench.ErrSkipped) {
+						msg := strings.TrimPrefix(err.Error(), "bench: skipped: ")
+						if !slices.Contains(skipped, msg) {
+							skipped = append(skipped, msg)
+							p.printf("stockbench: skipped: %s\n", msg)
+						}
+						if procs > 1 {
+							break // at other process counts it may run
+						}
+						break counts
+					}
+					if err != nil {
+						p.printf("stockbench: %s at %d workers: %v\n", t.Name, n, err)
+						failed = true
+						if r == nil {
+							break counts // the next worker count would fail the same way
+						}
 					}
 				}
 			}
@@ -168,8 +185,12 @@ func report(w io.Writer, c config, m bench.Meta, results []*bench.Result, skippe
 	if wl.SKUs > 1 {
 		skus = fmt.Sprintf("%d SKUs (%s)", wl.SKUs, wl.Skew)
 	}
-	fmt.Fprintf(w, "workload: %s, %s, qty %s, stock %s per SKU, %s after %v warm-up, workers over %d app instances, seed %d\n",
-		wl.Shape, skus, wl.Qty(), stock, end, wl.Warmup, wl.Instances, wl.Seed)
+	spread := fmt.Sprintf("workers over %d app instances", wl.Instances)
+	if slices.Max(c.procs) > 1 {
+		spread = fmt.Sprintf("workers over %d app instances in all (one per process at least) in %s OS processes", wl.Instances, joinInts(c.procs))
+	}
+	fmt.Fprintf(w, "workload: %s, %s, qty %s, stock %s per SKU, %s after %v warm-up, %s, seed %d\n",
+		wl.Shape, skus, wl.Qty(), stock, end, wl.Warmup, spread, wl.Seed)
 	fmt.Fprintf(w, "load: %s\n", loadText(c))
 	if len(m.Servers) > 0 {
 		var lines []string
@@ -187,19 +208,29 @@ func report(w io.Writer, c config, m bench.Meta, results []*bench.Result, skippe
 		fmt.Fprintf(w, "skipped: %s\n", s)
 	}
 	fmt.Fprintln(w)
-	if err := bench.WriteTable(w, results); err != nil || c.slo == 0 {
+	if err := bench.WriteTable(w, results); err != nil {
+		return err
+	}
+	if err := writeProcs(w, results); err != nil || c.slo == 0 {
 		return err
 	}
 	return writeSLO(w, results, c.slo)
 }
 
-func writeChart(path string, results []*bench.Result) error {
+// writeChart draws the results against the worker count or, for a -rate
+// sweep, against the offered rate, with the -slo bound.
+func writeChart(path string, results []*bench.Result, slo time.Duration) error {
 	f, err := chartFormat(path)
 	if err != nil {
 		return err
 	}
 	var b bytes.Buffer
-	if err := bench.WriteChart(&b, results, f); err != nil {
+	if slices.ContainsFunc(results, func(r *bench.Result) bool { return r.Workload.Rate > 0 }) {
+		err = bench.WriteSweepChart(&b, results, slo, f)
+	} else {
+		err = bench.WriteChart(&b, results, f)
+	}
+	if err != nil {
 		return err
 	}
 	return os.WriteFile(path, b.Bytes(), 0o644)
@@ -261,4 +292,13 @@ func (p *progress) finish() {
 	if p.bar != nil {
 		p.bar.Finish()
 	}
+}
+
+// joinInts lists ns as "1, 4".
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ", ")
 }

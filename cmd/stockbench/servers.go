@@ -13,7 +13,10 @@ import (
 // servers are the connections a run uses and the private servers started
 // for it.
 type servers struct {
-	conns   bench.Servers
+	conns bench.Servers
+	// args holds, by backend, the flags that reach its servers from a
+	// worker process (-procs), when they can be reached.
+	args    map[string][]string
 	info    []bench.Server // one per server, for the report
 	closers []func() error
 }
@@ -38,7 +41,7 @@ func openServers(ctx context.Context, c config, maxWorkers int) (*servers, error
 			}
 		}
 	}
-	pool := max(2*maxWorkers, 64) + 16
+	pool := poolSize(maxWorkers)
 	opened := make([]*bench.Opened, len(need))
 	errs := make([]error, len(need))
 	var wg sync.WaitGroup
@@ -51,7 +54,7 @@ func openServers(ctx context.Context, c config, maxWorkers int) (*servers, error
 		wg.Go(func() { opened[i], errs[i] = o.Open(ctx, pool) })
 	}
 	wg.Wait()
-	s := &servers{conns: bench.Servers{}}
+	s := &servers{conns: bench.Servers{}, args: map[string][]string{}}
 	// In the order of need, whichever finished first, so that the report
 	// lists the servers the same way every time.
 	for i, o := range opened {
@@ -59,6 +62,7 @@ func openServers(ctx context.Context, c config, maxWorkers int) (*servers, error
 			continue
 		}
 		s.conns[need[i]] = o.Conn
+		s.args[need[i]] = o.Args
 		s.info = append(s.info, o.Servers...)
 		s.closers = append(s.closers, o.Close)
 	}
@@ -68,3 +72,7 @@ func openServers(ctx context.Context, c config, maxWorkers int) (*servers, error
 	}
 	return s, nil
 }
+
+// poolSize is the connection pool of a process running workers workers:
+// room for a strategy that holds two connections per request, and some.
+func poolSize(workers int) int { return max(2*workers, 64) + 16 }

@@ -19,7 +19,14 @@ import (
 	"github.com/stockguard/stockguard/internal/memstock"
 )
 
-func TestMain(m *testing.M) { backendstest.Main(m) }
+// TestMain also serves as the worker process of -procs runs, which
+// re-execute the test binary.
+func TestMain(m *testing.M) {
+	if isWorker() {
+		os.Exit(workerMain(context.Background(), os.Stdin, os.Stdout, bench.Backends()))
+	}
+	backendstest.Main(m)
+}
 
 // memTarget is the in-memory reference, needing no server.
 func memTarget() bench.Target {

@@ -109,8 +109,8 @@ const keptUp = 0.95
 // rate whose run kept up and had a p99 within slo.
 func writeSLO(w io.Writer, results []*bench.Result, slo time.Duration) error {
 	type key struct {
-		target  string
-		workers int
+		target         string
+		workers, procs int
 	}
 	var order []key
 	best := map[key]*bench.Result{}
@@ -119,7 +119,7 @@ func writeSLO(w io.Writer, results []*bench.Result, slo time.Duration) error {
 		if r.Workload.Rate == 0 {
 			continue
 		}
-		k := key{r.Target, r.Workload.Workers}
+		k := key{r.Target, r.Workload.Workers, max(r.Procs, 1)}
 		if _, seen := best[k]; !seen {
 			order = append(order, k)
 			best[k] = nil
@@ -139,6 +139,9 @@ func writeSLO(w io.Writer, results []*bench.Result, slo time.Duration) error {
 	fmt.Fprintf(w, "\nslo: highest offered rate with p99 ≤ %v, the schedule kept (sent ≥ %.0f%% of it) and the audit sound:\n", slo, keptUp*100)
 	for _, k := range order {
 		line := fmt.Sprintf("  %s ×%d: ", k.target, k.workers)
+		if k.procs > 1 {
+			line = fmt.Sprintf("  %s ×%d in %d procs: ", k.target, k.workers, k.procs)
+		}
 		if b := best[k]; b != nil {
 			line += fmt.Sprintf("%s/s (p99 %v)", commas(b.Workload.Rate), b.Latency.P99.Round(time.Microsecond))
 		} else {

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -43,7 +46,9 @@ func TestRun_loadInHeader(t *testing.T) {
 // open-loop at a fraction of it and at a fixed rate, and holds them to an
 // SLO.
 func TestRun_rateSweep(t *testing.T) {
-	code, stdout, stderr := invoke(t, []bench.Target{memTarget()}, append(quick, "-workers", "2", "-rate", "1%,2000", "-slo", "10ms", "-format", "table")...)
+	chart := filepath.Join(t.TempDir(), "sweep.svg")
+	code, stdout, stderr := invoke(t, []bench.Target{memTarget()}, "-duration", "100ms", "-warmup", "0", "-plot", chart,
+		"-workers", "2", "-rate", "1%,2000", "-slo", "10ms", "-format", "table")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -58,6 +63,10 @@ func TestRun_rateSweep(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "[3/3] mem ×2 @2,000/s") {
 		t.Errorf("stderr %q", stderr)
+	}
+	// The chart is the sweep's: latency against the offered rate.
+	if b, err := os.ReadFile(chart); err != nil || !bytes.Contains(b, []byte("offered requests/s")) || !bytes.Contains(b, []byte("p99 bound (-slo 10ms)")) {
+		t.Errorf("chart: %v, %d bytes", err, len(b))
 	}
 }
 

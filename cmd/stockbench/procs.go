@@ -1,0 +1,417 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stockguard/stockguard/bench"
+)
+
+// With -procs N, a run's workers run in N worker processes, as a service
+// runs on N machines: each is this command re-executed with workerEnv set,
+// with pools and strategy values of its own. The parent opens (or starts)
+// the servers and stocks the store; each worker attaches to it, runs its
+// share of the workers and sends back its bench.Part; the parent merges
+// them and audits the store once, over all of them (see bench.Stock).
+//
+// The protocol is JSON lines: the parent writes the job on the worker's
+// stdin, the worker answers {"ready":true} once attached, the parent writes
+// "go" to all of them at once, and each worker answers with its part, or
+// with {"error":…} at any point. Closing the worker's stdin stops it early
+// (an interrupt); it then still reports what it measured.
+
+// workerEnv, set in the environment, makes the command a worker process.
+const workerEnv = "STOCKBENCH_PROCS_WORKER"
+
+// maxProcs bounds -procs.
+const maxProcs = 64
+
+// readyTimeout bounds a worker's start-up: exec, connecting, attaching.
+const readyTimeout = time.Minute
+
+// job is what a worker process runs.
+type job struct {
+	Target    string         `json:"target"`
+	Namespace string         `json:"namespace"`
+	Workload  bench.Workload `json:"workload"`
+	First     int            `json:"first"`
+	Count     int            `json:"count"`
+	// Args are the backends' flags naming the parent's servers
+	// (bench.Opened.Args), so that the worker opens those, never its own.
+	Args []string `json:"args"`
+}
+
+// message is a line a worker writes on its stdout.
+type message struct {
+	Ready bool        `json:"ready,omitempty"`
+	Part  *bench.Part `json:"part,omitempty"`
+	Err   string      `json:"error,omitempty"`
+}
+
+// isWorker reports whether the command runs as a worker process.
+func isWorker() bool { return os.Getenv(workerEnv) != "" }
+
+// workerMain is a worker process: it runs the job read from stdin and
+// reports on stdout. It returns the exit status.
+func workerMain(ctx context.Context, stdin io.Reader, stdout io.Writer, backends []bench.Backend) int {
+	out := json.NewEncoder(stdout)
+	fail := func(format string, args ...any) int {
+		out.Encode(message{Err: fmt.Sprintf(format, args...)})
+		return exitError
+	}
+	in := bufio.NewReader(stdin)
+	line, err := in.ReadBytes('\n')
+	if err != nil {
+		return fail("reading the job: %v", err)
+	}
+	var j job
+	if err := json.Unmarshal(line, &j); err != nil {
+		return fail("decoding the job: %v", err)
+	}
+	t, ok := bench.Lookup(j.Target)
+	if !ok {
+		return fail("unknown target %q", j.Target)
+	}
+	fs := flag.NewFlagSet("stockbench worker", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	openers := map[string]bench.Opener{}
+	for _, b := range backends {
+		openers[b.Name] = b.Flags(fs)
+	}
+	if err := fs.Parse(j.Args); err != nil {
+		return fail("backend flags %q: %v", j.Args, err)
+	}
+	conns := bench.Servers{}
+	for _, name := range t.Needs {
+		o, ok := openers[name]
+		if !ok {
+			return fail("%s needs backend %q, which is not registered", t.Name, name)
+		}
+		if o.Check != nil {
+			if err := o.Check(); err != nil {
+				return fail("%v", err)
+			}
+		}
+		opened, err := o.Open(ctx, poolSize(j.Count))
+		if err != nil {
+			return fail("%v", err)
+		}
+		defer opened.Close()
+		conns[name] = opened.Conn
+	}
+	sh, err := bench.Attach(ctx, t, conns, j.Workload, j.Namespace, j.First, j.Count)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer sh.Close()
+	if err := out.Encode(message{Ready: true}); err != nil {
+		return exitError
+	}
+	if line, err := in.ReadBytes('\n'); err != nil || strings.TrimSpace(string(line)) != "go" {
+		return fail("no go from the parent (%q, %v)", line, err)
+	}
+	// Any further line, or stdin closing, stops the run early.
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		in.ReadBytes('\n')
+		stop()
+	}()
+	p, err := sh.Run(rctx)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if err := out.Encode(message{Part: p}); err != nil {
+		return exitError
+	}
+	return exitOK
+}
+
+// serverArgs returns the backend flags that reach, from a worker process,
+// the servers t needs.
+func serverArgs(t bench.Target, srv *servers) ([]string, error) {
+	var args []string
+	for _, name := range t.Needs {
+		a := srv.args[name]
+		if a == nil {
+			return nil, fmt.Errorf("%s: backend %s cannot be reached from another process", t.Name, name)
+		}
+		args = append(args, a...)
+	}
+	return args, nil
+}
+
+// runProcs runs workload w of target t with its workers spread over procs
+// worker processes, and merges and audits their results.
+func runProcs(ctx context.Context, procs int, t bench.Target, srv *servers, w bench.Workload, progress func(float64)) (*bench.Result, error) {
+	args, err := serverArgs(t, srv)
+	if err != nil {
+		return nil, err
+	}
+	// -instances counts the app instances in all, spread over the
+	// processes, one each at least: -procs 1,4 -instances 4 compares the
+	// same deployment in one process and in four.
+	w.Instances = max(w.Instances, procs)
+	st, err := bench.Stock(ctx, t, srv.conns, w)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close(ctx)
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding the executable to run workers: %w", err)
+	}
+	workers := make([]*workerProc, procs)
+	defer func() {
+		for _, wp := range workers {
+			if wp != nil {
+				wp.kill()
+			}
+		}
+	}()
+	first := 0
+	for i := range procs {
+		count, insts := share(w.Workers, procs, i), share(w.Instances, procs, i)
+		wi := w
+		wi.Instances = insts
+		j := job{Target: t.Name, Namespace: st.Namespace(), Workload: wi, First: first, Count: count, Args: args}
+		first += count
+		if workers[i], err = startWorker(exe, i, procs, j); err != nil {
+			return nil, err
+		}
+	}
+	ready := time.NewTimer(readyTimeout)
+	defer ready.Stop()
+	for _, wp := range workers {
+		select {
+		case m, ok := <-wp.msgs:
+			if !ok || !m.Ready {
+				return nil, wp.failure(m)
+			}
+		case <-ready.C:
+			return nil, fmt.Errorf("%s: not ready after %v", wp.name, readyTimeout)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s: interrupted while starting: %w", t.Name, ctx.Err())
+		}
+	}
+	for _, wp := range workers {
+		if _, err := io.WriteString(wp.stdin, "go\n"); err != nil {
+			return nil, fmt.Errorf("%s: %w", wp.name, err)
+		}
+	}
+	// An interrupt closes the workers' stdin: they stop and report what
+	// they measured, which is merged and audited as an interrupted run.
+	stopWorkers := context.AfterFunc(ctx, func() {
+		for _, wp := range workers {
+			wp.stdin.Close()
+		}
+	})
+	defer stopWorkers()
+	stopProgress := showProgress(progress, w.Warmup+w.Duration)
+	defer stopProgress()
+
+	parts := make([]*bench.Part, procs)
+	for i, wp := range workers {
+		m, ok := <-wp.msgs
+		if !ok || m.Part == nil {
+			return nil, wp.failure(m)
+		}
+		parts[i] = m.Part
+		if err := wp.wait(); err != nil {
+			return nil, err
+		}
+	}
+	return st.Finish(ctx, parts)
+}
+
+// share is process i's share of n things spread over procs processes.
+func share(n, procs, i int) int {
+	if i < n%procs {
+		return n/procs + 1
+	}
+	return n / procs
+}
+
+// showProgress reports the time elapsed as a fraction of planned, about
+// ten times a second, until the returned function is called.
+func showProgress(progress func(float64), planned time.Duration) func() {
+	if progress == nil || planned <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	began := time.Now()
+	wg.Go(func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				progress(1)
+				return
+			case <-tick.C:
+				progress(min(float64(time.Since(began))/float64(planned), 1))
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// workerProc is a running worker process.
+type workerProc struct {
+	name   string
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stderr bytes.Buffer // written by exec's goroutine until Wait returns
+	msgs   chan message // its stdout's messages, closed at EOF
+	waited bool
+}
+
+// startWorker starts worker i of n on job j.
+func startWorker(exe string, i, n int, j job) (*workerProc, error) {
+	wp := &workerProc{name: fmt.Sprintf("worker process %d of %d", i+1, n), msgs: make(chan message, 2)}
+	wp.cmd = exec.Command(exe)
+	wp.cmd.Env = append(os.Environ(), workerEnv+"=1")
+	wp.cmd.Stderr = &wp.stderr
+	var err error
+	if wp.stdin, err = wp.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	stdout, err := wp.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(j)
+	if err != nil {
+		return nil, err
+	}
+	if err := wp.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", wp.name, err)
+	}
+	go func() {
+		defer close(wp.msgs)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 1<<30) // a part holds a histogram per worker
+		for sc.Scan() {
+			var m message
+			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+				m = message{Err: fmt.Sprintf("unreadable output %.200q: %v", sc.Bytes(), err)}
+			}
+			wp.msgs <- m
+		}
+	}()
+	// The job travels on stdin, not in the arguments: a DSN may hold a
+	// password, which ps would show.
+	if _, err := wp.stdin.Write(append(b, '\n')); err != nil {
+		wp.kill()
+		return nil, fmt.Errorf("%s: sending the job: %w", wp.name, err)
+	}
+	return wp, nil
+}
+
+// failure describes why the worker did not send what it should have: its
+// error message, else its exit and stderr.
+func (wp *workerProc) failure(m message) error {
+	if m.Err != "" {
+		return fmt.Errorf("%s: %s", wp.name, m.Err)
+	}
+	err := wp.wait()
+	if err == nil {
+		err = errors.New("exited without reporting")
+	}
+	return err
+}
+
+// wait waits for the worker to exit; its error carries the end of the
+// worker's stderr.
+func (wp *workerProc) wait() error {
+	if wp.waited {
+		return nil
+	}
+	wp.waited = true
+	wp.stdin.Close()
+	for range wp.msgs { // to EOF, as the process exits: Wait closes the pipe
+	}
+	err := wp.cmd.Wait()
+	if err != nil {
+		msg := strings.TrimSpace(wp.stderr.String())
+		if len(msg) > 500 {
+			msg = "…" + msg[len(msg)-500:]
+		}
+		return fmt.Errorf("%s: %v: %s", wp.name, err, msg)
+	}
+	return nil
+}
+
+// kill ends a worker that has not been waited for.
+func (wp *workerProc) kill() {
+	if wp.waited {
+		return
+	}
+	wp.cmd.Process.Kill()
+	wp.wait()
+}
+
+// writeProcs reports, for each strategy and worker count run at several
+// process counts, each one's throughput as a share of the one-process
+// figure.
+func writeProcs(w io.Writer, results []*bench.Result) error {
+	type key struct {
+		target  string
+		workers int
+		rate    float64
+	}
+	var order []key
+	by := map[key][]*bench.Result{}
+	for _, r := range results {
+		if r.Counterexample {
+			continue // its figure is not the point; the audit's verdict is
+		}
+		k := key{r.Target, r.Workload.Workers, r.Workload.Rate}
+		if by[k] == nil {
+			order = append(order, k)
+		}
+		by[k] = append(by[k], r)
+	}
+	var b strings.Builder
+	for _, k := range order {
+		rs := by[k]
+		i := slices.IndexFunc(rs, func(r *bench.Result) bool { return r.Procs <= 1 })
+		if i < 0 || len(rs) < 2 || rs[i].Throughput <= 0 {
+			continue
+		}
+		one := rs[i]
+		fmt.Fprintf(&b, "  %s ×%d", k.target, k.workers)
+		if k.rate > 0 {
+			fmt.Fprintf(&b, " @%s/s", commas(k.rate))
+		}
+		fmt.Fprintf(&b, ": 1 process %s/s", commas(one.Throughput))
+		for _, r := range rs {
+			if r == one {
+				continue
+			}
+			fmt.Fprintf(&b, "; %d processes %s/s = %.2f×", r.Procs, commas(r.Throughput), r.Throughput/one.Throughput)
+			if !r.Sound() {
+				b.WriteString(" (UNSOUND)")
+			}
+		}
+		b.WriteString("\n")
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "\nprocs: throughput over several processes against one (decrements/s):\n%s", b.String())
+	return err
+}
