@@ -1,0 +1,59 @@
+// Command lockbench measures redislock's locks against bsm/redislock,
+// redsync and rueidislock in one run, on private redis-server processes it
+// starts from PATH (package peers), in alternating rounds, and prints a
+// Markdown table per scenario:
+//
+//	go run ./cmd/lockbench -rounds 3 -duration 3s
+//
+// (from bench/peers; it is a module of its own).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"time"
+
+	"github.com/stockguard/stockguard/bench/peers"
+)
+
+func main() {
+	rounds := flag.Int("rounds", 3, "rounds; each measures every peer of every scenario once")
+	d := flag.Duration("duration", 3*time.Second, "measured time per peer, scenario and round")
+	flag.Parse()
+	if *rounds < 1 || *d <= 0 {
+		fmt.Fprintln(os.Stderr, "lockbench: want -rounds ≥ 1 and a positive -duration")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, *rounds, *d); err != nil {
+		fmt.Fprintln(os.Stderr, "lockbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, rounds int, d time.Duration) error {
+	srv, err := peers.OpenServers(ctx, peers.Masters)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	run := peers.NewRun()
+	cases, closePeers, err := peers.Standard(srv, run)
+	if err != nil {
+		return err
+	}
+	defer closePeers()
+	fmt.Printf("lockbench -rounds %d -duration %v: %s, %d CPUs; Redis %s, %d private servers\n",
+		rounds, d, runtime.Version(), runtime.NumCPU(), srv.Version, len(srv.Addrs))
+	results, err := peers.Rounds(ctx, cases, run, rounds, d, os.Stderr)
+	if err != nil {
+		return err
+	}
+	peers.WriteMarkdown(os.Stdout, cases, results)
+	return nil
+}
