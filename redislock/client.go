@@ -84,6 +84,7 @@ var (
 type Client struct {
 	rdb    RedisClient
 	once   redis.Scripter // rdb with EVAL/EVALSHA sent at most once
+	batch  *scriptPipe       // rdb's idempotent scripts, pipelined across goroutines
 	keys   rediskeys.Keys
 	notify *notifier
 	err    error // an invalid option, returned by every Obtain
@@ -92,7 +93,7 @@ type Client struct {
 // New returns a lock client over rdb. It reads the option WithPrefix.
 func New(rdb RedisClient, opts ...Option) *Client {
 	o := newOptions(opts)
-	return &Client{rdb: rdb, once: redisx.OnceScripter(rdb), keys: o.keys, notify: &notifier{rdb: rdb}, err: o.err}
+	return &Client{rdb: rdb, once: redisx.OnceScripter(rdb), batch: newScriptPipe(rdb), keys: o.keys, notify: &notifier{rdb: rdb}, err: o.err}
 }
 
 // ObtainOption configures one Obtain.
@@ -252,7 +253,7 @@ func (c *Client) keysFor(key string, fenced bool) lockKeys {
 // releaseOwned deletes the plain (not reentrant) lock k if owner holds it,
 // announcing the release to waiters, and reports whether it did.
 func (c *Client) releaseOwned(ctx context.Context, k lockKeys, owner string) (bool, error) {
-	n, err := lockReleaseScript.Run(ctx, c.rdb, []string{k.lock}, owner, k.channel).Int64()
+	n, err := c.batch.run(ctx, lockReleaseScript, []string{k.lock}, owner, k.channel).Int64()
 	return n == 1, err
 }
 
@@ -404,7 +405,7 @@ func (c *Client) attempt(ctx context.Context, k lockKeys, owner string, ttl time
 			keys, exists = append(keys, k.exists), flagOn
 		}
 		// Idempotent for its owner token, so go-redis may resend it.
-		cmd = lockObtainScript.Run(ctx, c.rdb, keys, owner, ttl.Milliseconds(), fenced, exists)
+		cmd = c.batch.run(ctx, lockObtainScript, keys, owner, ttl.Milliseconds(), fenced, exists)
 	}
 	n, err := cmd.Int64()
 	switch {

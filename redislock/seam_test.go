@@ -13,7 +13,7 @@ import (
 // lockFiles are the lock library: the inventories (every other non-test
 // file but options.go, which both share, and doc.go) may use only what
 // these export.
-var lockFiles = []string{"client.go", "lock.go", "reentrant.go", "wait.go", "watchdog.go", "redlock.go"}
+var lockFiles = []string{"client.go", "lock.go", "reentrant.go", "wait.go", "watchdog.go", "redlock.go", "pipeline.go"}
 
 // TestSeam_inventoriesUseOnlyExportedLockAPI parses the package and fails
 // when an inventory file names an unexported function, type, variable,
