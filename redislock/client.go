@@ -84,7 +84,7 @@ var (
 type Client struct {
 	rdb    RedisClient
 	once   redis.Scripter // rdb with EVAL/EVALSHA sent at most once
-	batch  *scriptPipe       // rdb's idempotent scripts, pipelined across goroutines
+	batch  *scriptPipe    // rdb's idempotent scripts, pipelined across goroutines
 	keys   rediskeys.Keys
 	notify *notifier
 	err    error // an invalid option, returned by every Obtain
