@@ -51,11 +51,14 @@ var (
 	lockRefreshLua string
 	//go:embed lock_pttl.lua
 	lockPTTLLua string
+	//go:embed lock_handoff.lua
+	lockHandoffLua string
 
 	lockObtainScript  = redis.NewScript(lockObtainLua)
 	lockReleaseScript = redis.NewScript(lockReleaseLua)
 	lockRefreshScript = redis.NewScript(lockRefreshLua)
 	lockPTTLScript    = redis.NewScript(lockPTTLLua)
+	lockHandoffScript = redis.NewScript(lockHandoffLua)
 )
 
 // Client obtains locks on one Redis deployment (a single master, or a
@@ -305,6 +308,10 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	k := c.keysFor(key, !o.unfenced)
 	k.exists = o.exists
 
+	var want *handoff // what a release may hand the lock to this Obtain as
+	if o.notify && !o.reentrant && k.exists == "" {
+		want = &handoff{owner: owner, ttl: ttl, fence: k.fence}
+	}
 	var (
 		w     *waiter
 		timer *time.Timer
@@ -312,45 +319,61 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	)
 	defer func() {
 		if w != nil {
+			if g, claimed := w.settle(); l == nil && claimed && g.ok {
+				// Handed the lock as this Obtain gave up: give it back.
+				c.abandon(k, owner)
+			}
 			w.leave(l == nil)
 		}
 		if timer != nil {
 			timer.Stop()
 		}
 	}()
+	// When others of this Client wait for the lock already, a try would
+	// fail: queue up behind them without one. A release hands the lock to
+	// the earliest.
+	_, patient := retry.Backoff(1)
+	queue := want != nil && patient && c.notify.queued(k.channel)
 	for attempt := 1; ; attempt++ {
-		sent := time.Now()
-		obtained, token, holder, err := c.attempt(ctx, k, owner, ttl, o.reentrant)
-		if errors.Is(err, errMissing) {
-			return nil, fmt.Errorf("%w: %q, so no lock on %q", ErrNotExist, k.exists, key)
-		}
-		if err != nil {
-			if attempt > 1 && ctx.Err() != nil && !o.reentrant {
-				// ctx ended in a retry, which is waiting all the same. The
-				// script may have taken the lock before its reply was lost:
-				// delete it (owner-checked, so only ours) to make "not
-				// obtained" true instead of leaving it until ttl.
-				c.abandon(k, owner)
-				return nil, errors.Join(
-					fmt.Errorf("%w: %q is held by another owner (%d attempts)", ErrNotObtained, key, attempt),
-					stockguard.Canceled(ctx))
+		var holder time.Duration
+		if !queue || attempt > 1 {
+			sent := time.Now()
+			obtained, token, left, err := c.attempt(ctx, k, owner, ttl, o.reentrant)
+			if errors.Is(err, errMissing) {
+				return nil, fmt.Errorf("%w: %q, so no lock on %q", ErrNotExist, k.exists, key)
 			}
-			return nil, fmt.Errorf("redislock: obtain %q: %w", key, err)
-		}
-		if obtained {
-			l = c.newLock(key, k, owner, token, ttl, sent, &o)
-			return l, nil
+			if err != nil {
+				if attempt > 1 && ctx.Err() != nil && !o.reentrant {
+					// ctx ended in a retry, which is waiting all the same. The
+					// script may have taken the lock before its reply was lost:
+					// delete it (owner-checked, so only ours) to make "not
+					// obtained" true instead of leaving it until ttl.
+					c.abandon(k, owner)
+					return nil, errors.Join(
+						fmt.Errorf("%w: %q is held by another owner (%d attempts)", ErrNotObtained, key, attempt),
+						stockguard.Canceled(ctx))
+				}
+				return nil, fmt.Errorf("redislock: obtain %q: %w", key, err)
+			}
+			if obtained {
+				l = c.newLock(key, k, owner, token, ttl, sent, &o)
+				return l, nil
+			}
+			holder = left
 		}
 		d, ok := retry.Backoff(attempt)
 		if !ok {
 			return nil, fmt.Errorf("%w: %q is held by another owner (%d attempts)", ErrNotObtained, key, attempt)
 		}
-		var wake <-chan struct{}
+		var (
+			wake    <-chan struct{}
+			granted <-chan grant
+		)
 		if o.notify {
 			if w == nil {
-				w = c.notify.join(ctx, k.channel)
+				w = c.notify.join(ctx, k.channel, want, !queue)
 			}
-			wake = w.wake
+			wake, granted = w.wake, w.granted
 			if holder > 0 {
 				// The lock is free by then at the latest, released or not.
 				d = min(d, holder+time.Millisecond)
@@ -368,6 +391,12 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 				stockguard.Canceled(ctx))
 		case <-timer.C:
 		case <-wake:
+		case g := <-granted:
+			w.unclaim() // settled; after a failed hand-over, back in line
+			if g.ok {
+				l = c.newLock(key, k, owner, g.token, ttl, g.sent, &o)
+				return l, nil
+			}
 		}
 	}
 }

@@ -117,7 +117,35 @@ func (l *Lock) release(ctx context.Context) (bool, error) {
 		n, err := reentrantReleaseScript.Run(ctx, l.c.once, []string{l.keys.lock}, l.owner, l.keys.channel).Int64()
 		return n >= 0, err
 	}
+	if w := l.c.notify.claim(l.keys.channel); w != nil {
+		return l.handOver(ctx, w)
+	}
 	return l.c.releaseOwned(ctx, l.keys, l.owner)
+}
+
+// handOver gives the lock straight to w, a waiter of the same Client
+// claimed for it, instead of freeing it: one round trip, where a release
+// then w's obtain take two and an announcement. It reports whether the
+// handle held the lock, and tells w whether it holds it now; when it
+// does not, w tries to obtain it as usual (if the script ran but its reply
+// was lost, w's try finds the lock its own).
+func (l *Lock) handOver(ctx context.Context, w *waiter) (bool, error) {
+	keys := append(make([]string, 0, 2), l.keys.lock)
+	fenced := flagOff
+	if w.want.fence != "" {
+		keys, fenced = append(keys, w.want.fence), flagOn
+	}
+	sent := time.Now()
+	n, err := l.c.batch.run(ctx, lockHandoffScript, keys, l.owner, w.want.owner, w.want.ttl.Milliseconds(), fenced, l.keys.channel).Int64()
+	g := grant{sent: sent}
+	if err == nil && n != 0 {
+		g.ok, g.token = true, max(n, -n)
+		if w.want.fence == "" {
+			g.token = 0
+		}
+	}
+	w.granted <- g
+	return err == nil && n > 0, err
 }
 
 // Refresh sets the lock's lease to ttl (at least 1ms) from now, if this

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -121,10 +122,17 @@ type notifier struct {
 	idle     *time.Timer
 }
 
+// maxHandoffs is how many times in a row a release hands the lock to a
+// waiter of the same Client (Lock.Release): the next release frees the
+// lock and announces it, so that waiters in other processes, which hear of
+// no hand-over, get their turn.
+const maxHandoffs = 16
+
 // topic is the waiters of one lock's release channel.
 type topic struct {
-	waiters []*waiter // in arrival order: the earliest gets the next wake
-	live    bool      // the subscription is confirmed: announcements arrive
+	waiters  []*waiter // in arrival order: the earliest gets the next wake, or the lock
+	live     bool      // the subscription is confirmed: announcements arrive
+	handoffs int       // hand-overs since the lock was last freed
 }
 
 // waiter is one waiting Obtain.
@@ -132,6 +140,28 @@ type waiter struct {
 	n       *notifier
 	channel string
 	wake    chan struct{} // capacity 1: one pending wake at most
+	// want is what the waiter would take the lock as; nil when a release
+	// cannot hand the lock to it (a reentrant lock, IfExists).
+	want *handoff
+	// claimed: a release is handing the lock to the waiter, and will send
+	// the outcome on granted. Guarded by n.mu.
+	claimed bool
+	granted chan grant // capacity 1
+}
+
+// handoff is what a waiter would take a lock as.
+type handoff struct {
+	owner string
+	ttl   time.Duration
+	fence string // the fencing counter; "" for NoFence
+}
+
+// grant is the outcome of a hand-over: whether the waiter holds the lock
+// now, with which fencing token, as of a command sent at sent.
+type grant struct {
+	ok    bool
+	token int64
+	sent  time.Time
 }
 
 func (w *waiter) signal() bool {
@@ -148,19 +178,75 @@ func (w *waiter) signal() bool {
 // rest fail their attempt and wait again.
 func (t *topic) wakeOne() {
 	for _, w := range t.waiters {
-		if w.signal() {
+		if !w.claimed && w.signal() {
 			return
 		}
 	}
 }
 
-// join registers a waiter on channel. Its wake channel fires once the
-// subscription is confirmed (or at once when it already is): a release
-// between the caller's failed attempt and the subscription is not
-// announced to it, so it must try again then; and after that, once per
-// announced release meant for it.
-func (n *notifier) join(ctx context.Context, channel string) *waiter {
-	w := &waiter{n: n, channel: channel, wake: make(chan struct{}, 1)}
+// claim picks the waiter on channel that a release should hand the lock
+// to: the earliest that can take it, unless the lock has been handed over
+// maxHandoffs times in a row. The release must then send the outcome on the
+// waiter's granted, and only then may the waiter leave. Nil when the lock
+// is to be freed instead.
+func (n *notifier) claim(channel string) *waiter {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	t := n.topics[channel]
+	if t == nil {
+		return nil
+	}
+	if t.handoffs < maxHandoffs {
+		for _, w := range t.waiters {
+			if w.want != nil && !w.claimed {
+				w.claimed = true
+				t.handoffs++
+				return w
+			}
+		}
+	}
+	t.handoffs = 0
+	return nil
+}
+
+// queued reports whether waiters on channel could take a handed-over lock:
+// then a new Obtain with Notify queues up behind them without trying, as
+// its try would fail — they are waiting for a lock that is held.
+func (n *notifier) queued(channel string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	t := n.topics[channel]
+	return t != nil && slices.ContainsFunc(t.waiters, func(w *waiter) bool { return w.want != nil })
+}
+
+// settle returns the outcome of the hand-over that claimed w, waiting for
+// it, or false when w was not claimed. A waiter that leaves settles first.
+func (w *waiter) settle() (grant, bool) {
+	w.n.mu.Lock()
+	claimed := w.claimed
+	w.n.mu.Unlock()
+	if !claimed {
+		return grant{}, false
+	}
+	return <-w.granted, true
+}
+
+// unclaim records that w has received the outcome of its hand-over: it
+// can be claimed again (after a failed one), and leaves without settling.
+func (w *waiter) unclaim() {
+	w.n.mu.Lock()
+	w.claimed = false
+	w.n.mu.Unlock()
+}
+
+// join registers a waiter on channel, which a release may hand the lock
+// to as want (nil: never). Unless it queued without trying (tried false),
+// its wake channel fires once the subscription is confirmed (or at once
+// when it already is): a release between the caller's failed attempt and
+// the subscription is not announced to it, so it must try again then; and
+// after that, once per announced release meant for it.
+func (n *notifier) join(ctx context.Context, channel string, want *handoff, tried bool) *waiter {
+	w := &waiter{n: n, channel: channel, wake: make(chan struct{}, 1), want: want, granted: make(chan grant, 1)}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.idle != nil {
@@ -184,7 +270,7 @@ func (n *notifier) join(ctx context.Context, channel string) *waiter {
 		}
 	}
 	t.waiters = append(t.waiters, w)
-	if t.live {
+	if t.live && tried {
 		w.signal()
 	}
 	return w
@@ -292,7 +378,9 @@ func (n *notifier) subscribed(ps *redis.PubSub, channel string) {
 	if t := n.topics[channel]; t != nil && !t.live {
 		t.live = true
 		for _, w := range t.waiters {
-			w.signal()
+			if !w.claimed {
+				w.signal()
+			}
 		}
 	}
 }
