@@ -236,27 +236,34 @@ func (c *Client) LockKey(key string) string { return c.keys.Lock(key) }
 // once a fenced Obtain has taken the lock.
 func (c *Client) FenceKey(key string) string { return c.keys.Fence(key) }
 
-// lockKeys are the names one lock works with.
+// lockKeys are the names one lock works with. Its releases are announced
+// on a pub/sub channel named like its lock key (channels and keys do not
+// share a namespace).
 type lockKeys struct {
-	lock, channel string
-	fence         string // "" for a lock that issues no fencing tokens
-	exists        string // "" unless the lock requires a key to exist
+	lock   string
+	fence  string // "" for a lock that issues no fencing tokens
+	exists string // "" unless the lock requires a key to exist
 }
 
 // keysFor returns the names of the lock on key, fenced or not (NoFence;
 // Redlock's and segment locks are not: nothing outlives them).
 func (c *Client) keysFor(key string, fenced bool) lockKeys {
-	k := lockKeys{lock: c.keys.Lock(key), channel: c.keys.Name("unlock", key)}
+	k := lockKeys{lock: c.keys.Lock(key)}
 	if fenced {
 		k.fence = c.keys.Fence(key)
 	}
 	return k
 }
 
+// noAnnounce is the release channel of a lock nobody waits for with
+// Notify (Redlock's): the release script then publishes nothing.
+const noAnnounce = ""
+
 // releaseOwned deletes the plain (not reentrant) lock k if owner holds it,
-// announcing the release to waiters, and reports whether it did.
-func (c *Client) releaseOwned(ctx context.Context, k lockKeys, owner string) (bool, error) {
-	n, err := c.batch.run(ctx, lockReleaseScript, []string{k.lock}, owner, k.channel).Int64()
+// announcing the release on channel unless it is noAnnounce, and reports
+// whether it did.
+func (c *Client) releaseOwned(ctx context.Context, k lockKeys, owner, channel string) (bool, error) {
+	n, err := c.batch.run(ctx, lockReleaseScript, []string{k.lock}, owner, channel).Int64()
 	return n == 1, err
 }
 
@@ -333,7 +340,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	// fail: queue up behind them without one. A release hands the lock to
 	// the earliest.
 	_, patient := retry.Backoff(1)
-	queue := want != nil && patient && c.notify.queued(k.channel)
+	queue := want != nil && patient && c.notify.queued(k.lock)
 	for attempt := 1; ; attempt++ {
 		var holder time.Duration
 		if !queue || attempt > 1 {
@@ -371,7 +378,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		)
 		if o.notify {
 			if w == nil {
-				w = c.notify.join(ctx, k.channel, want, !queue)
+				w = c.notify.join(ctx, k.lock, want, !queue)
 			}
 			wake, granted = w.wake, w.granted
 			if holder > 0 {
@@ -406,7 +413,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 func (c *Client) abandon(k lockKeys, owner string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_, _ = c.releaseOwned(ctx, k, owner)
+	_, _ = c.releaseOwned(ctx, k, owner, k.lock)
 }
 
 // The obtain script's flags, boxed once rather than per call.

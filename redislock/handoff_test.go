@@ -12,7 +12,7 @@ import (
 // waitQueued waits until n Obtains of c wait for key's lock.
 func waitQueued(t *testing.T, c *Client, key string, n int) {
 	t.Helper()
-	channel := c.keysFor(key, true).channel
+	channel := c.keysFor(key, true).lock
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		c.notify.mu.Lock()

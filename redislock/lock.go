@@ -114,13 +114,13 @@ func (l *Lock) Release(ctx context.Context) error {
 func (l *Lock) release(ctx context.Context) (bool, error) {
 	if l.reentrant {
 		// A decrement resent after a lost reply would count twice.
-		n, err := reentrantReleaseScript.Run(ctx, l.c.once, []string{l.keys.lock}, l.owner, l.keys.channel).Int64()
+		n, err := reentrantReleaseScript.Run(ctx, l.c.once, []string{l.keys.lock}, l.owner, l.keys.lock).Int64()
 		return n >= 0, err
 	}
-	if w := l.c.notify.claim(l.keys.channel); w != nil {
+	if w := l.c.notify.claim(l.keys.lock); w != nil {
 		return l.handOver(ctx, w)
 	}
-	return l.c.releaseOwned(ctx, l.keys, l.owner)
+	return l.c.releaseOwned(ctx, l.keys, l.owner, l.keys.lock)
 }
 
 // handOver gives the lock straight to w, a waiter of the same Client
@@ -136,7 +136,7 @@ func (l *Lock) handOver(ctx context.Context, w *waiter) (bool, error) {
 		keys, fenced = append(keys, w.want.fence), flagOn
 	}
 	sent := time.Now()
-	n, err := l.c.batch.run(ctx, lockHandoffScript, keys, l.owner, w.want.owner, w.want.ttl.Milliseconds(), fenced, l.keys.channel).Int64()
+	n, err := l.c.batch.run(ctx, lockHandoffScript, keys, l.owner, w.want.owner, w.want.ttl.Milliseconds(), fenced, l.keys.lock).Int64()
 	g := grant{sent: sent}
 	if err == nil && n != 0 {
 		g.ok, g.token = true, max(n, -n)

@@ -156,9 +156,9 @@ func (r *Redlock) validFor(sent time.Time, ttl time.Duration) time.Time {
 // that granted it holds the handle's OwnerToken there.
 func (r *Redlock) LockKey(key string) string { return r.keys.Lock(key) }
 
-// lockKeys returns the names of key's lock on master i: Redlocks issue no
-// fencing tokens, so nothing outlives the lock.
-func (r *Redlock) lockKeys(i int, key string) lockKeys { return r.nodes[i].keysFor(key, false) }
+// lockKeys returns the names of key's lock, the same on every master:
+// Redlocks issue no fencing tokens, so nothing outlives the lock.
+func (r *Redlock) lockKeys(key string) lockKeys { return lockKeys{lock: r.keys.Lock(key)} }
 
 // Obtain takes the lock on key on a majority of the masters for ttl (at
 // least 1ms; sub-millisecond parts are dropped) and returns its handle. Of
@@ -235,12 +235,13 @@ func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opt
 // round makes one attempt on every master.
 func (r *Redlock) round(ctx context.Context, key, owner string, ttl time.Duration) (*QuorumLock, error) {
 	n := len(r.nodes)
+	k := r.lockKeys(key)
 	sent := time.Now()
 	calls := r.fanout(ctx, r.nodeTimeout(ttl), nil, func(ctx context.Context, i int) (bool, error) {
-		obtained, _, _, err := r.nodes[i].attempt(ctx, r.lockKeys(i, key), owner, ttl, false)
+		obtained, _, _, err := r.nodes[i].attempt(ctx, k, owner, ttl, false)
 		return obtained, err
 	}, func(ok, failed int) bool { return ok >= r.quorum || failed > n-r.quorum })
-	l := &QuorumLock{r: r, key: key, owner: owner, obtains: calls, ttl: ttl, validUntil: r.validFor(sent, ttl)}
+	l := &QuorumLock{r: r, key: key, keys: k, owner: owner, obtains: calls, ttl: ttl, validUntil: r.validFor(sent, ttl)}
 	t := tally(calls)
 	if t.ok >= r.quorum && time.Now().Before(l.validUntil) {
 		return l, nil
@@ -369,6 +370,7 @@ func (t callTally) err(what string) error {
 type QuorumLock struct {
 	r       *Redlock
 	key     string
+	keys    lockKeys // the same on every master
 	owner   string
 	obtains []*nodeCall // per master: the obtain call
 
@@ -519,7 +521,7 @@ func (l *QuorumLock) releaseLater(ctx context.Context, i int) {
 // releaseOn deletes the lock on master i if this handle's owner holds it
 // there.
 func (l *QuorumLock) releaseOn(ctx context.Context, i int) (bool, error) {
-	return l.r.nodes[i].releaseOwned(ctx, l.r.lockKeys(i, l.key), l.owner)
+	return l.r.nodes[i].releaseOwned(ctx, l.keys, l.owner, noAnnounce)
 }
 
 // Release deletes the lock from every master that may hold it (masters
@@ -612,8 +614,7 @@ func (l *QuorumLock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	sent := time.Now()
 	t := tally(r.fanout(ctx, r.nodeTimeout(ttl), send, func(ctx context.Context, i int) (bool, error) {
-		k := r.lockKeys(i, l.key)
-		v, err := lockRefreshScript.Run(ctx, r.nodes[i].rdb, []string{k.lock}, l.owner, ttl.Milliseconds()).Int64()
+		v, err := lockRefreshScript.Run(ctx, r.nodes[i].rdb, []string{l.keys.lock}, l.owner, ttl.Milliseconds()).Int64()
 		return v == 1, err
 	}, func(ok, failed int) bool { return ok >= r.quorum || failed+unsent > n-r.quorum }))
 	validUntil := r.validFor(sent, ttl)
