@@ -30,9 +30,11 @@ type Measurement struct {
 	Scenario string
 	// Cycles counts obtains that succeeded, each followed by its release;
 	// GaveUp those that did not (a waiter that gave up, or was still
-	// waiting when the time was up).
-	Cycles, GaveUp int64
-	Elapsed        time.Duration
+	// waiting when the time was up); ReleaseFailed the releases that
+	// returned an error (a Redlock whose masters did not all answer in
+	// time: the lock then expires), counted among the cycles.
+	Cycles, GaveUp, ReleaseFailed int64
+	Elapsed                       time.Duration
 	// Commands is how many commands the servers ran meanwhile, those run
 	// by scripts included (INFO commandstats).
 	Commands int64
@@ -56,9 +58,9 @@ func (m Measurement) PerAcquisition() float64 {
 const warmup = 300 * time.Millisecond
 
 // Measure runs s against p for d after a short warm-up, counting the
-// commands of servers (those p uses), with keys under run. Only an error
-// of a peer other than a busy lock (ErrBusy) is returned; it stops the
-// measurement.
+// commands of servers (those p uses), with keys under run. An obtain that
+// fails otherwise than with a busy lock (ErrBusy) stops the measurement,
+// and its error is returned.
 func Measure(ctx context.Context, p Peer, s Scenario, d time.Duration, servers []redis.UniversalClient, run string) (Measurement, error) {
 	if _, err := cycles(ctx, p, s, warmup, run+"w"); err != nil {
 		return Measurement{}, err
@@ -90,10 +92,10 @@ func cycles(ctx context.Context, p Peer, s Scenario, d time.Duration, run string
 	timer := time.AfterFunc(d, stop)
 	defer timer.Stop()
 	var (
-		wg       sync.WaitGroup
-		ok, gave atomic.Int64
-		mu       sync.Mutex
-		took     []time.Duration
+		wg               sync.WaitGroup
+		ok, gave, failed atomic.Int64
+		mu               sync.Mutex
+		took             []time.Duration
 	)
 	began := time.Now()
 	for g := range s.Goroutines {
@@ -119,8 +121,7 @@ func cycles(ctx context.Context, p Peer, s Scenario, d time.Duration, run string
 				mine = append(mine, time.Since(t0))
 				// The release runs to its end even once the time is up.
 				if err := release(context.WithoutCancel(ctx)); err != nil {
-					cancel(fmt.Errorf("peers: %s: release %q: %w", p.Name, key, err))
-					return
+					failed.Add(1)
 				}
 				ok.Add(1)
 			}
@@ -134,7 +135,7 @@ func cycles(ctx context.Context, p Peer, s Scenario, d time.Duration, run string
 	if err := context.Cause(ctx); err != nil {
 		return Measurement{}, err
 	}
-	m := Measurement{Peer: p.Name, Scenario: s.Name, Cycles: ok.Load(), GaveUp: gave.Load(), Elapsed: elapsed}
+	m := Measurement{Peer: p.Name, Scenario: s.Name, Cycles: ok.Load(), GaveUp: gave.Load(), ReleaseFailed: failed.Load(), Elapsed: elapsed}
 	if len(took) > 0 {
 		slices.Sort(took)
 		m.P99 = took[len(took)*99/100]

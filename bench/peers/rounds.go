@@ -119,7 +119,7 @@ type Summary struct {
 	Rate, PerAcquisition          float64
 	P99                           time.Duration
 	Rates                         []float64 // every round's rate, in round order
-	GaveUp                        int64     // over all rounds
+	GaveUp, ReleaseFailed         int64     // over all rounds
 	RatioToFirst, CommandsToFirst float64   // the first peer's median over this one's
 }
 
@@ -146,6 +146,7 @@ func Summarize(ms []Measurement) []Summary {
 			per = append(per, m.PerAcquisition())
 			p99 = append(p99, m.P99)
 			s.GaveUp += m.GaveUp
+			s.ReleaseFailed += m.ReleaseFailed
 		}
 		s.Rates = slices.Clone(rates)
 		s.Rate, s.PerAcquisition, s.P99 = median(rates), median(per), median(p99)
@@ -193,7 +194,10 @@ func WriteMarkdown(w io.Writer, cases []Case, results [][]Measurement) {
 			}
 			gave := ""
 			if s.GaveUp > 0 {
-				gave = fmt.Sprintf(" (%d gave up)", s.GaveUp)
+				gave += fmt.Sprintf(" (%d gave up)", s.GaveUp)
+			}
+			if s.ReleaseFailed > 0 {
+				gave += fmt.Sprintf(" (%d releases failed)", s.ReleaseFailed)
 			}
 			fmt.Fprintf(w, "| %s | %.0f%s | %s | %.1f | %v | %.2f× | %.2f× |\n",
 				s.Peer, s.Rate, gave, rounds, s.PerAcquisition, s.P99.Round(10*time.Microsecond), s.RatioToFirst, s.CommandsToFirst)

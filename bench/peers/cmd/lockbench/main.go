@@ -14,7 +14,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"regexp"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/stockguard/stockguard/bench/peers"
@@ -23,20 +25,22 @@ import (
 func main() {
 	rounds := flag.Int("rounds", 3, "rounds; each measures every peer of every scenario once")
 	d := flag.Duration("duration", 3*time.Second, "measured time per peer, scenario and round")
+	only := flag.String("only", "", "run only the scenarios whose name matches this regular expression")
 	flag.Parse()
-	if *rounds < 1 || *d <= 0 {
-		fmt.Fprintln(os.Stderr, "lockbench: want -rounds ≥ 1 and a positive -duration")
+	match, err := regexp.Compile(*only)
+	if *rounds < 1 || *d <= 0 || err != nil {
+		fmt.Fprintln(os.Stderr, "lockbench: want -rounds ≥ 1, a positive -duration and a valid -only")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *rounds, *d); err != nil {
+	if err := run(ctx, *rounds, *d, match); err != nil {
 		fmt.Fprintln(os.Stderr, "lockbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, rounds int, d time.Duration) error {
+func run(ctx context.Context, rounds int, d time.Duration, match *regexp.Regexp) error {
 	srv, err := peers.OpenServers(ctx, peers.Masters)
 	if err != nil {
 		return err
@@ -48,6 +52,7 @@ func run(ctx context.Context, rounds int, d time.Duration) error {
 		return err
 	}
 	defer closePeers()
+	cases = slices.DeleteFunc(cases, func(c peers.Case) bool { return !match.MatchString(c.Scenario.Name) })
 	fmt.Printf("lockbench -rounds %d -duration %v: %s, %d CPUs; Redis %s, %d private servers\n",
 		rounds, d, runtime.Version(), runtime.NumCPU(), srv.Version, len(srv.Addrs))
 	results, err := peers.Rounds(ctx, cases, run, rounds, d, os.Stderr)
