@@ -132,8 +132,10 @@ func Redsync(masters []redis.UniversalClient, prefix string) Peer {
 			}
 			m := rs.NewMutex(prefix+key, opts...)
 			err := m.LockContext(ctx)
-			var taken *redsync.ErrTaken
-			if errors.Is(err, redsync.ErrFailed) || errors.As(err, &taken) {
+			// Whatever made it fail — the lock taken, or masters not answering
+			// within its per-try timeout (a twentieth of the expiry) — redsync
+			// gave up without the lock.
+			if err != nil && !errors.Is(err, context.Canceled) {
 				return nil, fmt.Errorf("%w: %w", ErrBusy, err)
 			}
 			if err != nil {

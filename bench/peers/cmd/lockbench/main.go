@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -26,6 +27,7 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds; each measures every peer of every scenario once")
 	d := flag.Duration("duration", 3*time.Second, "measured time per peer, scenario and round")
 	only := flag.String("only", "", "run only the scenarios whose name matches this regular expression")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (this process only, not Redis) to this file")
 	flag.Parse()
 	match, err := regexp.Compile(*only)
 	if *rounds < 1 || *d <= 0 || err != nil {
@@ -33,14 +35,26 @@ func main() {
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, *rounds, *d, match); err != nil {
+	err = run(ctx, *rounds, *d, match, *cpuprofile)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "lockbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, rounds int, d time.Duration, match *regexp.Regexp) error {
+func run(ctx context.Context, rounds int, d time.Duration, match *regexp.Regexp, cpuprofile string) error {
+	if cpuprofile != "" {
+		f, err := os.Create(cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	srv, err := peers.OpenServers(ctx, peers.Masters)
 	if err != nil {
 		return err
