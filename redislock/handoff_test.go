@@ -169,3 +169,41 @@ func TestNotify_waiterElsewhereGetsItsTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLock_Release_handOverToWaiterThatGaveUpIsGivenBack: a waiter whose
+// context ends while a hand-over to it is in flight waits for the outcome,
+// and gives back the lock it was handed.
+func TestLock_Release_handOverToWaiterThatGaveUpIsGivenBack(t *testing.T) {
+	c, rdb := newTestClient(t)
+	ctx := t.Context()
+	held, err := c.Obtain(ctx, "k", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	errs := make(chan error, 1)
+	go func() {
+		_, err := c.Obtain(wctx, "k", 20*time.Second, Notify(), ObtainRetry(LinearBackoff(time.Minute)))
+		errs <- err
+	}()
+	waitQueued(t, c, "k", 1)
+	w := c.notify.claim(held.keys.lock) // the release's first step, by hand
+	if w == nil {
+		t.Fatal("no waiter to claim")
+	}
+	cancel()
+	select {
+	case err := <-errs:
+		t.Fatalf("Obtain returned (%v) while a hand-over to it was in flight", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if ok, err := held.handOver(ctx, w); !ok || err != nil {
+		t.Fatalf("handOver = %v, %v", ok, err)
+	}
+	if err := <-errs; !errors.Is(err, ErrNotObtained) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Obtain whose context ended = %v, want ErrNotObtained and context.Canceled", err)
+	}
+	if n := rdb.Exists(ctx, c.LockKey("k")).Val(); n != 0 {
+		t.Fatalf("the lock handed to the waiter that gave up is still set (%q)", rdb.Get(ctx, c.LockKey("k")).Val())
+	}
+}
