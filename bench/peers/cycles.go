@@ -29,8 +29,8 @@ type Measurement struct {
 	Peer     string
 	Scenario string
 	// Cycles counts obtains that succeeded, each followed by its release;
-	// GaveUp those that did not (a waiter that gave up, or was still
-	// waiting when the time was up); ReleaseFailed the releases that
+	// GaveUp those that gave up before the time was up (those still
+	// waiting then are not counted); ReleaseFailed the releases that
 	// returned an error (a Redlock whose masters did not all answer in
 	// time: the lock then expires), counted among the cycles.
 	Cycles, GaveUp, ReleaseFailed int64
@@ -109,8 +109,10 @@ func cycles(ctx context.Context, p Peer, s Scenario, d time.Duration, run string
 				}
 				t0 := time.Now()
 				release, err := p.Obtain(dctx, key, s.Shared)
-				if errors.Is(err, ErrBusy) || err != nil && dctx.Err() != nil {
-					// Gave up, or cut short by the end of the time.
+				if err != nil && dctx.Err() != nil {
+					continue // cut short by the end of the time: not counted
+				}
+				if errors.Is(err, ErrBusy) {
 					gave.Add(1)
 					continue
 				}

@@ -182,7 +182,7 @@ func WriteMarkdown(w io.Writer, cases []Case, results [][]Measurement) {
 			continue
 		}
 		fmt.Fprintf(w, "\n%s (median of %d rounds)\n\n", c.Scenario.Name, len(sums[0].Rates))
-		fmt.Fprintf(w, "| lock | cycles/s | rounds | cmds/acquisition | p99 acquire | %s ÷ lock (cycles/s) | %s ÷ lock (cmds/acq) |\n", sums[0].Peer, sums[0].Peer)
+		fmt.Fprintf(w, "| lock | cycles/s | rounds | cmds/acquisition | p99 acquire | %s's cycles/s ÷ lock's | %s's cmds/acq ÷ lock's |\n", sums[0].Peer, sums[0].Peer)
 		fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|---:|")
 		for _, s := range sums {
 			rounds := ""
