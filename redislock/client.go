@@ -173,7 +173,15 @@ func ObtainRetry(s RetryStrategy) ObtainOption {
 // announced, the holder's lease runs out, or the retry strategy's backoff
 // elapses — the backoff is only the fallback for a lost message, so make
 // it long. Waiters of one Client share one pub/sub connection, and each
-// announced release wakes one of them, not all. Default off.
+// announced release wakes one of them, not all.
+//
+// Within one Client, waiting is a queue: a Release through the same Client
+// hands the lock straight to the earliest waiter (a plain lock without
+// IfExists), which gets it with its own lease and a fresh fencing token,
+// without the lock ever being free; an Obtain that finds others of the
+// Client waiting queues up behind them without trying first. After 16
+// hand-overs in a row a release frees the lock and announces it, so that
+// waiters of other Clients get their turn. Default off.
 func Notify() ObtainOption {
 	return func(o *obtainOptions) { o.notify = true }
 }

@@ -74,7 +74,9 @@ func (l *Lock) OwnerToken() string { return l.owner }
 
 // Release gives the lock back: it stops the watchdog, if any, and waits for
 // it — no renewal is sent after Release returns — then deletes the lock
-// only if this handle's owner still holds it, and wakes a waiter. For a
+// only if this handle's owner still holds it, and wakes a waiter; or, when
+// an Obtain of the same Client waits for it with Notify, hands it to that
+// Obtain instead (see Notify). For a
 // reentrant lock it releases one hold; the lock goes when the last hold is
 // released. A handle is released once; later calls return ErrNotHeld.
 //
