@@ -83,7 +83,9 @@ var (
 // A Client is safe for concurrent use. It holds no connection of its own
 // until an Obtain waits with Notify; the pub/sub connection that waiting
 // opens is shared by all its waiters and closed a few seconds after the
-// last one is done.
+// last one is done. Lock scripts that its goroutines run at the same time
+// are sent together, as one go-redis pipeline (a client without
+// Pipeline, which every redis.UniversalClient has, sends them one by one).
 type Client struct {
 	rdb    RedisClient
 	once   redis.Scripter // rdb with EVAL/EVALSHA sent at most once
