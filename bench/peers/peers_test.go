@@ -2,6 +2,7 @@ package peers
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -105,5 +106,47 @@ func TestTargets_auditSound(t *testing.T) {
 				t.Fatalf("no decrement succeeded: errors %v %q", r.Errors, r.OtherErrors)
 			}
 		})
+	}
+}
+
+// BenchmarkGuarded runs redislock's guarded decrement (redis-guarded: its
+// lock, a fenced write) and the peers' (a plain write under each peer's
+// lock) under the harness, on one hot SKU and on 1024, one server for all.
+// A target the audit finds unsound fails the benchmark.
+//
+//	go test -run '^$' -bench Guarded -benchtime 20000x
+func BenchmarkGuarded(b *testing.B) {
+	if testing.Short() {
+		b.Skip("starts a redis-server process")
+	}
+	srv, err := OpenServers(b.Context(), 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.Close() })
+	s := bench.Servers{redistargets.Name: srv.Clients[0]}
+	for _, name := range []string{"redis-guarded", "peer-bsm-redislock", "peer-redsync", "peer-rueidislock"} {
+		tg, ok := bench.Lookup(name)
+		if !ok {
+			b.Fatalf("%s is not registered", name)
+		}
+		for _, skus := range []int{1, 1024} {
+			b.Run(fmt.Sprintf("target=%s/workers=64/skus=%d", name, skus), func(b *testing.B) {
+				w := bench.DefaultWorkload()
+				w.Workers, w.SKUs = 64, skus
+				w.Ops, w.Duration, w.Warmup = int64(b.N), 0, 100*time.Millisecond
+				b.StopTimer()
+				r, err := bench.Run(b.Context(), tg, s, w, bench.WithWindow(b.StartTimer, b.StopTimer))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if !r.Sound() {
+					b.Fatalf("unsound: %+v", r.Audit)
+				}
+				b.ReportMetric(r.Throughput, "decrements/s")
+				b.ReportMetric(float64(r.Latency.P99)/1e6, "p99-ms")
+				b.ReportMetric(r.RetriesPerOp, "retries/op")
+			})
+		}
 	}
 }
