@@ -172,11 +172,13 @@ func TestClient_cluster(t *testing.T) {
 	})
 
 	t.Run("watchdog", func(t *testing.T) {
-		l, err := c.Obtain(ctx, "wd", 150*time.Millisecond, Watchdog())
+		// A lease long enough that a renewal delayed by a loaded machine
+		// under -race (100ms late) still lands in time.
+		l, err := c.Obtain(ctx, "wd", 300*time.Millisecond, Watchdog())
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(600 * time.Millisecond)
+		time.Sleep(1200 * time.Millisecond)
 		if _, err := l.TTL(ctx); err != nil {
 			t.Fatalf("after 4 leases with a watchdog: %v", err)
 		}
