@@ -55,6 +55,10 @@ type Target struct {
 	// Counterexample marks a known-broken pattern, kept to prove that the
 	// audit catches it. Counterexamples run only when asked for.
 	Counterexample bool
+	// OnRequest marks a target that runs only when asked for by name: a
+	// strategy on another engine of the same protocol (see Variant), whose
+	// server a default run should neither need nor start.
+	OnRequest bool
 	// OrdersOnly marks a target that differs from another only in how it
 	// handles whole orders (a checkout counterexample): it runs only under
 	// the Checkout workload.

@@ -1,6 +1,7 @@
 package mysqllock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 
@@ -77,6 +78,9 @@ func (a *Atomic) Decrement(ctx context.Context, sku string, qty int64) error {
 var errChanged = errors.New("mysqllock: the row changed between the UPDATE and the read explaining its refusal")
 
 func (a *Atomic) take(ctx context.Context, conn *sqlx.Conn, sku string, qty int64) error {
+	if a.engine.known() == EngineTiDB {
+		return a.takeInTx(ctx, conn, sku, qty)
+	}
 	res, err := exec(ctx, conn, a.q.take, qty, sku, qty)
 	if err != nil {
 		return classify(ctx, err, sent)
@@ -96,4 +100,29 @@ func (a *Atomic) take(ctx context.Context, conn *sqlx.Conn, sku string, qty int6
 	// contradicts the refusal, and then the request, which changed nothing,
 	// is simply tried again.
 	return a.short(ctx, conn, nil, []stockguard.Line{{SKU: sku, Qty: qty}})
+}
+
+var errRefused = errors.New("mysqllock: the UPDATE changed no row")
+
+// takeInTx is take for TiDB: the same UPDATE in a pessimistic transaction
+// (see EngineTiDB). Autocommit, TiDB would run it optimistically: on a hot
+// row most concurrent UPDATEs then conflict at commit and are retried,
+// while inside a pessimistic transaction they queue on the row lock as on
+// InnoDB — two more round trips (BEGIN, COMMIT), no conflicts. A refusal
+// rolls back and is explained as take explains it.
+func (a *Atomic) takeInTx(ctx context.Context, conn *sqlx.Conn, sku string, qty int64) error {
+	err := inTx(ctx, conn, func(tx *sqlx.Tx) error {
+		res, err := exec(ctx, tx, a.q.take, qty, sku, qty)
+		if err != nil {
+			return classify(ctx, err, unsent)
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return cmp.Or(classify(ctx, err, unsent), errRefused)
+		}
+		return nil
+	})
+	if errors.Is(err, errRefused) {
+		return a.short(ctx, conn, nil, []stockguard.Line{{SKU: sku, Qty: qty}})
+	}
+	return err
 }

@@ -27,7 +27,41 @@ const (
 	erStatementTimeout = 1969 // MariaDB: max_statement_time ran out
 	erQueryTimeout     = 3024 // MySQL: max_execution_time ran out
 	erLockNowait       = 3572 // MySQL 8: NOWAIT found the row busy
+	erUnknown          = 1105 // a server error with no number of its own; TiDB's storage errors among them
 )
+
+// TiDB's own error numbers (see EngineTiDB); MySQL and MariaDB do not use
+// them.
+const (
+	erTiDBForUpdateCantRetry = 8002 // optimistic: a retried transaction read FOR UPDATE
+	erTiDBStaleWriteConflict = 8005 // optimistic: a write conflict found by TiDB itself
+	erTiDBTxnRetryable       = 8022 // the transaction failed in a way safe to retry
+	erTiDBSchemaChanged      = 8028 // a DDL changed a table during the transaction
+	erTiDBRunaway            = 8253 // a resource group's runaway-query rule ended the statement
+	erTiDBPDTimeout          = 9001 // the placement driver did not answer
+	erTiDBTiKVTimeout        = 9002 // a storage node did not answer
+	erTiDBTiKVBusy           = 9003 // a storage node refused: too busy
+	erTiDBResolveLockTimeout = 9004 // another transaction's lock could not be resolved in time
+	erTiDBRegionUnavailable  = 9005 // a storage region has no leader
+	erTiDBWriteConflict      = 9007 // optimistic: another transaction wrote the row since this one began
+	erTiDBStoreLimit         = 9008 // a storage node's request limit
+)
+
+// rolledBack reports whether err is a TiDB error that says the whole
+// transaction (or autocommit statement) was rolled back before anything of
+// it was committed: a write conflict or a change under it, which the next
+// attempt does not meet again.
+func rolledBack(err error) bool {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	switch me.Number {
+	case erTiDBWriteConflict, erTiDBStaleWriteConflict, erTiDBTxnRetryable, erTiDBSchemaChanged, erTiDBForUpdateCantRetry:
+		return true
+	}
+	return false
+}
 
 // stage is what a failed call may have done to the stock.
 type stage int
@@ -53,6 +87,12 @@ const (
 //	1205 lock wait timeout, 3572 NOWAIT              ErrContention          ErrContention
 //	1969, 3024 statement time limit                  ErrContention          ErrOutcomeUnknown
 //	1053 shutdown, 1317 interrupted, 1927 killed     ErrUnavailable         ErrOutcomeUnknown
+//	TiDB: 9007, 8005 write conflict, 8022 retryable, retried (Retry), then ErrContention
+//	      8028 schema changed, 8002 (also at COMMIT)
+//	TiDB: 9004 lock not resolved in time             ErrContention          ErrContention
+//	TiDB: 9001, 9002, 9005 no answer from storage,   ErrUnavailable         ErrOutcomeUnknown
+//	      9003, 9008 storage busy, 8253 runaway,
+//	      1105 unknown error
 //	any other server error                           ErrUnavailable         ErrUnavailable
 //	no reply: connection failed, refused, timed out  ErrUnavailable         ErrOutcomeUnknown
 //	driver.ErrBadConn (nothing reached the server)   ErrUnavailable         ErrUnavailable
@@ -76,6 +116,16 @@ const (
 // ErrUnavailable too; once a write was sent and no reply came, its outcome
 // is unknown. The server's or driver's error is wrapped for diagnosis.
 //
+// TiDB adds its own numbers. Its optimistic transactions — autocommit
+// statements unless the server is configured otherwise — find conflicts at
+// commit and roll back whole: 9007 and its kin say nothing was applied and
+// another attempt will meet a newer row, so they are retried like a
+// deadlock, also when COMMIT reports them. 9004 is a lock left by another
+// transaction, busy like 1205. Its storage errors (9001…9008) and 1105, the
+// number TiDB gives errors without one of their own (a commit whose result
+// it could not learn among them), may come after a write reached storage:
+// once a write was sent they leave its outcome unknown.
+//
 // A context that ended is reported as the context's error only when
 // nothing was applied, so that an error satisfies exactly one of the
 // contract errors. Its deadline counts, not only ctx.Err(): a dial or read
@@ -85,19 +135,23 @@ func classify(ctx context.Context, err error, st stage) error {
 	if err == nil {
 		return nil
 	}
+	if rolledBack(err) {
+		return stockguard.Retry(fmt.Errorf("%w: write conflict, rolled back: %w", stockguard.ErrContention, err))
+	}
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
 		switch me.Number {
 		case erLockDeadlock:
 			return stockguard.Retry(fmt.Errorf("%w: deadlock: %w", stockguard.ErrContention, err))
-		case erLockWaitTimeout, erLockNowait:
+		case erLockWaitTimeout, erLockNowait, erTiDBResolveLockTimeout:
 			return fmt.Errorf("%w: row busy: %w", stockguard.ErrContention, err)
 		case erStatementTimeout, erQueryTimeout:
 			if st == sent {
 				return fmt.Errorf("%w: the write ran out of time after it was sent: %w", stockguard.ErrOutcomeUnknown, err)
 			}
 			return fmt.Errorf("%w: the statement ran out of time: %w", stockguard.ErrContention, err)
-		case erServerShutdown, erQueryInterrupted, erConnectionKilled:
+		case erServerShutdown, erQueryInterrupted, erConnectionKilled, erTiDBRunaway,
+			erTiDBPDTimeout, erTiDBTiKVTimeout, erTiDBTiKVBusy, erTiDBRegionUnavailable, erTiDBStoreLimit, erUnknown:
 			if st == sent {
 				return fmt.Errorf("%w: interrupted after the write was sent: %w", stockguard.ErrOutcomeUnknown, err)
 			}
@@ -121,12 +175,13 @@ func classify(ctx context.Context, err error, st stage) error {
 // transaction its context already rolled back as sql.ErrTxDone; a COMMIT
 // that could not be written is driver.ErrBadConn. Any other failure leaves
 // the outcome unknown: the server may have committed before the reply was
-// lost, even when it reports an error.
+// lost, even when it reports an error — unless the error is TiDB's word that
+// the transaction was rolled back (rolledBack).
 func commitError(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, sql.ErrTxDone) || isContextError(err) || errors.Is(err, driver.ErrBadConn) {
+	if errors.Is(err, sql.ErrTxDone) || isContextError(err) || errors.Is(err, driver.ErrBadConn) || rolledBack(err) {
 		return classify(ctx, err, unsent)
 	}
 	return fmt.Errorf("%w: COMMIT failed: %w", stockguard.ErrOutcomeUnknown, err)

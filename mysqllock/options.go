@@ -24,6 +24,7 @@ type options struct {
 	batchSize   int // NewBatched
 	segments    int // NewSegmented
 	retention   time.Duration
+	engine      Engine
 	err         error
 }
 

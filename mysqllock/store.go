@@ -13,13 +13,14 @@ import (
 // store is what every strategy shares: the pool, the table's statements,
 // and SetStock/Stock.
 type store struct {
-	db  *sqlx.DB
-	q   queries
-	err error // an invalid option, reported by every method
+	db     *sqlx.DB
+	q      queries
+	engine *engineProbe
+	err    error // an invalid option, reported by every method
 }
 
 func newStore(db *sqlx.DB, o options) store {
-	return store{db: db, q: newQueries(o.table, o.mode), err: o.err}
+	return store{db: db, q: newQueries(o.table, o.mode), engine: newEngineProbe(o.engine, nil), err: o.err}
 }
 
 // SetStock creates sku with qty units, or overwrites its level; qty may be
@@ -106,7 +107,8 @@ func (s *store) conn(ctx context.Context) (*sqlx.Conn, error) {
 	return conn, err
 }
 
-// connOn gets a connection under ctx, as a supervised read.
+// connOn gets a connection under ctx, as a supervised read, prepared for
+// the server's engine (see Engine).
 func (s *store) connOn(ctx context.Context) (*sqlx.Conn, error) {
 	done, err := enter(ctx, phaseRead)
 	if err != nil {
@@ -116,6 +118,10 @@ func (s *store) connOn(ctx context.Context) (*sqlx.Conn, error) {
 	conn, err := s.db.Connx(ctx)
 	if err != nil {
 		return nil, classify(ctx, err, unsent)
+	}
+	if err := s.engine.prepare(ctx, conn); err != nil {
+		conn.Close()
+		return nil, err
 	}
 	return conn, nil
 }

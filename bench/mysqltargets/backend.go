@@ -116,6 +116,9 @@ func open(ctx context.Context, dsn string, durable bool, pool int) (_ *bench.Ope
 	if v, _, ok := strings.Cut(version, "-MariaDB"); ok { // "10.11.6-MariaDB-0+deb12u1"
 		product, version = "MariaDB", v
 	}
+	if _, v, ok := strings.Cut(version, "-TiDB-"); ok { // "8.0.11-TiDB-v8.5.3"
+		product, version = "TiDB", v
+	}
 	return &bench.Opened{
 		Conn:    db,
 		Servers: []bench.Server{{Backend: Name, Product: product, Version: version, Addr: cfg.Addr, Source: source, Settings: settings.String()}},

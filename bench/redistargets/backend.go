@@ -173,10 +173,18 @@ func connect(ctx context.Context, addr string, pool int, cs *closers) (*redis.Cl
 		return nil, bench.Server{}, fmt.Errorf("redis at %s: %w", addr, err)
 	}
 	srv := bench.Server{Product: "Redis", Version: "?", Addr: addr}
+	var valkey string // Valkey reports the Redis version it is compatible with, and its own
 	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "redis_version:"); ok {
 			srv.Version = v
 		}
+		if v, ok := strings.CutPrefix(line, "valkey_version:"); ok {
+			valkey = v
+		}
+	}
+	if valkey != "" {
+		srv.Product, srv.Version = "Valkey", valkey
 	}
 	return rdb, srv, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -98,7 +99,8 @@ func parse(args []string, e env, stdout io.Writer) (config, error) {
 	}
 	def := bench.DefaultWorkload()
 	var (
-		strategies = fs.String("strategies", "", "comma-separated strategy names (default: all strategies)")
+		strategies = fs.String("strategies", "", "comma-separated strategy names, * matching any part of a name (tidb-*)\n"+
+			"(default: all strategies but those on request, the ones on other engines)")
 		workers    = fs.String("workers", "1,8,64", "comma-separated worker counts; one run per strategy and count")
 		skus       = fs.Int("skus", def.SKUs, "number of SKUs")
 		skew       = fs.String("skew", def.Skew.String(), "how requests spread over SKUs: uniform, zipf or zipf:S (S > 1)")
@@ -215,7 +217,7 @@ func parse(args []string, e env, stdout io.Writer) (config, error) {
 // selectTargets resolves -strategies and -counterexamples.
 func selectTargets(list string, listed, counter bool, e env) ([]bench.Target, error) {
 	if !listed {
-		out := slices.Clone(e.strategies)
+		out := slices.DeleteFunc(slices.Clone(e.strategies), func(t bench.Target) bool { return t.OnRequest })
 		if counter {
 			out = append(out, e.counterexamples...)
 		}
@@ -231,6 +233,25 @@ func selectTargets(list string, listed, counter bool, e env) ([]bench.Target, er
 			continue
 		}
 		if slices.ContainsFunc(out, func(t bench.Target) bool { return t.Name == name }) {
+			continue
+		}
+		if strings.Contains(name, "*") {
+			matched := false
+			for _, t := range e.strategies {
+				ok, err := path.Match(name, t.Name)
+				if err != nil {
+					return nil, usagef("-strategies %q: %v", name, err)
+				}
+				if ok {
+					matched = true
+					if !slices.ContainsFunc(out, func(o bench.Target) bool { return o.Name == t.Name }) {
+						out = append(out, t)
+					}
+				}
+			}
+			if !matched {
+				return nil, usagef("-strategies %q matches no strategy; known: %s", name, strings.Join(names(e.strategies), ", "))
+			}
 			continue
 		}
 		if i := slices.IndexFunc(e.strategies, func(t bench.Target) bool { return t.Name == name }); i >= 0 {

@@ -44,13 +44,19 @@ func (c *Cluster) Close() error {
 // on, splits the slots evenly between them, joins them with CLUSTER MEET and
 // waits until every node reports cluster_state:ok.
 func StartLocalCluster(ctx context.Context, masters int) (*Cluster, error) {
+	return startLocalCluster(ctx, "redis-server", masters)
+}
+
+// startLocalCluster is StartLocalCluster with server, redis-server or
+// valkey-server.
+func startLocalCluster(ctx context.Context, server string, masters int) (*Cluster, error) {
 	if masters < 1 {
 		return nil, fmt.Errorf("backends: a cluster needs at least one master, not %d", masters)
 	}
 	c := &Cluster{}
 	for range masters {
 		// nodes.conf is relative to --dir, which is the node's own temp dir.
-		n, err := StartLocalRedis(ctx, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		n, err := startLocalRedisLike(ctx, server, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "5000", "--cluster-require-full-coverage", "yes")
 		if err != nil {
 			c.Close()

@@ -9,8 +9,10 @@ import (
 // DockerStarters start the containers of the docker way. Each returns the
 // server's DSN or address and how to remove its container.
 type DockerStarters struct {
-	MySQL func(ctx context.Context) (dsn string, stop func() error, err error)
-	Redis func(ctx context.Context) (addr string, stop func() error, err error)
+	MySQL  func(ctx context.Context) (dsn string, stop func() error, err error)
+	Redis  func(ctx context.Context) (addr string, stop func() error, err error)
+	TiDB   func(ctx context.Context) (dsn string, stop func() error, err error)
+	Valkey func(ctx context.Context) (addr string, stop func() error, err error)
 }
 
 var (

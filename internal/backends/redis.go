@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -72,9 +73,15 @@ func (r *Redis) ping(ctx context.Context) error {
 // port, in its own temp dir, with persistence off. extra arguments are
 // appended to the command line (e.g. "--cluster-enabled", "yes").
 func StartLocalRedis(ctx context.Context, extra ...string) (*Redis, error) {
-	bin, err := exec.LookPath("redis-server")
+	return startLocalRedisLike(ctx, "redis-server", extra...)
+}
+
+// startLocalRedisLike starts server, redis-server or a server that takes
+// its command line (valkey-server), as StartLocalRedis describes.
+func startLocalRedisLike(ctx context.Context, server string, extra ...string) (*Redis, error) {
+	bin, err := exec.LookPath(server)
 	if err != nil {
-		return nil, fmt.Errorf("backends: no redis-server on PATH: %w", err)
+		return nil, fmt.Errorf("backends: no %s on PATH: %w", server, err)
 	}
 	var lastErr error
 	for range 3 { // another process may grab the free port before the server binds it
@@ -82,7 +89,7 @@ func StartLocalRedis(ctx context.Context, extra ...string) (*Redis, error) {
 		if err != nil {
 			return nil, err
 		}
-		dir, err := os.MkdirTemp("", "stockguard-redis-")
+		dir, err := os.MkdirTemp("", "stockguard-"+strings.TrimSuffix(server, "-server")+"-")
 		if err != nil {
 			return nil, err
 		}

@@ -58,9 +58,12 @@ func (l *lazy[T]) close() {
 }
 
 var (
-	sharedMySQL   lazy[*backends.MySQL]
-	sharedRedis   lazy[*backends.Redis]
-	sharedCluster lazy[*backends.Cluster]
+	sharedMySQL         lazy[*backends.MySQL]
+	sharedRedis         lazy[*backends.Redis]
+	sharedCluster       lazy[*backends.Cluster]
+	sharedTiDB          lazy[*backends.MySQL]
+	sharedValkey        lazy[*backends.Redis]
+	sharedValkeyCluster lazy[*backends.Cluster]
 )
 
 // startTimeout bounds resolving one server, Docker pulls included.
@@ -78,6 +81,9 @@ func Main(m *testing.M, stop ...func()) {
 	sharedMySQL.close()
 	sharedRedis.close()
 	sharedCluster.close()
+	sharedTiDB.close()
+	sharedValkey.close()
+	sharedValkeyCluster.close()
 	os.Exit(code)
 }
 
@@ -111,11 +117,50 @@ func SharedRedis(tb testing.TB) *backends.Redis {
 	return sharedRedis.get(tb, startTimeout, backends.ResolveRedis)
 }
 
+// SharedTiDB returns the test binary's TiDB server, resolving it on first
+// use (backends.ResolveTiDB).
+func SharedTiDB(tb testing.TB) *backends.MySQL {
+	tb.Helper()
+	return sharedTiDB.get(tb, startTimeout, backends.ResolveTiDB)
+}
+
+// SharedValkey returns the test binary's Valkey server, resolving it on
+// first use (backends.ResolveValkey).
+func SharedValkey(tb testing.TB) *backends.Redis {
+	tb.Helper()
+	return sharedValkey.get(tb, startTimeout, backends.ResolveValkey)
+}
+
+// SharedValkeyCluster returns the test binary's local 3-master Valkey
+// Cluster, starting it on first use, as SharedCluster does Redis's.
+func SharedValkeyCluster(tb testing.TB) *backends.Cluster {
+	tb.Helper()
+	return sharedValkeyCluster.get(tb, time.Minute, func(ctx context.Context) (*backends.Cluster, error) {
+		c, err := backends.StartLocalValkeyCluster(ctx, 3)
+		if err != nil {
+			return nil, backends.Unavailable("shared valkey cluster", err)
+		}
+		return c, nil
+	})
+}
+
 // DB opens a pool on the shared MySQL server, closed when tb ends. edit, if
 // given, adjusts the driver config (e.g. cfg.InterpolateParams = true).
 func DB(tb testing.TB, edit ...func(*mysql.Config)) *sqlx.DB {
 	tb.Helper()
-	cfg := SharedMySQL(tb).Config()
+	return openDB(tb, SharedMySQL(tb), edit)
+}
+
+// TiDB opens a pool on the shared TiDB server, closed when tb ends, as DB
+// does on MySQL.
+func TiDB(tb testing.TB, edit ...func(*mysql.Config)) *sqlx.DB {
+	tb.Helper()
+	return openDB(tb, SharedTiDB(tb), edit)
+}
+
+func openDB(tb testing.TB, m *backends.MySQL, edit []func(*mysql.Config)) *sqlx.DB {
+	tb.Helper()
+	cfg := m.Config()
 	for _, e := range edit {
 		e(cfg)
 	}
@@ -137,10 +182,35 @@ func RedisClient(tb testing.TB) *redis.Client {
 	return c
 }
 
+// ValkeyClient opens a client on the shared Valkey server, closed when tb
+// ends.
+func ValkeyClient(tb testing.TB) *redis.Client {
+	tb.Helper()
+	c := SharedValkey(tb).Client()
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
 // PrivateRedis starts n Redis servers from the local binary for tb alone —
 // for fault tests that pause, kill or restart them — and stops them when tb
 // ends. Extra arguments go to every server's command line.
 func PrivateRedis(tb testing.TB, n int, extra ...string) []*backends.Redis {
+	tb.Helper()
+	return private(tb, "private redis", n, func(ctx context.Context) (*backends.Redis, error) {
+		return backends.StartLocalRedis(ctx, extra...)
+	})
+}
+
+// PrivateValkey starts n Valkey servers from the local binary for tb
+// alone, as PrivateRedis starts Redis servers.
+func PrivateValkey(tb testing.TB, n int, extra ...string) []*backends.Redis {
+	tb.Helper()
+	return private(tb, "private valkey", n, func(ctx context.Context) (*backends.Redis, error) {
+		return backends.StartLocalValkey(ctx, extra...)
+	})
+}
+
+func private(tb testing.TB, what string, n int, start func(context.Context) (*backends.Redis, error)) []*backends.Redis {
 	tb.Helper()
 	SkipShort(tb)
 	servers := make([]*backends.Redis, n)
@@ -150,7 +220,7 @@ func PrivateRedis(tb testing.TB, n int, extra ...string) []*backends.Redis {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			servers[i], errs[i] = backends.StartLocalRedis(ctx, extra...)
+			servers[i], errs[i] = start(ctx)
 		})
 	}
 	wg.Wait()
@@ -161,7 +231,7 @@ func PrivateRedis(tb testing.TB, n int, extra ...string) []*backends.Redis {
 	}
 	for _, err := range errs {
 		if err != nil {
-			Unavailable(tb, backends.Unavailable("private redis", err))
+			Unavailable(tb, backends.Unavailable(what, err))
 		}
 	}
 	return servers

@@ -32,13 +32,17 @@ import (
 	"github.com/stockguard/stockguard/internal/backends"
 )
 
-func init() { backends.UseDocker(backends.DockerStarters{MySQL: StartMySQL, Redis: StartRedis}) }
+func init() {
+	backends.UseDocker(backends.DockerStarters{MySQL: StartMySQL, Redis: StartRedis, TiDB: StartTiDB, Valkey: StartValkey})
+}
 
-// The images started unless STOCKGUARD_MYSQL_IMAGE / STOCKGUARD_REDIS_IMAGE
-// name others.
+// The images started unless STOCKGUARD_MYSQL_IMAGE, STOCKGUARD_REDIS_IMAGE,
+// STOCKGUARD_TIDB_IMAGE or STOCKGUARD_VALKEY_IMAGE name others.
 const (
-	DefaultMySQLImage = "mysql:8.4"
-	DefaultRedisImage = "redis:7.4"
+	DefaultMySQLImage  = "mysql:8.4"
+	DefaultRedisImage  = "redis:7.4"
+	DefaultTiDBImage   = "pingcap/tidb:v8.5.3"
+	DefaultValkeyImage = "valkey/valkey:8.0"
 )
 
 const (
@@ -169,6 +173,51 @@ func StartRedis(ctx context.Context) (addr string, stop func() error, err error)
 		return tcredis.Run(ctx, image, label,
 			testcontainers.WithLogger(quiet),
 			testcontainers.WithCmd("redis-server", "--save", "", "--appendonly", "no", "--maxclients", "4096"),
+		)
+	}
+	ctr, host, p, err := runContainer(ctx, image, port, run)
+	if err != nil {
+		return "", nil, err
+	}
+	return net.JoinHostPort(host, p.Port()), terminator(ctr), nil
+}
+
+// StartTiDB starts a TiDB container (DefaultTiDBImage unless
+// STOCKGUARD_TIDB_IMAGE names another): one tidb-server on the in-memory
+// unistore engine, like backends.StartLocalTiDB, whose root user has no
+// password and whose database test exists from the start. It returns the
+// DSN and how to remove the container.
+func StartTiDB(ctx context.Context) (dsn string, stop func() error, err error) {
+	image := imageFromEnv(backends.EnvTiDBImage, DefaultTiDBImage)
+	const port = "4000/tcp"
+	run := func(ctx context.Context, label testcontainers.ContainerCustomizer) (testcontainers.Container, error) {
+		return testcontainers.Run(ctx, image, label,
+			testcontainers.WithLogger(quiet),
+			testcontainers.WithExposedPorts(port),
+			testcontainers.WithCmd("-store", "unistore", "-path", "", "-L", "error"),
+			testcontainers.WithWaitStrategyAndDeadline(dockerStartTimeout, &mysqlReady{port: port}),
+		)
+	}
+	ctr, host, p, err := runContainer(ctx, image, port, run)
+	if err != nil {
+		return "", nil, err
+	}
+	return dockerMySQLConfig(host, p).FormatDSN(), terminator(ctr), nil
+}
+
+// StartValkey starts a Valkey container (DefaultValkeyImage unless
+// STOCKGUARD_VALKEY_IMAGE names another) with persistence off, like
+// backends.StartLocalValkey. It returns the server's address and how to
+// remove the container.
+func StartValkey(ctx context.Context) (addr string, stop func() error, err error) {
+	image := imageFromEnv(backends.EnvValkeyImage, DefaultValkeyImage)
+	const port = "6379/tcp"
+	run := func(ctx context.Context, label testcontainers.ContainerCustomizer) (testcontainers.Container, error) {
+		// The redis module's wait (the log line "Ready to accept
+		// connections") and port are Valkey's too.
+		return tcredis.Run(ctx, image, label,
+			testcontainers.WithLogger(quiet),
+			testcontainers.WithCmd("valkey-server", "--save", "", "--appendonly", "no", "--maxclients", "4096"),
 		)
 	}
 	ctr, host, p, err := runContainer(ctx, image, port, run)

@@ -1,0 +1,65 @@
+package mysqllock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/stockguard/stockguard"
+)
+
+// TestClassify_tidb: TiDB's own error numbers, and 1105, before and after a
+// write was sent and at COMMIT.
+func TestClassify_tidb(t *testing.T) {
+	live := context.Background()
+	server := func(n uint16) error { return fmt.Errorf("exec: %w", &mysql.MySQLError{Number: n, Message: "x"}) }
+	retry := errors.New("retry") // stands for stockguard.Retry
+	type row struct {
+		n      uint16
+		unsent error
+		sent   error
+		commit error
+	}
+	for _, c := range []row{
+		{9007, retry, retry, retry}, // write conflict
+		{8005, retry, retry, retry}, // write conflict found by TiDB
+		{8022, retry, retry, retry}, // retryable
+		{8028, retry, retry, retry}, // schema changed
+		{8002, retry, retry, retry}, // FOR UPDATE cannot retry
+		{9004, stockguard.ErrContention, stockguard.ErrContention, stockguard.ErrOutcomeUnknown},
+		{9001, stockguard.ErrUnavailable, stockguard.ErrOutcomeUnknown, stockguard.ErrOutcomeUnknown},
+		{9002, stockguard.ErrUnavailable, stockguard.ErrOutcomeUnknown, stockguard.ErrOutcomeUnknown},
+		{9003, stockguard.ErrUnavailable, stockguard.ErrOutcomeUnknown, stockguard.ErrOutcomeUnknown},
+		{9005, stockguard.ErrUnavailable, stockguard.ErrOutcomeUnknown, stockguard.ErrOutcomeUnknown},
+		{9008, stockguard.ErrUnavailable, stockguard.ErrOutcomeUnknown, stockguard.ErrOutcomeUnknown},
+		{8253, stockguard.ErrUnavailable, stockguard.ErrOutcomeUnknown, stockguard.ErrOutcomeUnknown},
+		{1105, stockguard.ErrUnavailable, stockguard.ErrOutcomeUnknown, stockguard.ErrOutcomeUnknown},
+		{8229, stockguard.ErrUnavailable, stockguard.ErrUnavailable, stockguard.ErrOutcomeUnknown}, // pessimistic locks expired
+	} {
+		for _, k := range []struct {
+			name string
+			got  error
+			want error
+		}{
+			{"unsent", classify(live, server(c.n), unsent), c.unsent},
+			{"sent", classify(live, server(c.n), sent), c.sent},
+			{"commit", commitError(live, server(c.n)), c.commit},
+		} {
+			t.Run(fmt.Sprintf("%d/%s", c.n, k.name), func(t *testing.T) {
+				if k.want == retry {
+					calls := 0
+					err := stockguard.NewRetrier(stockguard.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Microsecond}).Do(live,
+						func(context.Context) error { calls++; return k.got })
+					if calls != 2 || !errors.Is(err, stockguard.ErrContention) {
+						t.Fatalf("%v: %d calls, then %v; want a retry, then ErrContention", k.got, calls, err)
+					}
+					return
+				}
+				contractOne(t, k.got, k.want)
+			})
+		}
+	}
+}
