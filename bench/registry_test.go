@@ -11,6 +11,7 @@ import (
 
 	"github.com/stockguard/stockguard/bench"
 	_ "github.com/stockguard/stockguard/bench/all"
+	"github.com/stockguard/stockguard/bench/tidbtargets"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
 )
 
@@ -65,6 +66,9 @@ func (e errNotRegistered) Error() string { return "backend " + string(e) + " is 
 func testServers(tb testing.TB, t bench.Target) bench.Servers {
 	tb.Helper()
 	backendstest.SkipShort(tb)
+	if slices.Contains(t.Needs, tidbtargets.Name) {
+		backendstest.SkipUnlessTiDB(tb)
+	}
 	s := bench.Servers{}
 	for _, name := range t.Needs {
 		o, err := shared.open(name)

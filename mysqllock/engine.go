@@ -27,10 +27,17 @@ const (
 	// queue on its lock but conflict at commit and are retried, which on a
 	// hot row costs more than queueing. So on TiDB NewAtomic's Decrement
 	// runs its UPDATE in a transaction, and every connection a strategy
-	// uses gets SET SESSION tidb_txn_mode = 'pessimistic' once, so that
-	// transactions lock rows as on InnoDB whatever the cluster's default
-	// mode. Features TiDB lacks are reported when a strategy is first used
-	// (NewPessimistic with LockSkipLocked: ErrUnavailable).
+	// uses gets, once,
+	//
+	//	SET SESSION tidb_txn_mode = 'pessimistic', transaction_isolation = 'READ-COMMITTED'
+	//
+	// so that transactions lock rows as on InnoDB whatever the cluster's
+	// default mode, and a plain read after a locking one sees the rows as
+	// the lock found them: under REPEATABLE READ TiDB reads from a snapshot
+	// taken when the transaction began, InnoDB from one taken at its first
+	// plain read — which the strategies place after their locks. Features
+	// TiDB lacks are reported when a strategy is first used (NewPessimistic
+	// with LockSkipLocked: ErrUnavailable).
 	EngineTiDB
 )
 
@@ -81,7 +88,7 @@ type engineProbe struct {
 func newEngineProbe(e Engine, supports func(Engine) error) *engineProbe {
 	return &engineProbe{
 		supports: supports,
-		tidb:     newSessionInit("SET SESSION tidb_txn_mode = 'pessimistic'"),
+		tidb:     newSessionInit("SET SESSION tidb_txn_mode = 'pessimistic', transaction_isolation = 'READ-COMMITTED'"),
 		eng:      e,
 	}
 }

@@ -38,15 +38,24 @@ func TestClassify_tidb(t *testing.T) {
 		{8253, stockguard.ErrUnavailable, stockguard.ErrOutcomeUnknown, stockguard.ErrOutcomeUnknown},
 		{1105, stockguard.ErrUnavailable, stockguard.ErrOutcomeUnknown, stockguard.ErrOutcomeUnknown},
 		{8229, stockguard.ErrUnavailable, stockguard.ErrUnavailable, stockguard.ErrOutcomeUnknown}, // pessimistic locks expired
+		{0, retry, retry, retry}, // 1105 pessimistic lock retry limit reached
+		{1, stockguard.ErrContention, stockguard.ErrContention, stockguard.ErrOutcomeUnknown}, // 1105 lock wait timeout
 	} {
+		err := server(c.n)
+		switch c.n {
+		case 0:
+			err = &mysql.MySQLError{Number: 1105, Message: tidbLockRetryLimit}
+		case 1:
+			err = &mysql.MySQLError{Number: 1105, Message: tidbLockWaitTimeout}
+		}
 		for _, k := range []struct {
 			name string
 			got  error
 			want error
 		}{
-			{"unsent", classify(live, server(c.n), unsent), c.unsent},
-			{"sent", classify(live, server(c.n), sent), c.sent},
-			{"commit", commitError(live, server(c.n)), c.commit},
+			{"unsent", classify(live, err, unsent), c.unsent},
+			{"sent", classify(live, err, sent), c.sent},
+			{"commit", commitError(live, err), c.commit},
 		} {
 			t.Run(fmt.Sprintf("%d/%s", c.n, k.name), func(t *testing.T) {
 				if k.want == retry {

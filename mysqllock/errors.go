@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -59,9 +60,22 @@ func rolledBack(err error) bool {
 	switch me.Number {
 	case erTiDBWriteConflict, erTiDBStaleWriteConflict, erTiDBTxnRetryable, erTiDBSchemaChanged, erTiDBForUpdateCantRetry:
 		return true
+	case erUnknown:
+		// A pessimistic statement that met a newer write at every one of
+		// its attempts to lock (max-retry-count) has no number of its own.
+		return strings.Contains(me.Message, tidbLockRetryLimit)
 	}
 	return false
 }
+
+// TiDB's messages, under number 1105, for a statement that gave up taking
+// its locks: after max-retry-count write conflicts, and after
+// innodb_lock_wait_timeout when write conflicts made it wait in several
+// turns (a single wait that runs out is 1205).
+const (
+	tidbLockRetryLimit  = "pessimistic lock retry limit reached"
+	tidbLockWaitTimeout = "lock wait timeout"
+)
 
 // stage is what a failed call may have done to the stock.
 type stage int
@@ -88,8 +102,10 @@ const (
 //	1969, 3024 statement time limit                  ErrContention          ErrOutcomeUnknown
 //	1053 shutdown, 1317 interrupted, 1927 killed     ErrUnavailable         ErrOutcomeUnknown
 //	TiDB: 9007, 8005 write conflict, 8022 retryable, retried (Retry), then ErrContention
-//	      8028 schema changed, 8002 (also at COMMIT)
-//	TiDB: 9004 lock not resolved in time             ErrContention          ErrContention
+//	      8028 schema changed, 8002, 1105 lock
+//	      retry limit (also at COMMIT)
+//	TiDB: 9004 lock not resolved in time,            ErrContention          ErrContention
+//	      1105 lock wait timeout
 //	TiDB: 9001, 9002, 9005 no answer from storage,   ErrUnavailable         ErrOutcomeUnknown
 //	      9003, 9008 storage busy, 8253 runaway,
 //	      1105 unknown error
@@ -140,6 +156,9 @@ func classify(ctx context.Context, err error, st stage) error {
 	}
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
+		if me.Number == erUnknown && strings.Contains(me.Message, tidbLockWaitTimeout) {
+			return fmt.Errorf("%w: row busy: %w", stockguard.ErrContention, err)
+		}
 		switch me.Number {
 		case erLockDeadlock:
 			return stockguard.Retry(fmt.Errorf("%w: deadlock: %w", stockguard.ErrContention, err))

@@ -36,7 +36,9 @@ var (
 )
 
 // NewPessimistic returns the SELECT … FOR UPDATE strategy over db's table
-// (options read: WithTable, WithLockMode, WithLockWaitTimeout, WithRetry).
+// (options read: WithTable, WithLockMode, WithLockWaitTimeout, WithRetry,
+// WithEngine). On TiDB, LockSkipLocked is refused at first use: every
+// method returns an error wrapping stockguard.ErrUnavailable.
 //
 // In LockWait mode each pooled connection it uses gets
 // SET SESSION innodb_lock_wait_timeout once (WithLockWaitTimeout); don't
@@ -51,6 +53,17 @@ func NewPessimistic(db *sqlx.DB, opts ...Option) *Pessimistic {
 	}
 	if o.mode == LockWait {
 		p.session = lockWaitSession(o.lockWait)
+	}
+	if o.mode == LockSkipLocked {
+		p.engine.supports = func(e Engine) error {
+			if e == EngineTiDB {
+				// Measured: TiDB answers FOR UPDATE SKIP LOCKED at once with
+				// a row another transaction holds, unlocked — the check
+				// would run on a level that may be gone by the UPDATE.
+				return errors.New("TiDB does not support FOR UPDATE SKIP LOCKED (it returns a locked row without locking it): use LockWait or LockNoWait")
+			}
+			return nil
+		}
 	}
 	return p
 }

@@ -20,8 +20,10 @@ parser_version=v0.0.0-${commit_time}-${commit}
 
 bin_dir=${STOCKGUARD_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/stockguard/bin}
 out=$bin_dir/tidb-server-$tidb_version
+# internal/backends runs $bin_dir/tidb-server: the link names the pinned build.
+link() { ln -sfn "tidb-server-$tidb_version" "$bin_dir/tidb-server"; echo "$out"; }
 if [ -x "$out" ]; then
-  echo "$out"
+  link
   exit 0
 fi
 
@@ -46,4 +48,4 @@ ldflags="-s -w \
 echo "build-tidb: building tidb-server $tidb_version (cold: about 8 minutes)" >&2
 (cd "$src" && nice -n 19 go build -trimpath -ldflags="$ldflags" -o "$out.tmp" ./cmd/tidb-server)
 mv "$out.tmp" "$out"
-echo "$out"
+link

@@ -101,6 +101,18 @@ func open(ctx context.Context, dsn string, durable bool, pool int) (_ *bench.Ope
 	if err := db.QueryRowContext(pctx, "SELECT VERSION()").Scan(&version); err != nil {
 		return nil, fmt.Errorf("mysql at %s: %w", cfg.Addr, err)
 	}
+	product := "MySQL"
+	if v, _, ok := strings.Cut(version, "-MariaDB"); ok { // "10.11.6-MariaDB-0+deb12u1"
+		product, version = "MariaDB", v
+	}
+	srv := bench.Server{Backend: Name, Product: product, Version: version, Addr: cfg.Addr, Source: source}
+	if _, v, ok := strings.Cut(version, "-TiDB-"); ok { // "8.0.11-TiDB-v8.5.3": no InnoDB settings to read
+		srv.Product, srv.Version = "TiDB", v
+		if durable {
+			return nil, fmt.Errorf("mysql at %s (%s): -durable configures MySQL or MariaDB, and this is TiDB", cfg.Addr, source)
+		}
+		return &bench.Opened{Conn: db, Servers: []bench.Server{srv}, Close: closeAll, Args: []string{"-mysql-dsn", dsn}}, nil
+	}
 	// The settings are read back rather than assumed: a server found
 	// through the environment or in a container runs as it was configured.
 	settings, err := backends.ReadDurability(pctx, db.DB)
@@ -112,17 +124,6 @@ func open(ctx context.Context, dsn string, durable bool, pool int) (_ *bench.Ope
 			"-durable configures only a private server (unset -mysql-dsn and %s) or make that one durable",
 			cfg.Addr, source, settings, backends.EnvMySQLDSN)
 	}
-	product := "MySQL"
-	if v, _, ok := strings.Cut(version, "-MariaDB"); ok { // "10.11.6-MariaDB-0+deb12u1"
-		product, version = "MariaDB", v
-	}
-	if _, v, ok := strings.Cut(version, "-TiDB-"); ok { // "8.0.11-TiDB-v8.5.3"
-		product, version = "TiDB", v
-	}
-	return &bench.Opened{
-		Conn:    db,
-		Servers: []bench.Server{{Backend: Name, Product: product, Version: version, Addr: cfg.Addr, Source: source, Settings: settings.String()}},
-		Close:   closeAll,
-		Args:    []string{"-mysql-dsn", dsn},
-	}, nil
+	srv.Settings = settings.String()
+	return &bench.Opened{Conn: db, Servers: []bench.Server{srv}, Close: closeAll, Args: []string{"-mysql-dsn", dsn}}, nil
 }

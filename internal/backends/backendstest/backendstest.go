@@ -117,10 +117,32 @@ func SharedRedis(tb testing.TB) *backends.Redis {
 	return sharedRedis.get(tb, startTimeout, backends.ResolveRedis)
 }
 
+// EnvTiDB, set to 1, runs the tests that need TiDB. They are many and
+// slow on a small machine (every MySQL strategy through the conformance
+// suites again), so plain go test skips them; CI runs them in a command of
+// their own (.ci/run), with a tidb-server built by scripts/build-tidb.sh.
+const EnvTiDB = "STOCKGUARD_TIDB"
+
+// TiDBEnabled reports whether STOCKGUARD_TIDB is set (and not "0").
+func TiDBEnabled() bool {
+	v := os.Getenv(EnvTiDB)
+	return v != "" && v != "0"
+}
+
+// SkipUnlessTiDB skips tb unless STOCKGUARD_TIDB is set, and under -short.
+func SkipUnlessTiDB(tb testing.TB) {
+	tb.Helper()
+	SkipShort(tb)
+	if !TiDBEnabled() {
+		tb.Skipf("needs TiDB: set %s=1 (and build tidb-server: scripts/build-tidb.sh)", EnvTiDB)
+	}
+}
+
 // SharedTiDB returns the test binary's TiDB server, resolving it on first
-// use (backends.ResolveTiDB).
+// use (backends.ResolveTiDB); it skips tb unless STOCKGUARD_TIDB is set.
 func SharedTiDB(tb testing.TB) *backends.MySQL {
 	tb.Helper()
+	SkipUnlessTiDB(tb)
 	return sharedTiDB.get(tb, startTimeout, backends.ResolveTiDB)
 }
 
