@@ -77,7 +77,7 @@ func ResolveTiDB(ctx context.Context) (*MySQL, error) {
 const tidbConfig = "tmp-storage-path = %q\n"
 
 // StartLocalTiDB starts a private tidb-server on free loopback ports with
-// the unistore engine in memory — one process, no PD or TiKV: TiDB's SQL
+// the unistore engine in volatile mode — one process, no PD or TiKV: TiDB's SQL
 // layer, transactions and locks as clients meet them, not a multi-node
 // cluster. Every setting is TiDB's default (autocommit statements run
 // optimistically), so what a strategy does about the engine is its own.
@@ -107,7 +107,10 @@ func StartLocalTiDB(ctx context.Context) (*MySQL, error) {
 			os.RemoveAll(dir)
 			return nil, err
 		}
-		p, err := start(dir, bin, "-config", conf,
+		// With -path "" unistore keeps its store in a fresh dir under
+		// TMPDIR in volatile mode (no fsync, small tables): TMPDIR is the
+		// private dir, so the store goes with it.
+		p, err := start(dir, "env", "TMPDIR="+dir, bin, "-config", conf,
 			"-store", "unistore", "-path", "",
 			"-host", "127.0.0.1", "-P", strconv.Itoa(port),
 			"-status-host", "127.0.0.1", "-status", strconv.Itoa(status),
