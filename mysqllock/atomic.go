@@ -33,7 +33,8 @@ var (
 )
 
 // NewAtomic returns the conditional-UPDATE strategy over db's table
-// (options read: WithTable, WithRetry).
+// (options read: WithTable, WithRetry, WithEngine). On TiDB the UPDATE
+// runs in a pessimistic transaction (see EngineTiDB).
 //
 // DSN recommendations, for every strategy of this package: set
 // interpolateParams=true — without it the driver prepares, executes and

@@ -53,7 +53,8 @@ func (e Engine) String() string {
 	return fmt.Sprintf("Engine(%d)", int(e))
 }
 
-// WithEngine sets the engine instead of asking the server. EngineMySQL on
+// WithEngine sets the engine instead of asking the server; every strategy
+// of the package reads it. EngineMySQL on
 // a TiDB server sends MySQL's statements as they are — NewAtomic's
 // autocommit UPDATE, TiDB's own transaction mode — which is how to measure
 // what the engine-specific path gains. Default EngineDetect.
