@@ -2,9 +2,11 @@ package mysqllock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 )
@@ -68,14 +70,6 @@ func WithEngine(e Engine) Option {
 	}
 }
 
-// erNoSuchFunction is MySQL's and MariaDB's answer to tidb_version():
-// FUNCTION db.tidb_version does not exist. erNoDatabase is theirs when the
-// session has no default database to look the function up in.
-const (
-	erNoDatabase     = 1046
-	erNoSuchFunction = 1305
-)
-
 // engineProbe finds a store's engine once and prepares each connection for
 // it.
 type engineProbe struct {
@@ -126,14 +120,20 @@ func (p *engineProbe) prepare(ctx context.Context, conn *sqlx.Conn) error {
 	return nil
 }
 
-// detectEngine asks the server behind conn which engine it is.
+// detectEngine asks the server behind conn which engine it is. On TiDB
+// tidb_version() is a built-in that any user may call; MySQL and MariaDB
+// look for a stored function of that name and refuse with an error that
+// depends on the session (1305 no such function, 1046 no default
+// database, 1370 no EXECUTE privilege on it): any server error means
+// MySQL or MariaDB, any other failure is classified.
 func detectEngine(ctx context.Context, conn *sqlx.Conn) (Engine, error) {
 	var version string
 	err := get(ctx, conn, "SELECT tidb_version()", nil, &version)
+	var me *mysql.MySQLError
 	switch {
 	case err == nil:
 		return EngineTiDB, nil
-	case isServerError(err, erNoSuchFunction), isServerError(err, erNoDatabase):
+	case errors.As(err, &me):
 		return EngineMySQL, nil
 	}
 	return EngineDetect, classify(ctx, err, unsent)
