@@ -78,6 +78,7 @@ func open(ctx context.Context, dsn string, pool int) (*bench.Opened, error) {
 	for i := range o.Servers {
 		o.Servers[i].Backend, o.Servers[i].Source = Name, source
 	}
+	o.Args = []string{"-tidb-dsn", dsn}
 	closeDB := o.Close
 	o.Close = func() error { return errors.Join(closeDB(), stop()) }
 	return o, nil

@@ -53,19 +53,25 @@ var Backend = bench.Backend{
 					}
 					a, source, stop = r.Addr, string(r.Source), r.Close
 				}
-				return reopen(ctx, redistargets.Backend, "redis-addr", a, pool, Name, source, stop)
+				return reopen(ctx, redistargets.Backend, "redis-addr", a, pool, Name, source, stop, "-valkey-addr")
 			},
 		}
 	},
 }
 
-// RedlockBackend is the Redlock voters besides the stock's Valkey: private
-// valkey-servers, never the stock's server nor each other.
+// RedlockBackend is the Redlock voters besides the stock's Valkey: the
+// servers -valkey-redlock-addrs names, else private valkey-servers, never
+// the stock's server nor each other.
 var RedlockBackend = bench.Backend{
 	Name:  RedlockName,
-	About: fmt.Sprintf("the %d other Redlock voters of valkey-redlock: private valkey-servers from PATH", redistargets.RedlockVoters-1),
-	Flags: func(*flag.FlagSet) bench.Opener {
+	About: fmt.Sprintf("the %d other Redlock voters of valkey-redlock: -valkey-redlock-addrs, else private valkey-servers from PATH", redistargets.RedlockVoters-1),
+	Flags: func(fs *flag.FlagSet) bench.Opener {
+		list := fs.String("valkey-redlock-addrs", "", fmt.Sprintf("the %d Valkey servers, host:port comma-separated, that valkey-redlock locks on besides -valkey-addr (default: private valkey-servers)", redistargets.RedlockVoters-1))
 		return bench.Opener{Open: func(ctx context.Context, pool int) (*bench.Opened, error) {
+			if *list != "" {
+				return reopen(ctx, redistargets.RedlockBackend, "redlock-addrs", *list, pool,
+					RedlockName, "-valkey-redlock-addrs", func() error { return nil }, "-valkey-redlock-addrs")
+			}
 			var addrs []string
 			var stops []func() error
 			stop := func() error {
@@ -84,15 +90,16 @@ var RedlockBackend = bench.Backend{
 				addrs, stops = append(addrs, r.Addr), append(stops, r.Close)
 			}
 			return reopen(ctx, redistargets.RedlockBackend, "redlock-addrs", strings.Join(addrs, ","), pool,
-				RedlockName, string(backends.SourceLocal), stop)
+				RedlockName, string(backends.SourceLocal), stop, "-valkey-redlock-addrs")
 		}}
 	},
 }
 
 // reopen opens the servers at value through b's opener, its flag set to
 // value, and names them backend, found through source; stop runs at Close
-// (or at once when opening fails).
-func reopen(ctx context.Context, b bench.Backend, flagName, value string, pool int, backend, source string, stop func() error) (*bench.Opened, error) {
+// (or at once when opening fails). ownFlag is the flag of backend that
+// names the same servers in another process (Opened.Args).
+func reopen(ctx context.Context, b bench.Backend, flagName, value string, pool int, backend, source string, stop func() error, ownFlag string) (*bench.Opened, error) {
 	fs := flag.NewFlagSet(backend, flag.ContinueOnError)
 	opener := b.Flags(fs)
 	if err := fs.Set(flagName, value); err != nil {
@@ -107,6 +114,7 @@ func reopen(ctx context.Context, b bench.Backend, flagName, value string, pool i
 	for i := range o.Servers {
 		o.Servers[i].Backend, o.Servers[i].Source = backend, source
 	}
+	o.Args = []string{ownFlag, value}
 	closeConns := o.Close
 	o.Close = func() error { return errors.Join(closeConns(), stop()) }
 	return o, nil
