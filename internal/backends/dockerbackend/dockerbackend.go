@@ -41,7 +41,7 @@ func init() {
 const (
 	DefaultMySQLImage  = "mysql:8.4"
 	DefaultRedisImage  = "redis:7.4"
-	DefaultTiDBImage   = "pingcap/tidb:v8.5.3"
+	DefaultTiDBImage   = "pingcap/tidb:v8.5.0"
 	DefaultValkeyImage = "valkey/valkey:8.0"
 )
 
