@@ -71,7 +71,7 @@ func WithBatchSize(n int) Option {
 // one instance per process, or it has nothing to combine.
 type Batched struct {
 	ledger
-	writes *combine.Combiner[*request]
+	writes *combine.Combiner[request]
 }
 
 var (
@@ -91,7 +91,7 @@ func NewBatched(db *sqlx.DB, opts ...Option) *Batched {
 	o := newOptions(opts)
 	o.mode = LockWait // the fallback must see every row, not skip or refuse a busy one
 	b := &Batched{ledger: newLedger(db, o, lockWaitSession(o.lockWait))}
-	b.writes = combine.New(combine.Config[*request]{
+	b.writes = combine.New(combine.Config[request]{
 		Size:   o.batchSize,
 		Write:  b.send,
 		Answer: (*request).result,
@@ -164,16 +164,16 @@ func (b *Batched) Decrement(ctx context.Context, sku string, qty int64) error {
 	if err := b.check(ctx, stockguard.Validate(sku, qty)); err != nil {
 		return err
 	}
-	return b.writes.Do(ctx, sku, &request{qty: qty})
+	return b.writes.Do(ctx, sku, request{qty: qty})
 }
 
-// send writes the requests members returns, called right before the
-// first write, retrying after a deadlock.
-func (b *Batched) send(ctx context.Context, sku string, members func() []*request) error {
+// send writes bt's members, claimed right before the first write (see
+// combine.Batch.Members), retrying after a deadlock.
+func (b *Batched) send(ctx context.Context, sku string, bt *combine.Batch[request]) error {
 	return b.retrier.Do(ctx, func(ctx context.Context) error {
 		return b.pinned(ctx, b.session, func(ctx context.Context, conn *sqlx.Conn) error {
 			var m []*request
-			for _, r := range members() {
+			for _, r := range bt.Members() {
 				if !r.settled { // answered by an earlier attempt, for good
 					r.refused = nil
 					m = append(m, r)

@@ -79,7 +79,7 @@ type Batched struct {
 	scripts redis.Scripter // the client with EVAL/EVALSHA sent at most once
 	levels  redisx.Levels
 	err     error // a bad option's, returned by every method
-	calls   *combine.Combiner[*batchReq]
+	calls   *combine.Combiner[batchReq]
 }
 
 var _ stockguard.Inventory = (*Batched)(nil)
@@ -95,7 +95,7 @@ func NewBatched(rdb AtomicClient, opts ...Option) *Batched {
 		levels:  redisx.Levels{Client: rdb, Keys: o.keys, Pkg: "redislock"},
 		err:     o.err,
 	}
-	b.calls = combine.New(combine.Config[*batchReq]{Size: o.batchSize, Write: b.write, Answer: (*batchReq).result})
+	b.calls = combine.New(combine.Config[batchReq]{Size: o.batchSize, Write: b.write, Answer: (*batchReq).result})
 	return b
 }
 
@@ -149,7 +149,7 @@ func (b *Batched) Decrement(ctx context.Context, sku string, qty int64) error {
 	if err := b.check(ctx, stockguard.Validate(sku, qty)); err != nil {
 		return err
 	}
-	return b.calls.Do(ctx, sku, &batchReq{qty: qty})
+	return b.calls.Do(ctx, sku, batchReq{qty: qty})
 }
 
 // SetStock creates sku with qty units (0…stockguard.MaxQty), or overwrites
@@ -191,11 +191,11 @@ func (b *Batched) check(ctx context.Context, invalid error) error {
 	return stockguard.Canceled(ctx)
 }
 
-// write runs the script once for the requests members returns, claimed
-// right before the call, in their order. It returns the call's error, or
-// nil with each member's own outcome set.
-func (b *Batched) write(ctx context.Context, sku string, members func() []*batchReq) error {
-	m := members()
+// write runs the script once for bt's members, claimed right before the
+// call, in their order. It returns the call's error, or nil with each
+// member's own outcome set.
+func (b *Batched) write(ctx context.Context, sku string, bt *combine.Batch[batchReq]) error {
+	m := bt.Members()
 	if len(m) == 0 {
 		return nil
 	}

@@ -12,21 +12,21 @@ type Config[T any] struct {
 	Size int
 
 	// Write writes one batch of key's requests under ctx and returns its
-	// error. It calls members right before its first write and writes what
-	// that returns, in arrival order: members claims the batch's requests
-	// last thing, so that a caller giving up until then is left out, with
-	// nothing applied. A Write that tries again may call members again; it
-	// returns the same requests.
-	Write func(ctx context.Context, key string, members func() []T) error
+	// error. Right before its first write it calls b.Members and writes
+	// what that returns, in arrival order: Members claims the batch's
+	// requests last thing, so that a caller giving up until then is left
+	// out, with nothing applied. A Write that tries again may call Members
+	// again; it returns the same requests.
+	Write func(ctx context.Context, key string, b *Batch[T]) error
 
 	// Answer returns a request's answer once the Write that carried it,
 	// or failed before claiming it, returned err.
-	Answer func(v T, err error) error
+	Answer func(v *T, err error) error
 
 	// Apart, if set, names requests that must not share a batch: of the
 	// waiting requests with the same non-empty name, a batch takes the
 	// first, and the others stay queued, in order, for the next batches.
-	Apart func(v T) string
+	Apart func(v *T) string
 }
 
 // Combiner combines concurrent requests for one key into batches. A
@@ -95,10 +95,19 @@ func (c *Combiner[T]) alone(ctx context.Context, key string, q *queue[T], v T) e
 			delete(c.queues, key)
 		}
 	}()
-	one := []T{v}
-	err := c.cfg.Write(ctx, key, func() []T { return one })
+	s := &solo[T]{val: v}
+	s.one[0] = &s.val
+	s.b.vals = s.one[:]
+	err := c.cfg.Write(ctx, key, &s.b)
 	c.count(1)
-	return c.cfg.Answer(v, err)
+	return c.cfg.Answer(&s.val, err)
+}
+
+// solo is a request written alone: its batch of one, in one allocation.
+type solo[T any] struct {
+	b   Batch[T]
+	val T
+	one [1]*T
 }
 
 // count adds a write of n requests to the Stats; a batch whose requests
@@ -118,7 +127,7 @@ func (c *Combiner[T]) Stats() (batches, requests int64) {
 }
 
 // Pending returns how many requests wait in key's queue, or -1 when key is
-// idle.
+// idle: tests wait on it for a queue to form or be taken.
 func (c *Combiner[T]) Pending(key string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -128,7 +137,8 @@ func (c *Combiner[T]) Pending(key string) int {
 	return -1
 }
 
-// Busy returns how many keys are being written.
+// Busy returns how many keys are being written: tests wait on it for every
+// key to be forgotten.
 func (c *Combiner[T]) Busy() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

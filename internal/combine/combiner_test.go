@@ -36,14 +36,14 @@ func answer(v *item, err error) error {
 type stub struct{ calls chan *call }
 
 type call struct {
-	ctx     context.Context
-	key     string
-	members func() []*item
-	reply   chan error
+	ctx   context.Context
+	key   string
+	batch *Batch[item]
+	reply chan error
 }
 
-func (s *stub) write(ctx context.Context, key string, members func() []*item) error {
-	c := &call{ctx: ctx, key: key, members: members, reply: make(chan error)}
+func (s *stub) write(ctx context.Context, key string, b *Batch[item]) error {
+	c := &call{ctx: ctx, key: key, batch: b, reply: make(chan error)}
 	s.calls <- c
 	return <-c.reply
 }
@@ -62,22 +62,22 @@ func (s *stub) next(t *testing.T) *call {
 
 // newStub returns a Combiner of batches of at most size items whose
 // writes s hands to the test.
-func newStub(size int, apart func(*item) string) (*Combiner[*item], *stub) {
+func newStub(size int, apart func(*item) string) (*Combiner[item], *stub) {
 	s := &stub{calls: make(chan *call)}
-	return New(Config[*item]{Size: size, Write: s.write, Answer: answer, Apart: apart}), s
+	return New(Config[item]{Size: size, Write: s.write, Answer: answer, Apart: apart}), s
 }
 
 // ids claims c's members and returns their ids.
 func ids(c *call) []int {
 	var out []int
-	for _, v := range c.members() {
+	for _, v := range c.batch.Members() {
 		out = append(out, v.id)
 	}
 	return out
 }
 
 // do starts c.Do for v and returns where its answer will be.
-func do(ctx context.Context, c *Combiner[*item], key string, v *item) <-chan error {
+func do(ctx context.Context, c *Combiner[item], key string, v item) <-chan error {
 	done := make(chan error, 1)
 	go func() { done <- c.Do(ctx, key, v) }()
 	return done
@@ -95,7 +95,7 @@ func answered(t *testing.T, done <-chan error) error {
 	}
 }
 
-func stats(c *Combiner[*item]) [2]int64 {
+func stats(c *Combiner[item]) [2]int64 {
 	b, r := c.Stats()
 	return [2]int64{b, r}
 }
@@ -106,13 +106,13 @@ type ctxKey struct{}
 // goroutine and context; then the key is forgotten.
 func TestCombiner_Do_aloneOnCallersContext(t *testing.T) {
 	errRefused := errors.New("refused")
-	c := New(Config[*item]{
+	c := New(Config[item]{
 		Size: 4,
-		Write: func(ctx context.Context, key string, members func() []*item) error {
+		Write: func(ctx context.Context, key string, b *Batch[item]) error {
 			if ctx.Value(ctxKey{}) != "caller" {
 				return errors.New("not the caller's context")
 			}
-			if m := members(); key != "k" || len(m) != 1 || m[0].id != 7 {
+			if m := b.Members(); key != "k" || len(m) != 1 || m[0].id != 7 {
 				return fmt.Errorf("write of %q for %v", key, m)
 			}
 			return nil
@@ -120,10 +120,10 @@ func TestCombiner_Do_aloneOnCallersContext(t *testing.T) {
 		Answer: answer,
 	})
 	ctx := context.WithValue(t.Context(), ctxKey{}, "caller")
-	if err := c.Do(ctx, "k", &item{id: 7}); err != nil {
+	if err := c.Do(ctx, "k", item{id: 7}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Do(ctx, "k", &item{id: 7, result: errRefused}); !errors.Is(err, errRefused) {
+	if err := c.Do(ctx, "k", item{id: 7, result: errRefused}); !errors.Is(err, errRefused) {
 		t.Fatalf("answer %v, want the item's own result", err)
 	}
 	if got := stats(c); got != [2]int64{2, 2} {
@@ -152,11 +152,11 @@ func TestCombiner_Do_batchesInArrivalOrder(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, s := newStub(tc.size, func(v *item) string { return v.name })
-			first := do(t.Context(), c, "k", &item{id: 0})
+			first := do(t.Context(), c, "k", item{id: 0})
 			alone := s.next(t)
 			var done []<-chan error
 			for i, name := range tc.names {
-				done = append(done, do(t.Context(), c, "k", &item{id: i + 1, name: name, result: fmt.Errorf("item %d", i+1)}))
+				done = append(done, do(t.Context(), c, "k", item{id: i + 1, name: name, result: fmt.Errorf("item %d", i+1)}))
 				combinetest.Queued(t, c, "k", i+1)
 			}
 			if got := ids(alone); !slices.Equal(got, []int{0}) {
@@ -197,9 +197,9 @@ func TestCombiner_Do_batchesInArrivalOrder(t *testing.T) {
 // hold up another.
 func TestCombiner_Do_keysIndependent(t *testing.T) {
 	c, s := newStub(4, nil)
-	a := do(t.Context(), c, "a", &item{id: 1})
+	a := do(t.Context(), c, "a", item{id: 1})
 	wa := s.next(t)
-	b := do(t.Context(), c, "b", &item{id: 2})
+	b := do(t.Context(), c, "b", item{id: 2})
 	wb := s.next(t)
 	if wa.key == wb.key {
 		t.Fatalf("both writes for %q", wa.key)
@@ -219,11 +219,11 @@ func TestCombiner_Do_keysIndependent(t *testing.T) {
 
 // stalled starts a request for "k" whose write, alone, stays in flight
 // until the test replies to it.
-func stalled(t *testing.T, c *Combiner[*item], s *stub) (*call, <-chan error) {
+func stalled(t *testing.T, c *Combiner[item], s *stub) (*call, <-chan error) {
 	t.Helper()
-	done := do(t.Context(), c, "k", &item{id: 0})
+	done := do(t.Context(), c, "k", item{id: 0})
 	w := s.next(t)
-	w.members()
+	w.batch.Members()
 	return w, done
 }
 
@@ -250,9 +250,9 @@ func TestCombiner_Do_canceled(t *testing.T) {
 			alone, first := stalled(t, c, s)
 			ctx, cancel := context.WithCancel(t.Context())
 			t.Cleanup(cancel)
-			gone := do(ctx, c, "k", &item{id: 1})
+			gone := do(ctx, c, "k", item{id: 1})
 			combinetest.Queued(t, c, "k", 1)
-			other := do(t.Context(), c, "k", &item{id: 2})
+			other := do(t.Context(), c, "k", item{id: 2})
 			combinetest.Queued(t, c, "k", 2)
 			if tc.at == "queued" {
 				cancel()
@@ -302,9 +302,9 @@ func TestCombiner_Do_canceled(t *testing.T) {
 func TestCombiner_Do_aloneWaitsForItsWrite(t *testing.T) {
 	c, s := newStub(64, nil)
 	ctx, cancel := context.WithCancel(t.Context())
-	done := do(ctx, c, "k", &item{id: 1})
+	done := do(ctx, c, "k", item{id: 1})
 	w := s.next(t)
-	w.members()
+	w.batch.Members()
 	cancel()
 	if err := w.ctx.Err(); err == nil {
 		t.Fatal("the alone write does not run on its caller's context")
@@ -327,7 +327,7 @@ func TestCombiner_Do_batchContext(t *testing.T) {
 	for i := range 2 {
 		ctx, cancel := context.WithCancel(context.WithValue(t.Context(), ctxKey{}, "caller"))
 		cancels = append(cancels, cancel)
-		done = append(done, do(ctx, c, "k", &item{id: i + 1}))
+		done = append(done, do(ctx, c, "k", item{id: i + 1}))
 		combinetest.Queued(t, c, "k", i+1)
 	}
 	alone.reply <- nil
@@ -355,7 +355,7 @@ func TestCombiner_Do_batchContext(t *testing.T) {
 	// A batch whose members all wait ends its context when the write
 	// returns.
 	alone, first = stalled(t, c, s)
-	last := do(t.Context(), c, "k", &item{id: 3})
+	last := do(t.Context(), c, "k", item{id: 3})
 	combinetest.Queued(t, c, "k", 1)
 	alone.reply <- nil
 	answered(t, first)
@@ -376,7 +376,7 @@ func TestCombiner_Do_errorBeforeClaim(t *testing.T) {
 	alone, first := stalled(t, c, s)
 	var done []<-chan error
 	for i := range 3 {
-		done = append(done, do(t.Context(), c, "k", &item{id: i + 1}))
+		done = append(done, do(t.Context(), c, "k", item{id: i + 1}))
 		combinetest.Queued(t, c, "k", i+1)
 	}
 	alone.reply <- nil
@@ -401,9 +401,9 @@ func TestCombiner_Do_retryKeepsMembers(t *testing.T) {
 	c, s := newStub(64, nil)
 	alone, first := stalled(t, c, s)
 	ctx, cancel := context.WithCancel(t.Context())
-	gone := do(ctx, c, "k", &item{id: 1})
+	gone := do(ctx, c, "k", item{id: 1})
 	combinetest.Queued(t, c, "k", 1)
-	stay := do(t.Context(), c, "k", &item{id: 2})
+	stay := do(t.Context(), c, "k", item{id: 2})
 	combinetest.Queued(t, c, "k", 2)
 	alone.reply <- nil
 	answered(t, first)
@@ -446,14 +446,14 @@ func TestCombiner_abandon(t *testing.T) {
 		{"claimed, answered", claimed, true, true, errAnswer, claimed, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := New(Config[*item]{Size: 1, Answer: answer})
+			c := New(Config[item]{Size: 1, Answer: answer})
 			ctx, cancel := context.WithCancel(t.Context())
 			cancel()
-			r := &request[*item]{val: &item{}, done: make(chan error, 1)}
+			r := &request[item]{done: make(chan error, 1)}
 			r.state.Store(tc.state)
-			var bt *batch[*item]
+			var bt *Batch[item]
 			if tc.inBatch {
-				bt = &batch[*item]{}
+				bt = &Batch[item]{}
 				bt.ctx, bt.cancel = context.WithCancel(t.Context())
 				defer bt.cancel()
 				bt.live.Store(2)
@@ -495,9 +495,9 @@ func TestCombiner_Do_concurrent(t *testing.T) {
 	var mu sync.Mutex
 	written := map[int]int{} // item id → writes that carried it
 	inFlight := map[string]bool{}
-	c := New(Config[*item]{
+	c := New(Config[item]{
 		Size: size,
-		Write: func(ctx context.Context, key string, members func() []*item) error {
+		Write: func(ctx context.Context, key string, b *Batch[item]) error {
 			mu.Lock()
 			if inFlight[key] {
 				t.Errorf("two writes of %q at once", key)
@@ -510,12 +510,12 @@ func TestCombiner_Do_concurrent(t *testing.T) {
 				mu.Unlock()
 			}()
 			time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
-			m := members()
+			m := slices.Clone(b.Members())
 			if len(m) > size {
 				t.Errorf("a batch of %d", len(m))
 			}
 			if rand.IntN(4) == 0 { // tried again: the same members
-				if again := members(); !slices.Equal(again, m) {
+				if again := b.Members(); !slices.Equal(again, m) {
 					t.Errorf("second attempt %v, first %v", again, m)
 				}
 			}
@@ -539,7 +539,7 @@ func TestCombiner_Do_concurrent(t *testing.T) {
 				if rand.IntN(3) == 0 {
 					time.AfterFunc(time.Duration(rand.IntN(300))*time.Microsecond, cancel)
 				}
-				answers[id] = c.Do(ctx, fmt.Sprintf("k%d", id%3), &item{id: id})
+				answers[id] = c.Do(ctx, fmt.Sprintf("k%d", id%3), item{id: id})
 				cancel()
 			}
 		})

@@ -21,7 +21,7 @@ const (
 type request[T any] struct {
 	val   T
 	state atomic.Int32
-	batch *batch[T] // set, under Combiner.mu, when a drainer takes the request
+	batch *Batch[T] // set, under Combiner.mu, when a drainer takes the request
 	done  chan error
 }
 
