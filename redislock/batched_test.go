@@ -335,18 +335,27 @@ func TestBatched_Decrement_corruptValue(t *testing.T) {
 	}
 }
 
+// cancelable stocks "hot" with 10 units and queues, behind a held call for
+// 1, a request for 2 that cancel abandons, then one for 3.
+func cancelable(t *testing.T) (g *gate, b *Batched, release func(), first, gone, last <-chan error, cancel context.CancelFunc) {
+	t.Helper()
+	g = newGate()
+	b = gatedBatched(t, g, nil, "hot", 10)
+	release, first = stalledCall(t, g, b, "hot", 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	gone = combinetest.Go(ctx, b, "hot", 2)
+	combinetest.Queued(t, b.calls, "hot", 1)
+	last = combinetest.Go(t.Context(), b, "hot", 3)
+	combinetest.Queued(t, b.calls, "hot", 2)
+	return g, b, release, first, gone, last, cancel
+}
+
 // A request whose context ends while it waits in the queue is dropped
 // without effect; one whose call is in flight gets ErrOutcomeUnknown.
 func TestBatched_Decrement_canceled(t *testing.T) {
 	t.Run("queued", func(t *testing.T) {
-		g := newGate()
-		b := gatedBatched(t, g, nil, "hot", 10)
-		release, first := stalledCall(t, g, b, "hot", 1)
-		ctx, cancel := context.WithCancel(t.Context())
-		gone := combinetest.Go(ctx, b, "hot", 2)
-		combinetest.Queued(t, b.calls, "hot", 1)
-		last := combinetest.Go(t.Context(), b, "hot", 3)
-		combinetest.Queued(t, b.calls, "hot", 2)
+		_, b, release, first, gone, last, cancel := cancelable(t)
 		cancel()
 		wantOnly(t, "canceled while queued", <-gone, context.Canceled)
 		release()
@@ -362,14 +371,7 @@ func TestBatched_Decrement_canceled(t *testing.T) {
 		combinetest.Idle(t, b.calls)
 	})
 	t.Run("in flight", func(t *testing.T) {
-		g := newGate()
-		b := gatedBatched(t, g, nil, "hot", 10)
-		release, first := stalledCall(t, g, b, "hot", 1)
-		ctx, cancel := context.WithCancel(t.Context())
-		gone := combinetest.Go(ctx, b, "hot", 2)
-		combinetest.Queued(t, b.calls, "hot", 1)
-		last := combinetest.Go(t.Context(), b, "hot", 3)
-		combinetest.Queued(t, b.calls, "hot", 2)
+		g, b, release, first, gone, last, cancel := cancelable(t)
 		releaseDrainer := g.arm() // holds the drainer's call too
 		t.Cleanup(releaseDrainer)
 		release()
