@@ -4,13 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"slices"
-	"sync"
-	"sync/atomic"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/combine"
 )
 
 // DefaultBatchSize is NewBatched's default bound on the requests one
@@ -73,13 +71,7 @@ func WithBatchSize(n int) Option {
 // one instance per process, or it has nothing to combine.
 type Batched struct {
 	ledger
-	size int
-
-	mu     sync.Mutex
-	queues map[string]*queue // SKUs being written; removed when idle
-
-	batches  atomic.Int64
-	requests atomic.Int64
+	writes *combine.Combiner[request]
 }
 
 var (
@@ -98,11 +90,14 @@ var (
 func NewBatched(db *sqlx.DB, opts ...Option) *Batched {
 	o := newOptions(opts)
 	o.mode = LockWait // the fallback must see every row, not skip or refuse a busy one
-	return &Batched{
-		ledger: newLedger(db, o, lockWaitSession(o.lockWait)),
-		size:   o.batchSize,
-		queues: map[string]*queue{},
-	}
+	b := &Batched{ledger: newLedger(db, o, lockWaitSession(o.lockWait))}
+	b.writes = combine.New(combine.Config[request]{
+		Size:   o.batchSize,
+		Write:  b.send,
+		Answer: (*request).result,
+		Apart:  orderID,
+	})
+	return b
 }
 
 // BatchStats counts what a Batched instance wrote.
@@ -114,7 +109,8 @@ type BatchStats struct {
 // Stats returns the counts since the instance was created;
 // Requests/Batches is the mean batch size.
 func (b *Batched) Stats() BatchStats {
-	return BatchStats{Batches: b.batches.Load(), Requests: b.requests.Load()}
+	batches, requests := b.writes.Stats()
+	return BatchStats{Batches: batches, Requests: requests}
 }
 
 // Retries returns how many times a request or batch was tried again:
@@ -122,24 +118,13 @@ func (b *Batched) Stats() BatchStats {
 // batch turned out to be recorded already.
 func (b *Batched) Retries() int64 { return b.retrier.Retries() }
 
-// A request's state: waiting in a queue or a batch not yet written,
-// claimed by a write (its outcome now depends on the database), or
-// abandoned by its caller before any write carried it.
-const (
-	waiting int32 = iota
-	claimed
-	abandoned
-)
-
+// request is one Decrement, or one single-line order, for a batch.
 type request struct {
 	qty     int64
 	order   *newOrder // a single-line order; nil for a Decrement
-	state   atomic.Int32
-	batch   *batch // set, under Batched.mu, when a drainer takes the request
-	refused error  // set by the write that refused it
-	settled bool   // answered from the ledger: its ID was recorded already
-	answer  error  // a settled request's answer
-	done    chan error
+	refused error     // set by the write that refused it
+	settled bool      // answered from the ledger: its ID was recorded already
+	answer  error     // a settled request's answer
 }
 
 // result is r's answer once the write carrying it returned err.
@@ -153,23 +138,14 @@ func (r *request) result(err error) error {
 	return err
 }
 
-// queue holds one SKU's requests in arrival order.
-type queue struct{ pending []*request }
-
-// batch is one write in flight. Its statements run under a context of
-// their own, not any caller's: one buyer giving up must not abort the
-// others' write. The context ends only when every member has stopped
-// waiting for it.
-type batch struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	live   atomic.Int64 // members still waiting
-}
-
-func (bt *batch) leave() {
-	if bt.live.Add(-1) == 0 {
-		bt.cancel()
+// orderID keeps two orders with one ID out of one batch: the later one
+// waits for the next batch, which answers it from the record the first
+// one left.
+func orderID(r *request) string {
+	if r.order == nil {
+		return ""
 	}
+	return r.order.id
 }
 
 // Decrement takes qty units of sku, all or none, in a batch with the other
@@ -188,165 +164,16 @@ func (b *Batched) Decrement(ctx context.Context, sku string, qty int64) error {
 	if err := b.check(ctx, stockguard.Validate(sku, qty)); err != nil {
 		return err
 	}
-	return b.submit(ctx, sku, &request{qty: qty})
+	return b.writes.Do(ctx, sku, request{qty: qty})
 }
 
-// submit has r written in a batch of sku's requests and returns its
-// answer.
-func (b *Batched) submit(ctx context.Context, sku string, r *request) error {
-	b.mu.Lock()
-	q, busy := b.queues[sku]
-	if !busy {
-		// Nobody writes sku: write alone, at once, on the caller's
-		// goroutine and context, as NewAtomic would; requests arriving
-		// meanwhile queue, and a drainer takes over from here.
-		q = &queue{}
-		b.queues[sku] = q
-		b.mu.Unlock()
-		return b.alone(ctx, sku, q, r)
-	}
-	r.done = make(chan error, 1)
-	q.pending = append(q.pending, r)
-	b.mu.Unlock()
-	select {
-	case err := <-r.done:
-		return err
-	case <-ctx.Done():
-		return b.abandon(ctx, r)
-	}
-}
-
-// alone writes r by itself, then hands q over to a drainer if requests
-// queued meanwhile, else removes it.
-func (b *Batched) alone(ctx context.Context, sku string, q *queue, r *request) error {
-	defer func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if len(q.pending) > 0 {
-			go b.drain(sku, q)
-		} else {
-			delete(b.queues, sku)
-		}
-	}()
-	one := []*request{r}
-	err := b.send(ctx, sku, func() []*request { return one })
-	b.count(1)
-	return r.result(err)
-}
-
-// abandon answers a request whose context ended before its result came.
-func (b *Batched) abandon(ctx context.Context, r *request) error {
-	b.mu.Lock()
-	left := r.state.CompareAndSwap(waiting, abandoned)
-	bt := r.batch
-	b.mu.Unlock()
-	if left {
-		// Still queued, or taken but not yet claimed: no write will carry it.
-		if bt != nil {
-			bt.leave()
-		}
-		return stockguard.Canceled(ctx)
-	}
-	select {
-	case err := <-r.done:
-		return err
-	default:
-	}
-	bt.leave()
-	return fmt.Errorf("%w: the context ended (%v) while the batch carrying the request was being written", stockguard.ErrOutcomeUnknown, ctx.Err())
-}
-
-// drain writes sku's queue batch after batch until it finds it empty, then
-// removes it, so that idle SKUs cost no memory. A request that wrote alone
-// starts it when others queued meanwhile: one drainer per busy SKU.
-func (b *Batched) drain(sku string, q *queue) {
-	var reqs []*request
-	for {
-		bt := &batch{}
-		bt.ctx, bt.cancel = context.WithCancel(context.Background())
-		b.mu.Lock()
-		reqs = b.take(q, reqs[:0], bt)
-		if len(reqs) == 0 {
-			delete(b.queues, sku)
-			b.mu.Unlock()
-			bt.cancel()
-			return
-		}
-		b.mu.Unlock()
-		b.write(bt.ctx, sku, reqs)
-		bt.cancel()
-		clear(reqs)
-	}
-}
-
-// take moves up to the batch size of q's waiting requests, in arrival
-// order, into reqs, and drops abandoned ones. An order whose ID is in the
-// batch already stays queued for the next batch, which answers it from the
-// record the first one left. Call with b.mu held.
-func (b *Batched) take(q *queue, reqs []*request, bt *batch) []*request {
-	var ids map[string]struct{} // allocated at the first order
-	kept := q.pending[:0]
-	for i := 0; i < len(q.pending); i++ {
-		r := q.pending[i]
-		if r.state.Load() != waiting {
-			continue
-		}
-		if len(reqs) == b.size {
-			kept = append(kept, q.pending[i:]...)
-			break
-		}
-		if r.order != nil {
-			if _, dup := ids[r.order.id]; dup {
-				kept = append(kept, r)
-				continue
-			}
-			if ids == nil {
-				ids = map[string]struct{}{}
-			}
-			ids[r.order.id] = struct{}{}
-		}
-		r.batch = bt
-		reqs = append(reqs, r)
-	}
-	clear(q.pending[len(kept):])
-	q.pending = kept
-	bt.live.Store(int64(len(reqs)))
-	return reqs
-}
-
-// write applies the requests of one batch and answers each one that has
-// not been abandoned.
-func (b *Batched) write(ctx context.Context, sku string, reqs []*request) {
-	var members []*request
-	err := b.send(ctx, sku, func() []*request {
-		// Claim the members last thing before the first write: one that
-		// gives up until here is dropped without effect.
-		members = members[:0]
-		for _, r := range reqs {
-			if claim(r) {
-				members = append(members, r)
-			}
-		}
-		return members
-	})
-	b.count(len(members))
-	for _, r := range reqs {
-		// Requests not claimed yet met an error from before the first
-		// write, which applied nothing: it is their answer too.
-		if !claim(r) {
-			continue
-		}
-		r.done <- r.result(err)
-	}
-}
-
-// send writes the requests members returns, called right before the
-// first write, retrying after a deadlock.
-func (b *Batched) send(ctx context.Context, sku string, members func() []*request) error {
+// send writes bt's members, claimed right before the first write (see
+// combine.Batch.Members), retrying after a deadlock.
+func (b *Batched) send(ctx context.Context, sku string, bt *combine.Batch[request]) error {
 	return b.retrier.Do(ctx, func(ctx context.Context) error {
 		return b.pinned(ctx, b.session, func(ctx context.Context, conn *sqlx.Conn) error {
 			var m []*request
-			for _, r := range members() {
+			for _, r := range bt.Members() {
 				if !r.settled { // answered by an earlier attempt, for good
 					r.refused = nil
 					m = append(m, r)
@@ -358,19 +185,6 @@ func (b *Batched) send(ctx context.Context, sku string, members func() []*reques
 			return b.apply(ctx, conn, sku, m)
 		})
 	})
-}
-
-func (b *Batched) count(members int) {
-	if members > 0 {
-		b.batches.Add(1)
-		b.requests.Add(int64(members))
-	}
-}
-
-// claim reports whether r is, or has now been, claimed by a write, and so
-// is still awaiting its answer.
-func claim(r *request) bool {
-	return r.state.Load() == claimed || r.state.CompareAndSwap(waiting, claimed)
 }
 
 // apply writes the members' total with one conditional UPDATE and falls

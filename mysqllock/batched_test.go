@@ -5,10 +5,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"math/rand/v2"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/combine/combinetest"
 	"github.com/stockguard/stockguard/stocktest"
 )
 
@@ -28,60 +27,13 @@ func TestBatched_conformance(t *testing.T) {
 	})
 }
 
-// goDecrement starts inv.Decrement and returns where its error will be.
-func goDecrement(ctx context.Context, inv stockguard.Decrementer, sku string, qty int64) <-chan error {
-	done := make(chan error, 1)
-	go func() { done <- inv.Decrement(ctx, sku, qty) }()
-	return done
-}
-
-// queued waits until sku's queue in b exists and holds n requests: 0 means
-// the drainer has taken them all.
-func queued(t *testing.T, b *Batched, sku string, n int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b.mu.Lock()
-		got := -1
-		if q := b.queues[sku]; q != nil {
-			got = len(q.pending)
-		}
-		b.mu.Unlock()
-		if got == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d requests queued for %q, want %d", got, sku, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// idle waits until b has no queue left: drainers remove them when done.
-func idle(t *testing.T, b *Batched) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b.mu.Lock()
-		n := len(b.queues)
-		b.mu.Unlock()
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d queues left after every request returned", n)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // stalled starts a request for sku that the held row stops in its UPDATE,
 // so that the requests after it queue behind a write in flight. The
 // caller releases the row.
 func stalled(t *testing.T, db *sqlx.DB, b *Batched, table, sku string) (*sqlx.Tx, <-chan error) {
 	t.Helper()
 	tx := holdRow(t, db, table, sku, "FOR UPDATE")
-	first := goDecrement(t.Context(), b, sku, 1)
+	first := combinetest.Go(t.Context(), b, sku, 1)
 	waitingOn(t, db, "UPDATE "+quote(table))
 	return tx, first
 }
@@ -97,8 +49,8 @@ func TestBatched_Decrement_partialFillInArrivalOrder(t *testing.T) {
 	tx, first := stalled(t, db, b, table, "hot")
 	var done []<-chan error
 	for i, qty := range []int64{5, 4, 1} {
-		done = append(done, goDecrement(t.Context(), b, "hot", qty))
-		queued(t, b, "hot", i+1)
+		done = append(done, combinetest.Go(t.Context(), b, "hot", qty))
+		combinetest.Queued(t, b.writes, "hot", i+1)
 	}
 	tx.Rollback()
 	if err := <-first; err != nil {
@@ -117,7 +69,7 @@ func TestBatched_Decrement_partialFillInArrivalOrder(t *testing.T) {
 	if got, want := b.Stats(), (BatchStats{Batches: 2, Requests: 4}); got != want {
 		t.Errorf("stats %+v, want %+v", got, want)
 	}
-	idle(t, b)
+	combinetest.Idle(t, b.writes)
 }
 
 // A request whose context ends while it waits in the queue, or in a batch
@@ -131,10 +83,10 @@ func TestBatched_Decrement_canceled(t *testing.T) {
 		b := NewBatched(db, WithTable(table))
 		tx, first := stalled(t, db, b, table, "hot")
 		ctx, cancel := context.WithCancel(t.Context())
-		gone := goDecrement(ctx, b, "hot", 2)
-		queued(t, b, "hot", 1)
-		last := goDecrement(t.Context(), b, "hot", 3)
-		queued(t, b, "hot", 2)
+		gone := combinetest.Go(ctx, b, "hot", 2)
+		combinetest.Queued(t, b.writes, "hot", 1)
+		last := combinetest.Go(t.Context(), b, "hot", 3)
+		combinetest.Queued(t, b.writes, "hot", 2)
 		cancel()
 		contractOne(t, <-gone, context.Canceled)
 		tx.Rollback()
@@ -149,7 +101,7 @@ func TestBatched_Decrement_canceled(t *testing.T) {
 		if got := b.Stats().Requests; got != 2 {
 			t.Errorf("%d requests written, want 2", got)
 		}
-		idle(t, b)
+		combinetest.Idle(t, b.writes)
 	})
 	t.Run("taken", func(t *testing.T) {
 		// The drainer waits for the pool's only connection, held here.
@@ -163,12 +115,12 @@ func TestBatched_Decrement_canceled(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(t.Context())
-		gone := goDecrement(ctx, b, "hot", 2)
-		queued(t, b, "hot", 0) // taken by the drainer
+		gone := combinetest.Go(ctx, b, "hot", 2)
+		combinetest.Queued(t, b.writes, "hot", 0) // taken by the drainer
 		cancel()
 		contractOne(t, <-gone, context.Canceled)
 		conn.Close()
-		idle(t, b)
+		combinetest.Idle(t, b.writes)
 		if qty, _ := level(t, db, table, "hot"); qty != 10 {
 			t.Errorf("%d left, want 10", qty)
 		}
@@ -180,7 +132,7 @@ func TestBatched_Decrement_canceled(t *testing.T) {
 		b := NewBatched(db, WithTable(table))
 		tx := holdRow(t, db, table, "hot", "FOR UPDATE")
 		ctx, cancel := context.WithCancel(t.Context())
-		gone := goDecrement(ctx, b, "hot", 2)
+		gone := combinetest.Go(ctx, b, "hot", 2)
 		waitingOn(t, db, "UPDATE "+quote(table))
 		cancel()
 		contractOne(t, <-gone, stockguard.ErrOutcomeUnknown)
@@ -191,7 +143,7 @@ func TestBatched_Decrement_canceled(t *testing.T) {
 		}
 		qty, _ := level(t, db, table, "hot")
 		t.Logf("%d left: the abandoned write was %s", qty, map[bool]string{true: "applied", false: "not applied"}[qty == 7])
-		idle(t, b)
+		combinetest.Idle(t, b.writes)
 	})
 }
 
@@ -208,8 +160,8 @@ func TestBatched_Decrement_unknownSKU(t *testing.T) {
 	}
 	var done []<-chan error
 	for i := range 4 {
-		done = append(done, goDecrement(t.Context(), b, "ghost", int64(i+1)))
-		queued(t, b, "ghost", i)
+		done = append(done, combinetest.Go(t.Context(), b, "ghost", int64(i+1)))
+		combinetest.Queued(t, b.writes, "ghost", i)
 	}
 	conn.Close()
 	for _, d := range done {
@@ -297,8 +249,8 @@ func TestBatched_Decrement_commitLost(t *testing.T) {
 			tx, first := stalled(t, side, b, table, "hot")
 			var done []<-chan error
 			for i, qty := range c.qtys {
-				done = append(done, goDecrement(t.Context(), b, "hot", qty))
-				queued(t, b, "hot", i+1)
+				done = append(done, combinetest.Go(t.Context(), b, "hot", qty))
+				combinetest.Queued(t, b.writes, "hot", i+1)
 			}
 			cut.arm(strings.ReplaceAll(c.cut, "TABLE", quote(table)))
 			tx.Rollback()
@@ -325,80 +277,20 @@ func TestBatched_Decrement_commitLost(t *testing.T) {
 	}
 }
 
-// drainMixed lets 64 goroutines, spread over insts, take 1–5 units of sku
-// (stocked with stock) until each is refused a single unit. It checks that
-// the units acknowledged are exactly the units gone and that no refusal was
-// false: stock only goes down, so every refused request must want more
-// than what is left at the end. It returns the units acknowledged.
-func drainMixed(t *testing.T, insts []stockguard.Inventory, sku string, stock int64) int64 {
-	t.Helper()
-	if err := insts[0].SetStock(t.Context(), sku, stock); err != nil {
-		t.Fatal(err)
-	}
-	var acked, minRefused atomic.Int64
-	minRefused.Store(stockguard.MaxQty)
-	var wg sync.WaitGroup
-	for g := range 64 {
-		wg.Go(func() {
-			inv := insts[g%len(insts)]
-			for {
-				qty := rand.Int64N(5) + 1
-				err := inv.Decrement(t.Context(), sku, qty)
-				switch {
-				case err == nil:
-					acked.Add(qty)
-				case errors.Is(err, stockguard.ErrInsufficientStock):
-					lower(&minRefused, qty)
-					if qty == 1 {
-						return
-					}
-				default:
-					t.Errorf("Decrement(%d): %v", qty, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	left, err := insts[1%len(insts)].Stock(t.Context(), sku)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if gone := stock - left; gone != acked.Load() {
-		t.Errorf("%d units gone, %d acknowledged", gone, acked.Load())
-	}
-	if left >= minRefused.Load() {
-		t.Errorf("%d left at the end, yet a request for %d was refused", left, minRefused.Load())
-	}
-	return acked.Load()
-}
-
-// lower sets a to v if v is smaller.
-func lower(a *atomic.Int64, v int64) {
-	for m := a.Load(); v < m; m = a.Load() {
-		if a.CompareAndSwap(m, v) {
-			return
-		}
-	}
-}
-
 // Two instances, as two processes, combine their own buyers' requests; the
 // database keeps the total exact, and batches of more than one form.
 func TestBatched_Decrement_combinesAcrossInstances(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
 	insts := []*Batched{NewBatched(db, WithTable(table)), NewBatched(db, WithTable(table))}
-	drainMixed(t, []stockguard.Inventory{insts[0], insts[1]}, "hot", 3000)
+	combinetest.DrainMixed(t, []stockguard.Inventory{insts[0], insts[1]}, "hot", 3000)
 	var s BatchStats
 	for _, b := range insts {
-		idle(t, b)
+		combinetest.Idle(t, b.writes)
 		s.Batches += b.Stats().Batches
 		s.Requests += b.Stats().Requests
 	}
-	t.Logf("%d requests in %d batches", s.Requests, s.Batches)
-	if s.Requests < 2*s.Batches {
-		t.Errorf("%d requests in %d batches: mean batch below 2", s.Requests, s.Batches)
-	}
+	combinetest.Combined(t, s.Batches, s.Requests)
 }
 
 func TestWithBatchSize_WithSegments(t *testing.T) {
@@ -436,8 +328,8 @@ func TestBatched_Decrement_batchSizeBound(t *testing.T) {
 	tx, first := stalled(t, db, b, table, "hot")
 	var done []<-chan error
 	for i := range 5 {
-		done = append(done, goDecrement(t.Context(), b, "hot", 1))
-		queued(t, b, "hot", i+1)
+		done = append(done, combinetest.Go(t.Context(), b, "hot", 1))
+		combinetest.Queued(t, b.writes, "hot", i+1)
 	}
 	tx.Rollback()
 	for _, d := range append(done, first) {

@@ -37,7 +37,7 @@ func (b *Batched) order(ctx context.Context, o newOrder) error {
 	if len(o.lines) > 1 {
 		return b.place(ctx, o)
 	}
-	return b.submit(ctx, o.lines[0].SKU, &request{qty: o.lines[0].Qty, order: &o})
+	return b.writes.Do(ctx, o.lines[0].SKU, request{qty: o.lines[0].Qty, order: &o})
 }
 
 // applyOrders writes a batch that carries orders: one transaction records

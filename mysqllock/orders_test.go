@@ -12,6 +12,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/combine/combinetest"
 )
 
 // orderStrategies builds the strategies that implement Orders on table.
@@ -395,7 +396,7 @@ func TestBatched_Take_partialBatch(t *testing.T) {
 		results[i] = make(chan error, 1)
 		go func() { results[i] <- b.Take(ctx, fmt.Sprintf("o%d", i), line("hot", 3)) }()
 	}
-	queued(t, b, "hot", len(results))
+	combinetest.Queued(t, b.writes, "hot", len(results))
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/combine/combinetest"
 	"github.com/stockguard/stockguard/stocktest"
 )
 
@@ -162,7 +163,7 @@ func TestSegmented_Decrement_waitsForLockedSegments(t *testing.T) {
 	if _, err := tx.Exec("UPDATE "+quote(SegmentsTable(table))+" SET qty = 0 WHERE sku = ? AND seg = 0", "sku"); err != nil {
 		t.Fatal(err)
 	}
-	done := goDecrement(t.Context(), s, "sku", 7)
+	done := combinetest.Go(t.Context(), s, "sku", 7)
 	waitingOn(t, db, "") // its UPDATE of segment 0, or its SELECT … FOR UPDATE
 	tx.Rollback()
 	if err := <-done; err != nil {
@@ -179,5 +180,5 @@ func TestSegmented_Decrement_waitsForLockedSegments(t *testing.T) {
 func TestSegmented_Decrement_conservation(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newSegTable(t, db)
-	drainMixed(t, []stockguard.Inventory{NewSegmented(db, WithTable(table)), NewSegmented(db, WithTable(table))}, "hot", 3000)
+	combinetest.DrainMixed(t, []stockguard.Inventory{NewSegmented(db, WithTable(table)), NewSegmented(db, WithTable(table))}, "hot", 3000)
 }

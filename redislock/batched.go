@@ -4,11 +4,10 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
-	"sync"
-	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/combine"
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
@@ -79,14 +78,8 @@ func WithBatchSize(n int) Option {
 type Batched struct {
 	scripts redis.Scripter // the client with EVAL/EVALSHA sent at most once
 	levels  redisx.Levels
-	size    int
 	err     error // a bad option's, returned by every method
-
-	mu     sync.Mutex
-	queues map[string]*batchQueue // SKUs being written; removed when idle
-
-	batches  atomic.Int64
-	requests atomic.Int64
+	calls   *combine.Combiner[batchReq]
 }
 
 var _ stockguard.Inventory = (*Batched)(nil)
@@ -100,10 +93,9 @@ func NewBatched(rdb AtomicClient, opts ...Option) *Batched {
 	b := &Batched{
 		scripts: redisx.OnceScripter(rdb),
 		levels:  redisx.Levels{Client: rdb, Keys: o.keys, Pkg: "redislock"},
-		size:    o.batchSize,
-		queues:  map[string]*batchQueue{},
 		err:     o.err,
 	}
+	b.calls = combine.New(combine.Config[batchReq]{Size: o.batchSize, Write: b.write, Answer: (*batchReq).result})
 	return b
 }
 
@@ -116,42 +108,22 @@ type BatchStats struct {
 // Stats returns the counts since the instance was created;
 // Requests/Batches is the mean batch size.
 func (b *Batched) Stats() BatchStats {
-	return BatchStats{Batches: b.batches.Load(), Requests: b.requests.Load()}
+	batches, requests := b.calls.Stats()
+	return BatchStats{Batches: batches, Requests: requests}
 }
 
-// A request's state: waiting in a queue or in a batch not yet sent,
-// claimed by a call (its outcome now depends on Redis), or abandoned by its
-// caller before any call carried it.
-const (
-	reqWaiting int32 = iota
-	reqClaimed
-	reqAbandoned
-)
-
+// batchReq is one request for a script call.
 type batchReq struct {
-	qty   int64
-	state atomic.Int32
-	call  *batchCall // set, under Batched.mu, when a drainer takes the request
-	err   error      // the outcome, set by the call that carried it
-	done  chan error
+	qty int64
+	err error // its own outcome in the call's reply: nil, or a refusal
 }
 
-// batchQueue holds one SKU's requests in arrival order.
-type batchQueue struct{ pending []*batchReq }
-
-// batchCall is one script call in flight. It runs under a context of its
-// own, not any caller's: one buyer giving up must not abort the others'
-// call. The context ends only when every member has stopped waiting for it.
-type batchCall struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	live   atomic.Int64 // members still waiting
-}
-
-func (c *batchCall) leave() {
-	if c.live.Add(-1) == 0 {
-		c.cancel()
+// result is r's answer once the call carrying it returned err.
+func (r *batchReq) result(err error) error {
+	if err != nil {
+		return err
 	}
+	return r.err
 }
 
 // Decrement takes qty units of sku, all or none, in a batch with the other
@@ -177,27 +149,7 @@ func (b *Batched) Decrement(ctx context.Context, sku string, qty int64) error {
 	if err := b.check(ctx, stockguard.Validate(sku, qty)); err != nil {
 		return err
 	}
-	r := &batchReq{qty: qty}
-	b.mu.Lock()
-	q, busy := b.queues[sku]
-	if !busy {
-		// Nobody writes sku: send alone, at once, on the caller's goroutine
-		// and context, as NewAtomic would; requests arriving meanwhile
-		// queue, and a drainer takes over from here.
-		q = &batchQueue{}
-		b.queues[sku] = q
-		b.mu.Unlock()
-		return b.alone(ctx, sku, q, r)
-	}
-	r.done = make(chan error, 1)
-	q.pending = append(q.pending, r)
-	b.mu.Unlock()
-	select {
-	case err := <-r.done:
-		return err
-	case <-ctx.Done():
-		return b.abandon(ctx, r)
-	}
+	return b.calls.Do(ctx, sku, batchReq{qty: qty})
 }
 
 // SetStock creates sku with qty units (0…stockguard.MaxQty), or overwrites
@@ -239,144 +191,42 @@ func (b *Batched) check(ctx context.Context, invalid error) error {
 	return stockguard.Canceled(ctx)
 }
 
-// alone sends r by itself, then hands q over to a drainer if requests
-// queued meanwhile, else removes it.
-func (b *Batched) alone(ctx context.Context, sku string, q *batchQueue, r *batchReq) error {
-	defer func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if len(q.pending) > 0 {
-			go b.drain(sku, q)
-		} else {
-			delete(b.queues, sku)
-		}
-	}()
-	b.send(ctx, sku, []*batchReq{r})
-	return r.err
-}
-
-// abandon answers a request whose context ended before its result came.
-func (b *Batched) abandon(ctx context.Context, r *batchReq) error {
-	b.mu.Lock()
-	left := r.state.CompareAndSwap(reqWaiting, reqAbandoned)
-	c := r.call
-	b.mu.Unlock()
-	if left {
-		// Still queued, or taken but not yet claimed: no call will carry it.
-		if c != nil {
-			c.leave()
-		}
-		return stockguard.Canceled(ctx)
+// write runs the script once for bt's members, claimed right before the
+// call, in their order. It returns the call's error, or nil with each
+// member's own outcome set.
+func (b *Batched) write(ctx context.Context, sku string, bt *combine.Batch[batchReq]) error {
+	m := bt.Members()
+	if len(m) == 0 {
+		return nil
 	}
-	select {
-	case err := <-r.done:
-		return err
-	default:
-	}
-	c.leave()
-	return fmt.Errorf("%w: the context ended (%v) while the call carrying the request was in flight", stockguard.ErrOutcomeUnknown, ctx.Err())
-}
-
-// drain sends sku's queue batch after batch until it finds it empty, then
-// removes it, so that idle SKUs cost no memory. A request that went alone
-// starts it when others queued meanwhile: one drainer per busy SKU.
-func (b *Batched) drain(sku string, q *batchQueue) {
-	var reqs, members []*batchReq
-	for {
-		c := &batchCall{}
-		c.ctx, c.cancel = context.WithCancel(context.Background())
-		b.mu.Lock()
-		reqs = b.take(q, reqs[:0], c)
-		if len(reqs) == 0 {
-			delete(b.queues, sku)
-			b.mu.Unlock()
-			c.cancel()
-			return
-		}
-		b.mu.Unlock()
-		members = b.write(c.ctx, sku, reqs, members[:0])
-		c.cancel()
-		clear(reqs)
-		clear(members)
-	}
-}
-
-// take moves up to the batch size of q's waiting requests, in arrival
-// order, into reqs, and drops abandoned ones. Call with b.mu held.
-func (b *Batched) take(q *batchQueue, reqs []*batchReq, c *batchCall) []*batchReq {
-	i := 0
-	for ; i < len(q.pending) && len(reqs) < b.size; i++ {
-		if r := q.pending[i]; r.state.Load() == reqWaiting {
-			r.call = c
-			reqs = append(reqs, r)
-		}
-	}
-	n := copy(q.pending, q.pending[i:])
-	clear(q.pending[n:])
-	q.pending = q.pending[:n]
-	c.live.Store(int64(len(reqs)))
-	return reqs
-}
-
-// write claims the requests of one batch that have not been abandoned —
-// last thing before the call, so that one giving up until here is dropped
-// without effect — sends them, and answers each. It returns the members,
-// appended to members.
-func (b *Batched) write(ctx context.Context, sku string, reqs, members []*batchReq) []*batchReq {
-	for _, r := range reqs {
-		if r.state.CompareAndSwap(reqWaiting, reqClaimed) {
-			members = append(members, r)
-		}
-	}
-	if len(members) == 0 {
-		return members
-	}
-	b.send(ctx, sku, members)
-	for _, r := range members {
-		r.done <- r.err
-	}
-	return members
-}
-
-// send runs the script once for members, in their order, and sets each
-// member's outcome.
-func (b *Batched) send(ctx context.Context, sku string, members []*batchReq) {
-	b.batches.Add(1)
-	b.requests.Add(int64(len(members)))
 	key := b.levels.Keys.Stock(sku)
-	qtys := make([]any, len(members))
-	for i, r := range members {
+	qtys := make([]any, len(m))
+	for i, r := range m {
 		qtys[i] = r.qty
 	}
 	reply, err := batchedScript.Run(ctx, b.scripts, []string{key}, qtys...).Result()
 	if err != nil {
-		err = fmt.Errorf("redislock: decrement %q (in a call of %d requests): %w", sku, len(members), redisx.Classify(ctx, err, redisx.Write))
-		for _, r := range members {
-			r.err = err
-		}
-		return
+		return fmt.Errorf("redislock: decrement %q (in a call of %d requests): %w", sku, len(m), redisx.Classify(ctx, err, redisx.Write))
 	}
-	out, err := parseBatchReply(reply, len(members))
+	out, err := parseBatchReply(reply, len(m))
 	switch {
 	case err != nil:
-		err = fmt.Errorf("redislock: decrement %q (in a call of %d requests): %w", sku, len(members), err)
+		return fmt.Errorf("redislock: decrement %q (in a call of %d requests): %w", sku, len(m), err)
 	case out.missing:
-		err = fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
+		return fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
 	case out.corrupt:
-		err = redisx.Corrupt(key, "holds no stock level")
+		return redisx.Corrupt(key, "holds no stock level")
 	}
 	left := out.level
-	for i, r := range members {
-		switch {
-		case err != nil:
-			r.err = err
-		case out.granted[i] == '1':
+	for i, r := range m {
+		if out.granted[i] == '1' {
 			r.err = nil
 			left -= r.qty
-		default:
+		} else {
 			r.err = fmt.Errorf("%w: %q had %d units left for a request of %d", stockguard.ErrInsufficientStock, sku, left, r.qty)
 		}
 	}
+	return nil
 }
 
 // batchReply is what the batched script answered.

@@ -4,16 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"math/rand/v2"
 	"net"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/combine/combinetest"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/internal/redisx"
@@ -92,13 +91,13 @@ func TestWithBatchSize(t *testing.T) {
 		{-1, false, 0},
 		{10_001, false, 0},
 	} {
-		b := NewBatched(rdb, WithBatchSize(c.n))
 		if c.ok {
-			if b.err != nil || b.size != c.size {
-				t.Errorf("WithBatchSize(%d): size %d, %v", c.n, b.size, b.err)
+			if o := newOptions([]Option{WithBatchSize(c.n)}); o.err != nil || o.batchSize != c.size {
+				t.Errorf("WithBatchSize(%d): size %d, %v", c.n, o.batchSize, o.err)
 			}
 			continue
 		}
+		b := NewBatched(rdb, WithBatchSize(c.n))
 		// The deferred error comes from every method, before any I/O and
 		// before the request's own checks.
 		wantOnly(t, "Decrement", b.Decrement(ctx, "x", 1), stockguard.ErrInvalidRequest)
@@ -111,8 +110,8 @@ func TestWithBatchSize(t *testing.T) {
 			t.Errorf("WithBatchSize(%d): stats %+v, want nothing sent", c.n, b.Stats())
 		}
 	}
-	if b := NewBatched(rdb); b.size != DefaultBatchSize || b.err != nil {
-		t.Errorf("default size %d, %v", b.size, b.err)
+	if o := newOptions(nil); o.batchSize != DefaultBatchSize || o.err != nil {
+		t.Errorf("default size %d, %v", o.batchSize, o.err)
 	}
 }
 
@@ -203,7 +202,8 @@ func (c *gatedConn) Write(p []byte) (int, error) {
 }
 
 // gatedBatched returns a Batched on the shared server, through g (and
-// through proxy, when given), with its script loaded and sku stocked.
+// through proxy, when given), with its script loaded, so that its first
+// call is one EVALSHA, and sku stocked.
 func gatedBatched(t *testing.T, g *gate, proxy *cutproxy.Proxy, sku string, stock int64, opts ...Option) *Batched {
 	t.Helper()
 	addr := backendstest.SharedRedis(t).Addr
@@ -213,22 +213,13 @@ func gatedBatched(t *testing.T, g *gate, proxy *cutproxy.Proxy, sku string, stoc
 	rdb := redis.NewClient(&redis.Options{Addr: addr, Dialer: g.dial})
 	t.Cleanup(func() { rdb.Close() })
 	b := NewBatched(rdb, append([]Option{WithPrefix(redistest.Prefix(t, backendstest.RedisClient(t)))}, opts...)...)
-	if err := b.SetStock(t.Context(), sku, stock+1); err != nil {
+	if err := batchedScript.Load(t.Context(), rdb).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Decrement(t.Context(), sku, 1); err != nil { // loads the script
+	if err := b.SetStock(t.Context(), sku, stock); err != nil {
 		t.Fatal(err)
 	}
-	b.batches.Store(0)
-	b.requests.Store(0)
 	return b
-}
-
-// goDecrement starts b.Decrement and returns where its error will be.
-func goDecrement(ctx context.Context, b *Batched, sku string, qty int64) <-chan error {
-	done := make(chan error, 1)
-	go func() { done <- b.Decrement(ctx, sku, qty) }()
-	return done
 }
 
 // stalledCall starts a request for sku whose call g holds, so that the
@@ -237,49 +228,9 @@ func stalledCall(t *testing.T, g *gate, b *Batched, sku string, qty int64) (rele
 	t.Helper()
 	release = g.arm()
 	t.Cleanup(release)
-	first = goDecrement(t.Context(), b, sku, qty)
+	first = combinetest.Go(t.Context(), b, sku, qty)
 	g.wait(t)
 	return release, first
-}
-
-// queued waits until sku's queue in b holds n requests: 0 means a
-// drainer has taken them all.
-func queued(t *testing.T, b *Batched, sku string, n int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b.mu.Lock()
-		got := -1
-		if q := b.queues[sku]; q != nil {
-			got = len(q.pending)
-		}
-		b.mu.Unlock()
-		if got == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d requests queued for %q, want %d", got, sku, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// idle waits until b has no queue left: drainers remove them when done.
-func idle(t *testing.T, b *Batched) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b.mu.Lock()
-		n := len(b.queues)
-		b.mu.Unlock()
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d queues left after every request returned", n)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func mustStock(t *testing.T, b *Batched, sku string, want int64) {
@@ -299,8 +250,8 @@ func TestBatched_Decrement_grantsInArrivalOrder(t *testing.T) {
 	qtys := []int64{5, 4, 1, 1, 2}
 	var done []<-chan error
 	for i, qty := range qtys {
-		done = append(done, goDecrement(t.Context(), b, "hot", qty))
-		queued(t, b, "hot", i+1)
+		done = append(done, combinetest.Go(t.Context(), b, "hot", qty))
+		combinetest.Queued(t, b.calls, "hot", i+1)
 	}
 	release()
 	if err := <-first; err != nil {
@@ -319,7 +270,7 @@ func TestBatched_Decrement_grantsInArrivalOrder(t *testing.T) {
 	if got, want := b.Stats(), (BatchStats{Batches: 2, Requests: 6}); got != want {
 		t.Errorf("stats %+v, want %+v", got, want)
 	}
-	idle(t, b)
+	combinetest.Idle(t, b.calls)
 }
 
 // The batch size bounds what one call carries.
@@ -329,8 +280,8 @@ func TestBatched_Decrement_batchSizeBound(t *testing.T) {
 	release, first := stalledCall(t, g, b, "hot", 1)
 	var done []<-chan error
 	for i := range 5 {
-		done = append(done, goDecrement(t.Context(), b, "hot", 1))
-		queued(t, b, "hot", i+1)
+		done = append(done, combinetest.Go(t.Context(), b, "hot", 1))
+		combinetest.Queued(t, b.calls, "hot", i+1)
 	}
 	release()
 	for _, d := range append(done, first) {
@@ -352,8 +303,8 @@ func TestBatched_Decrement_unknownSKUCreatesNothing(t *testing.T) {
 	release, first := stalledCall(t, g, b, "ghost", 1)
 	var done []<-chan error
 	for i := range 3 {
-		done = append(done, goDecrement(t.Context(), b, "ghost", int64(i+2)))
-		queued(t, b, "ghost", i+1)
+		done = append(done, combinetest.Go(t.Context(), b, "ghost", int64(i+2)))
+		combinetest.Queued(t, b.calls, "ghost", i+1)
 	}
 	release()
 	for _, d := range append(done, first) {
@@ -366,7 +317,7 @@ func TestBatched_Decrement_unknownSKUCreatesNothing(t *testing.T) {
 	if n := rdb.Exists(t.Context(), b.levels.Keys.Stock("ghost")).Val(); n != 0 {
 		t.Fatalf("EXISTS after Decrement of an unknown sku = %d, want 0", n)
 	}
-	idle(t, b)
+	combinetest.Idle(t, b.calls)
 }
 
 func TestBatched_Decrement_corruptValue(t *testing.T) {
@@ -384,18 +335,27 @@ func TestBatched_Decrement_corruptValue(t *testing.T) {
 	}
 }
 
+// cancelable stocks "hot" with 10 units and queues, behind a held call for
+// 1, a request for 2 that cancel abandons, then one for 3.
+func cancelable(t *testing.T) (g *gate, b *Batched, release func(), first, gone, last <-chan error, cancel context.CancelFunc) {
+	t.Helper()
+	g = newGate()
+	b = gatedBatched(t, g, nil, "hot", 10)
+	release, first = stalledCall(t, g, b, "hot", 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	gone = combinetest.Go(ctx, b, "hot", 2)
+	combinetest.Queued(t, b.calls, "hot", 1)
+	last = combinetest.Go(t.Context(), b, "hot", 3)
+	combinetest.Queued(t, b.calls, "hot", 2)
+	return g, b, release, first, gone, last, cancel
+}
+
 // A request whose context ends while it waits in the queue is dropped
 // without effect; one whose call is in flight gets ErrOutcomeUnknown.
 func TestBatched_Decrement_canceled(t *testing.T) {
 	t.Run("queued", func(t *testing.T) {
-		g := newGate()
-		b := gatedBatched(t, g, nil, "hot", 10)
-		release, first := stalledCall(t, g, b, "hot", 1)
-		ctx, cancel := context.WithCancel(t.Context())
-		gone := goDecrement(ctx, b, "hot", 2)
-		queued(t, b, "hot", 1)
-		last := goDecrement(t.Context(), b, "hot", 3)
-		queued(t, b, "hot", 2)
+		_, b, release, first, gone, last, cancel := cancelable(t)
 		cancel()
 		wantOnly(t, "canceled while queued", <-gone, context.Canceled)
 		release()
@@ -408,17 +368,10 @@ func TestBatched_Decrement_canceled(t *testing.T) {
 		if got := b.Stats().Requests; got != 2 {
 			t.Errorf("%d requests sent, want 2", got)
 		}
-		idle(t, b)
+		combinetest.Idle(t, b.calls)
 	})
 	t.Run("in flight", func(t *testing.T) {
-		g := newGate()
-		b := gatedBatched(t, g, nil, "hot", 10)
-		release, first := stalledCall(t, g, b, "hot", 1)
-		ctx, cancel := context.WithCancel(t.Context())
-		gone := goDecrement(ctx, b, "hot", 2)
-		queued(t, b, "hot", 1)
-		last := goDecrement(t.Context(), b, "hot", 3)
-		queued(t, b, "hot", 2)
+		g, b, release, first, gone, last, cancel := cancelable(t)
 		releaseDrainer := g.arm() // holds the drainer's call too
 		t.Cleanup(releaseDrainer)
 		release()
@@ -435,7 +388,7 @@ func TestBatched_Decrement_canceled(t *testing.T) {
 		// The call was sent all the same: the canceled request's units are
 		// gone, as ErrOutcomeUnknown allows.
 		mustStock(t, b, "hot", 4)
-		idle(t, b)
+		combinetest.Idle(t, b.calls)
 	})
 }
 
@@ -451,8 +404,8 @@ func TestBatched_Decrement_replyLost(t *testing.T) {
 	// The cut call: 9 left; 5 fits (4 left), 6 does not, 3 does (1 left).
 	var cut []<-chan error
 	for i, qty := range []int64{5, 6, 3} {
-		cut = append(cut, goDecrement(t.Context(), b, "hot", qty))
-		queued(t, b, "hot", i+1)
+		cut = append(cut, combinetest.Go(t.Context(), b, "hot", qty))
+		combinetest.Queued(t, b.calls, "hot", i+1)
 	}
 	releaseCut := g.arm()
 	t.Cleanup(releaseCut)
@@ -464,8 +417,8 @@ func TestBatched_Decrement_replyLost(t *testing.T) {
 	// The next call: 1 fits (0 left), 1 does not.
 	var next []<-chan error
 	for i := range 2 {
-		next = append(next, goDecrement(t.Context(), b, "hot", 1))
-		queued(t, b, "hot", i+1)
+		next = append(next, combinetest.Go(t.Context(), b, "hot", 1))
+		combinetest.Queued(t, b.calls, "hot", i+1)
 	}
 	proxy.CutNextReply()
 	releaseCut()
@@ -480,65 +433,25 @@ func TestBatched_Decrement_replyLost(t *testing.T) {
 	if got, want := b.Stats(), (BatchStats{Batches: 3, Requests: 6}); got != want {
 		t.Errorf("stats %+v, want %+v", got, want)
 	}
-	idle(t, b)
+	combinetest.Idle(t, b.calls)
 }
 
-// drainMixed lets 64 goroutines, spread over insts, take 1–5 units of sku
-// (stocked with stock) until each is refused a single unit. It checks that
-// the units acknowledged are exactly the units gone and that no refusal was
-// false: stock only goes down, so every refused request must want more
-// than what is left at the end.
+// drainMixed runs combinetest.DrainMixed over insts and checks that
+// their calls carried two requests each on average.
 func drainMixed(t *testing.T, insts []*Batched, sku string, stock int64) {
 	t.Helper()
-	if err := insts[0].SetStock(t.Context(), sku, stock); err != nil {
-		t.Fatal(err)
+	var invs []stockguard.Inventory
+	for _, b := range insts {
+		invs = append(invs, b)
 	}
-	var acked, minRefused atomic.Int64
-	minRefused.Store(stockguard.MaxQty)
-	var wg sync.WaitGroup
-	for g := range 64 {
-		wg.Go(func() {
-			inv := insts[g%len(insts)]
-			for {
-				qty := rand.Int64N(5) + 1
-				err := inv.Decrement(t.Context(), sku, qty)
-				switch {
-				case err == nil:
-					acked.Add(qty)
-				case errors.Is(err, stockguard.ErrInsufficientStock):
-					for m := minRefused.Load(); qty < m && !minRefused.CompareAndSwap(m, qty); m = minRefused.Load() {
-					}
-					if qty == 1 {
-						return
-					}
-				default:
-					t.Errorf("Decrement(%d): %v", qty, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	left, err := insts[len(insts)-1].Stock(t.Context(), sku)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if gone := stock - left; gone != acked.Load() {
-		t.Errorf("%d units gone, %d acknowledged", gone, acked.Load())
-	}
-	if left >= minRefused.Load() {
-		t.Errorf("%d left at the end, yet a request for %d was refused", left, minRefused.Load())
-	}
+	combinetest.DrainMixed(t, invs, sku, stock)
 	var s BatchStats
 	for _, b := range insts {
-		idle(t, b)
+		combinetest.Idle(t, b.calls)
 		s.Batches += b.Stats().Batches
 		s.Requests += b.Stats().Requests
 	}
-	t.Logf("%d units in %d requests in %d calls", acked.Load(), s.Requests, s.Batches)
-	if s.Requests < 2*s.Batches {
-		t.Errorf("%d requests in %d calls: mean batch below 2", s.Requests, s.Batches)
-	}
+	combinetest.Combined(t, s.Batches, s.Requests)
 }
 
 // Two instances, as two processes, combine their own buyers' requests;

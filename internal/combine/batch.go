@@ -1,0 +1,120 @@
+package combine
+
+import (
+	"context"
+	"sync/atomic"
+)
+
+// Batch is what one write carries: a drainer's batch of queued requests,
+// or one request written alone. A drainer's batch runs under a context of
+// its own, not any caller's; that context ends only when every member has
+// stopped waiting for it.
+type Batch[T any] struct {
+	reqs []*request[T] // a drainer's batch, in arrival order; nil when alone
+	vals []*T          // what Members returned last
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	live   atomic.Int64 // members still waiting
+}
+
+// Members claims the batch's requests that have not been abandoned — last
+// thing before the first write: one that gives up until here is dropped
+// without effect — and returns them in arrival order. Called again, it
+// returns the same requests: a claimed request stays claimed. The slice is
+// the Batch's, valid until Members is called again.
+func (b *Batch[T]) Members() []*T {
+	if b.reqs == nil {
+		return b.vals // alone: its caller waits for the write, unclaimed
+	}
+	b.vals = b.vals[:0]
+	for _, r := range b.reqs {
+		if r.claim() {
+			b.vals = append(b.vals, &r.val)
+		}
+	}
+	return b.vals
+}
+
+func (b *Batch[T]) leave() {
+	if b.live.Add(-1) == 0 {
+		b.cancel()
+	}
+}
+
+// drain writes key's queue batch after batch until it finds it empty, then
+// forgets key, so that idle keys cost no memory. A request written alone
+// starts it when others queued meanwhile: one drainer per busy key.
+func (c *Combiner[T]) drain(key string, q *queue[T]) {
+	var reqs []*request[T]
+	var vals []*T
+	for {
+		bt := &Batch[T]{vals: vals[:0]}
+		bt.ctx, bt.cancel = context.WithCancel(context.Background())
+		c.mu.Lock()
+		reqs = c.take(q, reqs[:0], bt)
+		if len(reqs) == 0 {
+			delete(c.queues, key)
+			c.mu.Unlock()
+			bt.cancel()
+			return
+		}
+		bt.reqs = reqs
+		c.mu.Unlock()
+		c.write(key, bt)
+		bt.cancel()
+		clear(reqs)
+		vals = bt.vals // grown by Members; its buffer serves the next batch
+		clear(vals)
+	}
+}
+
+// take moves up to Size of q's waiting requests, in arrival order, into
+// reqs, and drops abandoned ones. A request Apart keeps out of the batch
+// stays queued for the next one. Call with c.mu held.
+func (c *Combiner[T]) take(q *queue[T], reqs []*request[T], bt *Batch[T]) []*request[T] {
+	var names map[string]struct{} // allocated at the first named request
+	kept := q.pending[:0]
+	for i := 0; i < len(q.pending); i++ {
+		r := q.pending[i]
+		if r.state.Load() != waiting {
+			continue
+		}
+		if len(reqs) == c.cfg.Size {
+			kept = append(kept, q.pending[i:]...)
+			break
+		}
+		if c.cfg.Apart != nil {
+			if name := c.cfg.Apart(&r.val); name != "" {
+				if _, dup := names[name]; dup {
+					kept = append(kept, r)
+					continue
+				}
+				if names == nil {
+					names = map[string]struct{}{}
+				}
+				names[name] = struct{}{}
+			}
+		}
+		r.batch = bt
+		reqs = append(reqs, r)
+	}
+	clear(q.pending[len(kept):])
+	q.pending = kept
+	bt.live.Store(int64(len(reqs)))
+	return reqs
+}
+
+// write writes bt under its own context and answers each of its requests
+// that has not been abandoned.
+func (c *Combiner[T]) write(key string, bt *Batch[T]) {
+	err := c.cfg.Write(bt.ctx, key, bt)
+	c.count(len(bt.vals))
+	for _, r := range bt.reqs {
+		// Requests not claimed yet met an error from before the first
+		// write, which applied nothing: it is their answer too.
+		if r.claim() {
+			r.done <- c.cfg.Answer(&r.val, err)
+		}
+	}
+}
