@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"slices"
+	"sync/atomic"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
@@ -169,22 +170,49 @@ func (b *Batched) Decrement(ctx context.Context, sku string, qty int64) error {
 
 // send writes bt's members, claimed right before the first write (see
 // combine.Batch.Members), retrying after a deadlock.
+//
+// An attempt works on copies of the members and publishes them when it
+// returns; send copies their outcome back only from an attempt that
+// returned to it. A supervised attempt whose context ended goes on in a
+// goroutine of its own after send was answered (see supervise), and its
+// late refusals must not race with — or change — the answers already
+// given.
 func (b *Batched) send(ctx context.Context, sku string, bt *combine.Batch[request]) error {
 	return b.retrier.Do(ctx, func(ctx context.Context) error {
-		return b.pinned(ctx, b.session, func(ctx context.Context, conn *sqlx.Conn) error {
-			var m []*request
+		var done atomic.Pointer[attempt]
+		err := b.pinned(ctx, b.session, func(ctx context.Context, conn *sqlx.Conn) error {
+			var a attempt
 			for _, r := range bt.Members() {
 				if !r.settled { // answered by an earlier attempt, for good
-					r.refused = nil
-					m = append(m, r)
+					a.of = append(a.of, r)
+					a.work = append(a.work, request{qty: r.qty, order: r.order})
 				}
 			}
-			if len(m) == 0 {
+			if len(a.work) == 0 {
 				return nil
 			}
-			return b.apply(ctx, conn, sku, m)
+			m := make([]*request, len(a.work))
+			for i := range a.work {
+				m[i] = &a.work[i]
+			}
+			err := b.apply(ctx, conn, sku, m)
+			done.Store(&a)
+			return err
 		})
+		if a := done.Load(); a != nil {
+			for i, r := range a.of {
+				r.refused, r.settled, r.answer = a.work[i].refused, a.work[i].settled, a.work[i].answer
+			}
+		}
+		return err
 	})
+}
+
+// attempt is one attempt of send: the members it carried and the copies
+// it wrote their outcome to.
+type attempt struct {
+	of   []*request
+	work []request
 }
 
 // apply writes the members' total with one conditional UPDATE and falls

@@ -9,9 +9,14 @@ import (
 // or one request written alone. A drainer's batch runs under a context of
 // its own, not any caller's; that context ends only when every member has
 // stopped waiting for it.
+//
+// A Write may run on after it returned — a supervised request whose
+// context ended goes on in a goroutine of its own — so nothing of a Batch
+// is reused for the next one, and Members may be called late.
 type Batch[T any] struct {
-	reqs []*request[T] // a drainer's batch, in arrival order; nil when alone
-	vals []*T          // what Members returned last
+	reqs    []*request[T] // a drainer's batch, in arrival order; nil when alone
+	alone   []*T          // the one request written alone
+	claimed atomic.Int64  // how many requests Members returned last
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -21,19 +26,20 @@ type Batch[T any] struct {
 // Members claims the batch's requests that have not been abandoned — last
 // thing before the first write: one that gives up until here is dropped
 // without effect — and returns them in arrival order. Called again, it
-// returns the same requests: a claimed request stays claimed. The slice is
-// the Batch's, valid until Members is called again.
+// returns the same requests: a claimed request stays claimed. Called after
+// every member gave up, it returns none.
 func (b *Batch[T]) Members() []*T {
 	if b.reqs == nil {
-		return b.vals // alone: its caller waits for the write, unclaimed
+		return b.alone // its caller waits for the write, unclaimed
 	}
-	b.vals = b.vals[:0]
+	vals := make([]*T, 0, len(b.reqs))
 	for _, r := range b.reqs {
 		if r.claim() {
-			b.vals = append(b.vals, &r.val)
+			vals = append(vals, &r.val)
 		}
 	}
-	return b.vals
+	b.claimed.Store(int64(len(vals)))
+	return vals
 }
 
 func (b *Batch[T]) leave() {
@@ -46,13 +52,11 @@ func (b *Batch[T]) leave() {
 // forgets key, so that idle keys cost no memory. A request written alone
 // starts it when others queued meanwhile: one drainer per busy key.
 func (c *Combiner[T]) drain(key string, q *queue[T]) {
-	var reqs []*request[T]
-	var vals []*T
 	for {
-		bt := &Batch[T]{vals: vals[:0]}
+		bt := &Batch[T]{}
 		bt.ctx, bt.cancel = context.WithCancel(context.Background())
 		c.mu.Lock()
-		reqs = c.take(q, reqs[:0], bt)
+		reqs := c.take(q, nil, bt)
 		if len(reqs) == 0 {
 			delete(c.queues, key)
 			c.mu.Unlock()
@@ -63,9 +67,6 @@ func (c *Combiner[T]) drain(key string, q *queue[T]) {
 		c.mu.Unlock()
 		c.write(key, bt)
 		bt.cancel()
-		clear(reqs)
-		vals = bt.vals // grown by Members; its buffer serves the next batch
-		clear(vals)
 	}
 }
 
@@ -109,7 +110,7 @@ func (c *Combiner[T]) take(q *queue[T], reqs []*request[T], bt *Batch[T]) []*req
 // that has not been abandoned.
 func (c *Combiner[T]) write(key string, bt *Batch[T]) {
 	err := c.cfg.Write(bt.ctx, key, bt)
-	c.count(len(bt.vals))
+	c.count(int(bt.claimed.Load()))
 	for _, r := range bt.reqs {
 		// Requests not claimed yet met an error from before the first
 		// write, which applied nothing: it is their answer too.

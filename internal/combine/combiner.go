@@ -97,7 +97,7 @@ func (c *Combiner[T]) alone(ctx context.Context, key string, q *queue[T], v T) e
 	}()
 	s := &solo[T]{val: v}
 	s.one[0] = &s.val
-	s.b.vals = s.one[:]
+	s.b.alone = s.one[:]
 	err := c.cfg.Write(ctx, key, &s.b)
 	c.count(1)
 	return c.cfg.Answer(&s.val, err)
