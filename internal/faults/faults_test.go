@@ -1,0 +1,162 @@
+package faults_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/bench"
+	_ "github.com/stockguard/stockguard/bench/all" // every registered strategy
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/faults"
+)
+
+// EnvFull selects the whole matrix: every fault × every strategy, 32
+// buyers, faults.DefaultDuration each (CI runs it from .ci/run).
+const EnvFull = "STOCKGUARD_FAULTS"
+
+// quiet drops go-redis's log lines: connections fail by design here.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+var shared struct {
+	once sync.Once
+	env  *faults.Env
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(quiet{})
+	mysql.SetLogger(log.New(io.Discard, "", 0))
+	backendstest.Main(m, func() {
+		if shared.env != nil {
+			shared.env.Close()
+		}
+	})
+}
+
+// env returns the test binary's private servers, started on first use.
+func env(t *testing.T) *faults.Env {
+	t.Helper()
+	backendstest.SkipShort(t)
+	shared.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		shared.env, shared.err = faults.Start(ctx, faults.Backends()...)
+	})
+	if shared.err != nil {
+		backendstest.Unavailable(t, shared.err)
+	}
+	return shared.env
+}
+
+// defaultMatrix is what go test runs without STOCKGUARD_FAULTS=full, within
+// about a minute: every strategy through the faults that need no server
+// process to recover (cut connections, lost replies, tiny deadlines), and
+// one strategy per backend and kind — a single statement or script with
+// Orders, and a lock or transaction around read-modify-write — through the
+// others.
+var defaultMatrix = map[string][]string{
+	"cut":        nil, // nil: every strategy
+	"lose-reply": nil,
+	"deadline":   nil,
+	"kill-conn":  {"mysql-atomic", "mysql-pessimistic", "redis-atomic", "redis-guarded"},
+	"pause":      {"mysql-batched", "redis-guarded"},
+	"restart":    {"mysql-atomic", "redis-atomic"},
+	"read-only":  {"mysql-namedlock", "redis-batched"},
+}
+
+// TestRun_conservation runs concurrent buyers through each fault on each
+// strategy and fails on anything the run found: units oversold, lost or
+// duplicated, an unknown order left unreconciled, an error outside the
+// contract, "busy" from a server that was down, a panic, goroutines or
+// connections left after Close.
+func TestRun_conservation(t *testing.T) {
+	e := env(t)
+	full := os.Getenv(EnvFull) == "full"
+	cfg := faults.Config{Buyers: 16, Duration: 1200 * time.Millisecond}
+	if full {
+		cfg = faults.Config{}
+	}
+	for _, f := range faults.Faults() {
+		t.Run("fault="+f.Name, func(t *testing.T) {
+			for _, target := range bench.Targets() {
+				subset, listed := defaultMatrix[f.Name]
+				if !full && (!listed || (subset != nil && !slices.Contains(subset, target.Name))) {
+					continue
+				}
+				t.Run("strategy="+target.Name, func(t *testing.T) {
+					rep, err := faults.Run(t.Context(), e, target, f, cfg)
+					if errors.Is(err, bench.ErrMissingBackend) {
+						t.Skipf("no private servers for it: %v", err)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					var b strings.Builder
+					faults.WriteTable(&b, []*faults.Report{rep})
+					t.Log("\n" + b.String())
+					if rep.Ops == 0 || rep.Kinds["ok"] == 0 {
+						t.Errorf("no call succeeded in %d calls", rep.Ops)
+					}
+					if rep.Injected == 0 {
+						t.Errorf("the fault never struck")
+					}
+					if !rep.OK() {
+						t.Errorf("%s", rep.Audit())
+					}
+					if rep.Goroutines != "" {
+						t.Logf("goroutines left:\n%s", rep.Goroutines)
+					}
+				})
+			}
+		})
+	}
+}
+
+func TestRun_badConfig(t *testing.T) {
+	_, err := faults.Run(t.Context(), nil, bench.Target{}, faults.Faults()[0], faults.Config{Buyers: -1})
+	if !errors.Is(err, stockguard.ErrInvalidRequest) {
+		t.Fatalf("Run with Buyers -1: %v, want ErrInvalidRequest", err)
+	}
+}
+
+func TestLookup(t *testing.T) {
+	tests := []struct {
+		list string
+		want []string
+		ok   bool
+	}{
+		{"cut", []string{"cut"}, true},
+		{" restart, cut ,restart", []string{"restart", "cut"}, true},
+		{"all", faults.Names(), true},
+		{"cut,nope", nil, false},
+		{",", nil, false},
+	}
+	for _, tt := range tests {
+		fs, err := faults.Lookup(tt.list)
+		if (err == nil) != tt.ok {
+			t.Errorf("Lookup(%q): error %v, want ok=%v", tt.list, err, tt.ok)
+			continue
+		}
+		var got []string
+		for _, f := range fs {
+			got = append(got, f.Name)
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("Lookup(%q) = %v, want %v", tt.list, got, tt.want)
+		}
+	}
+}
