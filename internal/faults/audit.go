@@ -271,10 +271,15 @@ func (r *runner) throughput() {
 	}
 }
 
+// leakWait is how long goroutines and connections get to end after Close:
+// a mysqllock request abandoned by its caller may run on for its grace
+// period of a second.
+const leakWait = 5 * time.Second
+
 // checkLeaks waits for the goroutines and the proxied connections the run
 // started to end, and records those that do not.
 func (r *runner) checkLeaks(before int, proxy *Proxy) {
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(leakWait)
 	for (countGoroutines() > before || proxy.Open() > 0) && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
