@@ -18,6 +18,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/bench"
 	_ "github.com/stockguard/stockguard/bench/all" // every registered strategy
+	"github.com/stockguard/stockguard/bench/redistargets"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/faults"
 )
@@ -158,5 +159,95 @@ func TestLookup(t *testing.T) {
 		if !slices.Equal(got, tt.want) {
 			t.Errorf("Lookup(%q) = %v, want %v", tt.list, got, tt.want)
 		}
+	}
+}
+
+// TestRestart_withoutPersistence restarts, empty, a Redis that kept no
+// append-only file or snapshot, as a cache-configured Redis comes back:
+// the stock is gone, and every strategy must say so — ErrUnknownSKU for
+// every call, nothing created (no DECRBY on a missing key making stock
+// out of nothing), and an order taken before the restart unknown.
+func TestRestart_withoutPersistence(t *testing.T) {
+	backendstest.SkipShort(t)
+	for _, target := range bench.Targets() {
+		if target.Needs[0] != redistargets.Name {
+			continue
+		}
+		t.Run("strategy="+target.Name, func(t *testing.T) {
+			ctx := t.Context()
+			srvs := backendstest.PrivateRedis(t, redistargets.RedlockVoters)
+			conns := bench.Servers{}
+			var voters []redis.UniversalClient
+			for i, s := range srvs {
+				c := s.Client()
+				t.Cleanup(func() { c.Close() })
+				if i == 0 {
+					conns[redistargets.Name] = redis.UniversalClient(c)
+				} else {
+					voters = append(voters, c)
+				}
+			}
+			conns[redistargets.RedlockName] = voters
+			store, err := target.Open(ctx, conns, "norestart")
+			if err != nil {
+				t.Fatal(err)
+			}
+			inv, err := store.New()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c, ok := inv.(io.Closer); ok {
+				t.Cleanup(func() { c.Close() })
+			}
+			ord, isOrders := inv.(stockguard.Orders)
+			if err := inv.SetStock(ctx, "tee", 100); err != nil {
+				t.Fatal(err)
+			}
+			if err := inv.Decrement(ctx, "tee", 1); err != nil {
+				t.Fatal(err)
+			}
+			if isOrders {
+				if err := ord.Take(ctx, "before", stockguard.Line{SKU: "tee", Qty: 2}); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			if err := srvs[0].Restart(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			calls := map[string]func(context.Context) error{
+				"Decrement": func(ctx context.Context) error { return inv.Decrement(ctx, "tee", 1) },
+				"Stock":     func(ctx context.Context) error { _, err := inv.Stock(ctx, "tee"); return err },
+				"raw read":  func(ctx context.Context) error { _, err := store.Raw(ctx, "tee"); return err },
+			}
+			if isOrders {
+				calls["Take"] = func(ctx context.Context) error {
+					return ord.Take(ctx, "after", stockguard.Line{SKU: "tee", Qty: 1})
+				}
+			}
+			for name, call := range calls {
+				if err := answer(ctx, call); !errors.Is(err, stockguard.ErrUnknownSKU) {
+					t.Errorf("%s after the restart: %v, want ErrUnknownSKU", name, err)
+				}
+			}
+			if isOrders {
+				if _, err := ord.Order(ctx, "before"); !errors.Is(err, stockguard.ErrUnknownOrder) {
+					t.Errorf("Order of an order taken before the restart: %v, want ErrUnknownOrder (its record is gone too)", err)
+				}
+			}
+		})
+	}
+}
+
+// answer calls call until the server answers: the first calls after a
+// restart meet the connections it broke.
+func answer(ctx context.Context, call func(context.Context) error) error {
+	for {
+		err := call(ctx)
+		if !errors.Is(err, stockguard.ErrUnavailable) && !errors.Is(err, stockguard.ErrOutcomeUnknown) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
