@@ -75,9 +75,9 @@ func runFaults(ctx context.Context, c config, e env) int {
 	var targets []bench.Target
 	var need []string
 	for _, t := range c.targets {
-		if slices.ContainsFunc(t.Needs, func(n string) bool { return !slices.Contains(faults.Backends(), n) }) {
-			fmt.Fprintf(e.stderr, "stockbench: skipped: %s needs %s; -faults has private servers for %s only\n",
-				t.Name, strings.Join(t.Needs, "+"), strings.Join(faults.Backends(), ", "))
+		if len(t.Needs) == 0 || slices.ContainsFunc(t.Needs, func(n string) bool { return !slices.Contains(faults.Backends(), n) }) {
+			fmt.Fprintf(e.stderr, "stockbench: skipped: %s needs %s; -faults strikes private servers for %s only\n",
+				t.Name, needsText(t.Needs), strings.Join(faults.Backends(), ", "))
 			continue
 		}
 		targets = append(targets, t)
@@ -148,6 +148,14 @@ runs:
 		code = exitError
 	}
 	return code
+}
+
+// needsText joins backend names with "+", "none" for none.
+func needsText(needs []string) string {
+	if len(needs) == 0 {
+		return "none"
+	}
+	return strings.Join(needs, "+")
 }
 
 // faultsJSON is -format json of a fault run.

@@ -91,6 +91,9 @@ func Run(ctx context.Context, e *Env, t bench.Target, f Fault, cfg Config) (*Rep
 	if err != nil {
 		return nil, err
 	}
+	if len(t.Needs) == 0 {
+		return nil, fmt.Errorf("faults: %s: %w: it needs no server, so there is none to strike", t.Name, bench.ErrMissingBackend)
+	}
 	if err := e.has(t.Needs); err != nil {
 		return nil, fmt.Errorf("faults: %s: %w", t.Name, err)
 	}
@@ -143,7 +146,7 @@ func Run(ctx context.Context, e *Env, t bench.Target, f Fault, cfg Config) (*Rep
 
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	if err := r.recover(actx, srv); err != nil {
+	if err := r.awaitServer(actx, srv); err != nil {
 		rep.problem("the server did not come back: %v", err)
 	} else {
 		r.reconcile(actx)
@@ -297,9 +300,9 @@ func (r *runner) problem(format string, args ...any) {
 	r.rep.problem(format, args...)
 }
 
-// recover waits until the server answers the strategy again: a restarted
+// awaitServer waits until the server answers the strategy again: a restarted
 // server may still be recovering when the buyers stop.
-func (r *runner) recover(ctx context.Context, srv *server) error {
+func (r *runner) awaitServer(ctx context.Context, srv *server) error {
 	var err error
 	for {
 		if err = srv.ready(ctx); err == nil {
