@@ -177,8 +177,9 @@ func (p *Process) Respawn(ctx context.Context, ready func(context.Context) error
 	return p.waitReady(ctx, ready)
 }
 
-// alive reports whether the server is still running (not exited, not a zombie).
-func (p *Process) alive() bool {
+// Alive reports whether the server is still running (not exited, not a
+// zombie).
+func (p *Process) Alive() bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
 	if err != nil {
 		return false
@@ -205,7 +206,7 @@ func (p *Process) waitReady(ctx context.Context, check func(context.Context) err
 		if last = check(ctx); last == nil {
 			return nil
 		}
-		if !p.alive() {
+		if !p.Alive() {
 			return fmt.Errorf("backends: %s exited: %v\n%s", p.Args[0], last, p.logTail())
 		}
 		select {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -98,6 +99,22 @@ func Faults() []Fault {
 				s.down.Store(int64(s.since()))
 				if err := s.srv.proc.Kill(); err != nil {
 					return 0, err
+				}
+				sleep(ctx, span)
+				s.back.Store(int64(s.since()))
+				return 1, s.srv.proc.Respawn(context.WithoutCancel(ctx), s.srv.ready)
+			},
+		},
+		{
+			Name: "shutdown", About: fmt.Sprintf("the server is shut down cleanly (SIGTERM), stays down up to %v and is started again on its data", DownFor),
+			span: half(DownFor),
+			strike: func(ctx context.Context, s *scene, span time.Duration) (int, error) {
+				s.down.Store(int64(s.since()))
+				if err := s.srv.proc.Signal(syscall.SIGTERM); err != nil {
+					return 0, err
+				}
+				for s.srv.proc.Alive() {
+					time.Sleep(10 * time.Millisecond)
 				}
 				sleep(ctx, span)
 				s.back.Store(int64(s.since()))
