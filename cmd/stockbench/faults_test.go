@@ -53,10 +53,11 @@ func TestRun_faults(t *testing.T) {
 			Buyers int      `json:"buyers"`
 		} `json:"meta"`
 		Results []struct {
-			Target, Fault string
-			Injected      int
-			Ops           int64
-			Orders        bool
+			Target   string `json:"strategy"`
+			Fault    string `json:"fault"`
+			Injected int    `json:"injected"`
+			Ops      int64  `json:"ops"`
+			Orders   bool   `json:"orders"`
 		} `json:"results"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &out); err != nil {

@@ -220,6 +220,7 @@ const bucket = 100 * time.Millisecond
 // answered (acknowledged or refused as insufficient) per 100 ms.
 func (r *runner) throughput() {
 	rep := r.rep
+	rep.Recovery = -1
 	n := int(rep.Elapsed/bucket) + 1
 	answered := make([]float64, n)
 	for _, h := range r.history {
@@ -249,7 +250,6 @@ func (r *runner) throughput() {
 	}
 	last := n - 1 // the last bucket is cut short by the end of the run
 	rep.Dip = math.Inf(1)
-	rep.Recovery = -1
 	run := 0
 	for i := start; i < last; i++ {
 		v := answered[i]

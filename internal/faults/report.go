@@ -13,50 +13,61 @@ import (
 
 // Report is what one run of a target through a fault found.
 type Report struct {
-	Target, Fault string
+	Target string `json:"strategy"`
+	Fault  string `json:"fault"`
 	// Orders is set when the target implements stockguard.Orders: half the
 	// buyers took orders, whose unknown outcomes were reconciled.
-	Orders bool
-	Buyers int
+	Orders bool `json:"orders"`
+	Buyers int  `json:"buyers"`
 	// Injected counts the fault's strikes (cuts, kills, pauses…).
-	Injected int
+	Injected int `json:"injected"`
 	// FaultStart and FaultEnd bound the fault, Elapsed the run, all since
 	// the run's start.
-	FaultStart, FaultEnd, Elapsed time.Duration
+	FaultStart time.Duration `json:"fault_start_ns"`
+	FaultEnd   time.Duration `json:"fault_end_ns"`
+	Elapsed    time.Duration `json:"elapsed_ns"`
 
 	// Ops counts calls; Kinds counts them by outcome (bench.Kind names).
-	Ops   int64
-	Kinds map[string]int64
+	Ops   int64            `json:"ops"`
+	Kinds map[string]int64 `json:"kinds"`
 	// Unknown counts calls that ended ErrOutcomeUnknown. UnknownOrders of
 	// them were Takes, Reconciled of those were resolved through Order,
 	// ReconciledApplied of those had been applied. UnknownUnits is the
 	// units of the others (Decrements), which the audit can only bound.
-	Unknown, UnknownOrders, Reconciled, ReconciledApplied, UnknownUnits int64
+	Unknown           int64 `json:"unknown"`
+	UnknownOrders     int64 `json:"unknown_orders"`
+	Reconciled        int64 `json:"reconciled"`
+	ReconciledApplied int64 `json:"reconciled_applied"`
+	UnknownUnits      int64 `json:"unknown_units"`
 
 	// Initial is the stock put on the SKUs, Acked the units acknowledged
 	// (reconciled orders found applied included), Gone the stock gone as
 	// the backend holds it.
-	Initial, Acked, Gone int64
+	Initial int64 `json:"initial"`
+	Acked   int64 `json:"acked"`
+	Gone    int64 `json:"gone"`
 	// Oversold is units acknowledged beyond the stock gone; Lost the stock
 	// gone beyond what was acknowledged and the units of unknown
 	// Decrements; Duplicated the units an order holds beyond its lines.
-	Oversold, Lost, Duplicated int64
+	Oversold   int64 `json:"oversold"`
+	Lost       int64 `json:"lost"`
+	Duplicated int64 `json:"duplicated"`
 
 	// Baseline is calls answered (acknowledged or refused as
 	// insufficient) per second before the fault; Dip the lowest 100 ms
 	// rate during it, as a share of Baseline; Outage the longest time
 	// without an answer; Recovery how long after the fault ended (for a
 	// restart: after the server was started again) the rate was back at
-	// half the baseline, -1 when it never was.
-	Baseline float64
-	Dip      float64
-	Outage   time.Duration
-	Recovery time.Duration
+	// half the baseline, -1 when it never was or there was no baseline.
+	Baseline float64       `json:"baseline_per_s"`
+	Dip      float64       `json:"dip"`
+	Outage   time.Duration `json:"outage_ns"`
+	Recovery time.Duration `json:"recovery_ns"`
 
 	// Problems describes everything found wrong, the first few of each
 	// kind; Goroutines the goroutines left after Close, when some were.
-	Problems   []string
-	Goroutines string
+	Problems   []string `json:"problems"`
+	Goroutines string   `json:"goroutines,omitempty"`
 }
 
 // maxProblems bounds the problems kept per report.
@@ -109,7 +120,9 @@ func WriteTable(w io.Writer, reps []*Report) error {
 			}
 		}
 		recovery := "never"
-		if r.Recovery >= 0 {
+		if r.Baseline == 0 {
+			recovery = "-"
+		} else if r.Recovery >= 0 {
 			recovery = r.Recovery.Round(10 * time.Millisecond).String()
 		}
 		row := []string{r.Target, r.Fault, fmt.Sprint(r.Injected), fmt.Sprint(r.Ops),
