@@ -63,20 +63,22 @@ func env(t *testing.T) *faults.Env {
 	return shared.env
 }
 
-// defaultMatrix is what go test runs without STOCKGUARD_FAULTS=full, within
-// about a minute: every strategy through the faults that need no server
-// process to recover (cut connections, lost replies, tiny deadlines), and
-// one strategy per backend and kind — a single statement or script with
-// Orders, and a lock or transaction around read-modify-write — through the
-// others.
+// defaultMatrix is what go test runs without STOCKGUARD_FAULTS=full, in
+// about a minute: every strategy through the two faults that need no
+// server process to recover (connections cut, tiny deadlines), and two to
+// four strategies per other fault, spread so that each backend and each
+// kind of strategy — one statement or script (with Orders, where lost
+// replies are reconciled exactly), a batch, a lock or transaction around
+// read-modify-write, segments — meets a server-side failure.
 var defaultMatrix = map[string][]string{
 	"cut":        nil, // nil: every strategy
-	"lose-reply": nil,
 	"deadline":   nil,
-	"kill-conn":  {"mysql-atomic", "mysql-pessimistic", "redis-atomic", "redis-guarded"},
+	"lose-reply": {"mysql-atomic", "mysql-batched", "redis-atomic", "redis-batched"},
+	"kill-conn":  {"mysql-pessimistic", "mysql-namedlock", "redis-watchtx", "redis-guarded"},
 	"pause":      {"mysql-batched", "redis-guarded"},
 	"restart":    {"mysql-atomic", "redis-atomic"},
-	"read-only":  {"mysql-namedlock", "redis-batched"},
+	"shutdown":   {"mysql-segmented", "redis-redlock"},
+	"read-only":  {"mysql-optimistic", "redis-segmented"},
 }
 
 // TestRun_conservation runs concurrent buyers through each fault on each
@@ -87,7 +89,7 @@ var defaultMatrix = map[string][]string{
 func TestRun_conservation(t *testing.T) {
 	e := env(t)
 	full := os.Getenv(EnvFull) == "full"
-	cfg := faults.Config{Buyers: 16, Duration: 1200 * time.Millisecond}
+	cfg := faults.Config{Buyers: 16, Duration: time.Second}
 	if full {
 		cfg = faults.Config{}
 	}
