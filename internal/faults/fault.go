@@ -37,6 +37,13 @@ type scene struct {
 	since      func() time.Duration
 }
 
+// downSince reports whether the server has been down since at or before
+// t - downGrace and is still down: killed or shut down, not started again.
+func (s *scene) downSince(t time.Duration) bool {
+	down := time.Duration(s.down.Load())
+	return down > 0 && s.back.Load() == 0 && t >= down+downGrace
+}
+
 // every is how often the periodic faults strike.
 const every = 200 * time.Millisecond
 

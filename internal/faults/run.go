@@ -254,6 +254,9 @@ func (r *runner) buy(ctx context.Context, b int32) []op {
 		cancel()
 		o.kind = bench.Classify(err)
 		hist = append(hist, o)
+		if o.kind == bench.KindContention && r.sc.downSince(o.start) {
+			r.problem("ErrContention while the server was down, e.g.: %v", err)
+		}
 		switch o.kind {
 		case bench.KindOK, bench.KindInsufficient:
 		case bench.KindOther:
