@@ -77,7 +77,7 @@ var defaultMatrix = map[string][]string{
 	"kill-conn":  {"mysql-pessimistic", "mysql-namedlock", "redis-watchtx", "redis-guarded"},
 	"pause":      {"mysql-batched", "redis-guarded"},
 	"restart":    {"mysql-atomic", "redis-atomic"},
-	"shutdown":   {"mysql-segmented", "redis-redlock"},
+	"shutdown":   {"mysql-segmented", "redis-watchtx"},
 	"read-only":  {"mysql-optimistic", "redis-segmented"},
 }
 
