@@ -42,7 +42,7 @@ func parseFaults(list string, set map[string]bool, workers []int, duration time.
 			return faultConfig{}, usagef("-%s with -faults: a fault run pauses, kills and restarts its servers, so it starts private ones", f)
 		}
 	}
-	for _, f := range []string{"rate", "slo", "ops", "workload"} {
+	for _, f := range []string{"rate", "slo", "ops", "workload", "procs"} {
 		if set[f] {
 			return faultConfig{}, usagef("-%s does not apply to -faults (closed-loop buyers for -duration)", f)
 		}

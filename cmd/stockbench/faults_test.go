@@ -20,6 +20,7 @@ func TestRun_faultsUsage(t *testing.T) {
 		{"user's server", []string{"-faults", "cut", "-redis-addr", "127.0.0.1:6379"}, "-redis-addr with -faults"},
 		{"several worker counts", []string{"-faults", "cut", "-workers", "4,8"}, "-workers N"},
 		{"open loop", []string{"-faults", "cut", "-rate", "100"}, "-rate does not apply"},
+		{"processes", []string{"-faults", "cut", "-workers", "8", "-procs", "2"}, "-procs does not apply"},
 		{"csv", []string{"-faults", "cut", "-format", "csv"}, "-format csv"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
