@@ -17,6 +17,7 @@ import (
 	"github.com/stockguard/stockguard/bench"
 	"github.com/stockguard/stockguard/bench/mysqltargets"
 	"github.com/stockguard/stockguard/bench/redistargets"
+	"github.com/stockguard/stockguard/bench/valkeytargets"
 	"github.com/stockguard/stockguard/internal/backends"
 )
 
@@ -24,9 +25,22 @@ import (
 // each server that holds stock, and the direct admin connections the
 // faults use. Close stops them all.
 type Env struct {
-	servers map[string]*server // by bench backend name: the stock's servers
-	voters  []*backends.Redis  // the other Redlock voters, not struck
+	servers map[string]*server           // by bench backend name: the stock's servers
+	voters  map[string][]*backends.Redis // by Redlock backend name: the other voters, not struck
 	closers []func() error
+}
+
+// redisLike is a Redis-protocol backend the Env can start: its stock
+// server's and its Redlock voters' bench backend names, and how to start a
+// server.
+type redisLike struct {
+	name, redlock, product string
+	start                  func(ctx context.Context, extra ...string) (*backends.Redis, error)
+}
+
+var redisLikes = []redisLike{
+	{redistargets.Name, redistargets.RedlockName, "Redis", backends.StartLocalRedis},
+	{valkeytargets.Name, valkeytargets.RedlockName, "Valkey", backends.StartLocalValkey},
 }
 
 // server is one private server a fault can strike.
@@ -46,19 +60,25 @@ type server struct {
 	desc   string
 }
 
-// Backends lists the bench backends an Env can provide.
+// Backends lists the bench backends an Env can provide. TiDB is not among
+// them: its private server keeps its data in memory, so a restart could not
+// keep it.
 func Backends() []string {
-	return []string{mysqltargets.Name, redistargets.Name, redistargets.RedlockName}
+	out := []string{mysqltargets.Name}
+	for _, r := range redisLikes {
+		out = append(out, r.name, r.redlock)
+	}
+	return out
 }
 
 // Start starts the private servers the named bench backends need (see
 // Backends): a durable MariaDB or MySQL (innodb_flush_log_at_trx_commit=1,
-// binary log synced at commit), a Redis with an append-only file fsynced
-// at every write (appendfsync always), so that a restart keeps every
-// acknowledged write, and the other Redlock voters (without persistence;
-// they are never struck). Each stock server gets a proxy.
+// binary log synced at commit), a Redis (Valkey) with an append-only file
+// fsynced at every write (appendfsync always), so that a restart keeps
+// every acknowledged write, and the other Redlock voters (without
+// persistence; they are never struck). Each stock server gets a proxy.
 func Start(ctx context.Context, need ...string) (_ *Env, err error) {
-	e := &Env{servers: map[string]*server{}}
+	e := &Env{servers: map[string]*server{}, voters: map[string][]*backends.Redis{}}
 	defer func() {
 		if err != nil {
 			e.Close()
@@ -76,39 +96,52 @@ func Start(ctx context.Context, need ...string) (_ *Env, err error) {
 		mu.Unlock()
 	}
 	var wg sync.WaitGroup
-	errs := make([]error, 3)
+	var errs []error
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
 	if slices.Contains(need, mysqltargets.Name) {
 		wg.Go(func() {
-			var s *server
-			s, errs[0] = startMySQL(ctx, add)
+			s, err := startMySQL(ctx, add)
+			if err != nil {
+				fail(err)
+				return
+			}
 			mu.Lock()
 			e.servers[mysqltargets.Name] = s
 			mu.Unlock()
 		})
 	}
-	if slices.Contains(need, redistargets.Name) || slices.Contains(need, redistargets.RedlockName) {
-		wg.Go(func() {
-			var s *server
-			s, errs[1] = startRedis(ctx, add)
-			mu.Lock()
-			e.servers[redistargets.Name] = s
-			mu.Unlock()
-		})
-	}
-	if slices.Contains(need, redistargets.RedlockName) {
-		wg.Go(func() {
-			for range redistargets.RedlockVoters - 1 {
-				r, err := backends.StartLocalRedis(ctx)
+	for _, rl := range redisLikes {
+		if slices.Contains(need, rl.name) || slices.Contains(need, rl.redlock) {
+			wg.Go(func() {
+				s, err := startRedis(ctx, rl, add)
 				if err != nil {
-					errs[2] = fmt.Errorf("faults: redlock voter: %w", err)
+					fail(err)
 					return
 				}
-				add(r.Close)
 				mu.Lock()
-				e.voters = append(e.voters, r)
+				e.servers[rl.name] = s
 				mu.Unlock()
-			}
-		})
+			})
+		}
+		if slices.Contains(need, rl.redlock) {
+			wg.Go(func() {
+				for range redistargets.RedlockVoters - 1 {
+					r, err := rl.start(ctx)
+					if err != nil {
+						fail(fmt.Errorf("faults: %s voter: %w", rl.redlock, err))
+						return
+					}
+					add(r.Close)
+					mu.Lock()
+					e.voters[rl.redlock] = append(e.voters[rl.redlock], r)
+					mu.Unlock()
+				}
+			})
+		}
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -134,8 +167,10 @@ func (e *Env) Servers() []string {
 			out = append(out, s.desc)
 		}
 	}
-	for _, v := range e.voters {
-		out = append(out, "redlock voter: Redis at "+v.Addr+" (no persistence, not struck)")
+	for _, n := range Backends() {
+		for _, v := range e.voters[n] {
+			out = append(out, n+" voter: at "+v.Addr+" (no persistence, not struck)")
+		}
 	}
 	return out
 }
@@ -143,8 +178,8 @@ func (e *Env) Servers() []string {
 // has reports whether e provides every backend of needs.
 func (e *Env) has(needs []string) error {
 	for _, n := range needs {
-		if n == redistargets.RedlockName {
-			if len(e.voters) < redistargets.RedlockVoters-1 {
+		if e.isRedlock(n) {
+			if len(e.voters[n]) < redistargets.RedlockVoters-1 {
 				return fmt.Errorf("%w: %s (no private voters)", bench.ErrMissingBackend, n)
 			}
 			continue
@@ -169,9 +204,9 @@ func (e *Env) open(needs []string, pool int) (bench.Servers, func() error, error
 		return errors.Join(errs...)
 	}
 	for _, n := range needs {
-		if n == redistargets.RedlockName {
+		if e.isRedlock(n) {
 			var voters []redis.UniversalClient
-			for _, v := range e.voters {
+			for _, v := range e.voters[n] {
 				c := redis.NewClient(&redis.Options{Addr: v.Addr, PoolSize: pool})
 				closers = append(closers, c.Close)
 				voters = append(voters, c)
@@ -188,6 +223,12 @@ func (e *Env) open(needs []string, pool int) (bench.Servers, func() error, error
 		conns[n] = conn
 	}
 	return conns, closeAll, nil
+}
+
+// isRedlock reports whether backend n is the Redlock voters of a
+// Redis-protocol backend.
+func (e *Env) isRedlock(n string) bool {
+	return slices.ContainsFunc(redisLikes, func(r redisLike) bool { return r.redlock == n })
 }
 
 func startMySQL(ctx context.Context, add func(func() error)) (*server, error) {
@@ -299,10 +340,10 @@ func readLock(ctx context.Context, admin *sql.DB, d time.Duration) error {
 	return err
 }
 
-func startRedis(ctx context.Context, add func(func() error)) (*server, error) {
-	r, err := backends.StartLocalRedis(ctx, "--appendonly", "yes", "--appendfsync", "always")
+func startRedis(ctx context.Context, rl redisLike, add func(func() error)) (*server, error) {
+	r, err := rl.start(ctx, "--appendonly", "yes", "--appendfsync", "always")
 	if err != nil {
-		return nil, fmt.Errorf("faults: private redis: %w", err)
+		return nil, fmt.Errorf("faults: private %s: %w", rl.name, err)
 	}
 	add(r.Close)
 	proxy, err := Listen(r.Addr)
@@ -314,17 +355,20 @@ func startRedis(ctx context.Context, add func(func() error)) (*server, error) {
 	add(admin.Close)
 	info, err := admin.Info(ctx, "server").Result()
 	if err != nil {
-		return nil, fmt.Errorf("faults: private redis: %w", err)
+		return nil, fmt.Errorf("faults: private %s: %w", rl.name, err)
 	}
 	version := "?"
 	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, strings.ToLower(rl.product)+"_version:"); ok {
+			version = v
+		} else if v, ok := strings.CutPrefix(line, "redis_version:"); ok && version == "?" {
 			version = v
 		}
 	}
 	return &server{
-		backend: redistargets.Name, proc: r.Proc, proxy: proxy,
-		desc: fmt.Sprintf("redis: Redis %s at %s via proxy %s (appendonly yes, appendfsync always)", version, r.Addr, proxy.Addr),
+		backend: rl.name, proc: r.Proc, proxy: proxy,
+		desc: fmt.Sprintf("%s: %s %s at %s via proxy %s (appendonly yes, appendfsync always)", rl.name, rl.product, version, r.Addr, proxy.Addr),
 		ready: func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
