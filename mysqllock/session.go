@@ -16,21 +16,31 @@ import (
 // clear session variables), so re-sending it would cost a round trip per
 // request for nothing.
 //
-// Connections are recognised by their driver connection, which is used only
-// as a map key and, when the map grows, to drop connections the pool has
-// closed (driver.Validator, an atomic flag in go-sql-driver/mysql). Another
-// user of the same pool who changes the variable on a connection would go
-// unnoticed; the package's doc comments say to leave it alone.
+// Connections are recognised by their driver connection, used only as a
+// map key: a connection in use belongs to another request, and even
+// driver.Validator is not safe to call on it (go-sql-driver/mysql's
+// IsValid reads its buffer, which the data race detector reports under
+// connection churn — found by the fault suite). When the map grows, entries
+// unused for sessionIdle are dropped: closed connections go, and a live one
+// that idled that long merely runs the statement again. Another user of the
+// same pool who changes the variable on a connection would go unnoticed; the
+// package's doc comments say to leave it alone.
 type sessionInit struct {
 	stmt string
 
+	idle time.Duration // sessionIdle; tests shorten it
+
 	mu    sync.Mutex
-	done  map[driver.Conn]struct{}
-	limit int // prune when done reaches it
+	done  map[driver.Conn]time.Time // when each connection last served a request
+	limit int                       // prune when done reaches it
 }
 
+// sessionIdle is how long a connection may go unused before its entry may
+// be pruned.
+const sessionIdle = time.Minute
+
 func newSessionInit(stmt string) *sessionInit {
-	return &sessionInit{stmt: stmt, done: map[driver.Conn]struct{}{}, limit: 64}
+	return &sessionInit{stmt: stmt, idle: sessionIdle, done: map[driver.Conn]time.Time{}, limit: 64}
 }
 
 // apply runs the statement on conn unless it ran there before. Nothing it
@@ -43,8 +53,12 @@ func (s *sessionInit) apply(ctx context.Context, conn *sqlx.Conn) error {
 	}); err != nil {
 		return classify(ctx, err, unsent)
 	}
+	now := time.Now()
 	s.mu.Lock()
 	_, ok := s.done[dc]
+	if ok {
+		s.done[dc] = now
+	}
 	s.mu.Unlock()
 	if ok {
 		return nil
@@ -61,14 +75,14 @@ func (s *sessionInit) apply(ctx context.Context, conn *sqlx.Conn) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.done) >= s.limit {
-		for c := range s.done {
-			if v, ok := c.(driver.Validator); !ok || !v.IsValid() {
+		for c, used := range s.done {
+			if now.Sub(used) > s.idle {
 				delete(s.done, c)
 			}
 		}
 		s.limit = max(64, 2*len(s.done))
 	}
-	s.done[dc] = struct{}{}
+	s.done[dc] = now
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 func TestSessionInit_oncePerConnection(t *testing.T) {
 	db := testDB(t)
 	s := newSessionInit("SET SESSION innodb_lock_wait_timeout = 7")
+	s.idle = 0 // entries are pruned at once, not after a minute unused
 	const n = 100
 	for round := range 2 {
 		conns := make([]*sqlx.Conn, n)

@@ -154,8 +154,11 @@ func (g *Guarded) Retries() int64 { return g.retrier.Retries() }
 //     even a lock or a fencing counter);
 //   - stockguard.ErrInsufficientStock: fewer than qty units are left;
 //   - stockguard.ErrContention: the lock stayed busy (or was lost before the
-//     write, or Redis failed before it) through the retry policy, or ctx
-//     ended while retrying; nothing was written;
+//     write) through the retry policy, or ctx ended while retrying; nothing
+//     was written;
+//   - stockguard.ErrUnavailable: Redis could not serve (the stock could not
+//     be read, also after the lock stayed out of reach); nothing was
+//     written;
 //   - stockguard.ErrOutcomeUnknown: the write was sent but its reply lost.
 func (g *Guarded) Decrement(ctx context.Context, sku string, qty int64) error {
 	if g.err != nil {
@@ -167,7 +170,7 @@ func (g *Guarded) Decrement(ctx context.Context, sku string, qty int64) error {
 	if err := stockguard.Canceled(ctx); err != nil {
 		return err
 	}
-	return g.retrier.Do(ctx, func(ctx context.Context) error {
+	err := g.retrier.Do(ctx, func(ctx context.Context) error {
 		return g.locked(ctx, sku, true, func(h hold) error {
 			level, err := g.store.Stock(ctx, sku)
 			if err != nil {
@@ -179,6 +182,22 @@ func (g *Guarded) Decrement(ctx context.Context, sku string, qty int64) error {
 			return g.write(ctx, h, sku, level-qty)
 		})
 	})
+	return g.gaveUp(ctx, sku, err)
+}
+
+// gaveUp checks, when every attempt found sku's lock busy, whether the
+// stock's store can be read at all. A Redlock can fail for want of a
+// quorum while the stock's master is down (the other masters are held by
+// requests that then find it down): that SKU is not busy, its backend
+// cannot serve, and the answer is ErrUnavailable, not ErrContention.
+func (g *Guarded) gaveUp(ctx context.Context, sku string, err error) error {
+	if !errors.Is(err, stockguard.ErrContention) || errors.Is(err, stockguard.ErrOutcomeUnknown) || stockguard.Canceled(ctx) != nil {
+		return err
+	}
+	if _, rerr := g.store.Stock(ctx, sku); errors.Is(rerr, stockguard.ErrUnavailable) {
+		return fmt.Errorf("%w: the lock of %q stayed out of reach (%v) and its stock cannot be read: %w", stockguard.ErrUnavailable, sku, err, rerr)
+	}
+	return err
 }
 
 // SetStock creates sku with qty units (0…stockguard.MaxQty), or overwrites

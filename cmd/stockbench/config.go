@@ -63,6 +63,8 @@ type config struct {
 	rates []rateSpec
 	// slo, when set, bounds p99 for the highest-rate summary (-slo).
 	slo time.Duration
+	// faults, when set, makes the run a fault run (-faults, faults.go).
+	faults faultConfig
 }
 
 // usageError is a command line that cannot run; it exits with status 2.
@@ -128,6 +130,8 @@ func parse(args []string, e env, stdout io.Writer) (config, error) {
 			"(one instance per process at least), each with its own pools (this command re-executed); one run per count.\n"+
 			"1: the workers run in this process. Strategies whose store lives in one process, and checkout, run only at 1")
 	)
+	faultList := fs.String("faults", "", "comma-separated faults to inject, or all: "+strings.Join(faultNames(), ", ")+";\n"+
+		"runs each strategy through each fault on private servers instead of the benchmark (see docs/faults.md)")
 	c := config{openers: map[string]bench.Opener{}}
 	for _, b := range e.backends {
 		c.openers[b.Name] = b.Flags(fs)
@@ -199,6 +203,12 @@ func parse(args []string, e env, stdout io.Writer) (config, error) {
 		return c, usagef("-format %q: want table, json or csv", c.format)
 	}
 	c.plot = *plot
+	if *faultList != "" {
+		if c.faults, err = parseFaults(*faultList, set, c.workers, *duration, c.format); err != nil {
+			return c, err
+		}
+		c.plot = ""
+	}
 	if c.plot != "" {
 		if _, err := chartFormat(c.plot); err != nil {
 			return c, err

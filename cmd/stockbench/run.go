@@ -43,6 +43,9 @@ func run(ctx context.Context, args []string, e env) int {
 		return exitError
 	}
 
+	if c.faults.list != nil {
+		return runFaults(ctx, c, e)
+	}
 	if c.plot != "" {
 		if err := checkWritable(c.plot); err != nil {
 			fmt.Fprintf(e.stderr, "stockbench: %v\nRun stockbench -h for the flags.\n", err)

@@ -21,13 +21,14 @@ import (
 // temp dir, as soon as its stdin reaches EOF. The parent holds the write end
 // of that pipe, so the kernel closes it whenever the parent dies — a panicking
 // or killed test binary still leaves no server and no temp dir behind, which
-// t.Cleanup or a deferred Close cannot promise.
+// t.Cleanup or a deferred Close cannot promise. A line "keep" before the EOF
+// stops the server but keeps the dir, for Respawn.
 const reaper = `log=$1; dir=$2; shift 2
 "$@" >>"$log" 2>&1 </dev/null &
 pid=$!
 echo "$pid"
 exec >/dev/null 2>&1
-read -r _
+read -r cmd
 kill -CONT "$pid"; kill -TERM "$pid"
 i=0
 while [ $i -lt 150 ]; do
@@ -36,7 +37,7 @@ while [ $i -lt 150 ]; do
   sleep 0.1; i=$((i+1))
 done
 kill -KILL "$pid"; wait "$pid"
-rm -rf "$dir"
+[ "$cmd" = keep ] || rm -rf "$dir"
 `
 
 // Process is a server started from a local binary, handed to tests so that a
@@ -148,8 +149,37 @@ func (p *Process) Restart(ctx context.Context, ready func(context.Context) error
 	return p.waitReady(ctx, ready)
 }
 
-// alive reports whether the server is still running (not exited, not a zombie).
-func (p *Process) alive() bool {
+// Respawn stops whatever runs now (SIGTERM, SIGKILL after 15s; a server
+// crashed with Kill is already gone) and starts the same command line again
+// in the same dir, then waits up to a minute for ready: the server comes
+// back on the same port with the data it had made durable, as after a crash
+// — MySQL recovers its redo log, Redis replays its append-only file when it
+// was started with one.
+func (p *Process) Respawn(ctx context.Context, ready func(context.Context) error) error {
+	p.mu.Lock()
+	stdin, done := p.stdin, p.done
+	p.stdin = nil
+	p.mu.Unlock()
+	if stdin == nil {
+		return fmt.Errorf("backends: %s: respawn after Close", p.Args[0])
+	}
+	_, err := io.WriteString(stdin, "keep\n")
+	stdin.Close()
+	<-done
+	if err != nil {
+		return fmt.Errorf("backends: %s: telling the reaper to keep the dir: %w", p.Args[0], err)
+	}
+	if err := p.spawn(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return p.waitReady(ctx, ready)
+}
+
+// Alive reports whether the server is still running (not exited, not a
+// zombie).
+func (p *Process) Alive() bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
 	if err != nil {
 		return false
@@ -176,7 +206,7 @@ func (p *Process) waitReady(ctx context.Context, check func(context.Context) err
 		if last = check(ctx); last == nil {
 			return nil
 		}
-		if !p.alive() {
+		if !p.Alive() {
 			return fmt.Errorf("backends: %s exited: %v\n%s", p.Args[0], last, p.logTail())
 		}
 		select {

@@ -1,0 +1,151 @@
+package faults
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/stockguard/stockguard/bench"
+)
+
+// Report is what one run of a target through a fault found.
+type Report struct {
+	Target string `json:"strategy"`
+	Fault  string `json:"fault"`
+	// Orders is set when the target implements stockguard.Orders: half the
+	// buyers took orders, whose unknown outcomes were reconciled.
+	Orders bool `json:"orders"`
+	Buyers int  `json:"buyers"`
+	// Injected counts the fault's strikes (cuts, kills, pauses…).
+	Injected int `json:"injected"`
+	// FaultStart and FaultEnd bound the fault, Elapsed the run, all since
+	// the run's start.
+	FaultStart time.Duration `json:"fault_start_ns"`
+	FaultEnd   time.Duration `json:"fault_end_ns"`
+	Elapsed    time.Duration `json:"elapsed_ns"`
+
+	// Ops counts calls; Kinds counts them by outcome (bench.Kind names).
+	Ops   int64            `json:"ops"`
+	Kinds map[string]int64 `json:"kinds"`
+	// Unknown counts calls that ended ErrOutcomeUnknown. UnknownOrders of
+	// them were Takes, Reconciled of those were resolved through Order,
+	// ReconciledApplied of those had been applied. UnknownUnits is the
+	// units of the others (Decrements), which the audit can only bound.
+	Unknown           int64 `json:"unknown"`
+	UnknownOrders     int64 `json:"unknown_orders"`
+	Reconciled        int64 `json:"reconciled"`
+	ReconciledApplied int64 `json:"reconciled_applied"`
+	UnknownUnits      int64 `json:"unknown_units"`
+
+	// Initial is the stock put on the SKUs, Acked the units acknowledged
+	// (reconciled orders found applied included), Gone the stock gone as
+	// the backend holds it.
+	Initial int64 `json:"initial"`
+	Acked   int64 `json:"acked"`
+	Gone    int64 `json:"gone"`
+	// Oversold is units acknowledged beyond the stock gone; Lost the stock
+	// gone beyond what was acknowledged and the units of unknown
+	// Decrements; Duplicated the units an order holds beyond its lines.
+	Oversold   int64 `json:"oversold"`
+	Lost       int64 `json:"lost"`
+	Duplicated int64 `json:"duplicated"`
+
+	// Baseline is calls answered (acknowledged or refused as
+	// insufficient) per second before the fault; Dip the lowest 100 ms
+	// rate during it, as a share of Baseline; Outage the longest time
+	// without an answer; Recovery how long after the fault ended (for a
+	// restart: after the server was started again) the rate was back at
+	// half the baseline, -1 when it never was or there was no baseline.
+	Baseline float64       `json:"baseline_per_s"`
+	Dip      float64       `json:"dip"`
+	Outage   time.Duration `json:"outage_ns"`
+	Recovery time.Duration `json:"recovery_ns"`
+
+	// Problems describes everything found wrong, the first few of each
+	// kind; Goroutines the goroutines left after Close, when some were.
+	Problems   []string `json:"problems"`
+	Goroutines string   `json:"goroutines,omitempty"`
+}
+
+// maxProblems bounds the problems kept per report.
+const maxProblems = 20
+
+func (r *Report) problem(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if len(r.Problems) < maxProblems && !slices.Contains(r.Problems, msg) {
+		r.Problems = append(r.Problems, msg)
+	}
+}
+
+// Sound reports whether no unit was oversold, lost or duplicated.
+func (r *Report) Sound() bool { return r.Oversold == 0 && r.Lost == 0 && r.Duplicated == 0 }
+
+// OK reports whether the run found nothing wrong at all: sound, only
+// contract errors, every unknown order reconciled, nothing left running.
+func (r *Report) OK() bool { return r.Sound() && len(r.Problems) == 0 }
+
+// Audit reads "ok", or says what broke.
+func (r *Report) Audit() string {
+	switch {
+	case !r.Sound():
+		return fmt.Sprintf("UNSOUND: oversold %d, lost %d, duplicated %d", r.Oversold, r.Lost, r.Duplicated)
+	case !r.OK():
+		return fmt.Sprintf("FAILED: %d problems", len(r.Problems))
+	}
+	return "ok"
+}
+
+// errorKinds are the error columns of the table, in bench.Kind order.
+var errorKinds = []bench.Kind{bench.KindContention, bench.KindUnavailable, bench.KindCanceled}
+
+// WriteTable writes one row per report and, under the table, each
+// report's problems.
+func WriteTable(w io.Writer, reps []*Report) error {
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "STRATEGY\tFAULT\tSTRUCK\tCALLS\tOK\tSOLD OUT\tBUSY\tUNAVAIL\tCTX\tUNKNOWN\tRECONCILED\tBASE/S\tDIP\tOUTAGE\tRECOVERY\tAUDIT\t")
+	for _, r := range reps {
+		rec := "-"
+		if r.Unknown > 0 {
+			switch {
+			case r.Orders:
+				rec = fmt.Sprintf("%d/%d takes", r.Reconciled, r.UnknownOrders)
+			default:
+				rec = "bounded"
+			}
+			if r.Orders && r.Unknown > r.UnknownOrders {
+				rec += fmt.Sprintf(" +%d bounded", r.Unknown-r.UnknownOrders)
+			}
+		}
+		recovery := "never"
+		if r.Baseline == 0 {
+			recovery = "-"
+		} else if r.Recovery >= 0 {
+			recovery = r.Recovery.Round(10 * time.Millisecond).String()
+		}
+		row := []string{r.Target, r.Fault, fmt.Sprint(r.Injected), fmt.Sprint(r.Ops),
+			fmt.Sprint(r.Kinds[bench.KindOK.String()]), fmt.Sprint(r.Kinds[bench.KindInsufficient.String()])}
+		for _, k := range errorKinds {
+			row = append(row, fmt.Sprint(r.Kinds[k.String()]))
+		}
+		row = append(row, fmt.Sprint(r.Unknown), rec, fmt.Sprintf("%.0f", r.Baseline),
+			fmt.Sprintf("%.0f%%", 100*r.Dip), r.Outage.String(), recovery, r.Audit())
+		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nSTRUCK: times the fault struck. SOLD OUT: ErrInsufficientStock. BUSY: ErrContention. UNAVAIL: ErrUnavailable.")
+	fmt.Fprintln(w, "CTX: the call's own deadline (nothing applied). UNKNOWN: ErrOutcomeUnknown; an Orders target's takes are reconciled")
+	fmt.Fprintln(w, "through Order, Decrements bounded (acked ≤ gone ≤ acked + unknown). BASE/S: calls answered per second before the")
+	fmt.Fprintln(w, "fault; DIP: lowest 100ms rate during it; OUTAGE: longest time without an answer; RECOVERY: from the fault's end")
+	fmt.Fprintln(w, "(a restart: the server started again) to half the base rate.")
+	for _, r := range reps {
+		for _, p := range r.Problems {
+			fmt.Fprintf(w, "%s under %s: %s\n", r.Target, r.Fault, p)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,342 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/bench"
+)
+
+// Defaults of Config.
+const (
+	DefaultBuyers   = 32
+	DefaultDuration = 10 * time.Second
+	DefaultTimeout  = time.Second
+)
+
+// The run's SKUs: hot never runs out, scarce sells out, so that both a
+// steady stream of takes and refusals at zero meet the fault.
+const (
+	hotSKU       = "hot"
+	scarceSKU    = "scarce"
+	hotStock     = 1_000_000_000
+	scarceStock  = 2_000
+	scarceShare  = 0.25 // of requests that include the scarce SKU
+	twoLineShare = 0.3  // of orders that take both SKUs at once
+)
+
+var skus = [2]string{hotSKU, scarceSKU}
+
+// Config shapes a run. The zero value runs with the defaults.
+type Config struct {
+	// Buyers is the number of concurrent buyers, spread over two app
+	// instances. Default DefaultBuyers.
+	Buyers int
+	// Duration is how long buyers run at least; the fault starts after a
+	// quarter of it, and the run goes on for a quarter of it after the
+	// fault ends. Default DefaultDuration.
+	Duration time.Duration
+	// Timeout is each call's deadline, except under the deadline fault.
+	// Default DefaultTimeout.
+	Timeout time.Duration
+	// Seed seeds the buyers' choices.
+	Seed uint64
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Buyers < 0 || c.Duration < 0 || c.Timeout < 0 {
+		return c, fmt.Errorf("%w: faults: negative Config field %+v", stockguard.ErrInvalidRequest, c)
+	}
+	if c.Buyers == 0 {
+		c.Buyers = DefaultBuyers
+	}
+	if c.Duration == 0 {
+		c.Duration = DefaultDuration
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	return c, nil
+}
+
+// op is one call of the recorded history.
+type op struct {
+	start, end time.Duration // since the run's start
+	qty        [2]int64      // units asked of each of skus (0: not in the request)
+	buyer, seq int32
+	order      bool // Take under the ID orderID(buyer, seq), else Decrement
+	kind       bench.Kind
+}
+
+func orderID(buyer, seq int32) string { return fmt.Sprintf("b%d-%d", buyer, seq) }
+
+// Run strikes target t with fault f on e's servers while cfg.Buyers buyers
+// take stock, then reconciles and audits (see Report). Buyers on a target
+// whose instances implement stockguard.Orders alternate: half take orders
+// under fresh IDs (1 or 2 lines), half call Decrement.
+//
+// It returns an error wrapping bench.ErrMissingBackend when e lacks a
+// server t needs, stockguard.ErrInvalidRequest for a bad cfg, or the error
+// of setting up the target; a Report with problems is not an error.
+func Run(ctx context.Context, e *Env, t bench.Target, f Fault, cfg Config) (*Report, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if len(t.Needs) == 0 {
+		return nil, fmt.Errorf("faults: %s: %w: it needs no server, so there is none to strike", t.Name, bench.ErrMissingBackend)
+	}
+	if err := e.has(t.Needs); err != nil {
+		return nil, fmt.Errorf("faults: %s: %w", t.Name, err)
+	}
+	rep := &Report{Target: t.Name, Fault: f.Name, Buyers: cfg.Buyers, Kinds: map[string]int64{}}
+	goroutines := countGoroutines()
+	conns, closeConns, err := e.open(t.Needs, 2*cfg.Buyers+16)
+	if err != nil {
+		return nil, err
+	}
+	store, err := t.Open(ctx, conns, newNamespace())
+	if err != nil {
+		closeConns()
+		return nil, fmt.Errorf("faults: %s: open: %w", t.Name, err)
+	}
+	insts := make([]stockguard.Inventory, 2)
+	var orders []stockguard.Orders
+	release := func() {
+		for _, inv := range insts {
+			if c, ok := inv.(io.Closer); ok {
+				c.Close()
+			}
+		}
+		if store.Close != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			store.Close(cctx)
+			cancel()
+		}
+		closeConns()
+	}
+	for i := range insts {
+		if insts[i], err = store.New(); err != nil {
+			release()
+			return nil, fmt.Errorf("faults: %s: instance: %w", t.Name, err)
+		}
+		if o, ok := insts[i].(stockguard.Orders); ok {
+			orders = append(orders, o)
+		}
+	}
+	rep.Orders = len(orders) == len(insts)
+	for i, sku := range skus {
+		if err := insts[0].SetStock(ctx, sku, [2]int64{hotStock, scarceStock}[i]); err != nil {
+			release()
+			return nil, fmt.Errorf("faults: %s: stocking: %w", t.Name, err)
+		}
+	}
+
+	srv := e.servers[t.Needs[0]]
+	r := &runner{cfg: cfg, insts: insts, orders: rep.Orders, sc: &scene{srv: srv}, rep: rep}
+	r.execute(ctx, f, store.Raw)
+
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	if err := r.awaitServer(actx, srv); err != nil {
+		rep.problem("the server did not come back: %v", err)
+	} else {
+		r.reconcile(actx)
+		r.audit(actx, store.Raw)
+	}
+	release()
+	r.checkLeaks(goroutines, srv.proxy)
+	return rep, nil
+}
+
+// runner is one run's state.
+type runner struct {
+	cfg    Config
+	insts  []stockguard.Inventory
+	orders bool
+	sc     *scene
+	rep    *Report
+	base   time.Time
+	stop   atomic.Bool
+
+	history [][]op // per buyer
+	// applied holds the unknown orders reconcile found applied, by buyer
+	// and sequence number.
+	applied map[[2]int32]bool
+	// minRaw is the lowest stock of the scarce SKU read from the backend
+	// during the run.
+	minRaw atomic.Int64
+	mu     sync.Mutex // guards rep.Problems while buyers run
+}
+
+func (r *runner) since() time.Duration { return time.Since(r.base) }
+
+// execute runs the buyers, strikes the fault in the middle of the run, and
+// stops the buyers a quarter of the duration after the fault ended.
+func (r *runner) execute(ctx context.Context, f Fault, raw func(context.Context, string) (int64, error)) {
+	d := r.cfg.Duration
+	r.base = time.Now()
+	r.sc.since = r.since
+	r.history = make([][]op, r.cfg.Buyers)
+	r.minRaw.Store(scarceStock)
+	var wg sync.WaitGroup
+	for b := range r.cfg.Buyers {
+		wg.Go(func() { r.history[b] = r.buy(ctx, int32(b)) })
+	}
+	if raw != nil {
+		wg.Go(func() { r.watch(ctx, raw) })
+	}
+	sleep(ctx, d/4)
+	r.rep.FaultStart = r.since()
+	n, err := f.strike(ctx, r.sc, f.span(d))
+	r.rep.FaultEnd = r.since()
+	r.rep.Injected = n
+	if err != nil {
+		r.problem("striking %s: %v", f.Name, err)
+	}
+	sleep(ctx, max(d-r.since(), d/4))
+	r.stop.Store(true)
+	wg.Wait()
+	r.rep.Elapsed = r.since()
+}
+
+// watch reads the scarce SKU's stock straight from the backend every 20 ms
+// while the buyers run, to catch it below zero mid-run; failed reads (the
+// server is struck) are skipped.
+func (r *runner) watch(ctx context.Context, raw func(context.Context, string) (int64, error)) {
+	for !r.stop.Load() && ctx.Err() == nil {
+		cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		v, err := raw(cctx, scarceSKU)
+		cancel()
+		if err == nil && v < r.minRaw.Load() {
+			r.minRaw.Store(v)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// buy is one buyer's loop; it returns the buyer's history.
+func (r *runner) buy(ctx context.Context, b int32) []op {
+	rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(b)))
+	inv := r.insts[int(b)%len(r.insts)]
+	var ord stockguard.Orders
+	if r.orders && b%2 == 0 {
+		ord = inv.(stockguard.Orders)
+	}
+	var hist []op
+	for seq := int32(0); !r.stop.Load() && ctx.Err() == nil; seq++ {
+		o := op{buyer: b, seq: seq, order: ord != nil}
+		switch {
+		case ord != nil && rng.Float64() < twoLineShare:
+			o.qty = [2]int64{1 + rng.Int64N(3), 1 + rng.Int64N(3)}
+		case rng.Float64() < scarceShare:
+			o.qty[1] = 1 + rng.Int64N(3)
+		default:
+			o.qty[0] = 1 + rng.Int64N(3)
+		}
+		timeout := r.cfg.Timeout
+		if r.sc.tiny.Load() {
+			// log-uniform over 1µs–1ms
+			timeout = time.Duration(math.Pow(10, 3+3*rng.Float64()))
+		}
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		o.start = r.since()
+		err := r.call(cctx, inv, ord, o)
+		o.end = r.since()
+		cancel()
+		o.kind = bench.Classify(err)
+		hist = append(hist, o)
+		if o.kind == bench.KindContention && r.sc.downSince(o.start) {
+			r.problem("ErrContention while the server was down, e.g.: %v", err)
+		}
+		switch o.kind {
+		case bench.KindOK, bench.KindInsufficient:
+		case bench.KindOther:
+			r.problem("an error outside the contract: %v", err)
+			fallthrough
+		default:
+			// A client backs off after a failure, as real ones do; it also
+			// keeps buyers from spinning on a server that is down.
+			time.Sleep(time.Millisecond + time.Duration(rng.Int64N(int64(4*time.Millisecond))))
+		}
+	}
+	return hist
+}
+
+// call makes one request; a panic is recorded and reported as an error
+// outside the contract.
+func (r *runner) call(ctx context.Context, inv stockguard.Inventory, ord stockguard.Orders, o op) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	if o.order {
+		var lines []stockguard.Line
+		for i, q := range o.qty {
+			if q > 0 {
+				lines = append(lines, stockguard.Line{SKU: skus[i], Qty: q})
+			}
+		}
+		return ord.Take(ctx, orderID(o.buyer, o.seq), lines...)
+	}
+	i := 0
+	if o.qty[0] == 0 {
+		i = 1
+	}
+	return inv.Decrement(ctx, skus[i], o.qty[i])
+}
+
+// problem records something the run found wrong; the first few of a kind
+// are kept.
+func (r *runner) problem(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rep.problem(format, args...)
+}
+
+// awaitServer waits until the server answers the strategy again: a restarted
+// server may still be recovering when the buyers stop.
+func (r *runner) awaitServer(ctx context.Context, srv *server) error {
+	var err error
+	for {
+		if err = srv.ready(ctx); err == nil {
+			if _, err = r.insts[0].Stock(ctx, hotSKU); err == nil {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// retry calls f until it returns an error that says the backend answered
+// (nil included) or ctx ends; the servers have just been struck, and a
+// check must not mistake a lingering failure for a finding.
+func retry[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		v, err := f(cctx)
+		cancel()
+		switch {
+		case err == nil, ctx.Err() != nil:
+			return v, err
+		case errors.Is(err, stockguard.ErrUnavailable), errors.Is(err, stockguard.ErrContention),
+			errors.Is(err, stockguard.ErrOutcomeUnknown), errors.Is(err, context.DeadlineExceeded):
+			time.Sleep(20 * time.Millisecond)
+		default:
+			return v, err
+		}
+	}
+}

@@ -1,0 +1,126 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/bench"
+	"github.com/stockguard/stockguard/internal/memorders"
+)
+
+// broken wraps the in-memory reference Orders with one way of breaking
+// the contract, switched on while the fault is on.
+type broken struct {
+	*memorders.Store
+	on    *atomic.Bool
+	calls atomic.Int64
+	how   string
+}
+
+func (b *broken) Decrement(ctx context.Context, sku string, qty int64) error {
+	if b.how == "busy while down" && b.on.Load() {
+		return fmt.Errorf("%w: lock not obtained", stockguard.ErrContention)
+	}
+	if !b.on.Load() || b.calls.Add(1)%20 != 0 {
+		return b.Store.Decrement(ctx, sku, qty)
+	}
+	switch b.how {
+	case "acks without taking":
+		return nil
+	case "takes, says the context ended":
+		if err := b.Store.Decrement(ctx, sku, qty); err != nil {
+			return err
+		}
+		return context.DeadlineExceeded
+	case "panics":
+		panic("broken: panics")
+	case "plain error":
+		return fmt.Errorf("connection reset by peer")
+	case "leaks a goroutine":
+		go func() { select {} }()
+	case "unknown sku":
+		return stockguard.ErrUnknownSKU
+	}
+	return b.Store.Decrement(ctx, sku, qty)
+}
+
+func (b *broken) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
+	if b.how == "takes an order, forgets its ID" && b.on.Load() && b.calls.Add(1)%20 == 0 {
+		for _, l := range lines {
+			if err := b.Store.Decrement(ctx, l.SKU, l.Qty); err != nil {
+				return err
+			}
+		}
+		return stockguard.ErrOutcomeUnknown
+	}
+	return b.Store.Take(ctx, id, lines...)
+}
+
+// TestRun_catches runs the suite on broken in-memory strategies and checks
+// that each breakage is reported — and that the reference is not.
+func TestRun_catches(t *testing.T) {
+	tests := []struct {
+		how  string
+		want string // in the problems; "" for none
+	}{
+		{"correct", ""},
+		{"acks without taking", "oversold"},
+		{"takes, says the context ended", "lost"},
+		{"takes an order, forgets its ID", "lost"},
+		{"busy while down", "ErrContention while the server was down"},
+		{"panics", "panic: broken: panics"},
+		{"plain error", "outside the contract"},
+		{"leaks a goroutine", "goroutines after Close"},
+		{"unknown sku", "ended unknown-sku"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.ReplaceAll(tt.how, " ", "_"), func(t *testing.T) {
+			proxy, err := Listen("127.0.0.1:1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { proxy.Close() })
+			e := &Env{servers: map[string]*server{"mem": {
+				backend: "mem", proxy: proxy,
+				ready:  func(context.Context) error { return nil },
+				client: func(int) (any, func() error, error) { return nil, func() error { return nil }, nil },
+			}}}
+			var on atomic.Bool
+			mem := memorders.New()
+			target := bench.Target{Name: "mem-" + tt.how, Needs: []string{"mem"},
+				Open: func(context.Context, bench.Servers, string) (*bench.Store, error) {
+					return &bench.Store{New: func() (stockguard.Inventory, error) {
+						return &broken{Store: mem, on: &on, how: tt.how}, nil
+					}}, nil
+				}}
+			fault := Fault{Name: "fake-restart", span: half(0),
+				strike: func(ctx context.Context, s *scene, span time.Duration) (int, error) {
+					s.down.Store(int64(s.since()))
+					on.Store(true)
+					sleep(ctx, span)
+					on.Store(false)
+					s.back.Store(int64(s.since()))
+					return 1, nil
+				}}
+			rep, err := Run(t.Context(), e, target, fault, Config{Buyers: 8, Duration: 400 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.ToLower(strings.Join(rep.Problems, "\n"))
+			switch {
+			case tt.want == "" && !rep.OK():
+				t.Errorf("the reference was reported broken: %s\n%s", rep.Audit(), got)
+			case tt.want != "" && !strings.Contains(got, strings.ToLower(tt.want)):
+				t.Errorf("problems %q do not mention %q", got, tt.want)
+			}
+			if !rep.Orders || rep.Ops == 0 {
+				t.Errorf("Orders %v, %d calls: the run did not take orders", rep.Orders, rep.Ops)
+			}
+		})
+	}
+}
