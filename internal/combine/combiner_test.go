@@ -569,3 +569,56 @@ func TestCombiner_Do_concurrent(t *testing.T) {
 	}
 	t.Logf("%d of %d requests written in %d batches", sent, len(answers), batches)
 }
+
+// A Write may run on after it returned — a supervised statement goes on
+// after every member gave up and the batch context ended — and call
+// Members late, after the drainer moved on. The batch must still be its
+// own: Members then claims nothing (a drainer that reused the batch's
+// slices made it read nil and crash, or claim the next batch's requests).
+func TestCombiner_Members_lateCallAfterWriteReturned(t *testing.T) {
+	released, free := make(chan struct{}), make(chan struct{})
+	late := make(chan *Batch[item], 1)
+	var writes sync.Mutex
+	n := 0
+	c := New(Config[item]{Size: 8, Answer: answer, Write: func(ctx context.Context, key string, b *Batch[item]) error {
+		writes.Lock()
+		n++
+		first := n == 1
+		writes.Unlock()
+		if first { // alone: keeps the key busy until the test lets go
+			close(released)
+			<-free
+			b.Members()
+			return nil
+		}
+		<-ctx.Done() // every member gave up: answered at once, as supervise does
+		late <- b
+		return ctx.Err()
+	}})
+	ctx := t.Context()
+	go c.Do(ctx, "k", item{id: 0})
+	<-released
+	gaveUp := make(chan error, 2)
+	var cancels []context.CancelFunc
+	for id := 1; id <= 2; id++ {
+		cctx, cancel := context.WithCancel(ctx)
+		cancels = append(cancels, cancel)
+		go func() { gaveUp <- c.Do(cctx, "k", item{id: id}) }()
+		combinetest.Queued(t, c, "k", id)
+	}
+	close(free)
+	combinetest.Queued(t, c, "k", 0) // the drainer took both
+	for _, cancel := range cancels {
+		cancel()
+	}
+	for range 2 {
+		if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+			t.Fatalf("a request given up before its write: %v, want context.Canceled", err)
+		}
+	}
+	b := <-late
+	combinetest.Idle(t, c) // the drainer is done with the batch
+	if m := b.Members(); len(m) != 0 {
+		t.Fatalf("late Members = %v, want none: both members gave up", m)
+	}
+}
