@@ -173,16 +173,27 @@ func StartLocalMySQL(ctx context.Context, opts ...MySQLOption) (*MySQL, error) {
 			os.RemoveAll(dir)
 			return nil, err
 		}
-		cfg := mysql.NewConfig()
-		cfg.User, cfg.Net, cfg.Addr, cfg.DBName = "root", "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), "test"
-		m := &MySQL{DSN: cfg.FormatDSN(), Source: SourceLocal, Proc: p, close: p.Close}
-		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		lastErr = p.waitReady(wctx, func(ctx context.Context) error { return pingMySQL(ctx, m.DSN) })
-		cancel()
-		if lastErr == nil {
+		m, err := readyMySQL(ctx, p, port)
+		if err == nil {
 			return m, nil
 		}
-		p.Close()
+		lastErr = err
 	}
 	return nil, lastErr
+}
+
+// readyMySQL waits until the server of the MySQL protocol that p started
+// on port answers, as root on database test, and returns it; when it does
+// not within a minute, p is closed.
+func readyMySQL(ctx context.Context, p *Process, port int) (*MySQL, error) {
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Net, cfg.Addr, cfg.DBName = "root", "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), "test"
+	m := &MySQL{DSN: cfg.FormatDSN(), Source: SourceLocal, Proc: p, close: p.Close}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := p.waitReady(wctx, func(ctx context.Context) error { return pingMySQL(ctx, m.DSN) }); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return m, nil
 }

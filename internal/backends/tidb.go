@@ -3,12 +3,10 @@ package backends
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	"github.com/go-sql-driver/mysql"
 )
@@ -121,16 +119,11 @@ func StartLocalTiDB(ctx context.Context) (*MySQL, error) {
 			os.RemoveAll(dir)
 			return nil, err
 		}
-		cfg := mysql.NewConfig()
-		cfg.User, cfg.Net, cfg.Addr, cfg.DBName = "root", "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), "test"
-		m := &MySQL{DSN: cfg.FormatDSN(), Source: SourceLocal, Proc: p, close: p.Close}
-		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		lastErr = p.waitReady(wctx, func(ctx context.Context) error { return pingMySQL(ctx, m.DSN) })
-		cancel()
-		if lastErr == nil {
+		m, err := readyMySQL(ctx, p, port)
+		if err == nil {
 			return m, nil
 		}
-		p.Close()
+		lastErr = err
 	}
 	return nil, lastErr
 }
