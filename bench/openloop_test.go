@@ -55,8 +55,11 @@ func TestRun_openLoopShowsAStall(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantSound(t, closed, true)
-	if closed.Latency.Max < stall || closed.Latency.P99 >= 10*time.Millisecond {
-		t.Errorf("closed-loop: max %v (want ≥ %v), p99 %v (want < 10ms: the stall hidden)", closed.Latency.Max, stall, closed.Latency.P99)
+	// Bounds at half the stall, not at a healthy request's latency: a
+	// loaded machine under -race slows every request, never by a stall's
+	// worth at p99.
+	if closed.Latency.Max < stall || closed.Latency.P99 >= stall/2 {
+		t.Errorf("closed-loop: max %v (want ≥ %v), p99 %v (want < %v: the stall hidden)", closed.Latency.Max, stall, closed.Latency.P99, stall/2)
 	}
 
 	w.Rate = 4000
@@ -72,7 +75,7 @@ func TestRun_openLoopShowsAStall(t *testing.T) {
 	if open.Attempts < 1800 || open.Attempts > 2050 || open.AttemptRate < 3600 || open.AttemptRate > 4400 {
 		t.Errorf("open-loop: %d attempts at %.0f/s, want about 2000 at 4000/s", open.Attempts, open.AttemptRate)
 	}
-	if open.Latency.P50 >= 10*time.Millisecond {
+	if open.Latency.P50 >= stall/2 {
 		t.Errorf("open-loop: p50 %v, want well under the stall", open.Latency.P50)
 	}
 }
@@ -87,7 +90,7 @@ func TestRun_openLoopStopsSleepingWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(began); d > 500*time.Millisecond {
+	if d := time.Since(began); d > time.Second {
 		t.Errorf("run took %v, want about 100ms", d)
 	}
 	if r.Attempts != 1 {
