@@ -173,21 +173,9 @@ func WriteChart(w io.Writer, results []*Result, format ChartFormat) error {
 				lxy = append(lxy, plotter.XY{X: x, Y: ms(r.Latency.P99)})
 			}
 		}
-		var thumbs []plot.Thumbnailer
-		for _, pp := range []struct {
-			p   *plot.Plot
-			xys plotter.XYs
-		}{{first, fxy}, {lat, lxy}} {
-			if len(pp.xys) == 0 {
-				continue
-			}
-			line, points, err := plotterLinePoints(pp.xys)
-			if err != nil {
-				return err
-			}
-			line.LineStyle, points.GlyphStyle = style, glyph
-			pp.p.Add(line, points)
-			thumbs = []plot.Thumbnailer{line, points}
+		thumbs, err := drawSeries(style, glyph, panelXYs{first, fxy}, panelXYs{lat, lxy})
+		if err != nil {
+			return err
 		}
 		if thumbs != nil {
 			legend.Add(s.label, thumbs...)
@@ -322,13 +310,34 @@ func glyphIndex(needs []string) int {
 	return i % len(glyphs)
 }
 
-func plotterLinePoints(xys plotter.XYs) (*plotter.Line, *plotter.Scatter, error) {
-	line, err := plotter.NewLine(xys)
-	if err != nil {
-		return nil, nil, err
+// panelXYs is one series' points on one panel.
+type panelXYs struct {
+	p   *plot.Plot
+	xys plotter.XYs
+}
+
+// drawSeries draws one series as a line with points, in style and glyph,
+// on each panel that has points of it, and returns its legend thumbnails
+// (nil when it drew nothing).
+func drawSeries(style draw.LineStyle, glyph draw.GlyphStyle, panels ...panelXYs) ([]plot.Thumbnailer, error) {
+	var thumbs []plot.Thumbnailer
+	for _, pp := range panels {
+		if len(pp.xys) == 0 {
+			continue
+		}
+		line, err := plotter.NewLine(pp.xys)
+		if err != nil {
+			return nil, err
+		}
+		points, err := plotter.NewScatter(pp.xys)
+		if err != nil {
+			return nil, err
+		}
+		line.LineStyle, points.GlyphStyle = style, glyph
+		pp.p.Add(line, points)
+		thumbs = []plot.Thumbnailer{line, points}
 	}
-	points, err := plotter.NewScatter(xys)
-	return line, points, err
+	return thumbs, nil
 }
 
 func newPanel(title, ylabel string) *plot.Plot {

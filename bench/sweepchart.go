@@ -120,21 +120,9 @@ func WriteSweepChart(w io.Writer, results []*Result, slo time.Duration, format C
 				lxy = append(lxy, plotter.XY{X: r.Workload.Rate, Y: ms(r.Latency.P99)})
 			}
 		}
-		var thumbs []plot.Thumbnailer
-		for _, pp := range []struct {
-			p   *plot.Plot
-			xys plotter.XYs
-		}{{sent, sxy}, {lat, lxy}} {
-			if len(pp.xys) == 0 {
-				continue
-			}
-			line, points, err := plotterLinePoints(pp.xys)
-			if err != nil {
-				return err
-			}
-			line.LineStyle, points.GlyphStyle = style, glyph
-			pp.p.Add(line, points)
-			thumbs = []plot.Thumbnailer{line, points}
+		thumbs, err := drawSeries(style, glyph, panelXYs{sent, sxy}, panelXYs{lat, lxy})
+		if err != nil {
+			return err
 		}
 		if thumbs != nil {
 			legend.Add(s.label(), thumbs...)
