@@ -19,10 +19,10 @@ import (
 // come back. The audit finds such orders still held after their deadline
 // and reports their units lost.
 type ClientTimer struct {
-	inner     stockguard.Orders
-	book      *HoldBook
-	dropEvery int64
-	n         atomic.Int64
+	stockguard.Orders // the inner store: Take and the rest unchanged
+	book              *HoldBook
+	dropEvery         int64
+	n                 atomic.Int64
 }
 
 var _ stockguard.Orders = (*ClientTimer)(nil)
@@ -56,7 +56,7 @@ func NewClientTimer(inner stockguard.Orders, book *HoldBook, dropEvery int) *Cli
 	if dropEvery < 1 {
 		dropEvery = DefaultDropEvery
 	}
-	return &ClientTimer{inner: inner, book: book, dropEvery: int64(dropEvery)}
+	return &ClientTimer{Orders: inner, book: book, dropEvery: int64(dropEvery)}
 }
 
 // Hold takes lines for good and starts a timer to return them after ttl.
@@ -64,7 +64,7 @@ func (c *ClientTimer) Hold(ctx context.Context, id string, ttl time.Duration, li
 	if err := stockguard.ValidateHold(id, ttl, lines); err != nil {
 		return err
 	}
-	if err := c.inner.Take(ctx, id, lines...); err != nil {
+	if err := c.Orders.Take(ctx, id, lines...); err != nil {
 		return err
 	}
 	c.book.mu.Lock()
@@ -88,7 +88,7 @@ func (c *ClientTimer) expire(id string, h *clientHold) {
 	}
 	h.timer, h.expired = nil, true
 	c.book.mu.Unlock()
-	c.inner.Return(context.Background(), id)
+	c.Orders.Return(context.Background(), id)
 }
 
 // settle stops id's timer, if it is a hold still running, and reports
@@ -118,7 +118,7 @@ func (c *ClientTimer) Confirm(ctx context.Context, id string) error {
 	if c.settle(id, true) {
 		return stockguard.ErrOrderClosed
 	}
-	return c.inner.Confirm(ctx, id)
+	return c.Orders.Confirm(ctx, id)
 }
 
 // Return stops the timer and returns the order.
@@ -127,12 +127,12 @@ func (c *ClientTimer) Return(ctx context.Context, id string) error {
 		return err
 	}
 	c.settle(id, false)
-	return c.inner.Return(ctx, id)
+	return c.Orders.Return(ctx, id)
 }
 
 // Order reports the order, held until confirmed or expired by the book.
 func (c *ClientTimer) Order(ctx context.Context, id string) (stockguard.OrderInfo, error) {
-	info, err := c.inner.Order(ctx, id)
+	info, err := c.Orders.Order(ctx, id)
 	if err != nil {
 		return info, err
 	}
@@ -148,29 +148,4 @@ func (c *ClientTimer) Order(ctx context.Context, id string) (stockguard.OrderInf
 		}
 	}
 	return info, nil
-}
-
-// Take is the inner store's.
-func (c *ClientTimer) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
-	return c.inner.Take(ctx, id, lines...)
-}
-
-// Restock is the inner store's.
-func (c *ClientTimer) Restock(ctx context.Context, id, sku string, qty int64) error {
-	return c.inner.Restock(ctx, id, sku, qty)
-}
-
-// Decrement is the inner store's.
-func (c *ClientTimer) Decrement(ctx context.Context, sku string, qty int64) error {
-	return c.inner.Decrement(ctx, sku, qty)
-}
-
-// SetStock is the inner store's.
-func (c *ClientTimer) SetStock(ctx context.Context, sku string, qty int64) error {
-	return c.inner.SetStock(ctx, sku, qty)
-}
-
-// Stock is the inner store's.
-func (c *ClientTimer) Stock(ctx context.Context, sku string) (int64, error) {
-	return c.inner.Stock(ctx, sku)
 }

@@ -15,13 +15,13 @@ import (
 // earlier lines stay taken — nobody undoes them. The buyer was told no, the
 // units are gone: the audit reports them lost.
 type LineByLine struct {
-	inner stockguard.Orders
+	parted // one record per line
 }
 
 var _ stockguard.Orders = (*LineByLine)(nil)
 
 // NewLineByLine wraps inner.
-func NewLineByLine(inner stockguard.Orders) *LineByLine { return &LineByLine{inner: inner} }
+func NewLineByLine(inner stockguard.Orders) *LineByLine { return &LineByLine{parted{inner}} }
 
 func (c *LineByLine) each(ctx context.Context, id string, lines []stockguard.Line, call func(ctx context.Context, id string, l stockguard.Line) error) error {
 	if err := stockguard.ValidateTake(id, lines); err != nil {
@@ -37,45 +37,10 @@ func (c *LineByLine) each(ctx context.Context, id string, lines []stockguard.Lin
 
 // Take takes the lines one by one.
 func (c *LineByLine) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
-	return c.each(ctx, id, lines, func(ctx context.Context, pid string, l stockguard.Line) error { return c.inner.Take(ctx, pid, l) })
+	return c.each(ctx, id, lines, func(ctx context.Context, pid string, l stockguard.Line) error { return c.Orders.Take(ctx, pid, l) })
 }
 
 // Hold holds the lines one by one.
 func (c *LineByLine) Hold(ctx context.Context, id string, ttl time.Duration, lines ...stockguard.Line) error {
-	return c.each(ctx, id, lines, func(ctx context.Context, pid string, l stockguard.Line) error { return c.inner.Hold(ctx, pid, ttl, l) })
-}
-
-// Confirm confirms every line of id.
-func (c *LineByLine) Confirm(ctx context.Context, id string) error {
-	return eachPart(ctx, c.inner, id, c.inner.Confirm)
-}
-
-// Return returns every line of id.
-func (c *LineByLine) Return(ctx context.Context, id string) error {
-	return eachPart(ctx, c.inner, id, c.inner.Return)
-}
-
-// Order reports the lines of id merged.
-func (c *LineByLine) Order(ctx context.Context, id string) (stockguard.OrderInfo, error) {
-	return merged(ctx, c.inner, id)
-}
-
-// Restock is the inner store's.
-func (c *LineByLine) Restock(ctx context.Context, id, sku string, qty int64) error {
-	return c.inner.Restock(ctx, id, sku, qty)
-}
-
-// Decrement is the inner store's.
-func (c *LineByLine) Decrement(ctx context.Context, sku string, qty int64) error {
-	return c.inner.Decrement(ctx, sku, qty)
-}
-
-// SetStock is the inner store's.
-func (c *LineByLine) SetStock(ctx context.Context, sku string, qty int64) error {
-	return c.inner.SetStock(ctx, sku, qty)
-}
-
-// Stock is the inner store's.
-func (c *LineByLine) Stock(ctx context.Context, sku string) (int64, error) {
-	return c.inner.Stock(ctx, sku)
+	return c.each(ctx, id, lines, func(ctx context.Context, pid string, l stockguard.Line) error { return c.Orders.Hold(ctx, pid, ttl, l) })
 }

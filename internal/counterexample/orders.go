@@ -77,3 +77,26 @@ func eachPart(ctx context.Context, inner stockguard.Orders, id string, call func
 	}
 	return first
 }
+
+// parted is what the checkout clients that keep one order as several
+// records of the inner store (partID) share: Confirm, Return and Order
+// over every record of an ID; the rest of the contract is the inner
+// store's.
+type parted struct {
+	stockguard.Orders
+}
+
+// Confirm confirms every record of id.
+func (p parted) Confirm(ctx context.Context, id string) error {
+	return eachPart(ctx, p.Orders, id, p.Orders.Confirm)
+}
+
+// Return returns every record of id.
+func (p parted) Return(ctx context.Context, id string) error {
+	return eachPart(ctx, p.Orders, id, p.Orders.Return)
+}
+
+// Order reports the records of id merged.
+func (p parted) Order(ctx context.Context, id string) (stockguard.OrderInfo, error) {
+	return merged(ctx, p.Orders, id)
+}

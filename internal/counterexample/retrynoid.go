@@ -19,7 +19,7 @@ import (
 // a timed-out connection would — the retry takes the units again. The order
 // holds twice its lines: the audit reports the excess as duplicated units.
 type RetryWithoutID struct {
-	inner     stockguard.Orders
+	parted    // one record per try
 	lossEvery int64
 	n         atomic.Int64
 }
@@ -36,7 +36,7 @@ func NewRetryWithoutID(inner stockguard.Orders, lossEvery int) *RetryWithoutID {
 	if lossEvery < 1 {
 		lossEvery = DefaultLossEvery
 	}
-	return &RetryWithoutID{inner: inner, lossEvery: int64(lossEvery)}
+	return &RetryWithoutID{parted: parted{inner}, lossEvery: int64(lossEvery)}
 }
 
 // naive makes call under a fresh record ID, and once more under another
@@ -57,45 +57,10 @@ func (c *RetryWithoutID) naive(ctx context.Context, id string, call func(ctx con
 
 // Take takes lines under a fresh record ID, retried under another.
 func (c *RetryWithoutID) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
-	return c.naive(ctx, id, func(ctx context.Context, pid string) error { return c.inner.Take(ctx, pid, lines...) })
+	return c.naive(ctx, id, func(ctx context.Context, pid string) error { return c.Orders.Take(ctx, pid, lines...) })
 }
 
 // Hold holds lines under a fresh record ID, retried under another.
 func (c *RetryWithoutID) Hold(ctx context.Context, id string, ttl time.Duration, lines ...stockguard.Line) error {
-	return c.naive(ctx, id, func(ctx context.Context, pid string) error { return c.inner.Hold(ctx, pid, ttl, lines...) })
-}
-
-// Confirm confirms every record of id.
-func (c *RetryWithoutID) Confirm(ctx context.Context, id string) error {
-	return eachPart(ctx, c.inner, id, c.inner.Confirm)
-}
-
-// Return returns every record of id.
-func (c *RetryWithoutID) Return(ctx context.Context, id string) error {
-	return eachPart(ctx, c.inner, id, c.inner.Return)
-}
-
-// Order reports the records of id merged.
-func (c *RetryWithoutID) Order(ctx context.Context, id string) (stockguard.OrderInfo, error) {
-	return merged(ctx, c.inner, id)
-}
-
-// Restock is the inner store's.
-func (c *RetryWithoutID) Restock(ctx context.Context, id, sku string, qty int64) error {
-	return c.inner.Restock(ctx, id, sku, qty)
-}
-
-// Decrement is the inner store's.
-func (c *RetryWithoutID) Decrement(ctx context.Context, sku string, qty int64) error {
-	return c.inner.Decrement(ctx, sku, qty)
-}
-
-// SetStock is the inner store's.
-func (c *RetryWithoutID) SetStock(ctx context.Context, sku string, qty int64) error {
-	return c.inner.SetStock(ctx, sku, qty)
-}
-
-// Stock is the inner store's.
-func (c *RetryWithoutID) Stock(ctx context.Context, sku string) (int64, error) {
-	return c.inner.Stock(ctx, sku)
+	return c.naive(ctx, id, func(ctx context.Context, pid string) error { return c.Orders.Hold(ctx, pid, ttl, lines...) })
 }
