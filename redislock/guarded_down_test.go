@@ -13,7 +13,7 @@ import (
 // while a stranger holds the lock on the other two: no quorum can be had,
 // but the SKU is not busy — its stock cannot be served — so Decrement must
 // say ErrUnavailable, not ErrContention (found by the fault suite,
-// internal/faults, under restart).
+// bench/faults, under restart).
 func TestRedlockGuarded_stockMasterDownIsUnavailable(t *testing.T) {
 	servers, clients := masters(t, 3)
 	prefix := lockPrefix(t)

@@ -13,7 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/stockguard/stockguard/bench"
-	"github.com/stockguard/stockguard/internal/faults"
+	"github.com/stockguard/stockguard/bench/faults"
 )
 
 // faultConfig is a fault run's settings (-faults): nil list for none.

@@ -21,7 +21,7 @@ import (
 	"github.com/stockguard/stockguard/bench/mysqltargets"
 	"github.com/stockguard/stockguard/bench/redistargets"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
-	"github.com/stockguard/stockguard/internal/faults"
+	"github.com/stockguard/stockguard/bench/faults"
 )
 
 // EnvFull selects the whole matrix: every fault × every strategy, 32

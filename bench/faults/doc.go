@@ -7,7 +7,7 @@
 // ErrOutcomeUnknown of an Orders target is reconciled through Order, the
 // others are bounded.
 //
-// It backs the fault suite (go test ./internal/faults) and stockbench
+// It backs the fault suite (go test ./bench/faults) and stockbench
 // -faults; docs/faults.md describes the faults and the checks. It starts
 // its own servers (package internal/backends), never uses servers found
 // through the environment: they are paused, killed and restarted.
