@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"slices"
 	"sync/atomic"
 
 	"github.com/jmoiron/sqlx"
@@ -53,11 +52,9 @@ func WithBatchSize(n int) Option {
 // nothing with the UPDATE, so each batch changes the stock in exactly one
 // transaction.
 //
-// Single-line Take and Hold orders of a SKU join its batches too (see
-// Take): the batch's transaction records their orders and lines in the
-// ledger, with one multi-row INSERT each, before the same conditional
-// UPDATE of the total; multi-line orders go through Atomic's one
-// transaction per order.
+// Orders (Take, Hold, Confirm, Return) are group-committed too, across
+// SKUs: every order call of the instance joins one queue, and a batch of
+// carts from many buyers is one transaction (see orders_group.go).
 //
 // Nothing waits to fill a batch: a request that finds its SKU idle goes
 // out alone at once, and batches grow only as long as the writes take. So
@@ -72,7 +69,8 @@ func WithBatchSize(n int) Option {
 // one instance per process, or it has nothing to combine.
 type Batched struct {
 	ledger
-	writes *combine.Combiner[request]
+	writes *combine.Combiner[request]   // Decrements, per SKU
+	orders *combine.Combiner[orderCall] // order calls, one queue
 }
 
 var (
@@ -96,22 +94,28 @@ func NewBatched(db *sqlx.DB, opts ...Option) *Batched {
 		Size:   o.batchSize,
 		Write:  b.send,
 		Answer: (*request).result,
-		Apart:  orderID,
 	})
+	b.orders = newOrderCombiner(b, o.batchSize)
 	return b
 }
 
 // BatchStats counts what a Batched instance wrote.
 type BatchStats struct {
-	Batches  int64 // writes attempted, each one transaction
-	Requests int64 // requests those writes carried
+	Batches  int64 // Decrement writes attempted, each one transaction
+	Requests int64 // Decrements those writes carried
+	// OrderBatches and OrderCalls count the same for order calls (Take,
+	// Hold, Confirm, Return): OrderCalls/OrderBatches is the mean number of
+	// order calls per COMMIT.
+	OrderBatches int64
+	OrderCalls   int64
 }
 
 // Stats returns the counts since the instance was created;
 // Requests/Batches is the mean batch size.
 func (b *Batched) Stats() BatchStats {
 	batches, requests := b.writes.Stats()
-	return BatchStats{Batches: batches, Requests: requests}
+	obatches, calls := b.orders.Stats()
+	return BatchStats{Batches: batches, Requests: requests, OrderBatches: obatches, OrderCalls: calls}
 }
 
 // Retries returns how many times a request or batch was tried again:
@@ -119,34 +123,18 @@ func (b *Batched) Stats() BatchStats {
 // batch turned out to be recorded already.
 func (b *Batched) Retries() int64 { return b.retrier.Retries() }
 
-// request is one Decrement, or one single-line order, for a batch.
+// request is one Decrement for a batch.
 type request struct {
 	qty     int64
-	order   *newOrder // a single-line order; nil for a Decrement
-	refused error     // set by the write that refused it
-	settled bool      // answered from the ledger: its ID was recorded already
-	answer  error     // a settled request's answer
+	refused error // set by the write that refused it
 }
 
 // result is r's answer once the write carrying it returned err.
 func (r *request) result(err error) error {
-	switch {
-	case r.settled:
-		return r.answer
-	case r.refused != nil:
+	if r.refused != nil {
 		return r.refused
 	}
 	return err
-}
-
-// orderID keeps two orders with one ID out of one batch: the later one
-// waits for the next batch, which answers it from the record the first
-// one left.
-func orderID(r *request) string {
-	if r.order == nil {
-		return ""
-	}
-	return r.order.id
 }
 
 // Decrement takes qty units of sku, all or none, in a batch with the other
@@ -183,13 +171,8 @@ func (b *Batched) send(ctx context.Context, sku string, bt *combine.Batch[reques
 		err := b.pinned(ctx, b.session, func(ctx context.Context, conn *sqlx.Conn) error {
 			var a attempt
 			for _, r := range bt.Members() {
-				if !r.settled { // answered by an earlier attempt, for good
-					a.of = append(a.of, r)
-					a.work = append(a.work, request{qty: r.qty, order: r.order})
-				}
-			}
-			if len(a.work) == 0 {
-				return nil
+				a.of = append(a.of, r)
+				a.work = append(a.work, request{qty: r.qty})
 			}
 			m := make([]*request, len(a.work))
 			for i := range a.work {
@@ -201,7 +184,7 @@ func (b *Batched) send(ctx context.Context, sku string, bt *combine.Batch[reques
 		})
 		if a := done.Load(); a != nil {
 			for i, r := range a.of {
-				r.refused, r.settled, r.answer = a.work[i].refused, a.work[i].settled, a.work[i].answer
+				r.refused = a.work[i].refused
 			}
 		}
 		return err
@@ -217,15 +200,10 @@ type attempt struct {
 
 // apply writes the members' total with one conditional UPDATE and falls
 // back to granting them one by one under the row lock when it does not
-// fit. A member the fallback refuses gets its own error in refused. When
-// members carry orders, they are recorded in the same transaction (see
-// applyOrders).
+// fit. A member the fallback refuses gets its own error in refused.
 func (b *Batched) apply(ctx context.Context, conn *sqlx.Conn, sku string, members []*request) error {
 	// Beyond MaxQty no stock level can hold the total: skip the UPDATE.
 	total := total(members)
-	if slices.ContainsFunc(members, func(r *request) bool { return r.order != nil }) {
-		return b.applyOrders(ctx, conn, sku, members, total)
-	}
 	if total <= stockguard.MaxQty {
 		res, err := exec(ctx, conn, b.q.take, total, sku, total)
 		if err != nil {
@@ -268,7 +246,7 @@ func (b *Batched) grant(ctx context.Context, tx *sqlx.Tx, sku string, members []
 		case err != nil:
 			return classify(ctx, err, unsent)
 		case expired:
-			if reclaimed, err = b.reclaimIn(ctx, tx, own(members), sku); err != nil {
+			if reclaimed, err = b.reclaimIn(ctx, tx, nil, sku); err != nil {
 				return err
 			}
 		}
@@ -277,11 +255,9 @@ func (b *Batched) grant(ctx context.Context, tx *sqlx.Tx, sku string, members []
 		}
 	}
 	var granted int64
-	var refused []*request
 	for _, r := range members {
 		if left := have - granted; r.qty > left {
 			r.refused = insufficient(sku, r.qty, left)
-			refused = append(refused, r)
 		} else {
 			granted += r.qty
 		}
@@ -290,26 +266,11 @@ func (b *Batched) grant(ctx context.Context, tx *sqlx.Tx, sku string, members []
 		return errNothingGranted
 	}
 	// Commit what was granted and reclaimed, without the refused.
-	if err := b.unrecord(ctx, tx, sku, refused); err != nil || granted == 0 {
-		return err
+	if granted == 0 {
+		return nil
 	}
 	_, err := tx.ExecContext(ctx, b.q.takeHeld, granted, sku)
 	return classify(ctx, err, unsent)
-}
-
-// own returns the IDs of the orders among members, which their batch's
-// transaction records (see reclaimIn).
-func own(members []*request) map[string]bool {
-	var ids map[string]bool
-	for _, r := range members {
-		if r.order != nil {
-			if ids == nil {
-				ids = make(map[string]bool, len(members))
-			}
-			ids[r.order.id] = true
-		}
-	}
-	return ids
 }
 
 // total is the units members ask for, at most MaxQty + 1.

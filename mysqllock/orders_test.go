@@ -390,13 +390,13 @@ func TestBatched_Take_partialBatch(t *testing.T) {
 	tx := holdRow(t, db, table, "hot", "FOR UPDATE") // lets requests queue
 	first := make(chan error, 1)
 	go func() { first <- b.Take(ctx, "first", line("hot", 1)) }()
-	waitingOn(t, db, "UPDATE "+quote(table))
+	waitingOn(t, db, "SELECT sku, qty")
 	results := make([]chan error, 6)
 	for i := range results {
 		results[i] = make(chan error, 1)
 		go func() { results[i] <- b.Take(ctx, fmt.Sprintf("o%d", i), line("hot", 3)) }()
 	}
-	combinetest.Queued(t, b.writes, "hot", len(results))
+	combinetest.Queued(t, b.orders, orderQueue, len(results))
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +438,7 @@ func TestBatched_Hold_expiredInOwnBatchIsNotReclaimed(t *testing.T) {
 	tx := holdRow(t, db, table, "hot", "FOR UPDATE")
 	done := make(chan error, 1)
 	go func() { done <- b.Hold(ctx, "h", stockguard.MinHoldTTL, line("hot", 2)) }()
-	waitingOn(t, db, "UPDATE "+quote(table))
+	waitingOn(t, db, "SELECT sku, qty")
 	time.Sleep(10 * stockguard.MinHoldTTL) // the hold's deadline passes while it waits
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)

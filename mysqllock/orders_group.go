@@ -1,0 +1,557 @@
+package mysqllock
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/combine"
+)
+
+// Group commit of orders (NewBatched's Take, Hold, Confirm and Return).
+//
+// Every order call of an instance joins one queue, whatever its SKUs, and
+// a batch of them — carts of any number of lines from many buyers — is one
+// transaction:
+//
+//	BEGIN
+//	SELECT … FROM orders JOIN lines WHERE id IN (…) FOR UPDATE   -- only for Confirm/Return
+//	SELECT sku, qty FROM stock WHERE sku IN (…) ORDER BY sku FOR UPDATE
+//	-- decide each call in arrival order, in memory
+//	INSERT INTO orders VALUES (…), (…), …       -- the orders granted
+//	INSERT INTO order_lines VALUES (…), (…), …  -- their lines
+//	UPDATE orders SET state = CASE id … END     -- only for Confirm/Return
+//	UPDATE stock SET qty = qty + CASE sku … END WHERE sku IN (…)
+//	COMMIT
+//
+// The lines of the batch are aggregated per SKU, each SKU row is locked
+// once, in SKU order (one statement walking the primary key), so two
+// batches — of this instance or another — never deadlock on stock rows.
+// Each call is decided in arrival order against the levels read under
+// those locks: an order whose lines all fit is granted and its units
+// leave the running level; one that does not is refused on its own, is
+// recorded nowhere, and leaves its batch-mates alone; a Return or an
+// expired hold puts its units back for the calls after it. Nothing waits
+// to fill a batch: a call that finds the queue idle goes out alone, and
+// batches grow only while a transaction is in flight — one fsync per
+// batch, however many orders it carries.
+//
+// Exactly once: two calls with one ID never share a batch (the later one
+// waits for the next), and a Take or Hold whose ID is recorded already
+// fails the batch's INSERT on the primary key: the transaction rolls back,
+// the calls whose IDs are recorded are answered from their records, and
+// the batch is tried again without them.
+//
+// Expired holds: when an order of the batch is short on a SKU with
+// expired holds, the batch reclaims that SKU's expired holds in its own
+// transaction, once (see ledger.reclaimIn), re-reads its rows and decides
+// again; a batch with no short order never looks for them. A hold that
+// expires is thus back for the first batch that needs its units, without
+// a sweeper and without a transaction of its own.
+
+// orderQueue is the combiner key every order call of an instance shares.
+const orderQueue = "orders"
+
+// orderOp is the call an orderCall carries.
+type orderOp int8
+
+const (
+	opPlace   orderOp = iota + 1 // Take or Hold: order says which
+	opConfirm                    // Confirm order.id
+	opReturn                     // Return order.id
+)
+
+// orderCall is one order call in a batch, and what the batch decided for
+// it.
+type orderCall struct {
+	op    orderOp
+	order newOrder // opPlace: the order; otherwise only its id
+
+	// final: answer stands whatever the batch's COMMIT does — a refusal
+	// (nothing of the call was written), or an answer from the record that
+	// changes nothing.
+	final  bool
+	answer error
+}
+
+// result is c's answer once the write carrying it returned err: a final
+// answer, else the write's error, else the answer the write made true.
+func (c *orderCall) result(err error) error {
+	switch {
+	case c.final:
+		return c.answer
+	case err != nil:
+		return err
+	}
+	return c.answer
+}
+
+func callID(c *orderCall) string { return c.order.id }
+
+func newOrderCombiner(b *Batched, size int) *combine.Combiner[orderCall] {
+	return combine.New(combine.Config[orderCall]{
+		Size:   size,
+		Write:  b.sendOrders,
+		Answer: (*orderCall).result,
+		Apart:  callID,
+	})
+}
+
+// sendOrders writes bt's calls in one transaction, retrying after a
+// deadlock or a recorded ID; it copies outcomes back only from an attempt
+// that returned to it (see send).
+func (b *Batched) sendOrders(ctx context.Context, _ string, bt *combine.Batch[orderCall]) error {
+	return b.retrier.Do(ctx, func(ctx context.Context) error {
+		var done atomic.Pointer[orderAttempt]
+		err := b.pinned(ctx, b.session, func(ctx context.Context, conn *sqlx.Conn) error {
+			var a orderAttempt
+			for _, c := range bt.Members() {
+				if !c.final { // answered by an earlier attempt, for good
+					a.of = append(a.of, c)
+					a.work = append(a.work, orderCall{op: c.op, order: c.order})
+				}
+			}
+			if len(a.work) == 0 {
+				return nil
+			}
+			err := b.writeOrders(ctx, conn, a.work)
+			done.Store(&a)
+			return err
+		})
+		if a := done.Load(); a != nil {
+			for i, c := range a.of {
+				c.final, c.answer = a.work[i].final, a.work[i].answer
+			}
+		}
+		return err
+	})
+}
+
+// orderAttempt is one attempt of sendOrders: the calls it carried and the
+// copies it wrote their outcome to.
+type orderAttempt struct {
+	of   []*orderCall
+	work []orderCall
+}
+
+// writeOrders is one attempt at a batch: the transaction above, then, when
+// an ID turned out recorded, the answers from the records.
+func (b *Batched) writeOrders(ctx context.Context, conn *sqlx.Conn, calls []orderCall) error {
+	err := inTx(ctx, conn, func(tx *sqlx.Tx) error {
+		g := groupTx{ledger: &b.ledger, tx: tx, calls: calls}
+		return g.run(ctx)
+	})
+	if errors.Is(err, errDuplicate) {
+		return b.settleRecorded(ctx, conn, calls)
+	}
+	return err
+}
+
+// groupTx is the state of one batch's transaction.
+type groupTx struct {
+	*ledger
+	tx    *sqlx.Tx
+	calls []orderCall
+
+	records map[string]orderRecord // Confirm/Return IDs, locked
+	levels  map[string]int64       // the batch's SKU rows, locked
+	nowUS   int64                  // the server's clock at the stock read, µs since 1970 (UTC)
+}
+
+func (g *groupTx) run(ctx context.Context) error {
+	reclaimed := false
+	for {
+		if err := g.read(ctx); err != nil {
+			return err
+		}
+		short := g.decide()
+		if len(short) == 0 || reclaimed {
+			break
+		}
+		// Orders were refused for want of units on short SKUs: give back
+		// their expired holds, if any, and decide again on the new levels.
+		reclaimed = true
+		n, err := g.reclaimShort(ctx, short)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			break
+		}
+	}
+	if err := g.refusedUnrecorded(ctx); err != nil {
+		return err
+	}
+	return g.write(ctx)
+}
+
+// refusedUnrecorded checks that no order the batch refuses is recorded
+// already: a repeated Take or Hold is answered from its record (nil, or
+// ErrOrderClosed), never refused. A recorded one makes the batch roll back
+// with errDuplicate, to be answered as an INSERT's duplicate is. The
+// refusals stand only once this check has passed; until then an error
+// answers them too.
+func (g *groupTx) refusedUnrecorded(ctx context.Context) error {
+	var ids []any
+	for i := range g.calls {
+		if c := &g.calls[i]; c.op == opPlace && c.final {
+			ids = append(ids, c.order.id)
+			c.final = false
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	var found []string
+	if err := sel(ctx, g.tx, &found, "SELECT id FROM "+g.lq.orders+" WHERE id IN ("+list(len(ids))+")", ids...); err != nil {
+		return classify(ctx, err, unsent)
+	}
+	if len(found) > 0 {
+		return errDuplicate
+	}
+	for i := range g.calls {
+		if c := &g.calls[i]; c.op == opPlace && c.answer != nil {
+			c.final = true
+		}
+	}
+	return nil
+}
+
+// read locks and reads the order records of the batch's Confirm and Return
+// calls, then the stock rows of every SKU the batch may change, in SKU
+// order.
+func (g *groupTx) read(ctx context.Context) error {
+	var ids []any
+	for _, c := range g.calls {
+		if c.op != opPlace {
+			ids = append(ids, c.order.id)
+		}
+	}
+	g.records = make(map[string]orderRecord, len(ids))
+	if len(ids) > 0 {
+		slices.SortFunc(ids, func(x, y any) int { return cmp.Compare(x.(string), y.(string)) })
+		q := "SELECT o.id, o.kind, o.state, COALESCE(o.deadline <= " + now + ", FALSE), l.sku, l.qty FROM " +
+			g.lq.orders + " o JOIN " + g.lq.lines + " l ON l.order_id = o.id WHERE o.id IN (" + list(len(ids)) + ") ORDER BY o.id, l.sku FOR UPDATE"
+		err := eachRow(ctx, g.tx, q, ids, func(rows *sql.Rows) error {
+			var id string
+			var rec orderRecord
+			var ln stockguard.Line
+			if err := rows.Scan(&id, &rec.kind, &rec.state, &rec.expired, &ln.SKU, &ln.Qty); err != nil {
+				return err
+			}
+			if have, ok := g.records[id]; ok {
+				rec.lines = have.lines
+			}
+			rec.lines = append(rec.lines, ln)
+			g.records[id] = rec
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	seen := map[string]bool{}
+	var skus []any
+	add := func(lines []stockguard.Line) {
+		for _, ln := range lines {
+			if !seen[ln.SKU] {
+				seen[ln.SKU] = true
+				skus = append(skus, ln.SKU)
+			}
+		}
+	}
+	for _, c := range g.calls {
+		if c.op == opPlace {
+			add(c.order.lines)
+		} else if rec, ok := g.records[c.order.id]; ok && rec.kind != kindRestock && rec.state.Open() {
+			add(rec.lines)
+		}
+	}
+	g.levels = make(map[string]int64, len(skus))
+	g.nowUS = 0
+	if len(skus) == 0 {
+		return nil
+	}
+	slices.SortFunc(skus, func(x, y any) int { return cmp.Compare(x.(string), y.(string)) })
+	q := "SELECT sku, qty, TIMESTAMPDIFF(MICROSECOND, '1970-01-01', " + now + ") FROM " + g.lq.stock +
+		" WHERE sku IN (" + list(len(skus)) + ") ORDER BY sku FOR UPDATE"
+	err := eachRow(ctx, g.tx, q, skus, func(rows *sql.Rows) error {
+		var sku string
+		var qty int64
+		err := rows.Scan(&sku, &qty, &g.nowUS)
+		g.levels[sku] = qty
+		return err
+	})
+	if err == nil && g.nowUS == 0 {
+		// No SKU of the batch is stocked: nothing is granted, and no clock
+		// is needed.
+		return nil
+	}
+	return err
+}
+
+// decide answers each call in arrival order against the levels read, and
+// returns the SKUs on which an order was refused for want of units.
+func (g *groupTx) decide() (short []string) {
+	have := maps.Clone(g.levels)
+	for i := range g.calls {
+		c := &g.calls[i]
+		c.final, c.answer = false, nil
+		switch c.op {
+		case opPlace:
+			if sku, err := g.fits(have, c.order.lines); err != nil {
+				c.final, c.answer = true, err
+				if sku != "" && !slices.Contains(short, sku) {
+					short = append(short, sku)
+				}
+				continue
+			}
+			for _, ln := range c.order.lines {
+				have[ln.SKU] -= ln.Qty
+			}
+		case opConfirm, opReturn:
+			rec, ok := g.records[c.order.id]
+			switch {
+			case !ok:
+				c.final, c.answer = true, unknownOrder(c.order.id)
+			case rec.kind == kindRestock:
+				c.final, c.answer = true, mismatch(c.order.id, rec.kind)
+			case rec.state == stockguard.OrderHeld && rec.expired:
+				// Its units are due back anyway: the batch gives them back.
+				for _, ln := range rec.lines {
+					have[ln.SKU] += ln.Qty
+				}
+				if c.op == opConfirm {
+					c.answer = fmt.Errorf("%w: order %q is %v", stockguard.ErrOrderClosed, c.order.id, stockguard.OrderExpired)
+				}
+			case c.op == opConfirm && rec.state == stockguard.OrderTaken:
+				c.final = true
+			case c.op == opConfirm && rec.state == stockguard.OrderHeld:
+				// Confirmed by the write, under the row's lock.
+			case c.op == opConfirm:
+				c.final, c.answer = true, fmt.Errorf("%w: order %q is %v", stockguard.ErrOrderClosed, c.order.id, rec.state)
+			case !rec.state.Open():
+				c.final = true // returned or expired: nothing to give back
+			default:
+				for _, ln := range rec.lines {
+					have[ln.SKU] += ln.Qty
+				}
+			}
+		}
+	}
+	return short
+}
+
+// fits reports whether every line fits in have: nil, or the refusal of
+// the first line that does not, and its SKU when it is short of units.
+func (g *groupTx) fits(have map[string]int64, lines []stockguard.Line) (string, error) {
+	for _, ln := range lines {
+		left, ok := have[ln.SKU]
+		switch {
+		case !ok:
+			return "", unknownSKU(ln.SKU)
+		case left < ln.Qty:
+			return ln.SKU, insufficient(ln.SKU, ln.Qty, left)
+		}
+	}
+	return "", nil
+}
+
+// reclaimShort gives back the expired holds of the short SKUs that have
+// any, in the batch's transaction, and returns how many it ended. The
+// look-up is a plain read: it locks nothing, so a batch only locks the
+// holds it reclaims.
+func (g *groupTx) reclaimShort(ctx context.Context, short []string) (int, error) {
+	args := make([]any, len(short))
+	for i, sku := range short {
+		args[i] = sku
+	}
+	var expired []string
+	err := sel(ctx, g.tx, &expired, "SELECT DISTINCT sku FROM "+g.lq.lines+" WHERE sku IN ("+list(len(args))+") AND expires <= "+now+" ORDER BY sku", args...)
+	if err != nil || len(expired) == 0 {
+		return 0, classify(ctx, err, unsent)
+	}
+	return g.reclaimIn(ctx, g.tx, nil, expired...)
+}
+
+// write records the granted orders, moves the states of confirmed,
+// returned and expired orders, and changes every SKU row by its net
+// change, in as few statements as the calls need.
+func (g *groupTx) write(ctx context.Context) error {
+	var placed []*orderCall
+	var moved []any // id, state pairs
+	var cleared []any
+	delta := map[string]int64{}
+	for i := range g.calls {
+		c := &g.calls[i]
+		if c.final && c.op == opPlace {
+			continue // refused
+		}
+		switch c.op {
+		case opPlace:
+			placed = append(placed, c)
+			for _, ln := range c.order.lines {
+				delta[ln.SKU] -= ln.Qty
+			}
+			continue
+		}
+		rec, ok := g.records[c.order.id]
+		if !ok || rec.kind == kindRestock {
+			continue
+		}
+		var to stockguard.OrderState
+		switch {
+		case rec.state == stockguard.OrderHeld && rec.expired:
+			to = stockguard.OrderExpired
+		case c.op == opConfirm && rec.state == stockguard.OrderHeld:
+			to = stockguard.OrderTaken
+		case c.op == opReturn && rec.state.Open():
+			to = stockguard.OrderReturned
+		default:
+			continue
+		}
+		moved = append(moved, c.order.id, to)
+		if rec.state == stockguard.OrderHeld {
+			cleared = append(cleared, c.order.id)
+		}
+		if to != stockguard.OrderTaken {
+			for _, ln := range rec.lines {
+				delta[ln.SKU] += ln.Qty
+			}
+		}
+	}
+	if err := g.insert(ctx, placed); err != nil {
+		return err
+	}
+	if len(moved) > 0 {
+		var b strings.Builder
+		ids := make([]any, 0, len(moved)/2)
+		b.WriteString("UPDATE " + g.lq.orders + " SET state = CASE id")
+		for i := 0; i < len(moved); i += 2 {
+			b.WriteString(" WHEN ? THEN ?")
+			ids = append(ids, moved[i])
+		}
+		b.WriteString(" END, changed_at = " + now + " WHERE id IN (" + list(len(ids)) + ")")
+		if _, err := g.tx.ExecContext(ctx, b.String(), append(moved, ids...)...); err != nil {
+			return classify(ctx, err, unsent)
+		}
+	}
+	if len(cleared) > 0 {
+		if _, err := g.tx.ExecContext(ctx, "UPDATE "+g.lq.lines+" SET expires = NULL WHERE order_id IN ("+list(len(cleared))+")", cleared...); err != nil {
+			return classify(ctx, err, unsent)
+		}
+	}
+	return g.change(ctx, delta)
+}
+
+// insert records orders (granted in this batch) and their lines with one
+// multi-row INSERT each, IDs in order. A hold's deadline is the server's
+// clock at the stock read plus its ttl, the same value in both tables.
+func (g *groupTx) insert(ctx context.Context, placed []*orderCall) error {
+	if len(placed) == 0 {
+		return nil
+	}
+	slices.SortFunc(placed, func(x, y *orderCall) int { return cmp.Compare(x.order.id, y.order.id) })
+	const at = "'1970-01-01' + INTERVAL ? MICROSECOND"
+	var b strings.Builder
+	b.WriteString("INSERT INTO " + g.lq.orders + " (id, kind, state, deadline, created_at, changed_at) VALUES ")
+	args := make([]any, 0, 4*len(placed))
+	nlines := 0
+	for i, c := range placed {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?, " + at + ", " + now + ", " + now + ")")
+		state, deadline := stockguard.OrderTaken, sql.NullInt64{}
+		if c.order.kind == kindHold {
+			state, deadline = stockguard.OrderHeld, sql.NullInt64{Int64: g.nowUS + micros(c.order.ttl), Valid: true}
+		}
+		args = append(args, c.order.id, c.order.kind, state, deadline)
+		nlines += len(c.order.lines)
+	}
+	if _, err := g.tx.ExecContext(ctx, b.String(), args...); err != nil {
+		if isServerError(err, erDupEntry) {
+			return errDuplicate
+		}
+		return classify(ctx, err, unsent)
+	}
+	b.Reset()
+	b.WriteString("INSERT INTO " + g.lq.lines + " (order_id, sku, qty, expires) VALUES ")
+	args = make([]any, 0, 4*nlines)
+	first := true
+	for _, c := range placed {
+		var expires sql.NullInt64
+		if c.order.kind == kindHold {
+			expires = sql.NullInt64{Int64: g.nowUS + micros(c.order.ttl), Valid: true}
+		}
+		for _, ln := range c.order.lines {
+			if !first {
+				b.WriteString(", ")
+			}
+			first = false
+			b.WriteString("(?, ?, ?, " + at + ")")
+			args = append(args, c.order.id, ln.SKU, ln.Qty, expires)
+		}
+	}
+	_, err := g.tx.ExecContext(ctx, b.String(), args...)
+	return classify(ctx, err, unsent)
+}
+
+// change adds delta to each SKU row in one UPDATE; rows are locked
+// already.
+func (g *groupTx) change(ctx context.Context, delta map[string]int64) error {
+	lines := make([]stockguard.Line, 0, len(delta))
+	for sku, d := range delta {
+		if d != 0 {
+			lines = append(lines, stockguard.Line{SKU: sku, Qty: d})
+		}
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	slices.SortFunc(lines, func(x, y stockguard.Line) int { return cmp.Compare(x.SKU, y.SKU) })
+	cases, args := caseSKU(lines)
+	for _, ln := range lines {
+		args = append(args, ln.SKU)
+	}
+	_, err := g.tx.ExecContext(ctx, "UPDATE "+g.lq.stock+" SET qty = qty + "+cases+", version = version + 1 WHERE sku IN ("+list(len(lines))+")", args...)
+	return classify(ctx, err, unsent)
+}
+
+// settleRecorded answers the Take and Hold calls whose ID is recorded from
+// their records, for good, and has the batch tried again without them.
+func (b *Batched) settleRecorded(ctx context.Context, conn *sqlx.Conn, calls []orderCall) error {
+	var ids []any
+	for _, c := range calls {
+		if c.op == opPlace {
+			ids = append(ids, c.order.id)
+		}
+	}
+	var found []string
+	if err := sel(ctx, conn, &found, "SELECT id FROM "+b.lq.orders+" WHERE id IN ("+list(len(ids))+")", ids...); err != nil {
+		return classify(ctx, err, unsent)
+	}
+	for i := range calls {
+		c := &calls[i]
+		c.final, c.answer = false, nil
+		if c.op != opPlace || !slices.Contains(found, c.order.id) {
+			continue
+		}
+		rec, ok, err := b.read(ctx, conn, c.order.id)
+		if err != nil {
+			return err
+		}
+		if ok {
+			c.final, c.answer = true, resolve(c.order.id, rec, c.order.kind, c.order.lines)
+		}
+	}
+	return stockguard.Retry(errDuplicate)
+}
