@@ -118,7 +118,11 @@ func ordersBench(b *testing.B, db *sqlx.DB, table string, o stockguard.Orders, o
 	b.ReportMetric(float64(errs)/float64(b.N), "errors/op")
 	if bt, ok := o.(*Batched); ok {
 		s := bt.Stats()
-		b.ReportMetric(float64(s.Requests)/float64(max(1, s.Batches)), "requests/batch")
+		if op == "decrement" {
+			b.ReportMetric(float64(s.Requests)/float64(max(1, s.Batches)), "requests/batch")
+		} else {
+			b.ReportMetric(float64(s.OrderCalls)/float64(max(1, s.OrderBatches)), "orders/commit")
+		}
 	}
 	if op != "decrement" {
 		b.ReportMetric(ledgerBytes(b, db, table), "ledger-B/order")

@@ -1,0 +1,150 @@
+package mysqllock
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/combine/combinetest"
+)
+
+// queueBehind holds sku's row, starts a Take on it that waits for the
+// row, and returns a function that lets it go and checks its answer:
+// order calls made meanwhile queue for one batch.
+func queueBehind(t *testing.T, b *Batched, table, sku string) func() {
+	t.Helper()
+	tx := holdRow(t, b.db, table, sku, "FOR UPDATE")
+	first := make(chan error, 1)
+	go func() { first <- b.Take(t.Context(), "first-"+sku, line(sku, 1)) }()
+	waitingOn(t, b.db, "SELECT sku, qty")
+	return func() {
+		t.Helper()
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		want(t, "first", <-first, nil)
+	}
+}
+
+// Carts of several lines from many buyers share one transaction: each is
+// granted or refused whole, in arrival order, and a refused cart leaves
+// its batch-mates alone.
+func TestBatched_Take_groupCommitAcrossSKUs(t *testing.T) {
+	db := testDB(t, interpolate)
+	table := newTable(t, db)
+	ctx := t.Context()
+	b := NewBatched(db, WithTable(table))
+	for sku, qty := range map[string]int64{"gate": 10, "a": 100, "b": 100, "scarce": 3} {
+		if err := b.SetStock(ctx, sku, qty); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release := queueBehind(t, b, table, "gate")
+	// Queued in this order: carts 0–3 take one "scarce" unit each (the
+	// fourth is refused whole), carts 4–7 take "a" and "b" only.
+	const carts = 8
+	results := make([]chan error, carts)
+	for i := range carts {
+		results[i] = make(chan error, 1)
+		lines := []stockguard.Line{line("a", 2), line("b", 1)}
+		if i < 4 {
+			lines = append(lines, line("scarce", 1))
+		}
+		go func() { results[i] <- b.Take(ctx, fmt.Sprintf("cart-%d", i), lines...) }()
+		combinetest.Queued(t, b.orders, orderQueue, i+1)
+	}
+	before := b.Stats()
+	release()
+	for i, ch := range results {
+		target := error(nil)
+		if i == 3 {
+			target = stockguard.ErrInsufficientStock
+		}
+		want(t, fmt.Sprintf("cart %d", i), <-ch, target)
+	}
+	// The first call's own write, then one batch of every cart.
+	if got := b.Stats(); got.OrderBatches-before.OrderBatches != 2 || got.OrderCalls-before.OrderCalls != carts+1 {
+		t.Errorf("%d calls in %d batches, want %d in 2", got.OrderCalls-before.OrderCalls, got.OrderBatches-before.OrderBatches, carts+1)
+	}
+	if n := ledgerRows(t, db, table, "cart-3"); n != 0 {
+		t.Errorf("the refused cart left %d ledger rows", n)
+	}
+	for sku, left := range map[string]int64{"a": 100 - 7*2, "b": 100 - 7, "scarce": 0, "gate": 9} {
+		if got := stockOf(t, b, sku); got != left {
+			t.Errorf("%s: %d left, want %d", sku, got, left)
+		}
+	}
+}
+
+// A Return's units come back within its batch: a Take queued after it in
+// the same batch gets them, and one queued before it does not.
+func TestBatched_Return_unitsServeLaterCallsInBatch(t *testing.T) {
+	db := testDB(t, interpolate)
+	table := newTable(t, db)
+	ctx := t.Context()
+	b := NewBatched(db, WithTable(table))
+	for _, sku := range []string{"gate", "x"} {
+		if err := b.SetStock(ctx, sku, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want(t, "Hold", b.Hold(ctx, "held", stockguard.MaxHoldTTL, line("x", 2)), nil)
+	release := queueBehind(t, b, table, "gate")
+	calls := []func() error{
+		func() error { return b.Take(ctx, "early", line("x", 2)) },
+		func() error { return b.Return(ctx, "held") },
+		func() error { return b.Take(ctx, "late", line("x", 2)) },
+		func() error { return b.Confirm(ctx, "held") },
+	}
+	results := make([]chan error, len(calls))
+	for i, call := range calls {
+		results[i] = make(chan error, 1)
+		go func() { results[i] <- call() }()
+		combinetest.Queued(t, b.orders, orderQueue, i+1)
+	}
+	release()
+	for i, target := range []error{stockguard.ErrInsufficientStock, nil, nil, stockguard.ErrOrderClosed} {
+		want(t, fmt.Sprintf("call %d", i), <-results[i], target)
+	}
+	if s := stateOf(t, b, "held"); s != stockguard.OrderReturned {
+		t.Errorf("held: %v, want returned", s)
+	}
+	if got := stockOf(t, b, "x"); got != 0 {
+		t.Errorf("x: %d left, want 0", got)
+	}
+}
+
+// A Take retried in a later batch, with the first one's stock gone, is
+// answered from its record, not refused; and a batch whose order is
+// recorded already still grants its batch-mates.
+func TestBatched_Take_retriedAfterSoldOut(t *testing.T) {
+	db := testDB(t, interpolate)
+	table := newTable(t, db)
+	ctx := t.Context()
+	b := NewBatched(db, WithTable(table))
+	for _, sku := range []string{"gate", "x"} {
+		if err := b.SetStock(ctx, sku, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want(t, "Take", b.Take(ctx, "o", line("x", 2)), nil)
+	if err := b.SetStock(ctx, "x", 1); err != nil {
+		t.Fatal(err)
+	}
+	release := queueBehind(t, b, table, "gate")
+	again, mate := make(chan error, 1), make(chan error, 1)
+	go func() { again <- b.Take(ctx, "o", line("x", 2)) }()
+	combinetest.Queued(t, b.orders, orderQueue, 1)
+	go func() { mate <- b.Take(ctx, "mate", line("x", 1)) }()
+	combinetest.Queued(t, b.orders, orderQueue, 2)
+	release()
+	want(t, "Take again", <-again, nil)
+	want(t, "mate", <-mate, nil)
+	if got := stockOf(t, b, "x"); got != 0 {
+		t.Errorf("x: %d left, want 0", got)
+	}
+	if err := b.Take(ctx, "o", line("x", 1)); !errors.Is(err, stockguard.ErrOrderMismatch) {
+		t.Errorf("Take with other lines: %v, want ErrOrderMismatch", err)
+	}
+}
