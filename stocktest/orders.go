@@ -98,6 +98,7 @@ func (s Suite) OrdersCases() []OrdersCase {
 		s.ordersCase("NilContext", checkOrdersNilContext),
 		s.ordersCase("CanceledContext", checkOrdersCanceled),
 		s.ordersCase("Expiry", checkExpiry),
+		s.ordersCase("ManyExpired", checkManyExpired),
 		s.ordersCase("Concurrent", checkConcurrentOrders),
 		s.ordersCase("Linearizable/OneOrder", checkOrderLinearizable),
 	}
