@@ -92,7 +92,7 @@ type ledgerQueries struct {
 	setState     string // state, id
 	clearExpires string // id
 	orderLines   string // id → sku, qty in SKU order
-	candidates   string // sku → IDs of held orders with a line of sku whose deadline passed
+	candidates   string // sku, after → IDs past after of held orders with a line of sku whose deadline passed
 	level        string // sku → qty, whether sku has expired holds
 	hasExpired   string // sku → whether sku has expired holds
 	lockLevel    string // sku → qty, locking the row
@@ -116,7 +116,7 @@ func newLedgerQueries(table string) ledgerQueries {
 		setState:     "UPDATE " + o + " SET state = ?, changed_at = " + now + " WHERE id = ?",
 		clearExpires: "UPDATE " + l + " SET expires = NULL WHERE order_id = ?",
 		orderLines:   "SELECT sku, qty FROM " + l + " WHERE order_id = ? ORDER BY sku",
-		candidates:   fmt.Sprintf("SELECT DISTINCT order_id FROM %s WHERE sku = ? AND expires <= %s ORDER BY order_id LIMIT %d", l, now, candidateBatch),
+		candidates:   fmt.Sprintf("SELECT DISTINCT order_id FROM %s WHERE sku = ? AND expires <= %s AND order_id > ? ORDER BY order_id LIMIT %d", l, now, candidateBatch),
 		level:        "SELECT qty, " + expired + " FROM " + s + " WHERE sku = ?",
 		hasExpired:   "SELECT EXISTS(SELECT 1 FROM " + l + " WHERE sku = ? AND expires <= " + now + ")",
 		lockLevel:    "SELECT qty FROM " + s + " WHERE sku = ? FOR UPDATE",
@@ -381,27 +381,37 @@ func (l *ledger) explainPlain(ctx context.Context, conn *sqlx.Conn, lines []stoc
 // It locks the expired orders' rows after whatever tx holds already,
 // against the package's lock order: a deadlock it causes is broken by
 // InnoDB and retried like any other.
+//
+// It walks the candidates in ID order, a batch at a time, each batch past
+// the last ID of the one before, and stops only when a batch comes back
+// short. Under REPEATABLE READ the candidates come from tx's snapshot, so
+// a batch may name holds that another transaction reclaimed since; those
+// end nothing here, and walking on past them (rather than stopping at a
+// batch that ended nothing) is what reaches the rest however many there
+// are.
 func (l *ledger) reclaimIn(ctx context.Context, tx *sqlx.Tx, own map[string]bool, skus ...string) (int, error) {
 	total := 0
 	for _, sku := range skus {
+		after := ""
 		for {
 			var ids []string
-			if err := tx.SelectContext(ctx, &ids, l.lq.candidates, sku); err != nil {
+			if err := tx.SelectContext(ctx, &ids, l.lq.candidates, sku, after); err != nil {
 				return total, classify(ctx, err, unsent)
 			}
-			found := len(ids)
-			ids = slices.DeleteFunc(ids, func(id string) bool { return own[id] })
 			if len(ids) == 0 {
 				break
 			}
-			n, err := l.expireIn(ctx, tx, ids)
-			total += n
-			if err != nil {
-				return total, err
+			found := len(ids)
+			after = ids[found-1]
+			ids = slices.DeleteFunc(ids, func(id string) bool { return own[id] })
+			if len(ids) > 0 {
+				n, err := l.expireIn(ctx, tx, ids)
+				total += n
+				if err != nil {
+					return total, err
+				}
 			}
-			// Fewer expired than found: the rest changed state meanwhile,
-			// and their lines say so by now.
-			if found < candidateBatch || n == 0 {
+			if found < candidateBatch {
 				break
 			}
 		}

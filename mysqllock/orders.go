@@ -262,7 +262,16 @@ func (l *ledger) Order(ctx context.Context, id string) (stockguard.OrderInfo, er
 // Stock returns the units of sku left, counting those of expired holds,
 // which it reclaims first. It returns an error wrapping
 // stockguard.ErrUnknownSKU when sku was never stocked, ErrInvalidRequest,
+// ErrContention (expired holds kept turning up faster than it could
+// reclaim them, or a deadlock while reclaiming; nothing is lost),
 // ErrUnavailable (the read failed) or the context's error.
+//
+// The level it reports comes from a statement that also found no expired
+// hold of sku: one snapshot in which every hold is either still held or
+// back in the level. A reclaiming transaction's own reads would not do:
+// under REPEATABLE READ they see the snapshot of its first read, which can
+// predate a reclaim another session committed meanwhile — a hold neither
+// held nor back.
 func (l *ledger) Stock(ctx context.Context, sku string) (int64, error) {
 	if err := l.check(ctx, stockguard.ValidateSKU(sku)); err != nil {
 		return 0, err
@@ -270,26 +279,33 @@ func (l *ledger) Stock(ctx context.Context, sku string) (int64, error) {
 	var qty int64
 	err := l.retrier.Do(ctx, func(ctx context.Context) error {
 		return l.pinned(ctx, l.session, func(ctx context.Context, conn *sqlx.Conn) error {
-			var expired bool
-			err := get(ctx, conn, l.lq.level, []any{sku}, &qty, &expired)
-			switch {
-			case isServerError(err, erNoSuchTable):
-				qty, err = l.level(ctx, conn, sku) // no ledger, no holds
-				return err
-			case errors.Is(err, sql.ErrNoRows):
-				return unknownSKU(sku)
-			case err != nil || !expired:
-				return classify(ctx, err, unsent)
-			}
-			// Reclaim, and read the level in the same transaction: what it
-			// reports counts every hold expired by then.
-			return inTx(ctx, conn, func(tx *sqlx.Tx) error {
-				if _, err := l.reclaimIn(ctx, tx, nil, sku); err != nil {
+			for range stockPasses {
+				var expired bool
+				err := get(ctx, conn, l.lq.level, []any{sku}, &qty, &expired)
+				switch {
+				case isServerError(err, erNoSuchTable):
+					qty, err = l.level(ctx, conn, sku) // no ledger, no holds
+					return err
+				case errors.Is(err, sql.ErrNoRows):
+					return unknownSKU(sku)
+				case err != nil || !expired:
+					return classify(ctx, err, unsent)
+				}
+				err = inTx(ctx, conn, func(tx *sqlx.Tx) error {
+					_, err := l.reclaimIn(ctx, tx, nil, sku)
+					return err
+				})
+				if err != nil {
 					return err
 				}
-				return classify(ctx, tx.QueryRowxContext(ctx, l.q.stock, sku).Scan(&qty), unsent)
-			})
+			}
+			return stockguard.Retry(errChanged)
 		})
 	})
 	return qty, err
 }
+
+// stockPasses bounds how many times one attempt of Stock reclaims and
+// reads again before it counts as contended: each pass reclaims every hold
+// expired by its start, so only holds expiring during it need another.
+const stockPasses = 8

@@ -91,6 +91,7 @@ func (s Suite) OrdersCases() []OrdersCase {
 		s.ordersCase("Return", checkReturn),
 		s.ordersCase("UnknownOrder", checkUnknownOrder),
 		s.ordersCase("Restock", checkRestock),
+		s.ordersCase("MaxQty", checkMaxQty),
 		s.ordersCase("Refused", checkRefused),
 		s.ordersCase("AllOrNothing", checkAllOrNothing),
 		s.ordersCase("UnknownSKU", checkOrdersUnknownSKU),
@@ -98,6 +99,7 @@ func (s Suite) OrdersCases() []OrdersCase {
 		s.ordersCase("NilContext", checkOrdersNilContext),
 		s.ordersCase("CanceledContext", checkOrdersCanceled),
 		s.ordersCase("Expiry", checkExpiry),
+		s.ordersCase("ManyExpired", checkManyExpired),
 		s.ordersCase("Concurrent", checkConcurrentOrders),
 		s.ordersCase("Linearizable/OneOrder", checkOrderLinearizable),
 	}
