@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/jmoiron/sqlx"
@@ -24,6 +25,26 @@ func WithBatchSize(n int) Option {
 	return func(o *options) {
 		if o.within("batch size", n, 1, 10_000) {
 			o.batchSize = n
+		}
+	}
+}
+
+// DefaultOrderLanes is NewBatched's default number of order batches one
+// instance has in flight at once.
+const DefaultOrderLanes = 1
+
+// WithOrderLanes sets how many order batches (see Take) one NewBatched
+// instance writes at once, 1–64: an order call joins the lane its ID
+// hashes to, so calls with one ID always share a lane. More lanes overlap
+// one batch's round trips and COMMIT with another's; batches of different
+// lanes that share SKUs queue on those rows, in SKU order, never
+// deadlocking, but a batch holds its rows from its read to its COMMIT, so
+// lanes that share a hot SKU wait for each other (on a zipf checkout over
+// 1000 SKUs 4 lanes measured slower than 1). Default DefaultOrderLanes (1).
+func WithOrderLanes(n int) Option {
+	return func(o *options) {
+		if o.within("order lanes", n, 1, 64) {
+			o.orderLanes = n
 		}
 	}
 }
@@ -70,7 +91,8 @@ func WithBatchSize(n int) Option {
 type Batched struct {
 	ledger
 	writes *combine.Combiner[request]   // Decrements, per SKU
-	orders *combine.Combiner[orderCall] // order calls, one queue
+	orders *combine.Combiner[orderCall] // order calls, one queue per lane
+	lanes  []string                     // the order queues' keys
 }
 
 var (
@@ -80,7 +102,7 @@ var (
 )
 
 // NewBatched returns the combining strategy over db's table (options read:
-// WithTable, WithBatchSize, WithLockWaitTimeout, WithRetry). Each batch
+// WithTable, WithBatchSize, WithOrderLanes, WithLockWaitTimeout, WithRetry). Each batch
 // uses one pooled connection, which gets SET SESSION
 // innodb_lock_wait_timeout once (WithLockWaitTimeout); don't change that
 // variable on the same pool. See NewAtomic for the DSN settings that
@@ -96,6 +118,9 @@ func NewBatched(db *sqlx.DB, opts ...Option) *Batched {
 		Answer: (*request).result,
 	})
 	b.orders = newOrderCombiner(b, o.batchSize)
+	for i := range o.orderLanes {
+		b.lanes = append(b.lanes, orderQueue+strconv.Itoa(i))
+	}
 	return b
 }
 

@@ -22,6 +22,7 @@ type options struct {
 	lockWait    time.Duration
 	lockTimeout time.Duration
 	batchSize   int // NewBatched
+	orderLanes  int // NewBatched
 	segments    int // NewSegmented
 	retention   time.Duration
 	engine      Engine
@@ -182,6 +183,7 @@ func newOptions(opts []Option) options {
 		lockWait:    DefaultLockWaitTimeout,
 		lockTimeout: DefaultNamedLockWait,
 		batchSize:   DefaultBatchSize,
+		orderLanes:  DefaultOrderLanes,
 		segments:    DefaultSegments,
 		retention:   DefaultOrderRetention,
 	}

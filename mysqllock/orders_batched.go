@@ -2,6 +2,7 @@ package mysqllock
 
 import (
 	"context"
+	"hash/fnv"
 	"time"
 
 	"github.com/stockguard/stockguard"
@@ -16,7 +17,7 @@ func (b *Batched) Take(ctx context.Context, id string, lines ...stockguard.Line)
 	if err := b.check(ctx, stockguard.ValidateTake(id, lines)); err != nil {
 		return err
 	}
-	return b.orders.Do(ctx, orderQueue, orderCall{op: opPlace, order: newOrder{id: id, kind: kindTake, lines: stockguard.SortedLines(lines)}})
+	return b.orders.Do(ctx, b.lane(id), orderCall{op: opPlace, order: newOrder{id: id, kind: kindTake, lines: stockguard.SortedLines(lines)}})
 }
 
 // Hold takes every line, or none, under id until Confirm, Return, or ttl
@@ -25,7 +26,7 @@ func (b *Batched) Hold(ctx context.Context, id string, ttl time.Duration, lines 
 	if err := b.check(ctx, stockguard.ValidateHold(id, ttl, lines)); err != nil {
 		return err
 	}
-	return b.orders.Do(ctx, orderQueue, orderCall{op: opPlace, order: newOrder{id: id, kind: kindHold, ttl: ttl, lines: stockguard.SortedLines(lines)}})
+	return b.orders.Do(ctx, b.lane(id), orderCall{op: opPlace, order: newOrder{id: id, kind: kindHold, ttl: ttl, lines: stockguard.SortedLines(lines)}})
 }
 
 // Confirm makes the hold under id taken for good, in a batch with the
@@ -34,7 +35,7 @@ func (b *Batched) Confirm(ctx context.Context, id string) error {
 	if err := b.check(ctx, stockguard.ValidateID(id)); err != nil {
 		return err
 	}
-	return b.orders.Do(ctx, orderQueue, orderCall{op: opConfirm, order: newOrder{id: id}})
+	return b.orders.Do(ctx, b.lane(id), orderCall{op: opConfirm, order: newOrder{id: id}})
 }
 
 // Return gives the units of the order under id back, exactly once, in a
@@ -44,5 +45,16 @@ func (b *Batched) Return(ctx context.Context, id string) error {
 	if err := b.check(ctx, stockguard.ValidateID(id)); err != nil {
 		return err
 	}
-	return b.orders.Do(ctx, orderQueue, orderCall{op: opReturn, order: newOrder{id: id}})
+	return b.orders.Do(ctx, b.lane(id), orderCall{op: opReturn, order: newOrder{id: id}})
+}
+
+// lane returns the order queue of id: one per ID, so that two calls with
+// one ID never run in two batches at once.
+func (b *Batched) lane(id string) string {
+	if len(b.lanes) == 1 {
+		return b.lanes[0]
+	}
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return b.lanes[h.Sum32()%uint32(len(b.lanes))]
 }

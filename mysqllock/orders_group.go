@@ -18,8 +18,8 @@ import (
 
 // Group commit of orders (NewBatched's Take, Hold, Confirm and Return).
 //
-// Every order call of an instance joins one queue, whatever its SKUs, and
-// a batch of them — carts of any number of lines from many buyers — is one
+// Every order call of an instance joins the queue of its lane (its ID's
+// hash, see WithOrderLanes), whatever its SKUs, and a batch of them — carts of any number of lines from many buyers — is one
 // transaction:
 //
 //	BEGIN
@@ -57,8 +57,9 @@ import (
 // expires is thus back for the first batch that needs its units, without
 // a sweeper and without a transaction of its own.
 
-// orderQueue is the combiner key every order call of an instance shares.
-const orderQueue = "orders"
+// orderQueue prefixes the combiner keys of the order lanes (see
+// WithOrderLanes).
+const orderQueue = "orders/"
 
 // orderOp is the call an orderCall carries.
 type orderOp int8

@@ -34,7 +34,7 @@ func TestBatched_Take_groupCommitAcrossSKUs(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
 	ctx := t.Context()
-	b := NewBatched(db, WithTable(table))
+	b := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the calls below share a batch
 	for sku, qty := range map[string]int64{"gate": 10, "a": 100, "b": 100, "scarce": 3} {
 		if err := b.SetStock(ctx, sku, qty); err != nil {
 			t.Fatal(err)
@@ -52,7 +52,7 @@ func TestBatched_Take_groupCommitAcrossSKUs(t *testing.T) {
 			lines = append(lines, line("scarce", 1))
 		}
 		go func() { results[i] <- b.Take(ctx, fmt.Sprintf("cart-%d", i), lines...) }()
-		combinetest.Queued(t, b.orders, orderQueue, i+1)
+		combinetest.Queued(t, b.orders, b.lanes[0], i+1)
 	}
 	before := b.Stats()
 	release()
@@ -83,7 +83,7 @@ func TestBatched_Return_unitsServeLaterCallsInBatch(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
 	ctx := t.Context()
-	b := NewBatched(db, WithTable(table))
+	b := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the calls below share a batch
 	for _, sku := range []string{"gate", "x"} {
 		if err := b.SetStock(ctx, sku, 2); err != nil {
 			t.Fatal(err)
@@ -101,7 +101,7 @@ func TestBatched_Return_unitsServeLaterCallsInBatch(t *testing.T) {
 	for i, call := range calls {
 		results[i] = make(chan error, 1)
 		go func() { results[i] <- call() }()
-		combinetest.Queued(t, b.orders, orderQueue, i+1)
+		combinetest.Queued(t, b.orders, b.lanes[0], i+1)
 	}
 	release()
 	for i, target := range []error{stockguard.ErrInsufficientStock, nil, nil, stockguard.ErrOrderClosed} {
@@ -122,7 +122,7 @@ func TestBatched_Take_retriedAfterSoldOut(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
 	ctx := t.Context()
-	b := NewBatched(db, WithTable(table))
+	b := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the calls below share a batch
 	for _, sku := range []string{"gate", "x"} {
 		if err := b.SetStock(ctx, sku, 2); err != nil {
 			t.Fatal(err)
@@ -135,9 +135,9 @@ func TestBatched_Take_retriedAfterSoldOut(t *testing.T) {
 	release := queueBehind(t, b, table, "gate")
 	again, mate := make(chan error, 1), make(chan error, 1)
 	go func() { again <- b.Take(ctx, "o", line("x", 2)) }()
-	combinetest.Queued(t, b.orders, orderQueue, 1)
+	combinetest.Queued(t, b.orders, b.lanes[0], 1)
 	go func() { mate <- b.Take(ctx, "mate", line("x", 1)) }()
-	combinetest.Queued(t, b.orders, orderQueue, 2)
+	combinetest.Queued(t, b.orders, b.lanes[0], 2)
 	release()
 	want(t, "Take again", <-again, nil)
 	want(t, "mate", <-mate, nil)

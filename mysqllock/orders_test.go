@@ -383,7 +383,7 @@ func TestBatched_Take_partialBatch(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
 	ctx := t.Context()
-	b := NewBatched(db, WithTable(table))
+	b := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the Takes below share a batch
 	if err := b.SetStock(ctx, "hot", 10); err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +396,7 @@ func TestBatched_Take_partialBatch(t *testing.T) {
 		results[i] = make(chan error, 1)
 		go func() { results[i] <- b.Take(ctx, fmt.Sprintf("o%d", i), line("hot", 3)) }()
 	}
-	combinetest.Queued(t, b.orders, orderQueue, len(results))
+	combinetest.Queued(t, b.orders, b.lanes[0], len(results))
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
