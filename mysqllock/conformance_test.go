@@ -67,6 +67,7 @@ func TestOrders_conformance(t *testing.T) {
 		{"default", func(*mysql.Config) {}},
 		{"interpolateParams", interpolate},
 		{"clientFoundRows", func(c *mysql.Config) { c.ClientFoundRows = true }},
+		{"multiStatements", multi},
 	}
 	for _, d := range dsns {
 		db := testDB(t, d.edit)

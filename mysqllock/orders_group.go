@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"maps"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/combine"
@@ -144,23 +146,104 @@ type orderAttempt struct {
 }
 
 // writeOrders is one attempt at a batch: the transaction above, then, when
-// an ID turned out recorded, the answers from the records.
+// an ID turned out recorded, the answers from the records. When the pool's
+// connections take several statements in one round trip (see
+// multiStatements), the transaction costs two: its BEGIN rides with the
+// first read, and every write rides with its COMMIT.
 func (b *Batched) writeOrders(ctx context.Context, conn *sqlx.Conn, calls []orderCall) error {
-	err := inTx(ctx, conn, func(tx *sqlx.Tx) error {
-		g := groupTx{ledger: &b.ledger, tx: tx, calls: calls}
-		return g.run(ctx)
-	})
+	multi, err := b.multi.check(ctx, conn)
+	if err != nil {
+		return err
+	}
+	err = errNeedsTx
+	if multi {
+		err = b.writeOrdersMulti(ctx, conn, calls)
+	}
+	if errors.Is(err, errNeedsTx) {
+		err = inTx(ctx, conn, func(tx *sqlx.Tx) error {
+			g := groupTx{ledger: &b.ledger, q: tx, tx: tx, calls: calls}
+			return g.run(ctx)
+		})
+	}
 	if errors.Is(err, errDuplicate) {
 		return b.settleRecorded(ctx, conn, calls)
 	}
 	return err
 }
 
+// errNeedsTx sends a batch from the multi-statement path to the
+// transaction path: reclaiming expired holds runs the ledger's own
+// statements in a database/sql transaction.
+var errNeedsTx = errors.New("mysqllock: the batch needs a database/sql transaction")
+
+// writeOrdersMulti is the batch's transaction in two round trips:
+//
+//	START TRANSACTION; SELECT … FOR UPDATE; SELECT id FROM orders …
+//	INSERT …; INSERT …; UPDATE …; COMMIT
+//
+// A statement that fails stops the rest, COMMIT included: the transaction
+// is still open and is rolled back. The connection must not go back to the
+// pool inside a transaction, so when the ROLLBACK cannot be sent the
+// connection is discarded.
+func (b *Batched) writeOrdersMulti(ctx context.Context, conn *sqlx.Conn, calls []orderCall) error {
+	done, err := enter(ctx, phaseTx)
+	if err != nil {
+		return err
+	}
+	g := groupTx{ledger: &b.ledger, q: conn, calls: calls, begin: "START TRANSACTION; "}
+	err = g.run(ctx)
+	done()
+	if err == nil {
+		if err = g.commit(ctx); err == nil {
+			return nil
+		}
+	}
+	if g.begin == "" { // START TRANSACTION was sent
+		if _, rerr := conn.ExecContext(ctx, "ROLLBACK"); rerr != nil {
+			conn.Raw(func(any) error { return driver.ErrBadConn }) // database/sql closes it
+		}
+	}
+	return err
+}
+
+// commit sends the writes the batch collected, and COMMIT, in one round
+// trip, as a supervised write. A duplicate ID, a deadlock or a busy row
+// fails its statement before COMMIT ran: nothing applied. Any other
+// failure may have come from COMMIT itself: the outcome is unknown.
+func (g *groupTx) commit(ctx context.Context) error {
+	done, err := enter(ctx, phaseWrite)
+	if err != nil {
+		return err
+	}
+	defer done()
+	_, err = g.q.ExecContext(ctx, strings.Join(append(g.pending, "COMMIT"), "; "), g.pendingArgs...)
+	var me *mysql.MySQLError
+	switch {
+	case err == nil:
+		return nil
+	case isServerError(err, erDupEntry):
+		return errDuplicate
+	case errors.As(err, &me) && (me.Number == erLockDeadlock || me.Number == erLockWaitTimeout):
+		return classify(ctx, err, unsent)
+	case errors.As(err, &me):
+		return fmt.Errorf("%w: the batch's writes and COMMIT failed: %w", stockguard.ErrOutcomeUnknown, err)
+	}
+	return classify(ctx, err, sent)
+}
+
 // groupTx is the state of one batch's transaction.
 type groupTx struct {
 	*ledger
-	tx    *sqlx.Tx
+	q     querier  // tx, or the connection on the multi-statement path
+	tx    *sqlx.Tx // nil on the multi-statement path
 	calls []orderCall
+
+	// The multi-statement path: begin prefixes the first read until it is
+	// sent; writes collect in pending until commit.
+	begin       string
+	pending     []string
+	pendingArgs []any
+	recorded    []string // multi-statement path: IDs of the batch's orders recorded already
 
 	records map[string]orderRecord // Confirm/Return IDs, locked
 	levels  map[string]int64       // the batch's SKU rows, locked
@@ -212,7 +295,9 @@ func (g *groupTx) refusedUnrecorded(ctx context.Context) error {
 		return nil
 	}
 	var found []string
-	if err := sel(ctx, g.tx, &found, "SELECT id FROM "+g.lq.orders+" WHERE id IN ("+list(len(ids))+")", ids...); err != nil {
+	if g.tx == nil {
+		found = g.recorded // read with the stock rows
+	} else if err := sel(ctx, g.tx, &found, "SELECT id FROM "+g.lq.orders+" WHERE id IN ("+list(len(ids))+")", ids...); err != nil {
 		return classify(ctx, err, unsent)
 	}
 	if len(found) > 0 {
@@ -241,7 +326,7 @@ func (g *groupTx) read(ctx context.Context) error {
 		slices.SortFunc(ids, func(x, y any) int { return cmp.Compare(x.(string), y.(string)) })
 		q := "SELECT o.id, o.kind, o.state, COALESCE(o.deadline <= " + now + ", FALSE), l.sku, l.qty FROM " +
 			g.lq.orders + " o JOIN " + g.lq.lines + " l ON l.order_id = o.id WHERE o.id IN (" + list(len(ids)) + ") ORDER BY o.id, l.sku FOR UPDATE"
-		err := eachRow(ctx, g.tx, q, ids, func(rows *sql.Rows) error {
+		err := g.each(ctx, q, ids, func(rows *sql.Rows) error {
 			var id string
 			var rec orderRecord
 			var ln stockguard.Line
@@ -284,13 +369,38 @@ func (g *groupTx) read(ctx context.Context) error {
 	slices.SortFunc(skus, func(x, y any) int { return cmp.Compare(x.(string), y.(string)) })
 	q := "SELECT sku, qty, TIMESTAMPDIFF(MICROSECOND, '1970-01-01', " + now + ") FROM " + g.lq.stock +
 		" WHERE sku IN (" + list(len(skus)) + ") ORDER BY sku FOR UPDATE"
-	err := eachRow(ctx, g.tx, q, skus, func(rows *sql.Rows) error {
+	scans := []func(*sql.Rows) error{func(rows *sql.Rows) error {
 		var sku string
 		var qty int64
 		err := rows.Scan(&sku, &qty, &g.nowUS)
 		g.levels[sku] = qty
 		return err
-	})
+	}}
+	if g.tx == nil {
+		// Whether the batch's orders are recorded already, in the same
+		// round trip: a consistent read after the rows are locked.
+		var ids []any
+		for _, c := range g.calls {
+			if c.op == opPlace {
+				ids = append(ids, c.order.id)
+			}
+		}
+		if len(ids) > 0 {
+			q += "; SELECT id FROM " + g.lq.orders + " WHERE id IN (" + list(len(ids)) + ")"
+			skus = append(skus, ids...)
+			g.recorded = g.recorded[:0]
+			scans = append(scans, func(rows *sql.Rows) error {
+				var id string
+				err := rows.Scan(&id)
+				g.recorded = append(g.recorded, id)
+				return err
+			})
+		}
+	}
+	err := g.each(ctx, q, skus, scans...)
+	if err == nil && len(g.recorded) > 0 {
+		return errDuplicate
+	}
 	if err == nil && g.nowUS == 0 {
 		// No SKU of the batch is stocked: nothing is granted, and no clock
 		// is needed.
@@ -376,9 +486,12 @@ func (g *groupTx) reclaimShort(ctx context.Context, short []string) (int, error)
 		args[i] = sku
 	}
 	var expired []string
-	err := sel(ctx, g.tx, &expired, "SELECT DISTINCT sku FROM "+g.lq.lines+" WHERE sku IN ("+list(len(args))+") AND expires <= "+now+" ORDER BY sku", args...)
+	err := sel(ctx, g.q, &expired, "SELECT DISTINCT sku FROM "+g.lq.lines+" WHERE sku IN ("+list(len(args))+") AND expires <= "+now+" ORDER BY sku", args...)
 	if err != nil || len(expired) == 0 {
 		return 0, classify(ctx, err, unsent)
+	}
+	if g.tx == nil {
+		return 0, errNeedsTx
 	}
 	return g.reclaimIn(ctx, g.tx, nil, expired...)
 }
@@ -441,12 +554,12 @@ func (g *groupTx) write(ctx context.Context) error {
 			ids = append(ids, moved[i])
 		}
 		b.WriteString(" END, changed_at = " + now + " WHERE id IN (" + list(len(ids)) + ")")
-		if _, err := g.tx.ExecContext(ctx, b.String(), append(moved, ids...)...); err != nil {
+		if err := g.exec(ctx, b.String(), append(moved, ids...)...); err != nil {
 			return classify(ctx, err, unsent)
 		}
 	}
 	if len(cleared) > 0 {
-		if _, err := g.tx.ExecContext(ctx, "UPDATE "+g.lq.lines+" SET expires = NULL WHERE order_id IN ("+list(len(cleared))+")", cleared...); err != nil {
+		if err := g.exec(ctx, "UPDATE "+g.lq.lines+" SET expires = NULL WHERE order_id IN ("+list(len(cleared))+")", cleared...); err != nil {
 			return classify(ctx, err, unsent)
 		}
 	}
@@ -478,7 +591,7 @@ func (g *groupTx) insert(ctx context.Context, placed []*orderCall) error {
 		args = append(args, c.order.id, c.order.kind, state, deadline)
 		nlines += len(c.order.lines)
 	}
-	if _, err := g.tx.ExecContext(ctx, b.String(), args...); err != nil {
+	if err := g.exec(ctx, b.String(), args...); err != nil {
 		if isServerError(err, erDupEntry) {
 			return errDuplicate
 		}
@@ -502,8 +615,7 @@ func (g *groupTx) insert(ctx context.Context, placed []*orderCall) error {
 			args = append(args, c.order.id, ln.SKU, ln.Qty, expires)
 		}
 	}
-	_, err := g.tx.ExecContext(ctx, b.String(), args...)
-	return classify(ctx, err, unsent)
+	return classify(ctx, g.exec(ctx, b.String(), args...), unsent)
 }
 
 // change adds delta to each SKU row in one UPDATE; rows are locked
@@ -523,8 +635,7 @@ func (g *groupTx) change(ctx context.Context, delta map[string]int64) error {
 	for _, ln := range lines {
 		args = append(args, ln.SKU)
 	}
-	_, err := g.tx.ExecContext(ctx, "UPDATE "+g.lq.stock+" SET qty = qty + "+cases+", version = version + 1 WHERE sku IN ("+list(len(lines))+")", args...)
-	return classify(ctx, err, unsent)
+	return classify(ctx, g.exec(ctx, "UPDATE "+g.lq.stock+" SET qty = qty + "+cases+", version = version + 1 WHERE sku IN ("+list(len(lines))+")", args...), unsent)
 }
 
 // settleRecorded answers the Take and Hold calls whose ID is recorded from
@@ -555,4 +666,85 @@ func (b *Batched) settleRecorded(ctx context.Context, conn *sqlx.Conn, calls []o
 		}
 	}
 	return stockguard.Retry(errDuplicate)
+}
+
+// querier is what a batch's statements run on: its transaction, or its
+// connection on the multi-statement path.
+type querier interface {
+	sqlx.QueryerContext
+	sqlx.ExecerContext
+}
+
+// exec runs a write of the batch, or on the multi-statement path collects
+// it for commit. Its error is the driver's, unclassified.
+func (g *groupTx) exec(ctx context.Context, query string, args ...any) error {
+	if g.tx == nil {
+		g.pending = append(g.pending, query)
+		g.pendingArgs = append(g.pendingArgs, args...)
+		return nil
+	}
+	_, err := g.tx.ExecContext(ctx, query, args...)
+	return err
+}
+
+// each runs query, a read of one or more result sets, as eachRow does,
+// scanning the i-th result set with scans[i]; the first read of the
+// multi-statement path carries its START TRANSACTION.
+func (g *groupTx) each(ctx context.Context, query string, args []any, scans ...func(*sql.Rows) error) error {
+	query, g.begin = g.begin+query, ""
+	done, err := enter(ctx, phaseRead)
+	if err != nil {
+		return err
+	}
+	defer done()
+	rows, err := g.q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return classify(ctx, err, unsent)
+	}
+	defer rows.Close()
+	for i, scan := range scans {
+		if i > 0 && !rows.NextResultSet() {
+			break
+		}
+		for rows.Next() {
+			if err := scan(rows); err != nil {
+				return classify(ctx, err, unsent)
+			}
+		}
+	}
+	return classify(ctx, rows.Err(), unsent)
+}
+
+// multiStatements finds out once whether the pool's connections send
+// several statements, with parameters, in one round trip: the DSN's
+// multiStatements=true and interpolateParams=true. Without them the server
+// refuses the probe's two statements as a syntax error, and batches run
+// statement by statement.
+type multiStatements struct {
+	state atomic.Int32 // 0 unknown, 1 yes, 2 no
+}
+
+func (m *multiStatements) check(ctx context.Context, conn *sqlx.Conn) (bool, error) {
+	switch m.state.Load() {
+	case 1:
+		return true, nil
+	case 2:
+		return false, nil
+	}
+	done, err := enter(ctx, phaseRead) // DO changes nothing
+	if err != nil {
+		return false, err
+	}
+	_, err = conn.ExecContext(ctx, "DO ?; DO ?", 1, 1)
+	done()
+	var me *mysql.MySQLError
+	switch {
+	case err == nil:
+		m.state.Store(1)
+		return true, nil
+	case errors.As(err, &me):
+		m.state.Store(2)
+		return false, nil
+	}
+	return false, classify(ctx, err, unsent)
 }

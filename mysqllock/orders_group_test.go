@@ -5,9 +5,27 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/combine/combinetest"
 )
+
+// multi lets a connection send several statements, with parameters, in
+// one round trip: the batches' two-round-trip path.
+func multi(c *mysql.Config) { c.InterpolateParams, c.MultiStatements = true, true }
+
+// bothPaths runs test over a pool whose batches go statement by statement
+// and over one whose batches take two round trips.
+func bothPaths(t *testing.T, test func(*testing.T, *sqlx.DB)) {
+	for _, p := range []struct {
+		name string
+		edit func(*mysql.Config)
+	}{{"statements", interpolate}, {"multiStatements", multi}} {
+		t.Run(p.name, func(t *testing.T) { test(t, testDB(t, p.edit)) })
+	}
+}
 
 // queueBehind holds sku's row, starts a Take on it that waits for the
 // row, and returns a function that lets it go and checks its answer:
@@ -30,8 +48,9 @@ func queueBehind(t *testing.T, b *Batched, table, sku string) func() {
 // Carts of several lines from many buyers share one transaction: each is
 // granted or refused whole, in arrival order, and a refused cart leaves
 // its batch-mates alone.
-func TestBatched_Take_groupCommitAcrossSKUs(t *testing.T) {
-	db := testDB(t, interpolate)
+func TestBatched_Take_groupCommitAcrossSKUs(t *testing.T) { bothPaths(t, groupCommitAcrossSKUs) }
+
+func groupCommitAcrossSKUs(t *testing.T, db *sqlx.DB) {
 	table := newTable(t, db)
 	ctx := t.Context()
 	b := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the calls below share a batch
@@ -80,7 +99,10 @@ func TestBatched_Take_groupCommitAcrossSKUs(t *testing.T) {
 // A Return's units come back within its batch: a Take queued after it in
 // the same batch gets them, and one queued before it does not.
 func TestBatched_Return_unitsServeLaterCallsInBatch(t *testing.T) {
-	db := testDB(t, interpolate)
+	bothPaths(t, unitsServeLaterCallsInBatch)
+}
+
+func unitsServeLaterCallsInBatch(t *testing.T, db *sqlx.DB) {
 	table := newTable(t, db)
 	ctx := t.Context()
 	b := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the calls below share a batch
@@ -118,8 +140,9 @@ func TestBatched_Return_unitsServeLaterCallsInBatch(t *testing.T) {
 // A Take retried in a later batch, with the first one's stock gone, is
 // answered from its record, not refused; and a batch whose order is
 // recorded already still grants its batch-mates.
-func TestBatched_Take_retriedAfterSoldOut(t *testing.T) {
-	db := testDB(t, interpolate)
+func TestBatched_Take_retriedAfterSoldOut(t *testing.T) { bothPaths(t, retriedAfterSoldOut) }
+
+func retriedAfterSoldOut(t *testing.T, db *sqlx.DB) {
 	table := newTable(t, db)
 	ctx := t.Context()
 	b := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the calls below share a batch
