@@ -15,7 +15,7 @@ import (
 
 // BenchmarkOrders compares, side by side in one run, on one hot SKU that
 // never sells out and 64 workers sharing one instance (interpolateParams
-// on): plain one-unit Decrements against one-unit single-line Take orders
+// and multiStatements on): plain one-unit Decrements against one-unit single-line Take orders
 // under fresh IDs, for NewAtomic and NewBatched; then 5-line carts over 8
 // SKUs. b.N is the number of calls. Metrics: calls/s (successful ones),
 // p50-ms and p99-ms, errors/op, and for orders ledger-B/order: the bytes
@@ -25,7 +25,7 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkOrders -benchtime 20000x ./mysqllock/
 func BenchmarkOrders(b *testing.B) {
-	db := testDB(b, interpolate)
+	db := testDB(b, multi)
 	db.SetMaxOpenConns(96) // 64 workers and Batched's drainers, within the shared server's limit
 	const workers = 64
 	for _, name := range []string{"atomic", "batched"} {
