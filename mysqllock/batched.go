@@ -93,7 +93,6 @@ type Batched struct {
 	writes *combine.Combiner[request]   // Decrements, per SKU
 	orders *combine.Combiner[orderCall] // order calls, one queue per lane
 	lanes  []string                     // the order queues' keys
-	multi  multiStatements              // whether a batch may send several statements at once
 }
 
 var (

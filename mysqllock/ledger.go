@@ -28,6 +28,7 @@ type ledger struct {
 	lq      ledgerQueries
 	retrier *stockguard.Retrier
 	session *sessionInit // applied to every connection the ledger uses; nil: none
+	multi   *multiStatements
 }
 
 func newLedger(db *sqlx.DB, o options, session *sessionInit) ledger {
@@ -36,6 +37,7 @@ func newLedger(db *sqlx.DB, o options, session *sessionInit) ledger {
 		lq:      newLedgerQueries(o.table),
 		retrier: stockguard.NewRetrier(o.retryPolicy(stockguard.RetryPolicy{})),
 		session: session,
+		multi:   &multiStatements{},
 	}
 }
 
@@ -144,6 +146,19 @@ type newOrder struct {
 // ID at most one commits. Order rows go first: a concurrent duplicate waits
 // on its ID before it has locked anything else.
 func (l *ledger) record(ctx context.Context, tx *sqlx.Tx, orders []newOrder) error {
+	ordersQ, ordersArgs, linesQ, linesArgs := l.recordStmts(orders)
+	if _, err := tx.ExecContext(ctx, ordersQ, ordersArgs...); err != nil {
+		if isServerError(err, erDupEntry) {
+			return errDuplicate
+		}
+		return classify(ctx, err, unsent)
+	}
+	_, err := tx.ExecContext(ctx, linesQ, linesArgs...)
+	return classify(ctx, err, unsent)
+}
+
+// recordStmts returns record's two INSERTs and their arguments.
+func (l *ledger) recordStmts(orders []newOrder) (ordersQ string, ordersArgs []any, linesQ string, linesArgs []any) {
 	var b strings.Builder
 	b.WriteString("INSERT INTO " + l.lq.orders + " (id, kind, state, deadline, created_at, changed_at) VALUES ")
 	args := make([]any, 0, 4*len(orders))
@@ -160,12 +175,7 @@ func (l *ledger) record(ctx context.Context, tx *sqlx.Tx, orders []newOrder) err
 		args = append(args, o.id, o.kind, state, ttl)
 		nlines += len(o.lines)
 	}
-	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
-		if isServerError(err, erDupEntry) {
-			return errDuplicate
-		}
-		return classify(ctx, err, unsent)
-	}
+	ordersQ, ordersArgs = b.String(), args
 	// A held line's expires is its order's deadline, read back from the row
 	// just written, so that the two are one value.
 	b.Reset()
@@ -187,8 +197,7 @@ func (l *ledger) record(ctx context.Context, tx *sqlx.Tx, orders []newOrder) err
 			}
 		}
 	}
-	_, err := tx.ExecContext(ctx, b.String(), args...)
-	return classify(ctx, err, unsent)
+	return ordersQ, ordersArgs, b.String(), args
 }
 
 // micros returns d in whole microseconds, rounded up: a hold never ends

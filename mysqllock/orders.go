@@ -57,7 +57,14 @@ func (l *ledger) Hold(ctx context.Context, id string, ttl time.Duration, lines .
 func (l *ledger) place(ctx context.Context, o newOrder) error {
 	return l.retrier.Do(ctx, func(ctx context.Context) error {
 		return l.pinned(ctx, l.session, func(ctx context.Context, conn *sqlx.Conn) error {
-			err := inTx(ctx, conn, func(tx *sqlx.Tx) error {
+			multi, err := l.multi.check(ctx, conn, l.engine.known())
+			if err != nil {
+				return err
+			}
+			if multi {
+				return l.settle(ctx, conn, l.placeMulti(ctx, conn, o), o)
+			}
+			err = inTx(ctx, conn, func(tx *sqlx.Tx) error {
 				if err := l.record(ctx, tx, []newOrder{o}); err != nil {
 					return err
 				}
