@@ -189,3 +189,27 @@ func TestNamedLock_Decrement_deadlineWhileWaiting(t *testing.T) {
 		t.Errorf("qty %d, want 10", qty)
 	}
 }
+
+// NewNamedLock refuses TiDB: told the engine, every method fails before any
+// I/O with ErrUnavailable and says why.
+func TestNewNamedLock_refusesTiDB(t *testing.T) {
+	db := testDB(t, interpolate)
+	table := newTable(t, db)
+	mustSet(t, db, table, "hot", 10)
+	n := NewNamedLock(db, WithTable(table), WithEngine(EngineTiDB))
+	for name, err := range map[string]error{
+		"Decrement": n.Decrement(t.Context(), "hot", 1),
+		"SetStock":  n.SetStock(t.Context(), "hot", 5),
+		"WithLock":  n.WithLock(t.Context(), "hot", func(context.Context, *sqlx.Conn) error { return nil }),
+	} {
+		if !errors.Is(err, stockguard.ErrUnavailable) || !strings.Contains(err.Error(), "TiDB") {
+			t.Errorf("%s on TiDB: %v, want ErrUnavailable naming TiDB", name, err)
+		}
+	}
+	if _, err := n.Stock(t.Context(), "hot"); !errors.Is(err, stockguard.ErrUnavailable) {
+		t.Errorf("Stock on TiDB: %v, want ErrUnavailable", err)
+	}
+	if qty, _ := level(t, db, table, "hot"); qty != 10 {
+		t.Errorf("qty %d, want 10", qty)
+	}
+}
