@@ -97,6 +97,9 @@ func (a *Atomic) settleRemote(ctx context.Context, op, id string) (*record, erro
 		}
 		switch {
 		case r.state == 't':
+			if err := a.at("confirmed"); err != nil {
+				return nil, err
+			}
 			a.tidy(ctx, id, r, "finalize")
 		case r.flag == "expired":
 			a.tidy(ctx, id, r, "undo")
