@@ -56,6 +56,7 @@ const (
 	codeOverflow   = -10
 	codeLineUndone = -11
 	codeLineNewer  = -12
+	codeLineArmed  = -13
 )
 
 // flag01 is a script's boolean argument.
