@@ -158,9 +158,8 @@ func TestStrategies_sound(t *testing.T) {
 			s := testServers(t, tg)
 			flash := flash
 			if slices.Contains(tg.Needs, tidbtargets.Name) {
-				// Slower on TiDB: its GET_LOCK opens a session per call, and
-				// tidb-namedlock took 25 s to sell the 300 units on 2 shared
-				// cores. A flash run ends when it sells out.
+				// Slower on TiDB on 2 shared cores. A flash run ends when
+				// it sells out.
 				flash.Duration = time.Minute
 			}
 			for _, w := range []bench.Workload{steady, flash, checkoutWorkload()} {

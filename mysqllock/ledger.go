@@ -99,6 +99,7 @@ type ledgerQueries struct {
 	hasExpired   string // sku → whether sku has expired holds
 	lockLevel    string // sku → qty, locking the row
 	restock      string // qty, sku, MaxQty - qty
+	out          string // sku → units of sku on open orders (held or taken)
 }
 
 // candidateBatch bounds how many expired holds one reclaiming transaction
@@ -123,6 +124,8 @@ func newLedgerQueries(table string) ledgerQueries {
 		hasExpired:   "SELECT EXISTS(SELECT 1 FROM " + l + " WHERE sku = ? AND expires <= " + now + ")",
 		lockLevel:    "SELECT qty FROM " + s + " WHERE sku = ? FOR UPDATE",
 		restock:      "UPDATE " + s + " SET qty = qty + ?, version = version + 1 WHERE sku = ? AND qty <= ?",
+		out: fmt.Sprintf("SELECT COALESCE(SUM(l.qty), 0) FROM %s l JOIN %s o ON o.id = l.order_id WHERE l.sku = ? AND o.kind <> %d AND o.state IN (%d, %d)",
+			l, o, kindRestock, stockguard.OrderHeld, stockguard.OrderTaken),
 	}
 }
 

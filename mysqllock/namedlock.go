@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -53,20 +54,40 @@ var (
 const releaseTimeout = 5 * time.Second
 
 // NewNamedLock returns the GET_LOCK strategy over db's table (options read:
-// WithTable, WithNamedLockTimeout, WithRetry). Lock names are
+// WithTable, WithNamedLockTimeout, WithRetry, WithEngine). It does not run
+// on TiDB (errNamedLockTiDB): with WithEngine(EngineTiDB) every method
+// returns an error wrapping stockguard.ErrUnavailable before any I/O;
+// with the engine detected, from the first use on. Lock names are
 // "stockguard:" and 40 hex digits of SHA-256(database, table, sku), within
 // MySQL's 64-character limit for every valid SKU and distinct across tables
 // and databases of one server. See NewAtomic for the DSN settings that
 // matter; each request holds a connection for its whole duration.
 func NewNamedLock(db *sqlx.DB, opts ...Option) *NamedLock {
 	o := newOptions(opts)
-	return &NamedLock{
+	n := &NamedLock{
 		store:   newStore(db, o),
 		table:   o.table,
 		timeout: o.lockTimeout,
 		retrier: stockguard.NewRetrier(o.retryPolicy(stockguard.RetryPolicy{})),
 	}
+	n.engine.supports = func(e Engine) error {
+		if e == EngineTiDB {
+			return errNamedLockTiDB
+		}
+		return nil
+	}
+	if n.err == nil && o.engine == EngineTiDB {
+		n.err = fmt.Errorf("%w: mysqllock: %w", stockguard.ErrUnavailable, errNamedLockTiDB)
+	}
+	return n
 }
+
+// errNamedLockTiDB is why NewNamedLock refuses TiDB. Measured (issue 26):
+// 22 ops/s, and a bare context deadline error to callers whose own
+// deadline was seconds away — TiDB's GET_LOCK is a pessimistic transaction
+// on an internal table, not a session lock the strategy's contract holds
+// for.
+var errNamedLockTiDB = errors.New("NewNamedLock does not run on TiDB (its GET_LOCK is a transaction on an internal table, slow and outside the error contract): use NewAtomic or NewPessimistic")
 
 // Retries returns how many times a request was tried again: after a
 // deadlock, or a version conflict with a writer that bypassed the lock.
@@ -75,9 +96,11 @@ func (n *NamedLock) Retries() int64 { return n.retrier.Retries() }
 // Decrement takes qty units of sku, all or none. It returns nil or an error
 // wrapping one of stockguard.ErrInsufficientStock, ErrUnknownSKU,
 // ErrInvalidRequest, ErrContention (the lock was not obtained within the
-// timeout, or retries ran out: nothing changed), ErrUnavailable (the server
-// refused, or no connection: nothing changed), ErrOutcomeUnknown (the connection failed after the UPDATE was
-// sent), or the context's error (nothing changed).
+// lock timeout, or retries ran out: nothing changed), ErrUnavailable (the
+// server refused, no connection, or TiDB: nothing changed),
+// ErrOutcomeUnknown (the connection failed after the UPDATE was sent), or
+// the context's error (nothing changed; also when the caller's deadline
+// ended a wait for the lock).
 func (n *NamedLock) Decrement(ctx context.Context, sku string, qty int64) error {
 	if err := n.check(ctx, stockguard.Validate(sku, qty)); err != nil {
 		return err
@@ -132,6 +155,13 @@ func (n *NamedLock) hold(ctx context.Context, sku string, fn func(context.Contex
 	}
 	if !got.Valid || got.Int64 != 1 {
 		conn.Close()
+		if wait < n.timeout {
+			// The caller's deadline, not the lock timeout, bounded the wait:
+			// it is what ended it, and it is due within the server's timer
+			// slack. Its error is the answer, as on every other strategy.
+			<-ctx.Done()
+			return stockguard.Canceled(ctx)
+		}
 		return fmt.Errorf("%w: named lock of %q not obtained within %v", stockguard.ErrContention, sku, wait)
 	}
 	defer n.release(ctx, conn, name, id)

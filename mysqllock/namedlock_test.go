@@ -151,3 +151,65 @@ func TestNamedLock_Decrement_lockBusy(t *testing.T) {
 		t.Errorf("qty %d, want 10", qty)
 	}
 }
+
+// A wait for a busy lock cut short by the caller's deadline is the
+// context's error, as on every other strategy: the lock timeout was not
+// what ended it, so it is no ErrContention.
+func TestNamedLock_Decrement_deadlineWhileWaiting(t *testing.T) {
+	db := testDB(t, interpolate)
+	table := newTable(t, db)
+	mustSet(t, db, table, "hot", 10)
+	holder := NewNamedLock(db, WithTable(table))
+	n := NewNamedLock(db, WithTable(table)) // lock timeout: the default, far above every deadline here
+	held, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- holder.WithLock(t.Context(), "hot", func(context.Context, *sqlx.Conn) error {
+			close(held)
+			<-release
+			return nil
+		})
+	}()
+	<-held
+	for _, d := range []time.Duration{100 * time.Microsecond, time.Millisecond, 20 * time.Millisecond, 100 * time.Millisecond} {
+		for range 20 {
+			ctx, cancel := context.WithTimeout(t.Context(), d)
+			err := n.Decrement(ctx, "hot", 1)
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, stockguard.ErrContention) {
+				t.Errorf("%v deadline on a held lock: %v, want context.DeadlineExceeded", d, err)
+			}
+		}
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if qty, _ := level(t, db, table, "hot"); qty != 10 {
+		t.Errorf("qty %d, want 10", qty)
+	}
+}
+
+// NewNamedLock refuses TiDB: told the engine, every method fails before any
+// I/O with ErrUnavailable and says why.
+func TestNewNamedLock_refusesTiDB(t *testing.T) {
+	db := testDB(t, interpolate)
+	table := newTable(t, db)
+	mustSet(t, db, table, "hot", 10)
+	n := NewNamedLock(db, WithTable(table), WithEngine(EngineTiDB))
+	for name, err := range map[string]error{
+		"Decrement": n.Decrement(t.Context(), "hot", 1),
+		"SetStock":  n.SetStock(t.Context(), "hot", 5),
+		"WithLock":  n.WithLock(t.Context(), "hot", func(context.Context, *sqlx.Conn) error { return nil }),
+	} {
+		if !errors.Is(err, stockguard.ErrUnavailable) || !strings.Contains(err.Error(), "TiDB") {
+			t.Errorf("%s on TiDB: %v, want ErrUnavailable naming TiDB", name, err)
+		}
+	}
+	if _, err := n.Stock(t.Context(), "hot"); !errors.Is(err, stockguard.ErrUnavailable) {
+		t.Errorf("Stock on TiDB: %v, want ErrUnavailable", err)
+	}
+	if qty, _ := level(t, db, table, "hot"); qty != 10 {
+		t.Errorf("qty %d, want 10", qty)
+	}
+}

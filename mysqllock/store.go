@@ -161,11 +161,21 @@ func (s *store) pinnedOn(ctx context.Context, sess *sessionInit, fn func(context
 // dies. So for a supervised request BEGIN and fn are one supervised read,
 // and COMMIT a supervised write.
 func inTx(ctx context.Context, conn *sqlx.Conn, fn func(*sqlx.Tx) error) error {
+	return inTxOpts(ctx, conn, nil, fn)
+}
+
+// readCommitted makes every read of a transaction see what was committed
+// when it ran, not the snapshot of the transaction's first read: a sum
+// read under a row lock is then as current as the row.
+var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+
+// inTxOpts is inTx with the transaction's options.
+func inTxOpts(ctx context.Context, conn *sqlx.Conn, opts *sql.TxOptions, fn func(*sqlx.Tx) error) error {
 	done, err := enter(ctx, phaseTx)
 	if err != nil {
 		return err
 	}
-	tx, err := conn.BeginTxx(ctx, nil)
+	tx, err := conn.BeginTxx(ctx, opts)
 	if err != nil {
 		done()
 		return classify(ctx, err, unsent)

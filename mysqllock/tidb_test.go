@@ -41,7 +41,6 @@ func TestTiDB_conformance(t *testing.T) {
 			return NewPessimistic(db, WithTable(table), WithLockMode(LockNoWait))
 		}},
 		{"optimistic", false, func(table string) stockguard.Inventory { return NewOptimistic(db, WithTable(table)) }},
-		{"namedlock", false, func(table string) stockguard.Inventory { return NewNamedLock(db, WithTable(table)) }},
 		{"segmented", true, func(table string) stockguard.Inventory { return NewSegmented(db, WithTable(table)) }},
 		{"batched", false, func(table string) stockguard.Inventory { return NewBatched(db, WithTable(table)) }},
 	} {
@@ -53,6 +52,14 @@ func TestTiDB_conformance(t *testing.T) {
 			stocktest.Run(t, func(*testing.T) stockguard.Inventory { return c.new(table) })
 		})
 	}
+	t.Run("namedlock-refused", func(t *testing.T) {
+		// Detected, not told: NewNamedLock refuses TiDB at first use.
+		table := newTable(t, db)
+		n := NewNamedLock(db, WithTable(table))
+		if err := n.Decrement(t.Context(), "sku", 1); !errors.Is(err, stockguard.ErrUnavailable) || !strings.Contains(err.Error(), "TiDB") {
+			t.Errorf("NewNamedLock on TiDB: %v, want ErrUnavailable naming TiDB", err)
+		}
+	})
 	for _, name := range orderStrategyNames {
 		t.Run("orders/"+name, func(t *testing.T) {
 			table := newTable(t, db)

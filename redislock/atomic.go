@@ -138,17 +138,27 @@ func (a *Atomic) Decrement(ctx context.Context, sku string, qty int64) error {
 }
 
 // SetStock creates sku with qty units (0…stockguard.MaxQty), or overwrites
-// its stock level, whatever the key held. Units held by orders are not part
-// of the level: they come back on top of it. It returns nil or an error
-// wrapping stockguard.ErrInvalidRequest (before any I/O), the context's
-// error, stockguard.ErrContention or ErrUnavailable (nothing applied; see
-// Decrement) or stockguard.ErrOutcomeUnknown (the SET may have been
-// applied).
+// its stock level, whatever the key held. Units out on open orders are not
+// part of the level: they come back on top of it, so a level that would
+// leave them no room within MaxQty is refused. It returns nil or an error
+// wrapping stockguard.ErrInvalidRequest (before any I/O; or qty plus the
+// units out on open orders would pass MaxQty, nothing changed), the
+// context's error, stockguard.ErrContention or ErrUnavailable (nothing
+// applied; see Decrement) or stockguard.ErrOutcomeUnknown (the write may
+// have been applied).
 func (a *Atomic) SetStock(ctx context.Context, sku string, qty int64) error {
-	if a.err != nil {
-		return a.err
+	if err := a.admit(ctx, stockguard.ValidateSet(sku, qty)); err != nil {
+		return err
 	}
-	return a.levels.Set(ctx, sku, qty)
+	reply, err := setStockScript.Run(ctx, a.scripts, []string{a.keys.Stock(sku), a.holdsKey(sku)}, qty).Slice()
+	if err != nil {
+		return fmt.Errorf("redislock: set stock of %q: %w", sku, redisx.Classify(ctx, err, redisx.Write))
+	}
+	if replyInt(reply, 0) == codeOverflow {
+		return fmt.Errorf("redislock: set stock of %q: %w: a level of %d leaves no room for the %d units out on open orders within %d",
+			sku, stockguard.ErrInvalidRequest, qty, replyInt(reply, 1), int64(stockguard.MaxQty))
+	}
+	return nil
 }
 
 // Stock returns the units of sku left, once every hold due back is back.

@@ -27,6 +27,9 @@ func TestOptions_invalidIsDeferredErrInvalidRequest(t *testing.T) {
 		name string
 		opt  Option
 	}{
+		{"WithPrefix with a hash tag", WithPrefix("{app}:")},
+		{"WithPrefix with an open brace", WithPrefix("app{")},
+		{"WithPrefix with a close brace", WithPrefix("app}")},
 		{"WithLockTTL 0", WithLockTTL(0)},
 		{"WithLockTTL below 1ms", WithLockTTL(time.Microsecond)},
 		{"WithStore nil", WithStore(nil)},

@@ -14,6 +14,28 @@
 --                       has the units, and only the order record may say
 --                       whether they go back, so the SKU side reports it to
 --                       the client instead.
+-- A SKU's units out on open orders — held or taken, one-slot or two-phase —
+-- are counted in its holds as well, as the member OUT scored minus their
+-- number (no member: none), so that Restock and SetStock can refuse a
+-- level that would leave them no room to come back within 2^53-1: a
+-- Return is never refused. Due holds are scored by time, from 0 up, so the
+-- reclaim never meets it. (A taken order whose record retention dropped
+-- stays counted: its units can no longer come back, but nothing tells the
+-- SKU side. The count errs on the side that refuses.)
+local OUT = '#out'
+local MAX = 9007199254740991
+
+local function units_out(holds)
+  return -(tonumber(redis.call('ZSCORE', holds, OUT)) or 0)
+end
+
+-- move_out counts q more units of holds' SKU out (q < 0: back).
+local function move_out(holds, q)
+  if tonumber(redis.call('ZINCRBY', holds, -q, OUT)) >= 0 then
+    redis.call('ZREM', holds, OUT)
+  end
+end
+
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -33,7 +55,7 @@ end
 local function reclaim(stock, holds, now, have, need, budget, remote)
   local examined, off, gave = 0, 0, false
   while true do
-    local due = redis.call('ZRANGEBYSCORE', holds, '-inf', now, 'LIMIT', off, 64)
+    local due = redis.call('ZRANGEBYSCORE', holds, 0, now, 'LIMIT', off, 64)
     examined = examined + #due
     for _, m in ipairs(due) do
       if string.byte(m, 1) == 126 then -- "~": remote
@@ -45,6 +67,7 @@ local function reclaim(stock, holds, now, have, need, budget, remote)
         local q = string.match(m, '^%d+')
         redis.call('ZREM', holds, m)
         redis.call('INCRBY', stock, q)
+        move_out(holds, -tonumber(q))
         have = have + tonumber(q)
         gave = true
       end

@@ -18,7 +18,7 @@
 --   restock  [4] qty [5] retention (ms)
 --   undo     [4] tombstone ttl (ms), "" for none: gives this attempt's (or
 --            an older one's) units back; with a ttl, leaves a tombstone
---   finalize [4] retention (ms): p -> t
+--   finalize [4] retention (ms): p -> t; {-13} for a line a Return armed
 --   arm      p or t -> a
 --   resolve  [4] retention (ms) [5] the record's state ("" none) [6] the
 --            time it was read (us) [7] its hold deadline (us) [8] how long
@@ -27,8 +27,8 @@
 -- Returns {0}; for resolve {1} when it changed the line, {2} when a Return
 -- is deciding it; or {-1|-2|-3}
 -- unknown / short / corrupt SKU, {-8, id...} see orders_decrement.lua,
--- {-10} restock past 2^53-1, {-11} this attempt's line is a tombstone,
--- {-12} a newer attempt owns the line. Nothing changed on a negative reply.
+-- {-10} restock past 2^53-1 with the units out counted, {-11} this attempt's line is a tombstone,
+-- {-12} a newer attempt owns the line, {-13} see finalize. Nothing changed on a negative reply.
 local stock, holds, line = KEYS[1], KEYS[2], KEYS[3]
 local op, id, nonce = ARGV[1], ARGV[2], ARGV[3]
 local member = '~' .. id
@@ -60,6 +60,7 @@ local function back(n, ttl)
   changed = 1
   if st == 'p' or st == 't' or st == 'a' then
     redis.call('INCRBY', stock, qty)
+    move_out(holds, -tonumber(qty))
   end
   redis.call('ZREM', holds, member)
   if ttl then
@@ -96,7 +97,7 @@ if op == 'take' or op == 'restock' then
   end
   local q = tonumber(ARGV[4])
   if op == 'restock' then
-    if have + q > 9007199254740991 then
+    if have + units_out(holds) + q > MAX then
       return {-10}
     end
     if st then
@@ -121,6 +122,7 @@ if op == 'take' or op == 'restock' then
     back(owner)
   end
   redis.call('DECRBY', stock, ARGV[4])
+  move_out(holds, q)
   put('p', ARGV[4], nonce)
   redis.call('ZADD', holds, ARGV[5], member)
   return {0}
@@ -137,6 +139,9 @@ elseif op == 'finalize' then
   if st == 'p' and owner == nonce then
     redis.call('ZREM', holds, member)
     put('t', qty, nonce, ARGV[4])
+  elseif st == 'a' and owner == nonce then
+    -- A Return is deciding: the record may not be sealed under it.
+    return {-13}
   end
 elseif op == 'arm' then
   if (st == 'p' or st == 't') and owner == nonce then

@@ -102,7 +102,7 @@ func (a *Atomic) actLocal(ctx context.Context, op, id string, r *record) (*recor
 
 // restockLocal runs a Restock whose keys share a slot: orders_restock.lua.
 func (a *Atomic) restockLocal(ctx context.Context, id, sku string, qty int64) error {
-	keys := []string{a.orderKey(id), a.keys.Stock(sku)}
+	keys := []string{a.orderKey(id), a.keys.Stock(sku), a.holdsKey(sku)}
 	reply, err := restockScript.Run(ctx, a.scripts, keys, a.retention.Milliseconds(), sku, qty).Slice()
 	if err != nil {
 		return redisx.Classify(ctx, err, redisx.Write)

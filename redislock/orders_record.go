@@ -26,6 +26,7 @@ type record struct {
 	nonce    string            // the two-phase attempt; "" for a one-slot order
 	pending  int64             // two-phase: the attempt's deadline, us
 	deadline int64             // holds: us
+	sealed   bool              // two-phase, taken: every line knows it (see orders_record.lua)
 }
 
 // parseRecord reads a script's reply: the server's time, flag when hasFlag,
@@ -66,6 +67,8 @@ func parseRecord(reply []any, hasFlag bool) (*record, error) {
 			r.pending, err = strconv.ParseInt(v, 10, 64)
 		case f == "d":
 			r.deadline, err = strconv.ParseInt(v, 10, 64)
+		case f == "z":
+			r.sealed = v == "1"
 		case strings.HasPrefix(f, "="):
 			var q int64
 			q, err = strconv.ParseInt(v, 10, 64)

@@ -13,6 +13,12 @@
 -- soon as any op reads the record: the deadline is kept by this server's
 -- clock alone, and a Confirm racing an expiry is decided here, once.
 --
+-- A record's absence tells its lines that their units go back (never
+-- committed, expired, returned): so a record taken (t) is kept with no
+-- expiry until it is sealed (z = 1), which a client does once every line
+-- has heard that it is taken (finalize); only then does its retention
+-- start. A committed take is final whatever becomes of the steps after it.
+--
 -- ARGV[1] op, [2] retention (ms), then per op:
 --   begin   [3] kind [4] random [5] hold ttl (us) [6] pending window (us),
 --           (sku, qty) from [7] on: records a pending attempt unless the
@@ -20,6 +26,7 @@
 --           lines or kind; otherwise as view
 --   view    reads;  commit [3] nonce: p -> h or t;  abort [3] nonce: p -> u;
 --   confirm h -> t;  return h or t -> r;  drop [3] nonce: deletes a u record
+--   seal    [3] nonce: a t record's lines all know it; its retention starts
 -- Every op returns {now, flag, field, value, ...} (no fields: no record);
 -- flag is "new" for a record begun now, "expired" when this op made it e.
 local rec, op, retention = KEYS[1], ARGV[1], tonumber(ARGV[2])
@@ -66,16 +73,30 @@ if op == 'begin' and flag ~= 'new' and s ~= 'p' and s ~= 'u' and not same_lines(
   return {now, 'mismatch'}
 end
 
+-- taken keeps the record until it is sealed (see above).
+local function taken()
+  set('t')
+  redis.call('PERSIST', rec)
+end
+
 if op == 'commit' and s == 'p' and get('n') == ARGV[3] then
-  if get('k') == 'H' then
+  local k = get('k')
+  if k == 'H' then
     set('h', math.ceil((tonumber(get('d')) - now) / 1000) + retention)
+  elseif k == 'T' then
+    taken()
   else
+    -- A restock's line adds units and is never given back: sealed at once.
+    redis.call('HSET', rec, 'z', '1')
     set('t', retention)
   end
 elseif op == 'abort' and s == 'p' and get('n') == ARGV[3] then
   set('u')
 elseif op == 'confirm' and s == 'h' then
-  set('t', retention)
+  taken()
+elseif op == 'seal' and s == 't' and get('n') == ARGV[3] and get('z') ~= '1' then
+  redis.call('HSET', rec, 'z', '1')
+  redis.call('PEXPIRE', rec, int(retention))
 elseif op == 'return' and (s == 'h' or s == 't') then
   set('r', retention)
 elseif op == 'drop' and s == 'u' and get('n') == ARGV[3] then

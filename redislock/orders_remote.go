@@ -97,6 +97,9 @@ func (a *Atomic) settleRemote(ctx context.Context, op, id string) (*record, erro
 		}
 		switch {
 		case r.state == 't':
+			if err := a.at("confirmed"); err != nil {
+				return nil, err
+			}
 			a.tidy(ctx, id, r, "finalize")
 		case r.flag == "expired":
 			a.tidy(ctx, id, r, "undo")
@@ -186,8 +189,11 @@ func (a *Atomic) finish(ctx context.Context, id string, r *record) (*record, err
 				refusal = nil // committed, by this call or by another
 			}
 		default:
-			if r.flag == "expired" {
+			switch {
+			case r.flag == "expired":
 				a.tidy(ctx, id, r, "undo")
+			case r.state == 't' && !r.sealed:
+				a.tidy(ctx, id, r, "finalize") // a finalize was lost
 			}
 			return r, nil
 		}
@@ -304,12 +310,17 @@ func (a *Atomic) lineOp(ctx context.Context, id string, r *record, l stockguard.
 	return lineError(reply, a, l)
 }
 
-// tidy runs op on r's lines once the record has decided their fate. Its
-// errors are dropped on purpose: every line it did not reach is listed as
-// due in its SKU's holds, and whatever next needs that SKU's units asks
-// the record and does the same.
+// tidy runs op on r's lines once the record has decided their fate, and
+// once every line has heard that the order is taken, seals the record (see
+// orders_record.lua): until then it does not expire, since its absence
+// would tell the lines to give their units back. Its errors are dropped on
+// purpose: every line it did not reach is listed as due in its SKU's
+// holds, and whatever next needs that SKU's units asks the record, does
+// the same and tidies again.
 func (a *Atomic) tidy(ctx context.Context, id string, r *record, op string) {
-	_ = a.lineOps(ctx, id, r, op)
+	if a.lineOps(ctx, id, r, op) == nil && op == "finalize" {
+		_, _ = a.recordOp(ctx, id, "seal", r.nonce)
+	}
 }
 
 // at is the test hook at a named point of the protocol.

@@ -27,6 +27,8 @@ var (
 	ordersRecordLua string
 	//go:embed orders_line.lua
 	ordersLineLua string
+	//go:embed orders_setstock.lua
+	ordersSetStockLua string
 
 	decrementScript = ordersScript(ordersDecrementLua)
 	stockScript     = ordersScript(ordersStockLua)
@@ -36,6 +38,7 @@ var (
 	readScript      = ordersScript(ordersReadLua)
 	recordScript    = ordersScript(ordersRecordLua)
 	lineScript      = ordersScript(ordersLineLua)
+	setStockScript  = ordersScript(ordersSetStockLua)
 )
 
 func ordersScript(src string) *redis.Script { return redis.NewScript(levelLua + ordersLibLua + src) }
@@ -53,6 +56,7 @@ const (
 	codeOverflow   = -10
 	codeLineUndone = -11
 	codeLineNewer  = -12
+	codeLineArmed  = -13
 )
 
 // flag01 is a script's boolean argument.

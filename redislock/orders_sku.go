@@ -83,6 +83,9 @@ func (a *Atomic) resolve(ctx context.Context, sku string, ids []string) (settled
 		if err := lineError(reply, a, stockguard.Line{SKU: sku}); err != nil {
 			return false, false, err
 		}
+		if r.state == 't' && !r.sealed {
+			a.tidy(ctx, id, r, "finalize") // a finalize was lost
+		}
 		switch replyInt(reply, 0) {
 		case 1:
 			settled = true

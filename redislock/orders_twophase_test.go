@@ -102,6 +102,40 @@ func TestAtomic_twoPhase_killedBetweenPhases(t *testing.T) {
 		}
 		wantLevels(t, other, map[string]int64{"a": 10, "b": 10})
 	})
+	t.Run("afterCommit/retentionPasses", func(t *testing.T) {
+		// The finalize after the commit is lost and nothing touches the
+		// SKUs until the record's retention has passed: the take was
+		// committed, so it stays taken whatever became of the record.
+		dying, other := setup(t, "committed")
+		const retention = 300 * time.Millisecond
+		dying.retention, other.retention = retention, retention
+		kill(t, dying.Take(ctx, "o", cart...))
+		time.Sleep(window + retention + 200*time.Millisecond)
+		wantLevels(t, other, map[string]int64{"a": 7, "b": 6})
+		if err := other.Decrement(ctx, "b", 7); !errors.Is(err, stockguard.ErrInsufficientStock) {
+			t.Errorf("Decrement of a committed take's units: %v, want ErrInsufficientStock", err)
+		}
+		wantLevels(t, other, map[string]int64{"a": 7, "b": 6})
+	})
+	t.Run("confirmedHold/retentionPasses", func(t *testing.T) {
+		// The same for a hold confirmed by a client that dies before its
+		// lines hear of it.
+		dying, other := setup(t, "")
+		const retention = 300 * time.Millisecond
+		dying.retention, other.retention = retention, retention
+		if err := other.Hold(ctx, "o", 100*time.Millisecond, cart...); err != nil {
+			t.Fatal(err)
+		}
+		dying.hook = func(p string) error {
+			if p == "confirmed" {
+				return errKilled
+			}
+			return nil
+		}
+		kill(t, dying.Confirm(ctx, "o"))
+		time.Sleep(window + retention + 200*time.Millisecond)
+		wantLevels(t, other, map[string]int64{"a": 7, "b": 6})
+	})
 	t.Run("holdBeforeCommit", func(t *testing.T) {
 		dying, other := setup(t, "taken")
 		kill(t, dying.Hold(ctx, "o", time.Hour, cart...))

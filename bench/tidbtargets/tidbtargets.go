@@ -1,7 +1,8 @@
 // Package tidbtargets registers the TiDB backend with package bench — how
 // stockbench reaches a TiDB server, its flag -tidb-dsn — and every MySQL
 // strategy of package mysqltargets again on it, named tidb-… instead of
-// mysql-… (tidb-atomic, tidb-batched, …), plus tidb-atomic-autocommit:
+// mysql-… (tidb-atomic, tidb-batched, …; not mysql-namedlock, which
+// refuses TiDB), plus tidb-atomic-autocommit:
 // mysqllock.NewAtomic with MySQL's autocommit UPDATE, as TiDB runs it by
 // default, to measure what the engine-aware path gains. They run only when
 // -strategies names them (tidb-*).
@@ -92,7 +93,8 @@ func init() {
 			continue
 		}
 		name, ok := strings.CutPrefix(t.Name, mysqltargets.Name+"-")
-		if !ok {
+		if !ok || name == "namedlock" {
+			// mysqllock.NewNamedLock refuses TiDB (see its doc).
 			continue
 		}
 		bench.Register(bench.Variant(t, Name+"-"+name, rename))
