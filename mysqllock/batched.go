@@ -271,7 +271,7 @@ func (b *Batched) grant(ctx context.Context, tx *sqlx.Tx, sku string, members []
 		case err != nil:
 			return classify(ctx, err, unsent)
 		case expired:
-			if reclaimed, err = b.reclaimIn(ctx, tx, nil, sku); err != nil {
+			if reclaimed, err = b.reclaimIn(ctx, tx, sku); err != nil {
 				return err
 			}
 		}

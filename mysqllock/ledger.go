@@ -286,7 +286,7 @@ func (l *ledger) short(ctx context.Context, conn *sqlx.Conn, o *newOrder, lines 
 	}
 	fits := true
 	err = inTx(ctx, conn, func(tx *sqlx.Tx) error {
-		if _, err := l.reclaimIn(ctx, tx, nil, reclaim...); err != nil {
+		if _, err := l.reclaimIn(ctx, tx, reclaim...); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, "SAVEPOINT reclaimed"); err != nil {
@@ -385,11 +385,6 @@ func (l *ledger) explainPlain(ctx context.Context, conn *sqlx.Conn, lines []stoc
 // request, or report a level, for a SKU with expired holds calls it first,
 // in the transaction that decides.
 //
-// own names the holds tx itself recorded and has not taken yet (a
-// batch's members): one whose deadline passed while tx waited for a row
-// has no units taken to give back, and reclaiming it would make stock out
-// of nothing.
-//
 // It locks the expired orders' rows after whatever tx holds already,
 // against the package's lock order: a deadlock it causes is broken by
 // InnoDB and retried like any other.
@@ -401,7 +396,7 @@ func (l *ledger) explainPlain(ctx context.Context, conn *sqlx.Conn, lines []stoc
 // end nothing here, and walking on past them (rather than stopping at a
 // batch that ended nothing) is what reaches the rest however many there
 // are.
-func (l *ledger) reclaimIn(ctx context.Context, tx *sqlx.Tx, own map[string]bool, skus ...string) (int, error) {
+func (l *ledger) reclaimIn(ctx context.Context, tx *sqlx.Tx, skus ...string) (int, error) {
 	total := 0
 	for _, sku := range skus {
 		after := ""
@@ -413,17 +408,13 @@ func (l *ledger) reclaimIn(ctx context.Context, tx *sqlx.Tx, own map[string]bool
 			if len(ids) == 0 {
 				break
 			}
-			found := len(ids)
-			after = ids[found-1]
-			ids = slices.DeleteFunc(ids, func(id string) bool { return own[id] })
-			if len(ids) > 0 {
-				n, err := l.expireIn(ctx, tx, ids)
-				total += n
-				if err != nil {
-					return total, err
-				}
+			after = ids[len(ids)-1]
+			n, err := l.expireIn(ctx, tx, ids)
+			total += n
+			if err != nil {
+				return total, err
 			}
-			if found < candidateBatch {
+			if len(ids) < candidateBatch {
 				break
 			}
 		}

@@ -350,7 +350,7 @@ func (l *ledger) Stock(ctx context.Context, sku string) (int64, error) {
 					return classify(ctx, err, unsent)
 				}
 				err = inTx(ctx, conn, func(tx *sqlx.Tx) error {
-					_, err := l.reclaimIn(ctx, tx, nil, sku)
+					_, err := l.reclaimIn(ctx, tx, sku)
 					return err
 				})
 				if err != nil {

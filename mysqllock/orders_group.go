@@ -493,7 +493,7 @@ func (g *groupTx) reclaimShort(ctx context.Context, short []string) (int, error)
 	if g.tx == nil {
 		return 0, errNeedsTx
 	}
-	return g.reclaimIn(ctx, g.tx, nil, expired...)
+	return g.reclaimIn(ctx, g.tx, expired...)
 }
 
 // write records the granted orders, moves the states of confirmed,
