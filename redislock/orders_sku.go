@@ -17,10 +17,9 @@ func (a *Atomic) orderKey(id string) string { return a.keys.Name("order", id) }
 func (a *Atomic) holdsKey(sku string) string { return a.keys.Name("holds", sku) }
 
 // lineKey is the line record of a two-phase order's line of sku:
-// "<prefix>line:{sku}/<id>", in the slot of sku's stock. The SKU in the
-// hash tag ends at the first "}" (rediskeys.Name), so no two (sku, id)
-// pairs share a name.
-func (a *Atomic) lineKey(sku, id string) string { return a.keys.Name("line", sku) + "/" + id }
+// "<prefix>line:{sku}<len(id)>:<id>", in the slot of sku's stock
+// (rediskeys.Pair: no two (sku, id) pairs share a name).
+func (a *Atomic) lineKey(sku, id string) string { return a.keys.Pair("line", sku, id) }
 
 // withResolve runs a SKU-side script through call until it needs no hold
 // resolved: call returns the SKU and the ids of the two-phase orders whose
