@@ -165,6 +165,51 @@ func TestAtomic_twoPhase_killedBetweenPhases(t *testing.T) {
 	})
 }
 
+// TestAtomic_twoPhase_staleReaderDuringReturn: a Return's client dies with
+// the lines armed; a reader read the record (taken) before that and
+// stalls past the grace; meanwhile another Return decides (returned) and
+// loses its tidy. The stale reader's view must not keep the units taken:
+// they come back, and any later Return of the order finishes the job.
+func TestAtomic_twoPhase_staleReaderDuringReturn(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	prefix := redistest.Prefix(t, rdb)
+	a := newOrders(rdb, prefix, true)
+	dying := newOrders(rdb, prefix, true)
+	dying.hook = killAt("armed")
+	ctx := t.Context()
+	stockAll(t, a, 10, "a", "b")
+	cart := []stockguard.Line{line("a", 3), line("b", 4)}
+	if err := a.Take(ctx, "o", cart...); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := a.recordOp(ctx, "o", "view")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dying.Return(ctx, "o"); !errors.Is(err, errKilled) {
+		t.Fatalf("Return = %v, want it killed", err)
+	}
+	time.Sleep(returnGrace + 100*time.Millisecond)
+	// Another Return decides, and its client dies before the lines hear.
+	if _, err := a.recordOp(ctx, "o", "return"); err != nil {
+		t.Fatal(err)
+	}
+	// The stale reader applies what it read long ago.
+	for _, l := range cart {
+		_, err := lineScript.Run(ctx, a.scripts, a.lineKeys(l.SKU, "o"), "resolve", "o", stale.nonce,
+			a.retention.Milliseconds(), string(stale.stateOrNone()), stale.now, stale.deadline, returnGrace.Microseconds()).Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantLevels(t, a, map[string]int64{"a": 10, "b": 10})
+	wantState(t, a, "o", stockguard.OrderReturned)
+	if err := a.Return(ctx, "o"); err != nil {
+		t.Fatal(err)
+	}
+	wantLevels(t, a, map[string]int64{"a": 10, "b": 10})
+}
+
 // TestAtomic_Orders_replyLost loses the reply of each write of an order:
 // the caller hears ErrOutcomeUnknown, and the same call again converges on
 // the order taken once.
