@@ -22,8 +22,9 @@
 --   arm      p or t -> a
 --   resolve  [4] retention (ms) [5] the record's state ("" none) [6] the
 --            time it was read (us) [7] its hold deadline (us) [8] how long
---            a Return may take (us): applies what the record says, for the
---            SKU side
+--            a Return may take (us) [9] how long ago, at most, the client
+--            asked for the record (us): applies what the record says, for
+--            the SKU side
 -- Returns {0}; for resolve {1} when it changed the line, {2} when a Return
 -- is deciding it; or {-1|-2|-3}
 -- unknown / short / corrupt SKU, {-8, id...} see orders_decrement.lua,
@@ -159,10 +160,15 @@ elseif op == 'resolve' then
       back(owner)
     end
   elseif st == 'a' and s ~= 'r' and s ~= 'e' and
-      now_us() - tonumber(redis.call('ZSCORE', holds, member) or 0) < tonumber(ARGV[8]) then
+      now_us() - tonumber(ARGV[9] or 0) - tonumber(redis.call('ZSCORE', holds, member) or 0) < tonumber(ARGV[8]) then
     -- A Return in progress: the record may decide it any moment, and a
     -- reader after that must find the line due, so it stays armed (and
-    -- the reader asks again) until its client has had ARGV[8] to finish.
+    -- the reader asks again) until its client has had ARGV[8] to finish —
+    -- counted to when the reader asked for the record, not to now, so
+    -- that a view read before then (a reader stalled since) never keeps
+    -- the units of an order a Return has decided meanwhile. Both times
+    -- are this server's clock: the view's is now less its age, which the
+    -- client measured from before it asked, so it errs early.
     changed = 2
   elseif s == 't' then
     if st == 'p' or st == 'a' then

@@ -104,6 +104,13 @@ func (a *Atomic) settleRemote(ctx context.Context, op, id string) (*record, erro
 		case r.flag == "expired":
 			a.tidy(ctx, id, r, "undo")
 		}
+	case op == "return" && (r.state == 'r' || r.state == 'e'):
+		// Decided before: its lines may not all have heard (a client that
+		// died, a reader's stale view). Giving back is idempotent, so
+		// every later Return of the order finishes the job.
+		if err := a.lineOps(ctx, id, r, "undo"); err != nil {
+			return nil, err
+		}
 	case op == "return" && (r.state == 'h' || r.state == 't'):
 		// Lines due now first: should this client die before the record
 		// decides, the SKU side asks the record and keeps them taken or

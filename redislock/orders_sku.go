@@ -70,12 +70,14 @@ func sleep(ctx context.Context, d time.Duration) error {
 // (Read: nothing of the caller's request was applied).
 func (a *Atomic) resolve(ctx context.Context, sku string, ids []string) (settled, deciding bool, err error) {
 	for _, id := range ids {
+		asked := time.Now()
 		r, err := a.recordOp(ctx, id, "view")
 		if err != nil {
 			return false, false, err
 		}
 		reply, err := lineScript.Run(ctx, a.scripts, a.lineKeys(sku, id), "resolve", id, r.nonce,
-			a.retention.Milliseconds(), string(r.stateOrNone()), r.now, r.deadline, returnGrace.Microseconds()).Slice()
+			a.retention.Milliseconds(), string(r.stateOrNone()), r.now, r.deadline, returnGrace.Microseconds(),
+			time.Since(asked).Microseconds()).Slice()
 		if err != nil {
 			return false, false, redisx.Classify(ctx, err, redisx.Read)
 		}

@@ -182,6 +182,7 @@ func TestAtomic_twoPhase_staleReaderDuringReturn(t *testing.T) {
 	if err := a.Take(ctx, "o", cart...); err != nil {
 		t.Fatal(err)
 	}
+	asked := time.Now()
 	stale, err := a.recordOp(ctx, "o", "view")
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +198,8 @@ func TestAtomic_twoPhase_staleReaderDuringReturn(t *testing.T) {
 	// The stale reader applies what it read long ago.
 	for _, l := range cart {
 		_, err := lineScript.Run(ctx, a.scripts, a.lineKeys(l.SKU, "o"), "resolve", "o", stale.nonce,
-			a.retention.Milliseconds(), string(stale.stateOrNone()), stale.now, stale.deadline, returnGrace.Microseconds()).Slice()
+			a.retention.Milliseconds(), string(stale.stateOrNone()), stale.now, stale.deadline, returnGrace.Microseconds(),
+			time.Since(asked).Microseconds()).Slice()
 		if err != nil {
 			t.Fatal(err)
 		}
