@@ -116,6 +116,15 @@ func (a *Atomic) recordOp(ctx context.Context, id, op string, args ...any) (*rec
 	if err != nil {
 		return nil, fmt.Errorf("order %q: %w", id, err)
 	}
+	if skew := a.recordSkew.Microseconds(); skew != 0 {
+		r.now += skew
+		if r.pending != 0 {
+			r.pending += skew
+		}
+		if r.deadline != 0 {
+			r.deadline += skew
+		}
+	}
 	return r, nil
 }
 

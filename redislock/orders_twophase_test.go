@@ -212,6 +212,36 @@ func TestAtomic_twoPhase_staleReaderDuringReturn(t *testing.T) {
 	wantLevels(t, a, map[string]int64{"a": 10, "b": 10})
 }
 
+// TestAtomic_twoPhase_clockSkew runs two-phase holds whose record's server
+// keeps a clock 10s ahead of, or behind, the SKUs' server. A hold's units
+// are held while it lasts — a read then answers at once, without spinning
+// — and back once it expired by the record's clock, without waiting for
+// the skew.
+func TestAtomic_twoPhase_clockSkew(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	const ttl = 1500 * time.Millisecond
+	for _, skew := range []time.Duration{10 * time.Second, -10 * time.Second} {
+		t.Run(skew.String(), func(t *testing.T) {
+			a := newOrders(rdb, redistest.Prefix(t, rdb), true)
+			a.recordSkew = skew
+			ctx := t.Context()
+			stockAll(t, a, 10, "a", "b")
+			placed := time.Now()
+			if err := a.Hold(ctx, "o", ttl, line("a", 3), line("b", 4)); err != nil {
+				t.Fatal(err)
+			}
+			began := time.Now()
+			wantLevels(t, a, map[string]int64{"a": 7, "b": 6})
+			if took := time.Since(began); took > ttl/3 && time.Since(placed) < ttl {
+				t.Errorf("Stock during the hold took %v", took)
+			}
+			time.Sleep(time.Until(placed.Add(ttl + 200*time.Millisecond)))
+			wantLevels(t, a, map[string]int64{"a": 10, "b": 10})
+			wantState(t, a, "o", stockguard.OrderExpired)
+		})
+	}
+}
+
 // TestAtomic_Orders_replyLost loses the reply of each write of an order:
 // the caller hears ErrOutcomeUnknown, and the same call again converges on
 // the order taken once.
