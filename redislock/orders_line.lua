@@ -14,7 +14,8 @@
 -- repeat any of them after a lost reply. A line left by an older attempt is
 -- over: a new attempt begins only once the older one's record is gone.
 -- ARGV[1] op, [2] order id, [3] nonce, then per op:
---   take     [4] qty [5] due (us) [6] "1": decide without due remote holds
+--   take     [4] qty [5] due in (us, from now by this server's clock) [6]
+--            "1": decide without due remote holds
 --   restock  [4] qty [5] retention (ms)
 --   undo     [4] tombstone ttl (ms), "" for none: gives this attempt's (or
 --            an older one's) units back; with a ttl, leaves a tombstone
@@ -125,7 +126,7 @@ if op == 'take' or op == 'restock' then
   redis.call('DECRBY', stock, ARGV[4])
   move_out(holds, q)
   put('p', ARGV[4], nonce)
-  redis.call('ZADD', holds, ARGV[5], member)
+  redis.call('ZADD', holds, now_us() + tonumber(ARGV[5]), member)
   return {0}
 end
 
@@ -178,10 +179,14 @@ elseif op == 'resolve' then
     end
   elseif s == 'h' then
     -- Held until d: due again then (it was due at the pending deadline).
-    if (st == 'p' or st == 'a') and tonumber(ARGV[7]) > tonumber(ARGV[6]) then
+    -- d is of the record's clock: what crosses over is how long it had to
+    -- go (d less the time of the read, both the record's), less the view's
+    -- age; it is due then by this server's clock.
+    local left = tonumber(ARGV[7]) - tonumber(ARGV[6])
+    if (st == 'p' or st == 'a') and left > 0 then
       changed = 1
       put('p', qty, nonce)
-      redis.call('ZADD', holds, ARGV[7], member)
+      redis.call('ZADD', holds, now_us() + math.max(left - tonumber(ARGV[9] or 0), 0), member)
     end
   elseif s == 'r' or s == 'e' then
     back(nonce, ARGV[4])

@@ -232,7 +232,7 @@ func (a *Atomic) takeLines(ctx context.Context, id string, r *record) (outcomes 
 	errs := forLines(r.lines, func(i int, l stockguard.Line) error {
 		outcomes[i] = outUnknown
 		return a.withResolve(ctx, func(ignore bool) (string, []string, error) {
-			args := []any{"take", id, r.nonce, l.Qty, due, flag01(ignore)}
+			args := []any{"take", id, r.nonce, l.Qty, r.in(due), flag01(ignore)}
 			if r.kind == kindRestock {
 				args = []any{"restock", id, r.nonce, l.Qty, a.retention.Milliseconds()}
 			}

@@ -70,14 +70,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 // (Read: nothing of the caller's request was applied).
 func (a *Atomic) resolve(ctx context.Context, sku string, ids []string) (settled, deciding bool, err error) {
 	for _, id := range ids {
-		asked := time.Now()
 		r, err := a.recordOp(ctx, id, "view")
 		if err != nil {
 			return false, false, err
 		}
 		reply, err := lineScript.Run(ctx, a.scripts, a.lineKeys(sku, id), "resolve", id, r.nonce,
 			a.retention.Milliseconds(), string(r.stateOrNone()), r.now, r.deadline, returnGrace.Microseconds(),
-			time.Since(asked).Microseconds()).Slice()
+			time.Since(r.asked).Microseconds()).Slice()
 		if err != nil {
 			return false, false, redisx.Classify(ctx, err, redisx.Read)
 		}
@@ -108,6 +107,7 @@ func (a *Atomic) lineKeys(sku, id string) []string {
 // for the caller.
 func (a *Atomic) recordOp(ctx context.Context, id, op string, args ...any) (*record, error) {
 	all := append([]any{op, a.retention.Milliseconds()}, args...)
+	asked := time.Now()
 	reply, err := recordScript.Run(ctx, a.scripts, []string{a.orderKey(id)}, all...).Slice()
 	if err != nil {
 		return nil, redisx.Classify(ctx, err, redisx.Effect(op != "view"))
@@ -116,6 +116,7 @@ func (a *Atomic) recordOp(ctx context.Context, id, op string, args ...any) (*rec
 	if err != nil {
 		return nil, fmt.Errorf("order %q: %w", id, err)
 	}
+	r.asked = asked
 	if skew := a.recordSkew.Microseconds(); skew != 0 {
 		r.now += skew
 		if r.pending != 0 {
