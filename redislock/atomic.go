@@ -64,11 +64,14 @@ type Atomic struct {
 
 	// Set by tests only: twoPhase runs every order through the two-phase
 	// protocol, pending overrides pendingWindow, and hook is called at the
-	// protocol's named points ("begun", "taken", "committed", "armed");
-	// an error from it stops the call there, as if its client had died.
-	twoPhase bool
-	pending  time.Duration
-	hook     func(point string) error
+	// protocol's named points ("begun", "taken", "committed", "armed",
+	// "confirmed"); an error from it stops the call there, as if its
+	// client had died. recordSkew shifts every time an order record
+	// reports, as a record server whose clock is that far ahead would.
+	twoPhase   bool
+	pending    time.Duration
+	hook       func(point string) error
+	recordSkew time.Duration
 }
 
 var (

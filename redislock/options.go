@@ -71,9 +71,17 @@ func invalid(err error) error {
 }
 
 // WithPrefix puts prefix in front of every key: "<prefix>stock:{sku}",
-// "<prefix>lock:{sku}", "<prefix>fence:{sku}". Default "".
+// "<prefix>lock:{sku}", "<prefix>fence:{sku}". A prefix with "{" or "}"
+// is an invalid option: it would override the SKUs' hash tags
+// (rediskeys.ValidatePrefix). Default "".
 func WithPrefix(prefix string) Option {
-	return func(o *options) { o.keys.Prefix = prefix }
+	return func(o *options) {
+		if err := rediskeys.ValidatePrefix(prefix); err != nil {
+			o.fail(err)
+			return
+		}
+		o.keys.Prefix = prefix
+	}
 }
 
 // WithRetry sets the retry policy of an inventory's requests after

@@ -14,7 +14,8 @@
 -- repeat any of them after a lost reply. A line left by an older attempt is
 -- over: a new attempt begins only once the older one's record is gone.
 -- ARGV[1] op, [2] order id, [3] nonce, then per op:
---   take     [4] qty [5] due (us) [6] "1": decide without due remote holds
+--   take     [4] qty [5] due in (us, from now by this server's clock) [6]
+--            "1": decide without due remote holds
 --   restock  [4] qty [5] retention (ms)
 --   undo     [4] tombstone ttl (ms), "" for none: gives this attempt's (or
 --            an older one's) units back; with a ttl, leaves a tombstone
@@ -22,8 +23,9 @@
 --   arm      p or t -> a
 --   resolve  [4] retention (ms) [5] the record's state ("" none) [6] the
 --            time it was read (us) [7] its hold deadline (us) [8] how long
---            a Return may take (us): applies what the record says, for the
---            SKU side
+--            a Return may take (us) [9] how long ago, at most, the client
+--            asked for the record (us): applies what the record says, for
+--            the SKU side
 -- Returns {0}; for resolve {1} when it changed the line, {2} when a Return
 -- is deciding it; or {-1|-2|-3}
 -- unknown / short / corrupt SKU, {-8, id...} see orders_decrement.lua,
@@ -124,7 +126,7 @@ if op == 'take' or op == 'restock' then
   redis.call('DECRBY', stock, ARGV[4])
   move_out(holds, q)
   put('p', ARGV[4], nonce)
-  redis.call('ZADD', holds, ARGV[5], member)
+  redis.call('ZADD', holds, now_us() + tonumber(ARGV[5]), member)
   return {0}
 end
 
@@ -159,10 +161,15 @@ elseif op == 'resolve' then
       back(owner)
     end
   elseif st == 'a' and s ~= 'r' and s ~= 'e' and
-      now_us() - tonumber(redis.call('ZSCORE', holds, member) or 0) < tonumber(ARGV[8]) then
+      now_us() - tonumber(ARGV[9] or 0) - tonumber(redis.call('ZSCORE', holds, member) or 0) < tonumber(ARGV[8]) then
     -- A Return in progress: the record may decide it any moment, and a
     -- reader after that must find the line due, so it stays armed (and
-    -- the reader asks again) until its client has had ARGV[8] to finish.
+    -- the reader asks again) until its client has had ARGV[8] to finish —
+    -- counted to when the reader asked for the record, not to now, so
+    -- that a view read before then (a reader stalled since) never keeps
+    -- the units of an order a Return has decided meanwhile. Both times
+    -- are this server's clock: the view's is now less its age, which the
+    -- client measured from before it asked, so it errs early.
     changed = 2
   elseif s == 't' then
     if st == 'p' or st == 'a' then
@@ -172,10 +179,14 @@ elseif op == 'resolve' then
     end
   elseif s == 'h' then
     -- Held until d: due again then (it was due at the pending deadline).
-    if (st == 'p' or st == 'a') and tonumber(ARGV[7]) > tonumber(ARGV[6]) then
+    -- d is of the record's clock: what crosses over is how long it had to
+    -- go (d less the time of the read, both the record's), less the view's
+    -- age; it is due then by this server's clock.
+    local left = tonumber(ARGV[7]) - tonumber(ARGV[6])
+    if (st == 'p' or st == 'a') and left > 0 then
       changed = 1
       put('p', qty, nonce)
-      redis.call('ZADD', holds, ARGV[7], member)
+      redis.call('ZADD', holds, now_us() + math.max(left - tonumber(ARGV[9] or 0), 0), member)
     end
   elseif s == 'r' or s == 'e' then
     back(nonce, ARGV[4])

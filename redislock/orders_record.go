@@ -27,6 +27,17 @@ type record struct {
 	pending  int64             // two-phase: the attempt's deadline, us
 	deadline int64             // holds: us
 	sealed   bool              // two-phase, taken: every line knows it (see orders_record.lua)
+	asked    time.Time         // two-phase: when the client asked for it (its own clock)
+}
+
+// in converts t, a time of the record's server's clock, into how long from
+// now it is, for a script on another server: the remaining time when the
+// record was read, less the time since the client asked for it (which is
+// longer than the record's age, so the answer errs early). Only durations
+// cross between servers, so their clocks may differ by any offset
+// (docs/design.md: clocks).
+func (r *record) in(t int64) int64 {
+	return t - r.now - time.Since(r.asked).Microseconds()
 }
 
 // parseRecord reads a script's reply: the server's time, flag when hasFlag,

@@ -104,6 +104,13 @@ func (a *Atomic) settleRemote(ctx context.Context, op, id string) (*record, erro
 		case r.flag == "expired":
 			a.tidy(ctx, id, r, "undo")
 		}
+	case op == "return" && (r.state == 'r' || r.state == 'e'):
+		// Decided before: its lines may not all have heard (a client that
+		// died, a reader's stale view). Giving back is idempotent, so
+		// every later Return of the order finishes the job.
+		if err := a.lineOps(ctx, id, r, "undo"); err != nil {
+			return nil, err
+		}
 	case op == "return" && (r.state == 'h' || r.state == 't'):
 		// Lines due now first: should this client die before the record
 		// decides, the SKU side asks the record and keeps them taken or
@@ -225,7 +232,7 @@ func (a *Atomic) takeLines(ctx context.Context, id string, r *record) (outcomes 
 	errs := forLines(r.lines, func(i int, l stockguard.Line) error {
 		outcomes[i] = outUnknown
 		return a.withResolve(ctx, func(ignore bool) (string, []string, error) {
-			args := []any{"take", id, r.nonce, l.Qty, due, flag01(ignore)}
+			args := []any{"take", id, r.nonce, l.Qty, r.in(due), flag01(ignore)}
 			if r.kind == kindRestock {
 				args = []any{"restock", id, r.nonce, l.Qty, a.retention.Milliseconds()}
 			}

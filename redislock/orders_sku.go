@@ -17,10 +17,9 @@ func (a *Atomic) orderKey(id string) string { return a.keys.Name("order", id) }
 func (a *Atomic) holdsKey(sku string) string { return a.keys.Name("holds", sku) }
 
 // lineKey is the line record of a two-phase order's line of sku:
-// "<prefix>line:{sku}/<id>", in the slot of sku's stock. The SKU in the
-// hash tag ends at the first "}" (rediskeys.Name), so no two (sku, id)
-// pairs share a name.
-func (a *Atomic) lineKey(sku, id string) string { return a.keys.Name("line", sku) + "/" + id }
+// "<prefix>line:{sku}<len(id)>:<id>", in the slot of sku's stock
+// (rediskeys.Pair: no two (sku, id) pairs share a name).
+func (a *Atomic) lineKey(sku, id string) string { return a.keys.Pair("line", sku, id) }
 
 // withResolve runs a SKU-side script through call until it needs no hold
 // resolved: call returns the SKU and the ids of the two-phase orders whose
@@ -76,7 +75,8 @@ func (a *Atomic) resolve(ctx context.Context, sku string, ids []string) (settled
 			return false, false, err
 		}
 		reply, err := lineScript.Run(ctx, a.scripts, a.lineKeys(sku, id), "resolve", id, r.nonce,
-			a.retention.Milliseconds(), string(r.stateOrNone()), r.now, r.deadline, returnGrace.Microseconds()).Slice()
+			a.retention.Milliseconds(), string(r.stateOrNone()), r.now, r.deadline, returnGrace.Microseconds(),
+			time.Since(r.asked).Microseconds()).Slice()
 		if err != nil {
 			return false, false, redisx.Classify(ctx, err, redisx.Read)
 		}
@@ -107,6 +107,7 @@ func (a *Atomic) lineKeys(sku, id string) []string {
 // for the caller.
 func (a *Atomic) recordOp(ctx context.Context, id, op string, args ...any) (*record, error) {
 	all := append([]any{op, a.retention.Milliseconds()}, args...)
+	asked := time.Now()
 	reply, err := recordScript.Run(ctx, a.scripts, []string{a.orderKey(id)}, all...).Slice()
 	if err != nil {
 		return nil, redisx.Classify(ctx, err, redisx.Effect(op != "view"))
@@ -114,6 +115,16 @@ func (a *Atomic) recordOp(ctx context.Context, id, op string, args ...any) (*rec
 	r, err := parseRecord(reply, true)
 	if err != nil {
 		return nil, fmt.Errorf("order %q: %w", id, err)
+	}
+	r.asked = asked
+	if skew := a.recordSkew.Microseconds(); skew != 0 {
+		r.now += skew
+		if r.pending != 0 {
+			r.pending += skew
+		}
+		if r.deadline != 0 {
+			r.deadline += skew
+		}
 	}
 	return r, nil
 }

@@ -165,6 +165,83 @@ func TestAtomic_twoPhase_killedBetweenPhases(t *testing.T) {
 	})
 }
 
+// TestAtomic_twoPhase_staleReaderDuringReturn: a Return's client dies with
+// the lines armed; a reader read the record (taken) before that and
+// stalls past the grace; meanwhile another Return decides (returned) and
+// loses its tidy. The stale reader's view must not keep the units taken:
+// they come back, and any later Return of the order finishes the job.
+func TestAtomic_twoPhase_staleReaderDuringReturn(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	prefix := redistest.Prefix(t, rdb)
+	a := newOrders(rdb, prefix, true)
+	dying := newOrders(rdb, prefix, true)
+	dying.hook = killAt("armed")
+	ctx := t.Context()
+	stockAll(t, a, 10, "a", "b")
+	cart := []stockguard.Line{line("a", 3), line("b", 4)}
+	if err := a.Take(ctx, "o", cart...); err != nil {
+		t.Fatal(err)
+	}
+	asked := time.Now()
+	stale, err := a.recordOp(ctx, "o", "view")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dying.Return(ctx, "o"); !errors.Is(err, errKilled) {
+		t.Fatalf("Return = %v, want it killed", err)
+	}
+	time.Sleep(returnGrace + 100*time.Millisecond)
+	// Another Return decides, and its client dies before the lines hear.
+	if _, err := a.recordOp(ctx, "o", "return"); err != nil {
+		t.Fatal(err)
+	}
+	// The stale reader applies what it read long ago.
+	for _, l := range cart {
+		_, err := lineScript.Run(ctx, a.scripts, a.lineKeys(l.SKU, "o"), "resolve", "o", stale.nonce,
+			a.retention.Milliseconds(), string(stale.stateOrNone()), stale.now, stale.deadline, returnGrace.Microseconds(),
+			time.Since(asked).Microseconds()).Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantLevels(t, a, map[string]int64{"a": 10, "b": 10})
+	wantState(t, a, "o", stockguard.OrderReturned)
+	if err := a.Return(ctx, "o"); err != nil {
+		t.Fatal(err)
+	}
+	wantLevels(t, a, map[string]int64{"a": 10, "b": 10})
+}
+
+// TestAtomic_twoPhase_clockSkew runs two-phase holds whose record's server
+// keeps a clock 10s ahead of, or behind, the SKUs' server. A hold's units
+// are held while it lasts — a read then answers at once, without spinning
+// — and back once it expired by the record's clock, without waiting for
+// the skew.
+func TestAtomic_twoPhase_clockSkew(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	const ttl = 1500 * time.Millisecond
+	for _, skew := range []time.Duration{10 * time.Second, -10 * time.Second} {
+		t.Run(skew.String(), func(t *testing.T) {
+			a := newOrders(rdb, redistest.Prefix(t, rdb), true)
+			a.recordSkew = skew
+			ctx := t.Context()
+			stockAll(t, a, 10, "a", "b")
+			placed := time.Now()
+			if err := a.Hold(ctx, "o", ttl, line("a", 3), line("b", 4)); err != nil {
+				t.Fatal(err)
+			}
+			began := time.Now()
+			wantLevels(t, a, map[string]int64{"a": 7, "b": 6})
+			if took := time.Since(began); took > ttl/3 && time.Since(placed) < ttl {
+				t.Errorf("Stock during the hold took %v", took)
+			}
+			time.Sleep(time.Until(placed.Add(ttl + 200*time.Millisecond)))
+			wantLevels(t, a, map[string]int64{"a": 10, "b": 10})
+			wantState(t, a, "o", stockguard.OrderExpired)
+		})
+	}
+}
+
 // TestAtomic_Orders_replyLost loses the reply of each write of an order:
 // the caller hears ErrOutcomeUnknown, and the same call again converges on
 // the order taken once.

@@ -48,9 +48,19 @@ type options struct {
 }
 
 // WithPrefix puts prefix in front of every key: "<prefix>stock:{sku}", the
-// same keys as redislock.NewAtomic with the same prefix. Default "".
+// same keys as redislock.NewAtomic with the same prefix. A prefix with "{"
+// or "}" is an invalid option: it would override the SKUs' hash tags
+// (rediskeys.ValidatePrefix). Default "".
 func WithPrefix(prefix string) Option {
-	return func(o *options) { o.keys.Prefix = prefix }
+	return func(o *options) {
+		if err := rediskeys.ValidatePrefix(prefix); err != nil {
+			if o.err == nil {
+				o.err = fmt.Errorf("%w: watchtx: %w", stockguard.ErrInvalidRequest, err)
+			}
+			return
+		}
+		o.keys.Prefix = prefix
+	}
 }
 
 // WithRetry sets the policy for retrying after a conflict (EXEC aborted
