@@ -1,0 +1,103 @@
+package mysqllock
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+	"github.com/stockguard/stockguard"
+)
+
+// multiStatements finds out once whether the pool's connections send
+// several statements, with parameters, in one round trip: the DSN's
+// multiStatements=true and interpolateParams=true. Without them the server
+// refuses the probe's two statements as a syntax error, and batches run
+// statement by statement.
+type multiStatements struct {
+	state atomic.Int32 // 0 unknown, 1 yes, 2 no
+}
+
+func (m *multiStatements) check(ctx context.Context, conn *sqlx.Conn, eng Engine) (bool, error) {
+	if eng == EngineTiDB {
+		// Untested there (TiDB gates several statements per query behind
+		// tidb_multi_statement_mode): statement by statement.
+		return false, nil
+	}
+	switch m.state.Load() {
+	case 1:
+		return true, nil
+	case 2:
+		return false, nil
+	}
+	done, err := enter(ctx, phaseRead) // DO changes nothing
+	if err != nil {
+		return false, err
+	}
+	_, err = conn.ExecContext(ctx, "DO ?; DO ?", 1, 1)
+	done()
+	var me *mysql.MySQLError
+	switch {
+	case err == nil:
+		m.state.Store(1)
+		return true, nil
+	case errors.As(err, &me):
+		m.state.Store(2)
+		return false, nil
+	}
+	return false, classify(ctx, err, unsent)
+}
+
+// placeMulti is place's transaction in one round trip, for a pool that
+// sends several statements at once (see multiStatements):
+//
+//	START TRANSACTION; INSERT order; INSERT lines; UPDATE stock …;
+//	SELECT (a subquery of two rows unless every line was taken) INTO @…; COMMIT
+//
+// The check fails with "subquery returns more than 1 row" when the
+// conditional UPDATE took fewer rows than the order has lines — an unknown
+// SKU or too few units — so COMMIT never runs; a duplicate ID fails its
+// INSERT the same way. Either way the transaction is rolled back here and
+// the order is answered as place answers it (errShort, errDuplicate); a
+// connection that cannot roll back is discarded.
+func (l *ledger) placeMulti(ctx context.Context, conn *sqlx.Conn, o newOrder) error {
+	ordersQ, ordersArgs, linesQ, linesArgs := l.recordStmts([]newOrder{o})
+	takeQ, takeArgs := l.q.take, []any{o.lines[0].Qty, o.lines[0].SKU, o.lines[0].Qty}
+	if len(o.lines) > 1 {
+		takeQ, takeArgs = l.multiTake(o.lines)
+	}
+	query := "START TRANSACTION; " + ordersQ + "; " + linesQ + "; " + takeQ +
+		"; SELECT (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two WHERE ROW_COUNT() <> ?) INTO @stockguard_taken; COMMIT"
+	args := slices.Concat(ordersArgs, linesArgs, takeArgs, []any{len(o.lines)})
+	done, err := enter(ctx, phaseWrite)
+	if err != nil {
+		return err
+	}
+	_, err = conn.ExecContext(ctx, query, args...)
+	done()
+	var me *mysql.MySQLError
+	if err == nil || !errors.As(err, &me) {
+		return classify(ctx, err, sent)
+	}
+	if _, rerr := conn.ExecContext(ctx, "ROLLBACK"); rerr != nil {
+		conn.Raw(func(any) error { return driver.ErrBadConn }) // database/sql closes it
+	}
+	switch me.Number {
+	case erDupEntry:
+		return errDuplicate
+	case erSubqueryRows:
+		return errShort
+	case erLockDeadlock, erLockWaitTimeout:
+		return classify(ctx, err, unsent)
+	}
+	// Any other error may have come from COMMIT itself.
+	return fmt.Errorf("%w: the order's statements and COMMIT failed: %w", stockguard.ErrOutcomeUnknown, err)
+}
+
+// erSubqueryRows is "subquery returns more than 1 row": placeMulti's
+// check that every line was taken.
+const erSubqueryRows = 1242
