@@ -26,16 +26,19 @@ import (
 // stockguard.ErrInvalidRequest (bad arguments or options, before any I/O),
 // ErrContention (a row stayed busy, deadlock retries ran out: nothing
 // changed), ErrUnavailable (no connection, a missing table, the server
-// refusing the request: nothing changed), ErrOutcomeUnknown (the COMMIT's reply was lost: repeat the call
-// with the same arguments, which ends in the state one successful call
-// would have left), or the context's error (nothing changed).
+// refusing the request: nothing changed), ErrOutcomeUnknown (Take, Hold,
+// Confirm, Return and Restock only: the COMMIT's reply was lost; repeat
+// the call with the same arguments, which ends in the state one successful
+// call would have left), or the context's error (nothing changed).
 
 // Take takes every line, or none, for good under id, in one transaction;
 // lines are locked in SKU order, so two carts never deadlock. It returns
 // nil (also for a retry of an order held or taken), or an error wrapping
 // stockguard.ErrInsufficientStock or ErrUnknownSKU (nothing recorded),
 // ErrOrderClosed (id was returned or expired), ErrOrderMismatch (id was
-// applied otherwise), or one of the errors every method returns.
+// applied otherwise: with other lines, by Hold, or by Restock), or one of
+// the errors every method returns (ErrInvalidRequest, ErrContention,
+// ErrUnavailable, ErrOutcomeUnknown, the context's error).
 func (l *ledger) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
 	if err := l.check(ctx, stockguard.ValidateTake(id, lines)); err != nil {
 		return err
@@ -123,7 +126,9 @@ func (l *ledger) Confirm(ctx context.Context, id string) error {
 // Return gives the units of the order under id back, exactly once: it
 // returns nil for an order held, taken, returned or expired, or an error
 // wrapping stockguard.ErrUnknownOrder, ErrOrderMismatch (id was applied by
-// Restock), or one of the errors every method returns.
+// Restock), or one of the errors every method returns. It is never refused
+// for want of room under stockguard.MaxQty: Restock and SetStock keep room
+// for every unit out on an open order.
 func (l *ledger) Return(ctx context.Context, id string) error {
 	if err := l.check(ctx, stockguard.ValidateID(id)); err != nil {
 		return err
@@ -277,8 +282,9 @@ func (l *ledger) SetStock(ctx context.Context, sku string, qty int64) error {
 // Order reports the order applied under id; a hold past its deadline is
 // OrderExpired, and its units go back now if nothing has reclaimed them
 // yet. It returns an error wrapping stockguard.ErrUnknownOrder,
-// ErrOrderMismatch (id was applied by Restock, which is no order), or one
-// of the errors every method returns.
+// ErrOrderMismatch (id was applied by Restock, which is no order),
+// ErrInvalidRequest, ErrContention, ErrUnavailable (also when the reclaim's
+// COMMIT reply was lost: never ErrOutcomeUnknown) or the context's error.
 func (l *ledger) Order(ctx context.Context, id string) (stockguard.OrderInfo, error) {
 	if err := l.check(ctx, stockguard.ValidateID(id)); err != nil {
 		return stockguard.OrderInfo{}, err
@@ -314,7 +320,18 @@ func (l *ledger) Order(ctx context.Context, id string) (stockguard.OrderInfo, er
 			return nil
 		})
 	})
-	return info, err
+	return info, readOnly(err)
+}
+
+// readOnly is the error of a read (Order, Stock) whose reclaim of expired
+// holds may have lost its COMMIT's reply: nothing of the caller's is in
+// doubt — the reclaim gives back units due back anyway, exactly once — so
+// it could just not be served (ErrUnavailable), never ErrOutcomeUnknown.
+func readOnly(err error) error {
+	if errors.Is(err, stockguard.ErrOutcomeUnknown) {
+		return fmt.Errorf("%w: the reclaim of expired holds was cut short: %v", stockguard.ErrUnavailable, err)
+	}
+	return err
 }
 
 // Stock returns the units of sku left, counting those of expired holds,
@@ -360,7 +377,7 @@ func (l *ledger) Stock(ctx context.Context, sku string) (int64, error) {
 			return stockguard.Retry(errChanged)
 		})
 	})
-	return qty, err
+	return qty, readOnly(err)
 }
 
 // stockPasses bounds how many times one attempt of Stock reclaims and

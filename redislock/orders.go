@@ -53,7 +53,7 @@ const pendingWindow = 30 * time.Second
 //   - stockguard.ErrInsufficientStock, ErrUnknownSKU (with ErrCorruptStock
 //     for a stock key that holds no level): nothing taken or recorded;
 //   - stockguard.ErrOrderMismatch: id was applied with other lines, or by
-//     Hold or Restock;
+//     Hold or Restock (a Restock's ID is never an order's);
 //   - stockguard.ErrOrderClosed: the order was returned or expired;
 //   - stockguard.ErrContention: Redis was busy, nothing applied;
 //   - stockguard.ErrUnavailable: Redis could not serve, nothing applied;
@@ -80,10 +80,12 @@ func (a *Atomic) Hold(ctx context.Context, id string, ttl time.Duration, lines .
 
 // Restock adds qty units to the stocked sku once under id. It returns nil
 // (also for a retry), or an error wrapping stockguard.ErrUnknownSKU
-// (nothing recorded), ErrOrderMismatch (id was applied otherwise),
-// ErrInvalidRequest (bad input, before any I/O; or the level would pass
-// stockguard.MaxQty, nothing recorded), or ErrContention, ErrUnavailable,
-// ErrOutcomeUnknown or the context's error as Take.
+// (nothing recorded), ErrOrderMismatch (id was applied otherwise: by Take
+// or Hold, or by a Restock of another SKU or qty), ErrInvalidRequest (bad
+// input, before any I/O; or the level plus the units out on open orders
+// plus qty would pass stockguard.MaxQty, nothing recorded), or
+// ErrContention, ErrUnavailable, ErrOutcomeUnknown or the context's error
+// as Take.
 func (a *Atomic) Restock(ctx context.Context, id, sku string, qty int64) error {
 	if err := a.admit(ctx, stockguard.ValidateRestock(id, sku, qty)); err != nil {
 		return err
@@ -114,7 +116,14 @@ func (a *Atomic) Confirm(ctx context.Context, id string) error {
 
 // Return gives the units of the order under id back, exactly once. It
 // returns nil for an order held, taken, returned or expired, or an error
-// as Confirm's (but never ErrOrderClosed).
+// as Confirm's (but never ErrOrderClosed): ErrUnknownOrder,
+// ErrOrderMismatch, ErrInvalidRequest, ErrContention, ErrUnavailable,
+// ErrOutcomeUnknown or the context's error. It is never refused for want
+// of room under stockguard.MaxQty (see SetStock). A two-phase order's
+// Return first marks its lines due, then has the record decide, then
+// gives the lines back; a Return of an order returned already gives back
+// any line that has not heard yet, so a later call of any client finishes
+// one whose client died.
 func (a *Atomic) Return(ctx context.Context, id string) error {
 	return a.decide(ctx, "return", id)
 }

@@ -93,14 +93,35 @@ func (s *Store) Decrement(ctx context.Context, sku string, qty int64) error {
 }
 
 // SetStock creates or overwrites sku's stock level. It returns
-// ErrInvalidRequest or ctx's error.
+// ErrInvalidRequest (also when qty and the units out on open orders would
+// pass MaxQty) or ctx's error.
 func (s *Store) SetStock(ctx context.Context, sku string, qty int64) error {
 	if err := s.admit(ctx, stockguard.ValidateSet(sku, qty)); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
+	if out := s.out(sku); out > stockguard.MaxQty-qty {
+		return fmt.Errorf("%w: a level of %d for %q leaves no room for %d units out on open orders", stockguard.ErrInvalidRequest, qty, sku, out)
+	}
 	s.stock[sku] = qty
 	return nil
+}
+
+// out is how many units of sku are out on open orders (held or taken),
+// which may all come back: they count against MaxQty with the level.
+func (s *Store) out(sku string) int64 {
+	var n int64
+	for _, o := range s.orders {
+		if o.kind == kindRestock || !o.state.Open() {
+			continue
+		}
+		for _, l := range o.lines {
+			if l.SKU == sku {
+				n += l.Qty
+			}
+		}
+	}
+	return n
 }
 
 // Stock returns sku's stock level, counting expired holds as back. It
@@ -243,8 +264,12 @@ func (s *Store) Restock(ctx context.Context, id string, sku string, qty int64) e
 		}
 		return nil
 	}
-	if _, ok := s.stock[sku]; !ok {
+	have, ok := s.stock[sku]
+	if !ok {
 		return fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
+	}
+	if out := s.out(sku); have+out > stockguard.MaxQty-qty {
+		return fmt.Errorf("%w: restocking %q by %d would pass %d units with %d out on open orders", stockguard.ErrInvalidRequest, sku, qty, int64(stockguard.MaxQty), out)
 	}
 	s.stock[sku] += qty
 	s.orders[id] = &order{kind: kindRestock, lines: lines, state: stockguard.OrderTaken}
