@@ -40,7 +40,12 @@ const pendingWindow = 30 * time.Second
 // 1040; once returned or expired, its line records stay as tombstones
 // (about 140 bytes a line) as long as its record. Records are kept for
 // WithOrderRetention (DefaultOrderRetention, 7 days) after their last
-// change, a hold's past its deadline.
+// change, a hold's past its deadline; a two-phase order taken, from when
+// every line has heard so (until then its record does not expire: its
+// absence would tell the lines to give their units back). Each SKU with
+// units out on open orders keeps their count in its holds (one member).
+// Keys take no prefix with a brace (WithPrefix), and a line record's name
+// is injective in (SKU, ID) (rediskeys.Keys.Pair); see docs/orders.md.
 //
 // On a cluster, a Stock read while a multi-line two-phase order is pending
 // counts its lines already taken, and that order may still be refused on
