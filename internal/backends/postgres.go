@@ -95,6 +95,19 @@ func childrenOf(pid int) []int {
 	return kids
 }
 
+// fastShutdown stops a local server the way pg_ctl's default (fast) mode
+// does, SIGINT: clients are disconnected, then it exits. The reaper's
+// SIGTERM is PostgreSQL's smart shutdown, which waits for every client to
+// leave — for the reaper's 15 s, with pools open — before its SIGKILL.
+func fastShutdown(p *Process) error {
+	if p.Signal(syscall.SIGINT) == nil {
+		for deadline := time.Now().Add(10 * time.Second); p.Alive() && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return p.Close()
+}
+
 // pingPostgres connects to dsn and runs a query: a server still starting
 // up or recovering refuses connections (57P03), which keeps this failing
 // until it can serve.
@@ -308,7 +321,7 @@ func StartLocalPostgres(ctx context.Context, opts ...PostgresOption) (*Postgres,
 		dsn := (&url.URL{Scheme: "postgres", User: url.User("postgres"),
 			Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Path: "/postgres",
 			RawQuery: "sslmode=disable"}).String()
-		pg := &Postgres{DSN: dsn, Source: SourceLocal, Proc: p, close: p.Close}
+		pg := &Postgres{DSN: dsn, Source: SourceLocal, Proc: p, close: func() error { return fastShutdown(p) }}
 		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		err = p.waitReady(wctx, func(ctx context.Context) error { return pingPostgres(ctx, dsn) })
 		cancel()
