@@ -39,9 +39,11 @@ func WithSegments(n int) Option {
 //
 // SKIP LOCKED passes over the segments other buyers are writing instead of
 // queueing behind them. When it finds none — every segment that fits is
-// busy, or none fits alone — one transaction locks all the SKU's segments
-// in key order (waiting, at most the lock timeout), takes the units across
-// them, or refuses when their total is short. So it never reports a false
+// busy, or none fits alone — the request queues on the lock of the segment
+// it started at, with the same conditional UPDATE; when that one is short,
+// one transaction locks all the SKU's segments in key order (waiting, at
+// most the lock timeout), takes the units across them, or refuses when
+// their total is short. So it never reports a false
 // sold-out: it refuses only when the locked rows hold fewer than qty units
 // in total. The package's other strategies do not read the segments table.
 // Segmented is safe for concurrent use and with other instances.
@@ -62,6 +64,7 @@ var (
 type segQueries struct {
 	take    string // qty, sku, start seg → qty left in the segment taken from
 	lockAll string // sku → seg, qty, locked in key order
+	takeOne string // qty, sku, seg: the conditional decrement of one segment, waiting for its lock
 	takeSeg string // qty, sku, seg
 	trim    string // sku, n: deletes segments n and up
 	fill    string // sku, qty, n: spreads qty over segments 0…n-1
@@ -86,6 +89,7 @@ func NewSegmented(db *sqlx.DB, opts ...Option) *Segmented {
 				" WHERE sku = $2 AND qty >= $1 ORDER BY seg < $3, seg LIMIT 1 FOR UPDATE SKIP LOCKED) p" +
 				" WHERE s.sku = $2 AND s.seg = p.seg AND s.qty >= $1 RETURNING s.qty",
 			lockAll: "SELECT seg, qty FROM " + t + " WHERE sku = $1 ORDER BY seg FOR UPDATE",
+			takeOne: "UPDATE " + t + " SET qty = qty - $1 WHERE sku = $2 AND seg = $3 AND qty >= $1",
 			takeSeg: "UPDATE " + t + " SET qty = qty - $1 WHERE sku = $2 AND seg = $3",
 			trim:    "DELETE FROM " + t + " WHERE sku = $1 AND seg >= $2",
 			fill: "INSERT INTO " + t + " AS s (sku, seg, qty) SELECT $1, g, $2::bigint / $3 + (g < $2::bigint % $3)::int " +
@@ -133,9 +137,22 @@ func (s *Segmented) Decrement(ctx context.Context, sku string, qty int64) error 
 		return err
 	}
 	return s.retrier.Do(ctx, func(ctx context.Context) error {
+		start := rand.IntN(s.n)
 		var left int64
-		err := s.db.QueryRowContext(ctx, s.q.take, qty, sku, rand.IntN(s.n)).Scan(&left)
+		err := s.db.QueryRowContext(ctx, s.q.take, qty, sku, start).Scan(&left)
 		if !errors.Is(err, sql.ErrNoRows) {
+			return classify(ctx, err, sent)
+		}
+		// Every segment that fits is busy — more buyers than segments — or
+		// none fits alone. Queue on one, as a single-row strategy would, so
+		// that the buyers spread over the segments' locks; only a segment
+		// that turns out short sends the request to the sweep, which locks
+		// them all.
+		res, err := s.db.ExecContext(ctx, s.q.takeOne, qty, sku, start)
+		if err != nil {
+			return classify(ctx, err, sent)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
 			return classify(ctx, err, sent)
 		}
 		return s.pinned(ctx, s.session, func(conn *sqlx.Conn) error {
