@@ -215,31 +215,31 @@ func (b *Batched) apply(ctx context.Context, conn *sqlx.Conn, sku string, member
 			return classify(ctx, err, sent)
 		}
 	}
-	return inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
-		return b.grant(ctx, tx, sku, members)
+	return b.withReclaim(ctx, conn, sku, func(mayReclaim bool) error {
+		return inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
+			return b.grant(ctx, tx, sku, members, mayReclaim)
+		})
 	})
 }
 
 // grant locks the row and grants the members that fit, in arrival order,
 // in tx. A member it refuses gets its own error in refused, which stands
 // even if COMMIT fails: the write never included it. Before it refuses
-// anyone it reclaims the SKU's expired holds (see reclaimIn), in tx, so
-// that no request is refused while an expired hold has units for it.
-func (b *Batched) grant(ctx context.Context, tx *sqlx.Tx, sku string, members []*request) error {
+// anyone, when mayReclaim, it looks for the SKU's expired holds and, if
+// there are any, returns errReclaim: the caller rolls back, reclaims them in
+// a transaction of its own and tries the batch again (see ledger.short for
+// why not in this one), so that no request is refused while an expired
+// hold has units for it.
+func (b *Batched) grant(ctx context.Context, tx *sqlx.Tx, sku string, members []*request, mayReclaim bool) error {
 	var have int64
-	reclaimed, checked := 0, false
-	for {
-		err := tx.QueryRowxContext(ctx, b.lq.lockLevel, sku).Scan(&have)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			return unknownSKU(sku)
-		case err != nil:
-			return classify(ctx, err, unsent)
-		}
-		if total(members) <= have || checked {
-			break
-		}
-		checked = true
+	err := tx.QueryRowxContext(ctx, b.lq.lockLevel, sku).Scan(&have)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return unknownSKU(sku)
+	case err != nil:
+		return classify(ctx, err, unsent)
+	}
+	if total(members) > have && mayReclaim {
 		var expired bool
 		err = tx.QueryRowxContext(ctx, b.lq.hasExpired, sku).Scan(&expired)
 		switch {
@@ -247,12 +247,7 @@ func (b *Batched) grant(ctx context.Context, tx *sqlx.Tx, sku string, members []
 		case err != nil:
 			return classify(ctx, err, unsent)
 		case expired:
-			if reclaimed, err = b.reclaimIn(ctx, tx, own(members), sku); err != nil {
-				return err
-			}
-		}
-		if reclaimed == 0 {
-			break
+			return errReclaim
 		}
 	}
 	var granted int64
@@ -265,30 +260,42 @@ func (b *Batched) grant(ctx context.Context, tx *sqlx.Tx, sku string, members []
 			granted += r.qty
 		}
 	}
-	if granted == 0 && reclaimed == 0 {
+	if granted == 0 {
 		return errNothingGranted
 	}
-	// Commit what was granted and reclaimed, without the refused.
-	if err := b.unrecord(ctx, tx, refused); err != nil || granted == 0 {
+	// Commit what was granted, without the refused.
+	if err := b.unrecord(ctx, tx, refused); err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, b.q.takeHeld, granted, sku)
+	_, err = tx.ExecContext(ctx, b.q.takeHeld, granted, sku)
 	return classify(ctx, err, unsent)
 }
 
-// own returns the IDs of the orders among members, which their batch's
-// transaction records (see reclaimIn).
-func own(members []*request) map[string]bool {
-	var ids map[string]bool
-	for _, r := range members {
-		if r.order != nil {
-			if ids == nil {
-				ids = make(map[string]bool, len(members))
-			}
-			ids[r.order.id] = true
-		}
+// errReclaim rolls back a batch that found expired holds to reclaim.
+var errReclaim = errors.New("pglock: expired holds to reclaim first")
+
+// withReclaim runs write(true), a batch's transaction; when it asks for
+// expired holds to be reclaimed, reclaims them in a transaction of its own
+// and has the batch tried again, or, when another request reclaimed them
+// meanwhile, runs write(false) at once.
+func (b *Batched) withReclaim(ctx context.Context, conn *sqlx.Conn, sku string, write func(mayReclaim bool) error) error {
+	err := write(true)
+	if !errors.Is(err, errReclaim) {
+		return err
 	}
-	return ids
+	n := 0
+	err = inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
+		var err error
+		n, err = b.reclaimIn(ctx, tx, sku)
+		return err
+	})
+	switch {
+	case err != nil:
+		return err
+	case n > 0:
+		return stockguard.Retry(errReclaimed)
+	}
+	return write(false)
 }
 
 // total is the units members ask for, at most MaxQty + 1.

@@ -2,6 +2,7 @@ package pglock
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/jmoiron/sqlx"
@@ -33,10 +34,32 @@ func TestSegmented_conformance(t *testing.T) {
 	})
 }
 
+// EnvFull, set to "full", runs every strategy through the conformance
+// suite, mixed strategies and every lock mode; plain go test runs the two
+// strategies with the most code of their own (atomic's ledger path,
+// batched) and segmented, to keep go test -race ./pglock/ near a minute
+// and a half. CI runs the full set once (.ci/run).
+const EnvFull = "STOCKGUARD_PGLOCK"
+
+func full() bool { return os.Getenv(EnvFull) == "full" }
+
+// skipUnlessFull skips t unless STOCKGUARD_PGLOCK=full.
+func skipUnlessFull(t *testing.T) {
+	t.Helper()
+	if !full() {
+		t.Skipf("set %s=full to run it", EnvFull)
+	}
+}
+
 func TestConformance(t *testing.T) {
 	db := testDB(t)
-	for _, name := range strategyNames {
+	names := []string{"atomic", "batched"}
+	if full() {
+		names = strategyNames
+	}
+	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			table := newTable(t, db)
 			stocktest.Run(t, func(*testing.T) stockguard.Inventory {
 				return strategies(db, WithTable(table))[name]
@@ -48,6 +71,7 @@ func TestConformance(t *testing.T) {
 // Every strategy bumps the version and guards its write, so instances of
 // different strategies can share a table: here all of them drain one SKU.
 func TestConformance_mixedStrategies(t *testing.T) {
+	skipUnlessFull(t)
 	db := testDB(t)
 	table := newTable(t, db)
 	var i int
@@ -58,9 +82,11 @@ func TestConformance_mixedStrategies(t *testing.T) {
 }
 
 func TestPessimistic_conformance_lockModes(t *testing.T) {
+	skipUnlessFull(t)
 	db := testDB(t)
 	for _, m := range []LockMode{LockNoWait, LockSkipLocked} {
 		t.Run(m.String(), func(t *testing.T) {
+			t.Parallel()
 			table := newTable(t, db)
 			stocktest.Run(t, func(*testing.T) stockguard.Inventory {
 				return NewPessimistic(db, WithTable(table), WithLockMode(m))

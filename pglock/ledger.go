@@ -80,28 +80,26 @@ const now = "(SELECT clock_timestamp())"
 type ledgerQueries struct {
 	stock, orders, lines string // quoted table names
 
-	record        string // ids, kinds, ttls µs; ids', skus, qtys: records orders and their lines in one statement
-	read          string // id → kind, state, expired, deadline, sku, qty: one row per line
-	lockOrder     string // id → kind, state, expired; locks the order row
-	confirm       string // id: held → taken, before the deadline
-	setState      string // state, id
-	clearExpires  string // id
-	orderLines    string // id → sku, qty in SKU order
-	candidates    string // sku → IDs of held orders with a line of sku whose deadline passed
-	level         string // sku → qty, whether sku has expired holds
-	hasExpired    string // sku → whether sku has expired holds
-	lockLevel     string // sku → qty, locking the row
-	restock       string // qty, sku, MaxQty - qty
-	lockSKUs      string // skus: locks their rows in SKU order
-	multiTake     string // skus, qtys: takes every line that fits
-	credit        string // skus, qtys: gives lines back
-	explain       string // skus → sku, qty, whether sku has expired holds
-	dueOrders     string // ids → those held past their deadline, locked in ID order
-	expire        string // ids
-	linesOf       string // ids → sku, SUM(qty) in SKU order
-	clearAll      string // ids
-	unrecord      string // ids: deletes their order rows
-	unrecordLines string // ids: deletes their lines
+	record       string // ids, kinds, ttls µs; ids', skus, qtys: records orders and their lines in one statement
+	read         string // id → kind, state, expired, deadline, sku, qty: one row per line
+	lockOrder    string // id → kind, state, expired; locks the order row
+	confirm      string // id: held → taken, before the deadline
+	setState     string // state, id
+	clearExpires string // id
+	orderLines   string // id → sku, qty in SKU order
+	candidates   string // sku → IDs of held orders with a line of sku whose deadline passed
+	level        string // sku → qty, whether sku has expired holds
+	hasExpired   string // sku → whether sku has expired holds
+	lockLevel    string // sku → qty, locking the row
+	restock      string // qty, sku, MaxQty - qty
+	lockSKUs     string // skus: locks their rows in SKU order
+	multiTake    string // skus, qtys: takes every line that fits
+	credit       string // skus, qtys: gives lines back
+	explain      string // skus → sku, qty, whether sku has expired holds
+	dueOrders    string // ids → those held past their deadline, locked in ID order
+	expire       string // ids
+	linesOf      string // ids → sku, SUM(qty) in SKU order
+	clearAll     string // ids
 }
 
 // candidateBatch bounds how many expired holds one reclaiming transaction
@@ -265,7 +263,7 @@ func (l *ledger) short(ctx context.Context, conn *sqlx.Conn, lines []stockguard.
 	n := 0
 	err = inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
 		var err error
-		n, err = l.reclaimIn(ctx, tx, nil, reclaim...)
+		n, err = l.reclaimIn(ctx, tx, reclaim...)
 		return err
 	})
 	switch {
@@ -345,11 +343,11 @@ func (l *ledger) explainPlain(ctx context.Context, conn *sqlx.Conn, lines []stoc
 // request, or report a level, for a SKU with expired holds calls it first,
 // in the transaction that decides.
 //
-// own names the holds tx itself recorded and has not taken yet (a batch's
-// members): one whose deadline passed while tx waited for a row has no
-// units taken to give back, and reclaiming it would make stock out of
-// nothing.
-func (l *ledger) reclaimIn(ctx context.Context, tx *sqlx.Tx, own map[string]bool, skus ...string) (int, error) {
+// It runs in a transaction that has recorded no order of its own: a hold
+// recorded by the same transaction whose deadline passed while it waited
+// for a row has no units taken yet, and reclaiming it would make stock out
+// of nothing.
+func (l *ledger) reclaimIn(ctx context.Context, tx *sqlx.Tx, skus ...string) (int, error) {
 	total := 0
 	for {
 		// Every SKU's candidates first, then one expireIn: its credit locks
@@ -362,7 +360,7 @@ func (l *ledger) reclaimIn(ctx context.Context, tx *sqlx.Tx, own map[string]bool
 				return total, classify(ctx, err, unsent)
 			}
 			full = full || len(found) == candidateBatch
-			ids = append(ids, slices.DeleteFunc(found, func(id string) bool { return own[id] })...)
+			ids = append(ids, found...)
 		}
 		slices.Sort(ids)
 		ids = slices.Compact(ids)

@@ -285,7 +285,7 @@ func (l *ledger) Stock(ctx context.Context, sku string) (int64, error) {
 			// Reclaim, and read the level in the same transaction: what it
 			// reports counts every hold expired by then.
 			return inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
-				if _, err := l.reclaimIn(ctx, tx, nil, sku); err != nil {
+				if _, err := l.reclaimIn(ctx, tx, sku); err != nil {
 					return err
 				}
 				return classify(ctx, tx.QueryRowxContext(ctx, l.q.stock, sku).Scan(&qty), unsent)

@@ -56,20 +56,22 @@ func (b *Batched) applyOrders(ctx context.Context, conn *sqlx.Conn, sku string, 
 		}
 	}
 	slices.SortFunc(orders, func(x, y newOrder) int { return cmp.Compare(x.id, y.id) })
-	err := inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
-		if err := b.record(ctx, tx, orders); err != nil {
-			return err
-		}
-		if total <= stockguard.MaxQty {
-			res, err := tx.ExecContext(ctx, b.q.take, total, sku)
-			if err != nil {
-				return classify(ctx, err, unsent)
+	err := b.withReclaim(ctx, conn, sku, func(mayReclaim bool) error {
+		return inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
+			if err := b.record(ctx, tx, orders); err != nil {
+				return err
 			}
-			if n, err := res.RowsAffected(); err != nil || n == 1 {
-				return classify(ctx, err, unsent)
+			if total <= stockguard.MaxQty {
+				res, err := tx.ExecContext(ctx, b.q.take, total, sku)
+				if err != nil {
+					return classify(ctx, err, unsent)
+				}
+				if n, err := res.RowsAffected(); err != nil || n == 1 {
+					return classify(ctx, err, unsent)
+				}
 			}
-		}
-		return b.grant(ctx, tx, sku, members)
+			return b.grant(ctx, tx, sku, members, mayReclaim)
+		})
 	})
 	if errors.Is(err, errDuplicate) {
 		return b.settleRecorded(ctx, conn, members)
