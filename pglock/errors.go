@@ -123,9 +123,10 @@ func classify(ctx context.Context, err error, st stage) error {
 
 // commitError classifies the error of tx.Commit. database/sql reports a
 // context that ended before COMMIT was sent as the context's error, and a
-// transaction its context already rolled back as sql.ErrTxDone; a COMMIT
-// that could not be written is driver.ErrBadConn or safe to retry. A
-// server error reply to COMMIT (a serialization failure found at commit,
+// transaction its context already rolled back as sql.ErrTxDone. Any
+// other transport error leaves the outcome unknown, also one pgx calls
+// safe to retry: the fault suite's cut lost a unit when such COMMITs were
+// counted as unsent. A server error reply to COMMIT (a serialization failure found at commit,
 // a deferred constraint) means it rolled back. Any other failure leaves
 // the outcome unknown: the server may have committed before the reply was
 // lost.
@@ -136,8 +137,7 @@ func commitError(ctx context.Context, err error) error {
 	// database/sql returns the context's error itself, unwrapped, when the
 	// context ended before COMMIT was sent; pgx wraps it when it ended
 	// with COMMIT in flight, which is no proof of a rollback.
-	case errors.Is(err, sql.ErrTxDone) || err == context.Canceled || err == context.DeadlineExceeded ||
-		errors.Is(err, driver.ErrBadConn) || pgconn.SafeToRetry(err):
+	case errors.Is(err, sql.ErrTxDone) || err == context.Canceled || err == context.DeadlineExceeded:
 		return classify(ctx, err, unsent)
 	case sqlstate(err) != "" && !lostSession(sqlstate(err)):
 		return classify(ctx, err, unsent)
