@@ -59,6 +59,13 @@ type Target struct {
 	// strategy on another engine of the same protocol (see Variant), whose
 	// server a default run should neither need nor start.
 	OnRequest bool
+	// IfReachable marks a target that a default run (no -strategies)
+	// includes only when its backends open: a backend that cannot be had
+	// drops such targets with a note instead of failing the run, when every
+	// target needing it is so marked. Named with -strategies it must open
+	// like any other. For a backend the default run should show when the
+	// machine has it (PostgreSQL) without requiring it.
+	IfReachable bool
 	// OrdersOnly marks a target that differs from another only in how it
 	// handles whole orders (a checkout counterexample): it runs only under
 	// the Checkout workload.

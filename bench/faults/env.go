@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/stockguard/stockguard/bench"
 	"github.com/stockguard/stockguard/bench/mysqltargets"
+	"github.com/stockguard/stockguard/bench/pgtargets"
 	"github.com/stockguard/stockguard/bench/redistargets"
 	"github.com/stockguard/stockguard/bench/valkeytargets"
 	"github.com/stockguard/stockguard/internal/backends"
@@ -50,6 +52,10 @@ type server struct {
 	proxy   *Proxy
 	// ready reports whether the server answers, over a direct connection.
 	ready func(context.Context) error
+	// crash kills the server as a machine crash would; nil: proc.Kill.
+	crash func() error
+	// stop is the signal of a clean shutdown; 0: SIGTERM.
+	stop syscall.Signal
 	// killConns makes the server close its clients' connections.
 	killConns func(context.Context) (int, error)
 	// readOnly makes the server refuse (or hold) writes for d.
@@ -64,7 +70,7 @@ type server struct {
 // them: its private server keeps its data in memory, so a restart could not
 // keep it.
 func Backends() []string {
-	out := []string{mysqltargets.Name}
+	out := []string{mysqltargets.Name, pgtargets.Name}
 	for _, r := range redisLikes {
 		out = append(out, r.name, r.redlock)
 	}
@@ -111,6 +117,18 @@ func Start(ctx context.Context, need ...string) (_ *Env, err error) {
 			}
 			mu.Lock()
 			e.servers[mysqltargets.Name] = s
+			mu.Unlock()
+		})
+	}
+	if slices.Contains(need, pgtargets.Name) {
+		wg.Go(func() {
+			s, err := startPostgres(ctx, add)
+			if err != nil {
+				fail(err)
+				return
+			}
+			mu.Lock()
+			e.servers[pgtargets.Name] = s
 			mu.Unlock()
 		})
 	}

@@ -104,7 +104,11 @@ func Faults() []Fault {
 			span: half(DownFor),
 			strike: func(ctx context.Context, s *scene, span time.Duration) (int, error) {
 				s.down.Store(int64(s.since()))
-				if err := s.srv.proc.Kill(); err != nil {
+				crash := s.srv.proc.Kill
+				if s.srv.crash != nil {
+					crash = s.srv.crash
+				}
+				if err := crash(); err != nil {
 					return 0, err
 				}
 				sleep(ctx, span)
@@ -117,7 +121,11 @@ func Faults() []Fault {
 			span: half(DownFor),
 			strike: func(ctx context.Context, s *scene, span time.Duration) (int, error) {
 				s.down.Store(int64(s.since()))
-				if err := s.srv.proc.Signal(syscall.SIGTERM); err != nil {
+				sig := syscall.SIGTERM
+				if s.srv.stop != 0 {
+					sig = s.srv.stop
+				}
+				if err := s.srv.proc.Signal(sig); err != nil {
 					return 0, err
 				}
 				for s.srv.proc.Alive() {

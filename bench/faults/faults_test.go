@@ -18,10 +18,11 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/bench"
 	_ "github.com/stockguard/stockguard/bench/all" // every registered strategy
+	"github.com/stockguard/stockguard/bench/faults"
 	"github.com/stockguard/stockguard/bench/mysqltargets"
+	"github.com/stockguard/stockguard/bench/pgtargets"
 	"github.com/stockguard/stockguard/bench/redistargets"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
-	"github.com/stockguard/stockguard/bench/faults"
 )
 
 // EnvFull selects the whole matrix: every fault × every strategy, 32
@@ -75,13 +76,40 @@ func env(t *testing.T) *faults.Env {
 // failure.
 var defaultMatrix = map[string]func(bench.Target) bool{
 	"cut":        func(bench.Target) bool { return true },
-	"deadline":   on(mysqltargets.Name, redistargets.Name),
-	"lose-reply": named("mysql-atomic", "mysql-batched", "redis-atomic", "redis-batched"),
-	"kill-conn":  named("mysql-pessimistic", "mysql-namedlock", "redis-watchtx", "redis-guarded"),
-	"pause":      named("mysql-batched", "redis-guarded"),
+	"deadline":   either(on(mysqltargets.Name, redistargets.Name), named("pg-atomic", "pg-batched", "pg-segmented")),
+	"lose-reply": named("mysql-atomic", "mysql-batched", "redis-atomic", "redis-batched", "pg-atomic", "pg-batched"),
+	"kill-conn":  named("mysql-pessimistic", "mysql-namedlock", "redis-watchtx", "redis-guarded", "pg-pessimistic", "pg-advisory"),
+	"pause":      named("mysql-batched", "redis-guarded", "pg-batched"),
 	"restart":    named("mysql-atomic", "redis-atomic", "valkey-atomic"),
 	"shutdown":   named("mysql-segmented", "redis-watchtx"),
-	"read-only":  named("mysql-optimistic", "redis-segmented"),
+	"read-only":  named("mysql-optimistic", "redis-segmented", "pg-optimistic", "pg-serializable"),
+}
+
+// either selects the strategies a or b selects.
+func either(a, b func(bench.Target) bool) func(bench.Target) bool {
+	return func(t bench.Target) bool { return a(t) || b(t) }
+}
+
+// fullMatrix is what STOCKGUARD_FAULTS=full runs: every strategy through
+// every fault, but PostgreSQL's on-request strategies only through the
+// default matrix's picks — pg-atomic and pg-batched stand for the backend
+// in full, keeping the CI matrix's growth to a few minutes — and no
+// PostgreSQL strategy through restart or shutdown yet: on this 2-core
+// machine under -race a restarted private server, met by every buyer's
+// pool reconnecting under 1 s deadlines (a process forked per connection),
+// answered no new connection within a minute (see docs/postgres.md).
+func fullMatrix(f string, t bench.Target) bool {
+	if len(t.Needs) == 0 || t.Needs[0] != pgtargets.Name {
+		return true
+	}
+	if f == "restart" || f == "shutdown" {
+		return false
+	}
+	if t.Name == "pg-atomic" || t.Name == "pg-batched" {
+		return true
+	}
+	pick := defaultMatrix[f]
+	return pick != nil && pick(t)
 }
 
 // named selects the strategies called names.
@@ -109,7 +137,7 @@ func TestRun_conservation(t *testing.T) {
 	for _, f := range faults.Faults() {
 		t.Run("fault="+f.Name, func(t *testing.T) {
 			for _, target := range bench.Targets() {
-				if pick := defaultMatrix[f.Name]; !full && (pick == nil || !pick(target)) {
+				if pick := defaultMatrix[f.Name]; !full && (pick == nil || !pick(target)) || full && !fullMatrix(f.Name, target) {
 					continue
 				}
 				t.Run("strategy="+target.Name, func(t *testing.T) {

@@ -49,6 +49,9 @@ Flags:
 // config is the parsed command line.
 type config struct {
 	targets []bench.Target
+	// listed says the targets were named with -strategies: every backend
+	// they need must open (see bench.Target.IfReachable).
+	listed  bool
 	workers []int
 	// procs are the numbers of worker processes to run each worker count
 	// in (-procs); 1 runs the workers in this process.
@@ -151,7 +154,8 @@ func parse(args []string, e env, stdout io.Writer) (config, error) {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
 	var err error
-	if c.targets, err = selectTargets(*strategies, set["strategies"], *counter, e); err != nil {
+	c.listed = set["strategies"]
+	if c.targets, err = selectTargets(*strategies, c.listed, *counter, e); err != nil {
 		return c, err
 	}
 	if c.workers, err = parseWorkers(*workers); err != nil {

@@ -55,12 +55,21 @@ func run(ctx context.Context, args []string, e env) int {
 	began := time.Now()
 	fmt.Fprintf(e.stderr, "stockbench: %d strategies × %d worker counts × %d process counts × %d loads, about %v plus set-up\n",
 		len(c.targets), len(c.workers), len(c.procs), len(c.rates), c.planned().Round(time.Second))
-	srv, err := openServers(ctx, c, slices.Max(c.workers))
+	srv, dropped, err := openServers(ctx, c, slices.Max(c.workers))
 	if err != nil {
 		fmt.Fprintf(e.stderr, "stockbench: %v\n", err)
 		return exitError
 	}
 	defer srv.Close()
+	if len(dropped) > 0 {
+		c.targets = slices.DeleteFunc(c.targets, func(t bench.Target) bool {
+			if err, ok := dropped[t.Name]; ok {
+				fmt.Fprintf(e.stderr, "stockbench: %s left out, its server is not reachable (name it with -strategies to require it): %v\n", t.Name, firstLine(err))
+				return true
+			}
+			return false
+		})
+	}
 	for _, s := range srv.info {
 		fmt.Fprintf(e.stderr, "stockbench: %s\n", s)
 	}
@@ -304,4 +313,11 @@ func joinInts(ns []int) string {
 		s[i] = strconv.Itoa(n)
 	}
 	return strings.Join(s, ", ")
+}
+
+// firstLine is the first line of err's text: a backend's "unavailable"
+// error goes on with how to provide one, which a note need not repeat.
+func firstLine(err error) string {
+	line, _, _ := strings.Cut(err.Error(), "\n")
+	return line
 }

@@ -31,8 +31,10 @@ func (s *servers) Close() {
 
 // openServers opens every backend the targets need, concurrently, through
 // its opener: the servers its flags name, else ones it finds or starts.
-// Pools are sized for maxWorkers.
-func openServers(ctx context.Context, c config, maxWorkers int) (*servers, error) {
+// Pools are sized for maxWorkers. In a default run a backend needed only by
+// IfReachable targets may fail to open: those targets are dropped, named
+// in dropped with the reason, and the run goes on without them.
+func openServers(ctx context.Context, c config, maxWorkers int) (_ *servers, dropped map[string]error, _ error) {
 	var need []string
 	for _, t := range c.targets {
 		for _, n := range t.Needs {
@@ -54,6 +56,20 @@ func openServers(ctx context.Context, c config, maxWorkers int) (*servers, error
 		wg.Go(func() { opened[i], errs[i] = o.Open(ctx, pool) })
 	}
 	wg.Wait()
+	for i, name := range need {
+		if errs[i] == nil || c.listed || !onlyIfReachable(c.targets, name) {
+			continue
+		}
+		for _, t := range c.targets {
+			if slices.Contains(t.Needs, name) {
+				if dropped == nil {
+					dropped = map[string]error{}
+				}
+				dropped[t.Name] = errs[i]
+			}
+		}
+		errs[i] = nil
+	}
 	s := &servers{conns: bench.Servers{}, args: map[string][]string{}}
 	// In the order of need, whichever finished first, so that the report
 	// lists the servers the same way every time.
@@ -68,9 +84,20 @@ func openServers(ctx context.Context, c config, maxWorkers int) (*servers, error
 	}
 	if err := errors.Join(errs...); err != nil {
 		s.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return s, nil
+	return s, dropped, nil
+}
+
+// onlyIfReachable reports whether every target that needs backend is
+// IfReachable.
+func onlyIfReachable(targets []bench.Target, backend string) bool {
+	for _, t := range targets {
+		if slices.Contains(t.Needs, backend) && !t.IfReachable {
+			return false
+		}
+	}
+	return true
 }
 
 // poolSize is the connection pool of a process running workers workers:

@@ -329,3 +329,22 @@ func TestRun_interrupted(t *testing.T) {
 		t.Errorf("stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
 	}
 }
+
+// A default run leaves out an IfReachable target whose server cannot be
+// had, with a note, and runs the rest; named with -strategies, the same
+// target's unreachable server fails the run.
+func TestRun_ifReachableDroppedInDefaultRun(t *testing.T) {
+	pg, ok := bench.Lookup("pg-atomic")
+	if !ok || !pg.IfReachable {
+		t.Fatalf("pg-atomic registered=%v IfReachable=%v, want a default-run target", ok, pg.IfReachable)
+	}
+	dead := []string{"-postgres-dsn", "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=1"}
+	code, _, stderr := invoke(t, []bench.Target{memTarget(), pg}, append(quick, dead...)...)
+	if code != exitOK || !strings.Contains(stderr, "pg-atomic left out") {
+		t.Errorf("default run: exit %d, stderr %q; want the run to go on without pg-atomic", code, stderr)
+	}
+	code, _, stderr = invoke(t, []bench.Target{memTarget(), pg}, append(append(quick, "-strategies", "pg-atomic"), dead...)...)
+	if code != exitError || !strings.Contains(stderr, "127.0.0.1") {
+		t.Errorf("named: exit %d, stderr %q; want the run to fail", code, stderr)
+	}
+}

@@ -13,6 +13,8 @@ type DockerStarters struct {
 	Redis  func(ctx context.Context) (addr string, stop func() error, err error)
 	TiDB   func(ctx context.Context) (dsn string, stop func() error, err error)
 	Valkey func(ctx context.Context) (addr string, stop func() error, err error)
+	// Postgres returns a pgx connection URL.
+	Postgres func(ctx context.Context) (dsn string, stop func() error, err error)
 }
 
 var (

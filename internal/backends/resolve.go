@@ -45,15 +45,17 @@ func Required() bool {
 	return v != "" && v != "0"
 }
 
-const howTo = `stockguard needs a MySQL/MariaDB and a Redis server (and TiDB, Valkey for their tests). It finds them, in order:
+const howTo = `stockguard needs a MySQL/MariaDB and a Redis server (and PostgreSQL, TiDB, Valkey for their tests). It finds them, in order:
   1. env:    STOCKGUARD_MYSQL_DSN=root@tcp(127.0.0.1:3306)/test  STOCKGUARD_REDIS_ADDR=127.0.0.1:6379
-             (STOCKGUARD_TIDB_DSN=root@tcp(127.0.0.1:4000)/test  STOCKGUARD_VALKEY_ADDR=127.0.0.1:6380)
+             (STOCKGUARD_POSTGRES_DSN=postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
+              STOCKGUARD_TIDB_DSN=root@tcp(127.0.0.1:4000)/test  STOCKGUARD_VALKEY_ADDR=127.0.0.1:6380)
   2. local:  mariadbd + mariadb-install-db (or mysqld) and redis-server on PATH — private servers are started
-             (Debian: apt-get install mariadb-server redis-server); valkey-server on PATH
+             (Debian: apt-get install mariadb-server redis-server postgresql); initdb + postgres on PATH
+             or in /usr/lib/postgresql/*/bin; valkey-server on PATH
              (scripts/install-valkey.sh); tidb-server on PATH or built by scripts/build-tidb.sh
-  3. docker: a healthy Docker engine — containers mysql:8.4 / redis:7.4 / pingcap/tidb / valkey/valkey via
-             testcontainers-go (images overridable with STOCKGUARD_MYSQL_IMAGE / STOCKGUARD_REDIS_IMAGE /
-             STOCKGUARD_TIDB_IMAGE / STOCKGUARD_VALKEY_IMAGE;
+  3. docker: a healthy Docker engine — containers mysql:8.4 / redis:7.4 / postgres:17 / pingcap/tidb / valkey/valkey
+             via testcontainers-go (images overridable with STOCKGUARD_MYSQL_IMAGE / STOCKGUARD_REDIS_IMAGE /
+             STOCKGUARD_POSTGRES_IMAGE / STOCKGUARD_TIDB_IMAGE / STOCKGUARD_VALKEY_IMAGE;
              tests have it, stockbench when built with: go build -tags docker ./cmd/stockbench)
 STOCKGUARD_BACKEND=env|local|docker forces one way.`
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver of Postgres
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
@@ -64,6 +65,7 @@ var (
 	sharedTiDB          lazy[*backends.MySQL]
 	sharedValkey        lazy[*backends.Redis]
 	sharedValkeyCluster lazy[*backends.Cluster]
+	sharedPostgres      lazy[*backends.Postgres]
 )
 
 // startTimeout bounds resolving one server, Docker pulls included.
@@ -84,6 +86,7 @@ func Main(m *testing.M, stop ...func()) {
 	sharedTiDB.close()
 	sharedValkey.close()
 	sharedValkeyCluster.close()
+	sharedPostgres.close()
 	os.Exit(code)
 }
 
@@ -136,6 +139,43 @@ func SkipUnlessTiDB(tb testing.TB) {
 	if !TiDBEnabled() {
 		tb.Skipf("needs TiDB: set %s=1 (and build tidb-server: scripts/build-tidb.sh)", EnvTiDB)
 	}
+}
+
+// SharedPostgres returns the test binary's PostgreSQL server, resolving it
+// on first use (backends.ResolvePostgres).
+func SharedPostgres(tb testing.TB) *backends.Postgres {
+	tb.Helper()
+	return sharedPostgres.get(tb, startTimeout, backends.ResolvePostgres)
+}
+
+// Postgres opens a database/sql pool (driver pgx) on the shared PostgreSQL
+// server, closed when tb ends.
+func Postgres(tb testing.TB) *sqlx.DB {
+	tb.Helper()
+	db, err := sqlx.Open("pgx", SharedPostgres(tb).DSN)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	db.SetMaxOpenConns(128)
+	db.SetMaxIdleConns(128)
+	tb.Cleanup(func() { db.Close() })
+	return db
+}
+
+// PrivatePostgres starts a PostgreSQL server from the local binaries for tb
+// alone — for fault tests that pause, kill or restart it — and stops it
+// when tb ends.
+func PrivatePostgres(tb testing.TB, opts ...backends.PostgresOption) *backends.Postgres {
+	tb.Helper()
+	SkipShort(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := backends.StartLocalPostgres(ctx, opts...)
+	if err != nil {
+		Unavailable(tb, backends.Unavailable("private postgres", err))
+	}
+	tb.Cleanup(func() { p.Close() })
+	return p
 }
 
 // SharedTiDB returns the test binary's TiDB server, resolving it on first

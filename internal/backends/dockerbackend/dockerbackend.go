@@ -26,6 +26,7 @@ import (
 	tclog "github.com/testcontainers/testcontainers-go/log"
 	tcmariadb "github.com/testcontainers/testcontainers-go/modules/mariadb"
 	tcmysql "github.com/testcontainers/testcontainers-go/modules/mysql"
+	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
 	"github.com/testcontainers/testcontainers-go/wait"
 
@@ -33,16 +34,17 @@ import (
 )
 
 func init() {
-	backends.UseDocker(backends.DockerStarters{MySQL: StartMySQL, Redis: StartRedis, TiDB: StartTiDB, Valkey: StartValkey})
+	backends.UseDocker(backends.DockerStarters{MySQL: StartMySQL, Redis: StartRedis, TiDB: StartTiDB, Valkey: StartValkey, Postgres: StartPostgres})
 }
 
 // The images started unless STOCKGUARD_MYSQL_IMAGE, STOCKGUARD_REDIS_IMAGE,
 // STOCKGUARD_TIDB_IMAGE or STOCKGUARD_VALKEY_IMAGE name others.
 const (
-	DefaultMySQLImage  = "mysql:8.4"
-	DefaultRedisImage  = "redis:7.4"
-	DefaultTiDBImage   = "pingcap/tidb:v8.5.0"
-	DefaultValkeyImage = "valkey/valkey:8.0"
+	DefaultMySQLImage    = "mysql:8.4"
+	DefaultRedisImage    = "redis:7.4"
+	DefaultTiDBImage     = "pingcap/tidb:v8.5.0"
+	DefaultValkeyImage   = "valkey/valkey:8.0"
+	DefaultPostgresImage = "postgres:17"
 )
 
 const (
@@ -225,6 +227,33 @@ func StartValkey(ctx context.Context) (addr string, stop func() error, err error
 		return "", nil, err
 	}
 	return net.JoinHostPort(host, p.Port()), terminator(ctr), nil
+}
+
+// StartPostgres starts a PostgreSQL container (DefaultPostgresImage unless
+// STOCKGUARD_POSTGRES_IMAGE names another) with user postgres, trust
+// authentication and database postgres, tuned like
+// backends.StartLocalPostgres (not durable). It returns a pgx connection URL
+// and how to remove the container.
+func StartPostgres(ctx context.Context) (dsn string, stop func() error, err error) {
+	image := imageFromEnv(backends.EnvPostgresImage, DefaultPostgresImage)
+	const port = "5432/tcp"
+	run := func(ctx context.Context, label testcontainers.ContainerCustomizer) (testcontainers.Container, error) {
+		return tcpostgres.Run(ctx, image, label,
+			testcontainers.WithLogger(quiet),
+			tcpostgres.WithUsername("postgres"), tcpostgres.WithPassword("postgres"), tcpostgres.WithDatabase("postgres"),
+			testcontainers.WithEnv(map[string]string{"POSTGRES_HOST_AUTH_METHOD": "trust"}),
+			testcontainers.WithCmd("postgres", "-c", "max_connections=600", "-c", "fsync=off",
+				"-c", "synchronous_commit=off", "-c", "full_page_writes=off"),
+			// The image restarts the server once after its init scripts: the
+			// module's wait (the ready line twice, then the port) sees it through.
+			tcpostgres.BasicWaitStrategies(),
+		)
+	}
+	ctr, host, p, err := runContainer(ctx, image, port, run)
+	if err != nil {
+		return "", nil, err
+	}
+	return "postgres://postgres@" + net.JoinHostPort(host, p.Port()) + "/postgres?sslmode=disable", terminator(ctr), nil
 }
 
 func imageFromEnv(env, def string) string {

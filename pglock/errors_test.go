@@ -1,0 +1,93 @@
+package pglock
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stockguard/stockguard"
+)
+
+// TestClassify maps every SQLSTATE and transport failure the package tells
+// apart, unsent and sent, to exactly one contract error.
+func TestClassify(t *testing.T) {
+	pg := func(code string) error { return fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: code, Message: "m"}) }
+	ctxOK := context.Background()
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name         string
+		ctx          context.Context
+		err          error
+		unsent, sent error
+		retry        bool
+	}{
+		{"serialization", ctxOK, pg("40001"), stockguard.ErrContention, stockguard.ErrContention, true},
+		{"deadlock", ctxOK, pg("40P01"), stockguard.ErrContention, stockguard.ErrContention, true},
+		{"lock not available", ctxOK, pg("55P03"), stockguard.ErrContention, stockguard.ErrContention, false},
+		{"statement_timeout", ctxOK, pg("57014"), stockguard.ErrContention, stockguard.ErrContention, false},
+		{"canceled by the caller", canceled, pg("57014"), context.Canceled, context.Canceled, false},
+		{"admin shutdown", ctxOK, pg("57P01"), stockguard.ErrUnavailable, stockguard.ErrOutcomeUnknown, false},
+		{"too many connections", ctxOK, pg("53300"), stockguard.ErrUnavailable, stockguard.ErrOutcomeUnknown, false},
+		{"connection exception", ctxOK, pg("08006"), stockguard.ErrUnavailable, stockguard.ErrOutcomeUnknown, false},
+		{"read-only", ctxOK, pg("25006"), stockguard.ErrUnavailable, stockguard.ErrUnavailable, false},
+		{"missing table", ctxOK, pg("42P01"), stockguard.ErrUnavailable, stockguard.ErrUnavailable, false},
+		{"other refusal", ctxOK, pg("42501"), stockguard.ErrUnavailable, stockguard.ErrUnavailable, false},
+		{"no reply", ctxOK, io.ErrUnexpectedEOF, stockguard.ErrUnavailable, stockguard.ErrOutcomeUnknown, false},
+		{"bad conn", ctxOK, driver.ErrBadConn, stockguard.ErrUnavailable, stockguard.ErrUnavailable, false},
+		{"caller left, nothing sent", canceled, context.Canceled, context.Canceled, stockguard.ErrOutcomeUnknown, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, c := range []struct {
+				st   stage
+				want error
+			}{{unsent, tt.unsent}, {sent, tt.sent}} {
+				got := classify(tt.ctx, tt.err, c.st)
+				if c.want == context.Canceled {
+					ctxOnly(t, got, context.Canceled)
+					continue
+				}
+				contractOne(t, got, c.want)
+				// A Retrier tries again exactly the errors marked for it.
+				r := stockguard.NewRetrier(stockguard.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Microsecond, MaxDelay: time.Microsecond})
+				r.Do(ctxOK, func(context.Context) error { return got })
+				if retried := r.Retries() == 1; retried != tt.retry {
+					t.Errorf("stage %d: %v retried=%v, want %v", c.st, got, retried, tt.retry)
+				}
+			}
+		})
+	}
+}
+
+// A COMMIT whose reply was lost leaves the outcome unknown; one refused by
+// the server (a serialization failure found at commit) rolled back; one
+// whose context ended before it was sent applied nothing.
+func TestCommitError(t *testing.T) {
+	ctx := context.Background()
+	contractOne(t, commitError(ctx, io.ErrUnexpectedEOF), stockguard.ErrOutcomeUnknown)
+	contractOne(t, commitError(ctx, &pgconn.PgError{Code: "40001"}), stockguard.ErrContention)
+	contractOne(t, commitError(ctx, &pgconn.PgError{Code: "57P01"}), stockguard.ErrOutcomeUnknown)
+	dl, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancel()
+	ctxOnly(t, commitError(dl, context.DeadlineExceeded), context.DeadlineExceeded)
+}
+
+// ctxOnly fails t unless err is the context error want and no contract
+// error of stockguard's.
+func ctxOnly(t *testing.T, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Fatalf("%v, want %v", err, want)
+	}
+	for _, e := range stockguard.ContractErrors() {
+		if e != want && errors.Is(err, e) {
+			t.Fatalf("%v also matches %v", err, e)
+		}
+	}
+}
