@@ -315,7 +315,7 @@ func (s Suite) unchanged(ctx context.Context, r *recorder, what string, requests
 	}
 }
 
-// Invalid inputs of DESIGN.md's validation rules.
+// Invalid inputs under the validation rules of docs/design.md (section 3).
 var (
 	badSKUs = []string{
 		"",
