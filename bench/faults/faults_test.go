@@ -18,10 +18,10 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/bench"
 	_ "github.com/stockguard/stockguard/bench/all" // every registered strategy
+	"github.com/stockguard/stockguard/bench/faults"
 	"github.com/stockguard/stockguard/bench/mysqltargets"
 	"github.com/stockguard/stockguard/bench/redistargets"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
-	"github.com/stockguard/stockguard/bench/faults"
 )
 
 // EnvFull selects the whole matrix: every fault × every strategy, 32
