@@ -11,6 +11,8 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/stockguard-figures-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 go build -o "$dir/stockbench" ./cmd/stockbench
 
+args=""
+if (($#)); then args=$(printf ' %q' "$@"); fi
 started=$(date -u '+%Y-%m-%d %H:%M UTC')
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 # Exit 3 (a strategy unsound) must stop the script: figures of an unsound
@@ -30,7 +32,7 @@ ratio() {
 {
 	echo "# Results: one recorded run"
 	echo
-	echo "Written by \`bash scripts/figures.sh$(printf ' %q' "$@")\`, which ran \`stockbench -plot docs/stockbench.svg$(printf ' %q' "$@")\`"
+	echo "Written by \`bash scripts/figures.sh$args\`, which ran \`stockbench -plot docs/stockbench.svg$args\`"
 	echo "once and wrote this page and [the chart](stockbench.svg) from it. Started $started on"
 	echo "$(nproc) vCPU ($cpu), $mem, $(uname -sr), $(go env GOVERSION); load average at the start $load."
 	echo "The servers and their settings are on the \`servers:\` line. Compare rows of this run, not"
