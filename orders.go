@@ -58,7 +58,7 @@ type OrderInfo struct {
 	ID       string
 	State    OrderState
 	Lines    []Line    // in SKU order
-	Deadline time.Time // holds only: when an unconfirmed hold expires (backend clock)
+	Deadline time.Time // holds only: when an unconfirmed hold expires (backend clock); zero once taken
 }
 
 // Orders is an Inventory that takes whole orders under caller-chosen IDs and
