@@ -18,7 +18,7 @@ import (
 // itself.
 func ordersTarget(name string, wrap func(s *memorders.Store) stockguard.Inventory) Target {
 	return Target{
-		Name: name, About: name,
+		Name: name, About: name, Orders: true,
 		Open: func(context.Context, Servers, string) (*Store, error) {
 			s := memorders.New()
 			return &Store{

@@ -59,6 +59,11 @@ type Target struct {
 	// strategy on another engine of the same protocol (see Variant), whose
 	// server a default run should neither need nor start.
 	OnRequest bool
+	// Orders marks a target whose instances implement stockguard.Orders:
+	// the Checkout workload runs only those (Run refuses an instance that
+	// does not), and stockbench plans a checkout — its servers, its time —
+	// from this mark, before any server is opened.
+	Orders bool
 	// OrdersOnly marks a target that differs from another only in how it
 	// handles whole orders (a checkout counterexample): it runs only under
 	// the Checkout workload.
