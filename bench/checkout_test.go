@@ -156,3 +156,20 @@ func TestCompareLines(t *testing.T) {
 		}
 	}
 }
+
+func TestWorkload_LinesText(t *testing.T) {
+	for _, tc := range []struct {
+		lines, skus int
+		want        string
+	}{
+		{3, 1, "1 line"},
+		{1, 100, "1 line"},
+		{3, 2, "1–2 lines"},
+		{3, 100, "1–3 lines"},
+	} {
+		w := Workload{SKUs: tc.skus, Orders: OrderMix{Lines: tc.lines}}
+		if got := w.LinesText(); got != tc.want {
+			t.Errorf("%d lines over %d SKUs: %q, want %q", tc.lines, tc.skus, got, tc.want)
+		}
+	}
+}
