@@ -12,13 +12,13 @@ import (
 	"github.com/stockguard/stockguard/mysqllock"
 )
 
-// dsn names the server Example_quickstart uses; TestExamples_run points it
+// dsn names the server Example uses; TestExamples_run points it
 // at the test binary's server.
 var dsn = os.Getenv("STOCKGUARD_MYSQL_DSN")
 
-// The front page's example (README.md quotes this body): stock a SKU, sell 3
-// units, tell the buyer what happened.
-func Example_quickstart() {
+// The everyday choice, one conditional UPDATE per purchase; README.md quotes
+// this body: stock a SKU, sell 3 units, tell the buyer what happened.
+func Example() {
 	ctx := context.Background()
 	// dsn: e.g. "root@tcp(127.0.0.1:3306)/test?interpolateParams=true"
 	db, err := sqlx.Connect("mysql", dsn)

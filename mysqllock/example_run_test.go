@@ -25,12 +25,12 @@ func TestExamples_run(t *testing.T) {
 		example func()
 		want    string
 	}{
-		{"quickstart", Example_quickstart, "sold 3\nleft: 7\n"},
-		{"checkout", Example_checkout, "held: tee-m 3, mug 1\nconfirmed: taken [{mug 1} {tee-m 2}]\nreturned: tee-m 5, mug 2\n"},
+		{"Example", Example, "sold 3\nleft: 7\n"},
+		{"Example_checkout", Example_checkout, "held: tee-m 3, mug 1\nconfirmed: taken [{mug 1} {tee-m 2}]\nreturned: tee-m 5, mug 2\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := stdout(t, tc.example); got != tc.want {
-				t.Errorf("Example_%s printed\n%s\nwant\n%s", tc.name, got, tc.want)
+				t.Errorf("%s printed\n%s\nwant\n%s", tc.name, got, tc.want)
 			}
 		})
 	}
