@@ -171,5 +171,9 @@ func Verdict(reps []*Report) string {
 	case len(failed) > 0:
 		return fmt.Sprintf("audit: every run sound, but %d of %d had problems (listed above): %s", len(failed), len(reps), strings.Join(failed, ", "))
 	}
-	return fmt.Sprintf("audit: all %d runs sound — nothing oversold, lost or duplicated; every error a contract error; nothing left running.", len(reps))
+	runs := fmt.Sprintf("all %d runs", len(reps))
+	if len(reps) == 1 {
+		runs = "the run"
+	}
+	return "audit: " + runs + " sound — nothing oversold, lost or duplicated; every error a contract error; nothing left running."
 }

@@ -14,6 +14,7 @@ func TestVerdict(t *testing.T) {
 		want string
 	}{
 		{nil, "no run completed"},
+		{[]*Report{ok}, "the run sound"},
 		{[]*Report{ok, ok}, "all 2 runs sound"},
 		{[]*Report{ok, problem}, "every run sound, but 1 of 2 had problems (listed above): c under restart"},
 		{[]*Report{ok, unsound, problem}, "1 of 3 runs UNSOUND (units oversold, lost or duplicated): b under pause"},
