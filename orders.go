@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -58,7 +59,7 @@ type OrderInfo struct {
 	ID       string
 	State    OrderState
 	Lines    []Line    // in SKU order
-	Deadline time.Time // holds only: when an unconfirmed hold expires (backend clock)
+	Deadline time.Time // holds only: when an unconfirmed hold expires (backend clock); zero once taken
 }
 
 // Orders is an Inventory that takes whole orders under caller-chosen IDs and
@@ -132,7 +133,10 @@ func ValidateLines(lines []Line) error {
 	seen := make(map[string]struct{}, len(lines))
 	for i, l := range lines {
 		if err := Validate(l.SKU, l.Qty); err != nil {
-			return fmt.Errorf("line %d: %w", i, err)
+			// The contract error's text first, then where: "stockguard:
+			// invalid request: line 1: empty sku".
+			detail := strings.TrimPrefix(err.Error(), ErrInvalidRequest.Error()+": ")
+			return fmt.Errorf("%w: line %d: %s", ErrInvalidRequest, i, detail)
 		}
 		if _, dup := seen[l.SKU]; dup {
 			return fmt.Errorf("%w: sku %q appears on more than one line", ErrInvalidRequest, l.SKU)

@@ -129,8 +129,8 @@ func WriteChart(w io.Writer, results []*Result, format ChartFormat) error {
 	checkout := !slices.ContainsFunc(results, func(r *Result) bool { return r.Workload.Shape != Checkout })
 	if checkout {
 		m := wl.Orders
-		desc = fmt.Sprintf("checkout, %s, 1-%d lines of qty %s, %.0f%% held, %v per point, %d app instances",
-			skuText(wl), m.Lines, wl.Qty(), 100*m.HoldShare, wl.Duration, wl.Instances)
+		desc = fmt.Sprintf("checkout, %s, %s of qty %s, %.0f%% held, %v per point, %d app instances",
+			skuText(wl), wl.LinesText(), wl.Qty(), 100*m.HoldShare, wl.Duration, wl.Instances)
 	}
 	if flash {
 		desc = fmt.Sprintf("flash sale, %s, %d units each, qty %s, workers spread over %d app instances",
@@ -293,8 +293,10 @@ var glyphs = []struct {
 	shape draw.GlyphDrawer
 	sign  string // for the note under the legend
 }{
-	{draw.CircleGlyph{}, "●"}, {draw.BoxGlyph{}, "■"}, {draw.TriangleGlyph{}, "triangle:"},
-	{draw.RingGlyph{}, "ring:"}, {draw.SquareGlyph{}, "square:"}, {draw.PyramidGlyph{}, "pyramid:"},
+	// Words, not symbols: an SVG viewer's substitute font lacks most of
+	// the outlined shapes, and a note mixing both reads oddly.
+	{draw.CircleGlyph{}, "dots:"}, {draw.BoxGlyph{}, "boxes:"}, {draw.TriangleGlyph{}, "triangles:"},
+	{draw.RingGlyph{}, "rings:"}, {draw.SquareGlyph{}, "squares:"}, {draw.PyramidGlyph{}, "pyramids:"},
 }
 
 // glyphIndex picks the glyph of a target's main backend (its first need);

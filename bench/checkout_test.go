@@ -18,7 +18,7 @@ import (
 // itself.
 func ordersTarget(name string, wrap func(s *memorders.Store) stockguard.Inventory) Target {
 	return Target{
-		Name: name, About: name,
+		Name: name, About: name, Orders: true,
 		Open: func(context.Context, Servers, string) (*Store, error) {
 			s := memorders.New()
 			return &Store{
@@ -153,6 +153,23 @@ func TestCompareLines(t *testing.T) {
 		dup, other := compareLines(tt.placed, tt.recorded)
 		if dup != tt.dup || other != tt.other {
 			t.Errorf("compareLines(%v, %v) = %d, %v; want %d, %v", tt.placed, tt.recorded, dup, other, tt.dup, tt.other)
+		}
+	}
+}
+
+func TestWorkload_LinesText(t *testing.T) {
+	for _, tc := range []struct {
+		lines, skus int
+		want        string
+	}{
+		{3, 1, "1 line"},
+		{1, 100, "1 line"},
+		{3, 2, "1–2 lines"},
+		{3, 100, "1–3 lines"},
+	} {
+		w := Workload{SKUs: tc.skus, Orders: OrderMix{Lines: tc.lines}}
+		if got := w.LinesText(); got != tc.want {
+			t.Errorf("%d lines over %d SKUs: %q, want %q", tc.lines, tc.skus, got, tc.want)
 		}
 	}
 }

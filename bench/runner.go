@@ -104,8 +104,12 @@ func Run(ctx context.Context, t Target, s Servers, w Workload, opts ...Option) (
 	r := newRun(w)
 	if r.co != nil {
 		for _, inv := range insts {
-			if _, ok := inv.(stockguard.Orders); !ok {
+			_, ok := inv.(stockguard.Orders)
+			switch {
+			case !ok:
 				return nil, fmt.Errorf("bench: %w: %s does not implement stockguard.Orders", ErrSkipped, t.Name)
+			case !t.Orders:
+				return nil, fmt.Errorf("bench: %s implements stockguard.Orders: mark it Orders, so that stockbench plans its checkout", t.Name)
 			}
 		}
 	}

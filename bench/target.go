@@ -66,6 +66,11 @@ type Target struct {
 	// like any other. For a backend the default run should show when the
 	// machine has it (PostgreSQL) without requiring it.
 	IfReachable bool
+	// Orders marks a target whose instances implement stockguard.Orders:
+	// the Checkout workload runs only those (Run refuses an instance that
+	// does not), and stockbench plans a checkout — its servers, its time —
+	// from this mark, before any server is opened.
+	Orders bool
 	// OrdersOnly marks a target that differs from another only in how it
 	// handles whole orders (a checkout counterexample): it runs only under
 	// the Checkout workload.

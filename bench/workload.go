@@ -255,6 +255,17 @@ func (m OrderMix) validate(bad func(string, ...any) error) error {
 	return nil
 }
 
+// LinesText says how many lines a checkout's orders have: "1–3 lines", or
+// "1 line" when there are not SKUs enough for more (an order's lines are
+// distinct SKUs).
+func (w Workload) LinesText() string {
+	n := min(w.Orders.Lines, w.SKUs)
+	if n <= 1 {
+		return "1 line"
+	}
+	return fmt.Sprintf("1–%d lines", n)
+}
+
 // Qty returns the request quantity as text: "1" or "1-3".
 func (w Workload) Qty() string {
 	if w.QtyMin == w.QtyMax {

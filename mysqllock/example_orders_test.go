@@ -62,8 +62,7 @@ func Example_checkout() {
 		}
 	}
 	fmt.Println("returned:", levels(ctx, shop))
-	// It prints (like the package's other examples it needs a server, so go
-	// test compiles it without running it):
+	// It prints (TestExamples_run runs it on a private server):
 	//
 	//	held: tee-m 3, mug 1
 	//	confirmed: taken [{mug 1} {tee-m 2}]

@@ -31,33 +31,6 @@ func open(workers int) *sqlx.DB {
 	return db
 }
 
-// The everyday choice: one conditional UPDATE per purchase.
-func Example() {
-	ctx := context.Background()
-	db := open(64)
-	defer db.Close()
-	if err := mysqllock.CreateSchema(ctx, db); err != nil {
-		log.Fatal(err)
-	}
-	inv := mysqllock.NewAtomic(db)
-	if err := inv.SetStock(ctx, "sku-42", 10); err != nil {
-		log.Fatal(err)
-	}
-	switch err := inv.Decrement(ctx, "sku-42", 3); {
-	case err == nil:
-		fmt.Println("sold 3")
-	case errors.Is(err, stockguard.ErrInsufficientStock):
-		fmt.Println("sold out")
-	case errors.Is(err, stockguard.ErrOutcomeUnknown):
-		// The connection died after the UPDATE was sent: reconcile (for
-		// example against an order table written in the same transaction
-		// elsewhere) before telling the buyer anything.
-		fmt.Println("unknown, reconcile")
-	default:
-		fmt.Println("failed:", err) // nothing was taken
-	}
-}
-
 // A flash sale that would rather turn buyers away than queue them on the
 // hot row: NOWAIT answers ErrContention at once when the row is busy.
 func ExampleNewPessimistic() {

@@ -314,7 +314,8 @@ func (l *ledger) Order(ctx context.Context, id string) (stockguard.OrderInfo, er
 				}
 			}
 			info = stockguard.OrderInfo{ID: id, State: rec.state, Lines: rec.lines}
-			if rec.deadline.Valid {
+			// A confirmed hold is taken and expires no more: no deadline.
+			if rec.deadline.Valid && rec.state != stockguard.OrderTaken {
 				info.Deadline = time.UnixMicro(rec.deadline.Int64)
 			}
 			return nil

@@ -99,7 +99,7 @@ func ledgerRows(t testing.TB, db *sqlx.DB, table, id string) int {
 	return n + m
 }
 
-// Every row of DESIGN.md's semantics table, in one walk per strategy.
+// Every row of the orders table in docs/design.md (section 3), in one walk per strategy.
 func TestOrders_semantics(t *testing.T) {
 	forOrders(t, func(t *testing.T, db *sqlx.DB, table string, o stockguard.Orders) {
 		ctx := t.Context()

@@ -15,8 +15,8 @@ import (
 // OrderLinesTable). Tables lists their names. It is idempotent and leaves
 // an existing table as it is.
 //
-// The stock table is DESIGN.md's, with one deliberate difference: sku is
-// VARBINARY(64), not VARCHAR(64). Every text collation of MariaDB, and
+// The stock table (docs/design.md, section 3, "Validation") keys on sku
+// VARBINARY(64), not VARCHAR(64), on purpose. Every text collation of MariaDB, and
 // MySQL's utf8mb4_bin, is PAD SPACE ('a' = 'a ') and most also fold case or
 // accents ('sku' = 'SKU', 'e' = 'é'), so distinct valid SKUs would share a
 // row. Binary comparison makes every distinct byte string its own SKU, on

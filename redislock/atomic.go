@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redisx"
 )
@@ -135,7 +136,7 @@ func (a *Atomic) Decrement(ctx context.Context, sku string, qty int64) error {
 		return "", nil, nil
 	})
 	if err != nil {
-		return fmt.Errorf("redislock: decrement %q: %w", sku, err)
+		return errtext.Wrap(err, "redislock: decrement %q", sku)
 	}
 	return nil
 }
@@ -197,7 +198,7 @@ func (a *Atomic) Stock(ctx context.Context, sku string) (int64, error) {
 		}
 	})
 	if err != nil {
-		return 0, fmt.Errorf("redislock: stock of %q: %w", sku, err)
+		return 0, errtext.Wrap(err, "redislock: stock of %q", sku)
 	}
 	return level, nil
 }

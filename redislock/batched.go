@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/combine"
+	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
@@ -206,12 +207,12 @@ func (b *Batched) write(ctx context.Context, sku string, bt *combine.Batch[batch
 	}
 	reply, err := batchedScript.Run(ctx, b.scripts, []string{key}, qtys...).Result()
 	if err != nil {
-		return fmt.Errorf("redislock: decrement %q (in a call of %d requests): %w", sku, len(m), redisx.Classify(ctx, err, redisx.Write))
+		return errtext.Wrap(redisx.Classify(ctx, err, redisx.Write), "redislock: decrement %q (in a call of %d requests)", sku, len(m))
 	}
 	out, err := parseBatchReply(reply, len(m))
 	switch {
 	case err != nil:
-		return fmt.Errorf("redislock: decrement %q (in a call of %d requests): %w", sku, len(m), err)
+		return errtext.Wrap(err, "redislock: decrement %q (in a call of %d requests)", sku, len(m))
 	case out.missing:
 		return fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
 	case out.corrupt:

@@ -28,6 +28,7 @@ package redislock
 //	  reentrant.go  Owner and Reentrant
 //	  wait.go       RetryStrategy (ObtainRetry) and the notifier behind Notify
 //	  watchdog.go   the renewer behind Watchdog and MaxHold
+//	  pipeline.go   one round trip for the scripts a Client's goroutines run at once
 //	  redlock.go    Redlock and QuorumLock
 //	  lock_*.lua, reentrant_*.lua
 //	both
@@ -40,3 +41,7 @@ package redislock
 //	  segmented.go  Segmented (segmented_*.lua)
 //	  segmented_locks.go  WithSegmentLocks
 //	  raw.go        Segmented.RawStock, for audits
+//	  batched.go    Batched: requests for a SKU combined into one script (internal/combine)
+//	  orders*.go    Atomic's Orders: one script per one-slot order (orders_local.go,
+//	                orders_slot.go), a two-phase protocol across Cluster slots
+//	                (orders_remote.go, orders_sku.go), the record (orders_record.go)

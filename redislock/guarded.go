@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
@@ -269,7 +270,7 @@ func withLock[H any](ctx context.Context, sku string, lease time.Duration,
 		return err
 	case err != nil:
 		// Whatever the obtain script did, the stock is untouched.
-		return fmt.Errorf("redislock: lock %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
+		return errtext.Wrap(redisx.Classify(ctx, err, redisx.Read), "redislock: lock %q", sku)
 	}
 	defer func() {
 		// The outcome is decided; a failed release only leaves the lock to

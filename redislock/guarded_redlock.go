@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/errtext"
 )
 
 // WithStockMaster makes NewRedlockGuarded keep the stock on clients[i], i
@@ -129,7 +130,7 @@ func (h ownedHold) write(ctx context.Context, sku string, level int64) error {
 	written, err := h.rl.store.writeIf(ctx, sku, level, h.rl.r.LockKey(sku), h.l.OwnerToken())
 	switch {
 	case err != nil:
-		return fmt.Errorf("redislock: owner-guarded write of %q: %w", sku, err)
+		return errtext.Wrap(err, "redislock: owner-guarded write of %q", sku)
 	case !written:
 		return fmt.Errorf("%w: %w: the lock of %q on the stock's master is not this holder's any more; nothing written",
 			ErrNotHeld, stockguard.ErrContention, sku)

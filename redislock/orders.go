@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
@@ -103,7 +104,7 @@ func (a *Atomic) Restock(ctx context.Context, id, sku string, qty int64) error {
 		err = a.placeRemote(ctx, kindRestock, id, 0, lines)
 	}
 	if err != nil {
-		return fmt.Errorf("redislock: restock %q under %q: %w", sku, id, err)
+		return errtext.Wrap(err, "redislock: restock %q under %q", sku, id)
 	}
 	return nil
 }
@@ -150,7 +151,7 @@ func (a *Atomic) Order(ctx context.Context, id string) (stockguard.OrderInfo, er
 			// its own is in doubt, it just could not be served.
 			err = fmt.Errorf("%w: %v", stockguard.ErrUnavailable, err)
 		}
-		return stockguard.OrderInfo{}, fmt.Errorf("redislock: order %q: %w", id, err)
+		return stockguard.OrderInfo{}, errtext.Wrap(err, "redislock: order %q", id)
 	}
 	return r.info(id), nil
 }
@@ -175,7 +176,7 @@ func (a *Atomic) place(ctx context.Context, kind byte, id string, ttl time.Durat
 		if kind == kindHold {
 			verb = "hold"
 		}
-		return fmt.Errorf("redislock: %s %q: %w", verb, id, err)
+		return errtext.Wrap(err, "redislock: %s %q", verb, id)
 	}
 	return nil
 }
@@ -188,9 +189,9 @@ func (a *Atomic) decide(ctx context.Context, op, id string) error {
 	r, err := a.settled(ctx, op, id)
 	switch {
 	case err != nil:
-		return fmt.Errorf("redislock: %s %q: %w", op, id, err)
+		return errtext.Wrap(err, "redislock: %s %q", op, id)
 	case op == "confirm" && r.state != 't':
-		return fmt.Errorf("redislock: confirm %q: %w: it is %v", id, stockguard.ErrOrderClosed, orderState(r.state))
+		return fmt.Errorf("%w: redislock: confirm %q: it is %v", stockguard.ErrOrderClosed, id, orderState(r.state))
 	}
 	return nil
 }

@@ -111,7 +111,8 @@ func orderState(s byte) stockguard.OrderState {
 // info is what Order reports of r, recorded under id.
 func (r *record) info(id string) stockguard.OrderInfo {
 	info := stockguard.OrderInfo{ID: id, State: orderState(r.state), Lines: r.lines}
-	if r.kind == kindHold {
+	// A confirmed hold is taken and expires no more: no deadline.
+	if r.kind == kindHold && info.State != stockguard.OrderTaken {
 		info.Deadline = time.UnixMicro(r.deadline)
 	}
 	return info

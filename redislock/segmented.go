@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redisx"
 )
@@ -242,7 +243,7 @@ func (s *Segmented) take(ctx context.Context, sku string, i int, qty int64) erro
 func taken(ctx context.Context, sku, key string, left int64, err error) error {
 	switch {
 	case err != nil:
-		return fmt.Errorf("redislock: decrement %q: %w", sku, redisx.Classify(ctx, err, redisx.Write))
+		return errtext.Wrap(redisx.Classify(ctx, err, redisx.Write), "redislock: decrement %q", sku)
 	case left == -3:
 		return redisx.Corrupt(key, "holds no stock level")
 	case left < 0:
@@ -302,7 +303,7 @@ func (s *Segmented) takeFitting(ctx context.Context, sku string, qty int64, leve
 		err = s.take(ctx, sku, i, qty)
 	}
 	if errors.Is(err, errSegmentShort) || errors.Is(err, errSegmentBusy) {
-		return stockguard.Retry(fmt.Errorf("redislock: segment %d of %q: %w", i, sku, err))
+		return stockguard.Retry(errtext.Wrap(err, "redislock: segment %d of %q", i, sku))
 	}
 	return err
 }
@@ -345,7 +346,7 @@ func (s *Segmented) readMeta(ctx context.Context, sku string) (meta, error) {
 	case redisx.IsWrongType(err):
 		return meta{}, redisx.Corrupt(key, "is not a segment hash")
 	case err != nil:
-		return meta{}, fmt.Errorf("redislock: read %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
+		return meta{}, errtext.Wrap(redisx.Classify(ctx, err, redisx.Read), "redislock: read %q", sku)
 	}
 	m := meta{gathers: map[string]string{}, locked: held.Val() > 0, fence: fence.Val()}
 	for f, v := range all.Val() {
@@ -395,7 +396,7 @@ func (s *Segmented) readLevels(ctx context.Context, sku string, n int) ([]int64,
 		case redisx.IsWrongType(err):
 			return nil, redisx.Corrupt(key, "is not a string")
 		case err != nil:
-			return nil, fmt.Errorf("redislock: read %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
+			return nil, errtext.Wrap(redisx.Classify(ctx, err, redisx.Read), "redislock: read %q", sku)
 		}
 		v, err := redisx.ParseLevel(key, c.Val())
 		if err != nil {
@@ -456,7 +457,7 @@ func (s *Segmented) gatherPieces(ctx context.Context, l *Lock, sku string, qty i
 	if err := s.rdb.Process(ctx, redisx.Once(begin)); err != nil {
 		// Nothing is held yet; a record that was written after all is
 		// removed by the next gather.
-		return fmt.Errorf("redislock: gather %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
+		return errtext.Wrap(redisx.Classify(ctx, err, redisx.Read), "redislock: gather %q", sku)
 	}
 	order := make([]int, 0, len(levels))
 	for i, v := range levels {
@@ -483,7 +484,7 @@ func (s *Segmented) gatherPieces(ctx context.Context, l *Lock, sku string, qty i
 		got, err := segmentedTakeScript.Run(ctx, s.rdb, []string{key, s.holdKey(sku, i, id)}, need, holdTTL.Milliseconds()).Int64()
 		switch {
 		case err != nil:
-			failed = fmt.Errorf("redislock: gather %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
+			failed = errtext.Wrap(redisx.Classify(ctx, err, redisx.Read), "redislock: gather %q", sku)
 		case got == -3:
 			failed = redisx.Corrupt(key, "holds no stock level")
 		case got < 0:
@@ -510,7 +511,7 @@ func (s *Segmented) gatherPieces(ctx context.Context, l *Lock, sku string, qty i
 				"committed if record %q is gone from %q, else the next gather rolls it back: %v",
 				stockguard.ErrOutcomeUnknown, sku, field, metaKey, err)
 		case err != nil:
-			failed = fmt.Errorf("redislock: gather %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
+			failed = errtext.Wrap(redisx.Classify(ctx, err, redisx.Read), "redislock: gather %q", sku)
 		default:
 			failed = stockguard.Retry(fmt.Errorf("redislock: a gather of %q was rolled back by another (its lock ran out)", sku))
 		}
@@ -575,16 +576,16 @@ func (s *Segmented) recover(ctx context.Context, sku string, m meta) error {
 			decided, err := segmentedDecideScript.Run(ctx, s.rdb, []string{metaKey}, field, "a").Int64()
 			switch {
 			case err != nil:
-				return fmt.Errorf("redislock: recover a gather of %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
+				return errtext.Wrap(redisx.Classify(ctx, err, redisx.Read), "redislock: recover a gather of %q", sku)
 			case decided < 0:
 				continue // it committed meanwhile
 			}
 		}
 		if err := s.giveBack(ctx, sku, id, every); err != nil {
-			return fmt.Errorf("redislock: recover a gather of %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
+			return errtext.Wrap(redisx.Classify(ctx, err, redisx.Read), "redislock: recover a gather of %q", sku)
 		}
 		if err := s.rdb.HDel(ctx, metaKey, field).Err(); err != nil {
-			return fmt.Errorf("redislock: recover a gather of %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
+			return errtext.Wrap(redisx.Classify(ctx, err, redisx.Read), "redislock: recover a gather of %q", sku)
 		}
 	}
 	return nil
@@ -625,7 +626,7 @@ func (s *Segmented) SetStock(ctx context.Context, sku string, qty int64) error {
 				// with it the count of segments to delete, if it had one).
 				del := redis.NewIntCmd(ctx, "del", s.metaKey(sku))
 				if err := s.rdb.Process(ctx, redisx.Once(del)); err != nil {
-					return fmt.Errorf("redislock: set stock of %q: %w", sku, redisx.Classify(ctx, err, redisx.Write))
+					return errtext.Wrap(redisx.Classify(ctx, err, redisx.Write), "redislock: set stock of %q", sku)
 				}
 			case !errors.Is(err, stockguard.ErrUnknownSKU):
 				return err
@@ -661,11 +662,11 @@ func (s *Segmented) write(ctx context.Context, sku string, qty int64, old int) e
 		errs = append(errs, c.Err())
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("redislock: set stock of %q: %w", sku, redisx.Classify(ctx, err, redisx.Write))
+		return errtext.Wrap(redisx.Classify(ctx, err, redisx.Write), "redislock: set stock of %q", sku)
 	}
 	set := redis.NewIntCmd(ctx, "hset", s.metaKey(sku), "n", s.n)
 	if err := s.rdb.Process(ctx, redisx.Once(set)); err != nil {
-		return fmt.Errorf("redislock: set stock of %q: %w", sku, redisx.Classify(ctx, err, redisx.Write))
+		return errtext.Wrap(redisx.Classify(ctx, err, redisx.Write), "redislock: set stock of %q", sku)
 	}
 	return nil
 }

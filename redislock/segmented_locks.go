@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
@@ -72,7 +73,7 @@ func (s *Segmented) takeLocked(ctx context.Context, sku string, i int, qty int64
 		return errSegmentBusy
 	case err != nil:
 		// The lock may have been set; it expires with its lease.
-		return fmt.Errorf("redislock: lock segment %d of %q: %w", i, sku, redisx.Classify(ctx, err, redisx.Read))
+		return errtext.Wrap(redisx.Classify(ctx, err, redisx.Read), "redislock: lock segment %d of %q", i, sku)
 	}
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)

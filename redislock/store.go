@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
@@ -123,7 +124,7 @@ func (s *RedisStore) WriteFenced(ctx context.Context, sku string, qty, token int
 	written, err := s.writeIf(ctx, sku, qty, s.levels.Keys.Fence(sku), strconv.FormatInt(token, 10))
 	switch {
 	case err != nil:
-		return fmt.Errorf("redislock: fenced write of %q: %w", sku, err)
+		return errtext.Wrap(err, "redislock: fenced write of %q", sku)
 	case !written:
 		return fmt.Errorf("%w: %q, token %d", ErrFenced, sku, token)
 	}

@@ -18,9 +18,11 @@ const (
 	// MetricDuration is a histogram of call durations in seconds, by
 	// the same attributes as MetricOperations.
 	MetricDuration = "stockguard.operation.duration"
-	// MetricUnitsTaken counts the units of successful Decrement, Take and
-	// Hold calls, by AttrOperation and AttrStrategy. A retried Take or Hold
-	// that the strategy answers nil without taking again is counted again.
+	// MetricUnitsTaken counts the units of successful Decrement calls, and
+	// of Take and Hold once per order: a retried Take or Hold that the
+	// strategy answers nil without taking again counts nothing, and one
+	// that ended ErrOutcomeUnknown counts when a read finds it applied
+	// (Orders.Take says how). By AttrOperation and AttrStrategy.
 	MetricUnitsTaken = "stockguard.units.taken"
 	// MetricOutcomeUnknown counts calls that returned
 	// stockguard.ErrOutcomeUnknown: units that may or may not have moved,

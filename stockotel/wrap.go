@@ -2,6 +2,7 @@ package stockotel
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -61,10 +62,13 @@ func (w *Inventory) Unwrap() stockguard.Inventory { return w.inner }
 // it learned (Order).
 type call struct {
 	op    string
-	order bool   // an order call: counted in MetricOrders
-	units int64  // units taken on success
-	state string // order state after success
-	attrs []attribute.KeyValue
+	order bool  // an order call: counted in MetricOrders
+	units int64 // units taken on success
+	// applied: a call that ended ErrOutcomeUnknown was found applied, so
+	// its units count (see Orders.Take).
+	applied bool
+	state   string // order state after success
+	attrs   []attribute.KeyValue
 }
 
 // do runs fn in a span and records its outcome. A nil ctx is passed to fn
@@ -103,7 +107,7 @@ func (w *Inventory) do(ctx context.Context, c *call, fn func(ctx context.Context
 	w.ins.operations.Add(mctx, 1, measured)
 	w.ins.duration.Record(mctx, elapsed, measured)
 	plain := metric.WithAttributes(w.strategy, attribute.String(AttrOperation, c.op))
-	if err == nil && c.units > 0 {
+	if c.units > 0 && (err == nil || c.applied) {
 		w.ins.units.Add(mctx, c.units, plain)
 	}
 	if outcome == OutcomeOutcomeUnknown {
@@ -168,16 +172,65 @@ func (w *Inventory) Stock(ctx context.Context, sku string) (int64, error) {
 	return n, err
 }
 
-// Take calls the wrapped Take; errors as for Decrement.
+// Take calls the wrapped Take; errors as for Decrement. Its units are
+// counted once per order, however often the call is repeated (see
+// countOnce).
 func (o *Orders) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
-	c := &call{op: OpTake, order: true, units: units(lines), state: stockguard.OrderTaken.String(), attrs: orderAttrs(id, lines)}
-	return o.do(ctx, c, func(ctx context.Context) error { return o.orders.Take(ctx, id, lines...) })
+	c := &call{op: OpTake, order: true, state: stockguard.OrderTaken.String(), attrs: orderAttrs(id, lines)}
+	return o.do(ctx, c, func(ctx context.Context) error {
+		return o.countOnce(ctx, c, id, lines, stockguard.ValidateTake(id, lines), func() error { return o.orders.Take(ctx, id, lines...) })
+	})
 }
 
-// Hold calls the wrapped Hold; errors as for Decrement.
+// Hold calls the wrapped Hold; errors and units as for Take.
 func (o *Orders) Hold(ctx context.Context, id string, ttl time.Duration, lines ...stockguard.Line) error {
-	c := &call{op: OpHold, order: true, units: units(lines), state: stockguard.OrderHeld.String(), attrs: orderAttrs(id, lines)}
-	return o.do(ctx, c, func(ctx context.Context) error { return o.orders.Hold(ctx, id, ttl, lines...) })
+	c := &call{op: OpHold, order: true, state: stockguard.OrderHeld.String(), attrs: orderAttrs(id, lines)}
+	return o.do(ctx, c, func(ctx context.Context) error {
+		return o.countOnce(ctx, c, id, lines, stockguard.ValidateHold(id, ttl, lines), func() error { return o.orders.Hold(ctx, id, ttl, lines...) })
+	})
+}
+
+// reconcileTimeout bounds the read that settles whether a Take or Hold
+// that ended stockguard.ErrOutcomeUnknown was applied.
+const reconcileTimeout = time.Second
+
+// countOnce runs a Take or Hold and sets c.units to the order's units only
+// when this call is the one that applied the order, so that
+// MetricUnitsTaken is exactly-once like the orders: a retry answered nil
+// without taking again counts nothing.
+//
+// A nil answer is the same for the first call and for a repeat, so the
+// wrapper asks the store, which already knows, rather than keep a second
+// record of IDs: it reads the order before the call (one more round trip
+// per Take and Hold). Absent before and nil after, this call applied it.
+// Absent before and ErrOutcomeUnknown after, it reads the order again: if
+// it is there now, this call applied it and its units count now, so the
+// retry that follows (which finds the order) counts nothing. The read is
+// skipped for a request the strategy refuses before any I/O.
+//
+// Two gaps: two calls with one new ID in flight at once both find it absent
+// and both count (a retry normally follows the answer it retries); and when
+// a read fails, the call's units are not counted (MetricOutcomeUnknown
+// still shows an unknown call).
+func (o *Orders) countOnce(ctx context.Context, c *call, id string, lines []stockguard.Line, invalid error, write func() error) error {
+	if ctx == nil || invalid != nil {
+		return write()
+	}
+	_, err := o.orders.Order(ctx, id)
+	fresh := errors.Is(err, stockguard.ErrUnknownOrder)
+	err = write()
+	switch {
+	case !fresh:
+	case err == nil:
+		c.units = units(lines)
+	case errors.Is(err, stockguard.ErrOutcomeUnknown):
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reconcileTimeout)
+		defer cancel()
+		if _, rerr := o.orders.Order(rctx, id); rerr == nil {
+			c.units, c.applied = units(lines), true
+		}
+	}
+	return err
 }
 
 // Confirm calls the wrapped Confirm; errors as for Decrement.

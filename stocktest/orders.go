@@ -207,6 +207,12 @@ func (o *orders) order(id string, state stockguard.OrderState, lines ...stockgua
 			o.r.add("%s: lines %v, want %v (in SKU order)", op, got.Lines, want)
 			ok = false
 		}
+		// A deadline is a hold's until it is confirmed: a taken order,
+		// a confirmed hold included, expires no more.
+		if got.State == stockguard.OrderTaken && !got.Deadline.IsZero() {
+			o.r.add("%s: taken, yet reports deadline %v", op, got.Deadline)
+			ok = false
+		}
 		info = got
 	}
 	return info, ok

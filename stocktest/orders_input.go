@@ -9,7 +9,7 @@ import (
 	"github.com/stockguard/stockguard"
 )
 
-// Invalid order inputs of DESIGN.md's validation rules.
+// Invalid order inputs under the validation rules of docs/design.md (section 3).
 var (
 	badIDs = []string{
 		"",

@@ -11,7 +11,8 @@ import (
 // an odd value so that a deadline computed from another ttl shows.
 const longTTL = 47 * time.Minute
 
-// The cases in this file follow the rows of DESIGN.md's semantics table.
+// The cases in this file follow the rows of the orders table in docs/design.md
+// (section 3, "Orders").
 // Each writes through one instance and reads through both.
 
 // checkTake: a fresh Take takes every line for good.

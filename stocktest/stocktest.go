@@ -195,11 +195,29 @@ func (r *recorder) add(format string, args ...any) {
 	r.vs = append(r.vs, Violation{Case: r.name, Detail: fmt.Sprintf(format, args...)})
 }
 
-// contract records err if it is not one of the errors the contract allows.
+// contract records err if it is not one of the errors the contract allows,
+// or if its text does not start with its contract error's: one text per
+// contract error on every backend, the backend's detail after it.
 func (r *recorder) contract(op string, err error) {
-	if err != nil && !stockguard.IsContract(err) {
-		r.add("%s returned a non-contract error: %v", op, err)
+	if err == nil {
+		return
 	}
+	c := stockguard.Contract(err)
+	switch {
+	case c == nil:
+		r.add("%s returned a non-contract error: %v", op, err)
+	case !textFirst(err, c):
+		r.add("%s: error text %q does not start with %q, the text of the contract error it matches", op, err, c)
+	}
+}
+
+// textFirst reports whether err's text starts with that of c, the contract
+// error it matches (ErrFenced, which wraps ErrContention, has its own).
+func textFirst(err, c error) bool {
+	if errors.Is(err, stockguard.ErrFenced) {
+		c = stockguard.ErrFenced
+	}
+	return strings.HasPrefix(err.Error(), c.Error())
 }
 
 // expect records a violation unless err matches want (nil means success).
@@ -315,7 +333,7 @@ func (s Suite) unchanged(ctx context.Context, r *recorder, what string, requests
 	}
 }
 
-// Invalid inputs of DESIGN.md's validation rules.
+// Invalid inputs under the validation rules of docs/design.md (section 3).
 var (
 	badSKUs = []string{
 		"",

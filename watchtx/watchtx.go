@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
@@ -98,7 +99,7 @@ func (inv *Inventory) Decrement(ctx context.Context, sku string, qty int64) erro
 	key := inv.levels.Keys.Stock(sku)
 	err := inv.retrier.Do(ctx, func(ctx context.Context) error { return inv.attempt(ctx, key, sku, qty) })
 	if err != nil {
-		return fmt.Errorf("watchtx: decrement %q: %w", sku, err)
+		return errtext.Wrap(err, "watchtx: decrement %q", sku)
 	}
 	return nil
 }

@@ -269,6 +269,10 @@ func (r *runner) throughput() {
 	if math.IsInf(rep.Dip, 1) {
 		rep.Dip = 0
 	}
+	// A fault that cost nothing is a dip to 100%: a bucket above the
+	// baseline during it is noise (or a fault that makes calls cheaper,
+	// such as a deadline), not a gain.
+	rep.Dip = min(rep.Dip, 1)
 }
 
 // leakWait is how long goroutines and connections get to end after Close:

@@ -185,12 +185,18 @@ func (e *Env) Servers() []string {
 			out = append(out, s.desc)
 		}
 	}
-	for _, n := range Backends() {
-		for _, v := range e.voters[n] {
-			out = append(out, n+" voter: at "+v.Addr+" (no persistence, not struck)")
+	for _, rl := range redisLikes {
+		for i, v := range e.voters[rl.redlock] {
+			out = append(out, VoterDesc(rl.redlock, rl.product, i+2, v.Addr))
 		}
 	}
 	return out
+}
+
+// VoterDesc describes the vote-th Redlock voter of backend redlock (the
+// first is the stock's server), a product ("Redis", "Valkey") at addr.
+func VoterDesc(redlock, product string, vote int, addr string) string {
+	return fmt.Sprintf("%s: voter %d of %d, %s at %s (no persistence, not struck)", redlock, vote, redistargets.RedlockVoters, product, addr)
 }
 
 // has reports whether e provides every backend of needs.

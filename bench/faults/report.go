@@ -147,5 +147,33 @@ func WriteTable(w io.Writer, reps []*Report) error {
 			fmt.Fprintf(w, "%s under %s: %s\n", r.Target, r.Fault, p)
 		}
 	}
-	return nil
+	_, err := fmt.Fprintln(w, "\n"+Verdict(reps))
+	return err
+}
+
+// Verdict sums the runs up in one line: every run sound and clean, or
+// which were not.
+func Verdict(reps []*Report) string {
+	var unsound, failed []string
+	for _, r := range reps {
+		switch {
+		case !r.Sound():
+			unsound = append(unsound, r.Target+" under "+r.Fault)
+		case !r.OK():
+			failed = append(failed, r.Target+" under "+r.Fault)
+		}
+	}
+	switch {
+	case len(reps) == 0:
+		return "audit: no run completed."
+	case len(unsound) > 0:
+		return fmt.Sprintf("audit: %d of %d runs UNSOUND (units oversold, lost or duplicated): %s", len(unsound), len(reps), strings.Join(unsound, ", "))
+	case len(failed) > 0:
+		return fmt.Sprintf("audit: every run sound, but %d of %d had problems (listed above): %s", len(failed), len(reps), strings.Join(failed, ", "))
+	}
+	runs := fmt.Sprintf("all %d runs", len(reps))
+	if len(reps) == 1 {
+		runs = "the run"
+	}
+	return "audit: " + runs + " sound — nothing oversold, lost or duplicated; every error a contract error; nothing left running."
 }

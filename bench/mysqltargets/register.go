@@ -17,10 +17,10 @@ import (
 func init() {
 	bench.RegisterBackend(Backend)
 
-	bench.Register(Target("mysql-atomic", "one conditional UPDATE qty = qty - n WHERE qty >= n",
+	bench.Register(orders(Target("mysql-atomic", "one conditional UPDATE qty = qty - n WHERE qty >= n",
 		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
 			return mysqllock.NewAtomic(db, mysqllock.WithTable(table)), nil
-		}))
+		})))
 	bench.Register(Target("mysql-pessimistic", "transaction: SELECT … FOR UPDATE, check, UPDATE, COMMIT",
 		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
 			return mysqllock.NewPessimistic(db, mysqllock.WithTable(table)), nil
@@ -37,10 +37,10 @@ func init() {
 		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
 			return mysqllock.NewSegmented(db, mysqllock.WithTable(table)), nil
 		}))
-	bench.Register(Target("mysql-batched", "concurrent requests for a SKU combined into one UPDATE (client-side group commit)",
+	bench.Register(orders(Target("mysql-batched", "concurrent requests for a SKU combined into one UPDATE (client-side group commit)",
 		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
 			return mysqllock.NewBatched(db, mysqllock.WithTable(table)), nil
-		}))
+		})))
 
 	// Known-broken patterns (package internal/counterexample says how each
 	// breaks): they run only when asked for, and every report labels them.
@@ -74,7 +74,14 @@ func init() {
 // checkout marks a broken checkout client.
 func checkout(t bench.Target) bench.Target {
 	t.OrdersOnly = true
-	return broken(t)
+	return broken(orders(t))
+}
+
+// orders marks a target whose instances implement stockguard.Orders: the
+// ones a checkout runs.
+func orders(t bench.Target) bench.Target {
+	t.Orders = true
+	return t
 }
 
 func broken(t bench.Target) bench.Target {

@@ -48,6 +48,7 @@ Flags:
 
 // config is the parsed command line.
 type config struct {
+	skipped []string // targets left out before the run, and why
 	targets []bench.Target
 	// listed says the targets were named with -strategies: every backend
 	// they need must open (see bench.Target.IfReachable).
@@ -145,7 +146,7 @@ func parse(args []string, e env, stdout io.Writer) (config, error) {
 			help()
 			return c, err
 		}
-		return c, usageError{err.Error()}
+		return c, usageError{err.Error() + unitHint(fs, err)}
 	}
 	if fs.NArg() > 0 {
 		return c, usagef("unexpected argument %q (flags only)", fs.Arg(0))
@@ -175,13 +176,13 @@ func parse(args []string, e env, stdout io.Writer) (config, error) {
 		w.Duration = 0
 	}
 	if w.Skew, err = bench.ParseSkew(*skew); err != nil {
-		return c, usageError{err.Error()}
+		return c, benchUsage(err)
 	}
 	if w.QtyMin, w.QtyMax, err = bench.ParseQty(*qty); err != nil {
-		return c, usageError{err.Error()}
+		return c, benchUsage(err)
 	}
 	if w.Shape, err = bench.ParseShape(*shape); err != nil {
-		return c, usageError{err.Error()}
+		return c, benchUsage(err)
 	}
 	if w.Shape == bench.Checkout && slices.Max(c.procs) > 1 {
 		return c, usagef("-procs %s: a checkout runs in one process (its audit follows each order from the worker that placed it)", *procs)
@@ -189,10 +190,26 @@ func parse(args []string, e env, stdout io.Writer) (config, error) {
 	for _, n := range c.workers {
 		w.Workers = n
 		if err := w.Validate(); err != nil {
-			return c, usageError{err.Error()}
+			return c, benchUsage(err)
 		}
 	}
 	c.workload = w
+	if w.Shape == bench.Checkout {
+		// Known before any server starts: a checkout runs only the targets
+		// marked Orders, so the estimate and the servers count only those.
+		var run []bench.Target
+		for _, t := range c.targets {
+			if t.Orders {
+				run = append(run, t)
+			} else {
+				c.skipped = append(c.skipped, t.Name+" does not implement stockguard.Orders")
+			}
+		}
+		if len(run) == 0 {
+			return c, usagef("-workload checkout: none of the chosen strategies implements stockguard.Orders")
+		}
+		c.targets = run
+	}
 	if c.rates, err = parseRates(*rate); err != nil {
 		return c, err
 	}
@@ -364,4 +381,30 @@ func (c config) planned() time.Duration {
 // runs is the number of runs c plans.
 func (c config) runs() int {
 	return len(c.targets) * len(c.workers) * len(c.procs) * len(c.rates)
+}
+
+// benchUsage is a usage error from one of bench's parsers or validators,
+// worded for the command line: without the package's "bench: ".
+func benchUsage(err error) usageError {
+	return usageError{strings.TrimPrefix(err.Error(), "bench: ")}
+}
+
+// unitHint adds to a flag's parse error, when the flag takes a duration,
+// what the flag package does not say: a duration needs its unit.
+func unitHint(fs *flag.FlagSet, err error) string {
+	_, rest, ok := strings.Cut(err.Error(), " for flag -")
+	if !ok {
+		return ""
+	}
+	name, _, _ := strings.Cut(rest, ":")
+	f := fs.Lookup(name)
+	if f == nil {
+		return ""
+	}
+	if g, ok := f.Value.(flag.Getter); ok {
+		if _, ok := g.Get().(time.Duration); ok {
+			return " (a duration needs its unit: 3s, 500ms, 2m)"
+		}
+	}
+	return ""
 }

@@ -53,6 +53,9 @@ func run(ctx context.Context, args []string, e env) int {
 		}
 	}
 	began := time.Now()
+	for _, s := range c.skipped {
+		fmt.Fprintf(e.stderr, "stockbench: skipped: %s\n", s)
+	}
 	fmt.Fprintf(e.stderr, "stockbench: %d strategies × %d worker counts × %d process counts × %d loads, about %v plus set-up\n",
 		len(c.targets), len(c.workers), len(c.procs), len(c.rates), c.planned().Round(time.Second))
 	srv, dropped, err := openServers(ctx, c, slices.Max(c.workers))
@@ -75,6 +78,7 @@ func run(ctx context.Context, args []string, e env) int {
 	}
 
 	results, skipped, failed := runAll(ctx, c, srv, e.stderr)
+	skipped = append(slices.Clone(c.skipped), skipped...)
 
 	if err := report(e.stdout, c, bench.NewMeta(began, c.workload, c.workers, srv.info), results, skipped); err != nil {
 		fmt.Fprintf(e.stderr, "stockbench: writing the report: %v\n", err)
@@ -213,8 +217,8 @@ func report(w io.Writer, c config, m bench.Meta, results []*bench.Result, skippe
 	}
 	if wl.Shape == bench.Checkout {
 		o := wl.Orders
-		fmt.Fprintf(w, "orders: 1-%d lines, %.0f%% held for %v, %.0f%% of takes returned, %.0f%% of operations restocks, %.0f%% of carts short\n",
-			o.Lines, 100*o.HoldShare, o.HoldTTL, 100*o.ReturnShare, 100*o.RestockShare, 100*o.ShortShare)
+		fmt.Fprintf(w, "orders: %s, %.0f%% held for %v, %.0f%% of takes returned, %.0f%% of operations restocks, %.0f%% of carts short\n",
+			wl.LinesText(), 100*o.HoldShare, o.HoldTTL, 100*o.ReturnShare, 100*o.RestockShare, 100*o.ShortShare)
 	}
 	for _, s := range skipped {
 		fmt.Fprintf(w, "skipped: %s\n", s)

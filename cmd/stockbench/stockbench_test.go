@@ -124,10 +124,13 @@ func TestRun_usage(t *testing.T) {
 		{"bad redis address", []string{"-redis-addr", "localhost"}, "host:port"},
 		{"one redlock voter", []string{"-redlock-addrs", "127.0.0.1:7001"}, "want 2 addresses"},
 		{"redlock voter is the stock's server", []string{"-redis-addr", "127.0.0.1:7001", "-redlock-addrs", "127.0.0.1:7001,127.0.0.1:7002"}, "other than -redis-addr"},
+		{"duration without a unit", []string{"-duration", "3"}, "a duration needs its unit"},
+		{"checkout with no Orders strategy", []string{"-workload", "checkout"}, "none of the chosen strategies implements stockguard.Orders"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := invoke(t, []bench.Target{memTarget(), racyTarget()}, tc.args...)
-			if code != exitUsage || !strings.Contains(stderr, tc.want) || !strings.Contains(stderr, "stockbench -h") || stdout != "" {
+			// The package prefix of bench's errors is no help on a command line.
+			if code != exitUsage || !strings.Contains(stderr, tc.want) || !strings.Contains(stderr, "stockbench -h") || stdout != "" || strings.Contains(stderr, ": bench: ") {
 				t.Errorf("exit %d, stderr %q, stdout %q; want %d and %q", code, stderr, stdout, exitUsage, tc.want)
 			}
 		})

@@ -2,15 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"net/http"
 
 	"github.com/stockguard/stockguard"
 )
 
 // errorBody is every error response: a stable code for programs, the
-// error text for people, and for an unknown outcome the order ID to retry
-// with (Orders make that retry exactly-once).
+// error text for people, and, for a call about an order, its ID — the one
+// the service made up for a buy without one included — to ask about it or
+// to retry with (Orders make that retry exactly-once).
 type errorBody struct {
 	Code    string `json:"code"`
 	Error   string `json:"error"`
@@ -56,9 +56,5 @@ func writeError(w http.ResponseWriter, err error, orderID string) {
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", retryAfter)
 	}
-	body := errorBody{Code: code, Error: err.Error()}
-	if errors.Is(err, stockguard.ErrOutcomeUnknown) {
-		body.OrderID = orderID
-	}
-	writeJSON(w, status, body)
+	writeJSON(w, status, errorBody{Code: code, Error: err.Error(), OrderID: orderID})
 }

@@ -29,6 +29,10 @@ import (
 	"github.com/stockguard/stockguard/stockotel"
 )
 
+// envAdminToken names the environment variable holding the admin token
+// (not a flag: a flag shows in ps). Unset, administration is off.
+const envAdminToken = "SECKILL_ADMIN_TOKEN"
+
 type config struct {
 	addr        string
 	strategy    string
@@ -96,7 +100,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 
 	inner := spec.build(db, rdb, cfg)
-	srv := &server{opTimeout: cfg.opTimeout, holdTTL: cfg.holdTTL, log: log}
+	srv := &server{opTimeout: cfg.opTimeout, holdTTL: cfg.holdTTL, log: log, adminToken: os.Getenv(envAdminToken)}
 	opts := []stockotel.Option{stockotel.WithStrategy(cfg.strategy)}
 	if orders, ok := inner.(stockguard.Orders); ok {
 		wrapped := stockotel.WrapOrders(orders, opts...)
@@ -117,7 +121,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- httpSrv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String(), "strategy", cfg.strategy, "orders", srv.orders != nil)
+	log.Info("listening", "addr", ln.Addr().String(), "strategy", cfg.strategy, "orders", srv.orders != nil, "admin", srv.adminToken != "")
 
 	select {
 	case err := <-served:

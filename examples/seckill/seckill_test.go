@@ -85,6 +85,7 @@ func start(t *testing.T, args ...string) *service {
 	s := &service{url: "http://" + addr, log: &syncBuffer{}, done: make(chan error, 1)}
 	s.cmd = exec.Command(binary(t), append([]string{"-addr", addr}, args...)...)
 	s.cmd.Stderr = s.log
+	s.cmd.Env = append(os.Environ(), envAdminToken+"="+testToken)
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +221,7 @@ func runSale(t *testing.T, urls []string, b backend, s sale) (load.Result, int64
 	ctx := t.Context()
 	client := load.NewClient(s.concurrency)
 	const sku = "flash"
-	if err := load.SetStock(ctx, client, urls[0], sku, int64(s.stock)); err != nil {
+	if err := load.SetStock(ctx, client, urls[0], testToken, sku, int64(s.stock)); err != nil {
 		t.Fatal(err)
 	}
 	res := load.Run(ctx, client, load.Config{

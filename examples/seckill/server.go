@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/stockguard/stockguard"
@@ -25,19 +27,42 @@ type server struct {
 	opTimeout time.Duration
 	holdTTL   time.Duration
 	log       *slog.Logger
+	// adminToken guards stocking and order administration; empty turns
+	// them off.
+	adminToken string
 }
 
 func (s *server) routes(metrics http.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /skus/{sku}/stock", s.setStock)
+	mux.HandleFunc("POST /skus/{sku}/stock", s.admin(s.setStock))
 	mux.HandleFunc("GET /skus/{sku}", s.stock)
 	mux.HandleFunc("POST /buy", s.buy)
-	mux.HandleFunc("POST /orders/{id}/confirm", s.confirm)
-	mux.HandleFunc("POST /orders/{id}/return", s.ret)
+	mux.HandleFunc("POST /orders/{id}/confirm", s.admin(s.confirm))
+	mux.HandleFunc("POST /orders/{id}/return", s.admin(s.ret))
 	mux.HandleFunc("GET /orders/{id}", s.order)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.Handle("GET /metrics", metrics)
 	return mux
+}
+
+// admin guards the shop's calls — stocking a SKU, confirming or returning
+// an order by its ID — that a buyer must not make: they need the request
+// header "Authorization: Bearer <token>" with the service's admin token,
+// and are off when it has none.
+func (s *server) admin(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.adminToken == "" {
+			writeJSON(w, http.StatusForbidden, errorBody{Code: "admin_disabled", Error: "administration is off: start the service with " + envAdminToken + " set"})
+			return
+		}
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.adminToken)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="seckill admin"`)
+			writeJSON(w, http.StatusUnauthorized, errorBody{Code: "unauthorized", Error: "this call needs the admin token"})
+			return
+		}
+		h(w, r)
+	}
 }
 
 // opContext detaches the inventory call from the buyer's connection: a
@@ -194,7 +219,7 @@ func (s *server) order(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	info, err := s.orders.Order(ctx, id)
 	if err != nil {
-		writeError(w, err, "")
+		writeError(w, err, id)
 		return
 	}
 	reply := orderReply{OrderID: info.ID, State: info.State.String(), Lines: linesOf(info.Lines)}

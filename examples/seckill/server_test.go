@@ -15,14 +15,25 @@ import (
 	"github.com/stockguard/stockguard/internal/memstock"
 )
 
-func newTestServer(t *testing.T, inv stockguard.Inventory) *httptest.Server {
-	s := &server{inv: inv, opTimeout: time.Second, holdTTL: time.Minute, log: slog.New(slog.DiscardHandler)}
+// testToken is the admin token of the test servers; runSteps sends it.
+const testToken = "test-admin-token"
+
+func newServer(t *testing.T, inv stockguard.Inventory) *server {
+	s := &server{inv: inv, opTimeout: time.Second, holdTTL: time.Minute, log: slog.New(slog.DiscardHandler), adminToken: testToken}
 	if o, ok := inv.(stockguard.Orders); ok {
 		s.orders = o
 	}
+	return s
+}
+
+func serve(t *testing.T, s *server) *httptest.Server {
 	ts := httptest.NewServer(s.routes(http.NotFoundHandler()))
 	t.Cleanup(ts.Close)
 	return ts
+}
+
+func newTestServer(t *testing.T, inv stockguard.Inventory) *httptest.Server {
+	return serve(t, newServer(t, inv))
 }
 
 type step struct {
@@ -38,6 +49,7 @@ func runSteps(t *testing.T, ts *httptest.Server, steps []step) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		req.Header.Set("Authorization", "Bearer "+testToken)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -42,7 +42,7 @@ var strategies = map[string]struct {
 	"redis-guarded": {build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
 		return redislock.NewGuarded(rdb, redislock.WithPrefix(cfg.prefix))
 	}},
-	"redis-watch": {build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
+	"redis-watchtx": {build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
 		return watchtx.New(rdb, watchtx.WithPrefix(cfg.prefix))
 	}},
 	"mutex-counterexample": {build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {

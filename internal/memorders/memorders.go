@@ -287,7 +287,11 @@ func (s *Store) Order(ctx context.Context, id string) (stockguard.OrderInfo, err
 	if !ok {
 		return stockguard.OrderInfo{}, fmt.Errorf("%w: %q", stockguard.ErrUnknownOrder, id)
 	}
-	return stockguard.OrderInfo{ID: id, State: o.state, Lines: slices.Clone(o.lines), Deadline: o.deadline}, nil
+	info := stockguard.OrderInfo{ID: id, State: o.state, Lines: slices.Clone(o.lines)}
+	if o.state != stockguard.OrderTaken { // a confirmed hold expires no more
+		info.Deadline = o.deadline
+	}
+	return info, nil
 }
 
 // Footprint returns the number of SKUs and orders the store holds: what a

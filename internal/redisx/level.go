@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 )
 
@@ -102,7 +103,7 @@ func (l Levels) Set(ctx context.Context, sku string, qty int64) error {
 		return err
 	}
 	if err := SetLevel(ctx, l.Client, l.Keys.Stock(sku), qty); err != nil {
-		return fmt.Errorf("%s: set stock of %q: %w", l.Pkg, sku, err)
+		return errtext.Wrap(err, "%s: set stock of %q", l.Pkg, sku)
 	}
 	return nil
 }
@@ -119,7 +120,7 @@ func (l Levels) Get(ctx context.Context, sku string) (int64, error) {
 	}
 	n, err := GetLevel(ctx, l.Client, l.Keys.Stock(sku))
 	if err != nil {
-		return 0, fmt.Errorf("%s: stock of %q: %w", l.Pkg, sku, err)
+		return 0, errtext.Wrap(err, "%s: stock of %q", l.Pkg, sku)
 	}
 	return n, nil
 }

@@ -37,7 +37,8 @@ func main() {
 func run(ctx context.Context, urls []string, sku string, stock int64, n, c int, qty int64, prefix string) error {
 	client := load.NewClient(c)
 	if stock > 0 {
-		if err := load.SetStock(ctx, client, urls[0], sku, stock); err != nil {
+		// Stocking is an admin call: the token the services were started with.
+		if err := load.SetStock(ctx, client, urls[0], os.Getenv("SECKILL_ADMIN_TOKEN"), sku, stock); err != nil {
 			return err
 		}
 	}

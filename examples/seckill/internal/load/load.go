@@ -150,9 +150,15 @@ func do(client *http.Client, req *http.Request, out any) (int, error) {
 }
 
 // SetStock stocks sku with qty units through url.
-func SetStock(ctx context.Context, client *http.Client, url, sku string, qty int64) error {
+func SetStock(ctx context.Context, client *http.Client, url, token, sku string, qty int64) error {
 	body, _ := json.Marshal(map[string]int64{"qty": qty})
-	code, err := Post(ctx, client, url+"/skus/"+sku+"/stock", body, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/skus/"+sku+"/stock", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	code, err := do(client, req, nil)
 	if err == nil && code != http.StatusOK {
 		err = fmt.Errorf("set stock: HTTP %d", code)
 	}
