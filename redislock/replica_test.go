@@ -194,13 +194,13 @@ func TestReplicaAck_pausedReplica(t *testing.T) {
 	prefix := "paused:"
 	invs := make([]stockguard.Inventory, len(ackWriters))
 	for i, w := range ackWriters {
-		invs[i] = w.build(rdb, WithPrefix(prefix+w.name+":"), WithReplicaAck(1, timeout), WithRetry(stockguard.RetryPolicy{MaxAttempts: 1}))
-		if err := invs[i].SetStock(ctx, "sku", initial); err != nil {
+		opts := []Option{WithPrefix(prefix + w.name + ":"), WithRetry(stockguard.RetryPolicy{MaxAttempts: 1})}
+		if err := w.build(rdb, append(opts, WithReplicaAck(1, 5*time.Second))...).SetStock(ctx, "sku", initial); err != nil {
 			t.Fatal(err)
 		}
+		invs[i] = w.build(rdb, append(opts, WithReplicaAck(1, timeout))...)
 	}
-	locks := New(rdb, WithPrefix(prefix+"lock:"), WithReplicaAck(1, timeout))
-	l, err := locks.Obtain(ctx, "k", time.Minute)
+	l, err := New(rdb, WithPrefix(prefix+"lock:"), WithReplicaAck(1, 5*time.Second)).Obtain(ctx, "k", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,6 +208,7 @@ func TestReplicaAck_pausedReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := l.Token()
+	locks := New(rdb, WithPrefix(prefix+"lock:"), WithReplicaAck(1, timeout))
 
 	if err := r.Replicas[0].Proc.Pause(); err != nil {
 		t.Fatal(err)

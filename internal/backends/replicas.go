@@ -75,8 +75,9 @@ func (r *Replicated) Close() error {
 }
 
 // WaitSynced waits (up to 30s) until every replica's link to the master is
-// up and the master reports them all as online — after a start, or after
-// a paused replica is resumed and has caught up.
+// up, the master reports them all as online and a WAIT sees every one
+// acknowledge — after a start, or after a paused replica is resumed and
+// has caught up.
 func (r *Replicated) WaitSynced(ctx context.Context) error {
 	return waitSynced(ctx, r.Master, r.Replicas)
 }
@@ -123,6 +124,11 @@ func synced(ctx context.Context, master *redis.Client, replicas []*redis.Client)
 	}
 	if online := strings.Count(info, "state=online"); online < len(replicas) {
 		return fmt.Errorf("master %s: %d of %d replicas online", master.Options().Addr, online, len(replicas))
+	}
+	// Online is not yet acknowledging: a replica that has just loaded its
+	// first sync answers a WAIT only some moments later.
+	if n, err := master.Wait(ctx, len(replicas), time.Second).Result(); err != nil || n < int64(len(replicas)) {
+		return fmt.Errorf("master %s: %d of %d replicas acknowledge (%v)", master.Options().Addr, n, len(replicas), err)
 	}
 	return nil
 }
