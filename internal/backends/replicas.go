@@ -126,7 +126,11 @@ func synced(ctx context.Context, master *redis.Client, replicas []*redis.Client)
 		return fmt.Errorf("master %s: %d of %d replicas online", master.Options().Addr, online, len(replicas))
 	}
 	// Online is not yet acknowledging: a replica that has just loaded its
-	// first sync answers a WAIT only some moments later.
+	// first sync answers a WAIT only some moments later. The write gives
+	// the WAIT something to confirm (it confirms its connection's writes).
+	if err := master.Set(ctx, "stockguard:backends:synced", 1, time.Second).Err(); err != nil {
+		return err
+	}
 	if n, err := master.Wait(ctx, len(replicas), time.Second).Result(); err != nil || n < int64(len(replicas)) {
 		return fmt.Errorf("master %s: %d of %d replicas acknowledge (%v)", master.Options().Addr, n, len(replicas), err)
 	}
