@@ -323,6 +323,13 @@ func TestReplicaAck_clusterWaitsOnTheWritesNode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// An order across both masters runs the two-phase protocol, every
+	// phase acknowledged on its own master.
+	both := []stockguard.Line{{SKU: skuOn[0], Qty: 1}, {SKU: skuOn[1], Qty: 1}}
+	err := a.Take(ctx, "o-both", both...)
+	if err != nil {
+		t.Fatalf("two-master order with both replicas running: %v", err)
+	}
 	paused := c.Replicas[1][0].Proc
 	if err := paused.Pause(); err != nil {
 		t.Fatal(err)
@@ -335,6 +342,18 @@ func TestReplicaAck_clusterWaitsOnTheWritesNode(t *testing.T) {
 	}
 	if err := a.Decrement(ctx, skuOn[1], 1); !errors.Is(err, stockguard.ErrOutcomeUnknown) {
 		t.Fatalf("take on the master whose replica is paused: %v, want ErrOutcomeUnknown", err)
+	}
+	err = a.Take(ctx, "o-paused", both...)
+	if err == nil || errors.Is(err, stockguard.ErrContention) {
+		t.Fatalf("two-master order with one replica paused: %v, want an error other than ErrContention", err)
+	}
+	t.Logf("two-master order with one replica paused: %v", err)
+	if err := paused.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	// Patient enough for the resumed replica to catch up on a loaded machine.
+	if err := NewAtomic(rdb, WithReplicaAck(1, 5*time.Second)).Take(ctx, "o-after", both...); err != nil {
+		t.Fatalf("two-master order after the replica resumed: %v", err)
 	}
 }
 
