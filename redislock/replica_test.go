@@ -249,10 +249,18 @@ func TestReplicaAck_pausedReplica(t *testing.T) {
 			t.Errorf("Obtain with the replica paused: %v, want ErrOutcomeUnknown", err)
 		}
 	})
+	wg.Go(func() {
+		_, err := locks.Obtain(ctx, "r", time.Minute, Reentrant(NewOwner()))
+		if !errors.Is(err, stockguard.ErrOutcomeUnknown) {
+			t.Errorf("reentrant Obtain with the replica paused: %v, want ErrOutcomeUnknown", err)
+		}
+	})
 	wg.Wait()
-	// The unconfirmed lock was released again on the master: not wedged.
-	if n, err := rdb.Exists(ctx, locks.LockKey("k")).Result(); err != nil || n != 0 {
-		t.Errorf("lock key after an unconfirmed Obtain: exists %d, %v", n, err)
+	// The unconfirmed locks were released again on the master: not wedged.
+	for _, k := range []string{"k", "r"} {
+		if n, err := rdb.Exists(ctx, locks.LockKey(k)).Result(); err != nil || n != 0 {
+			t.Errorf("lock key %q after an unconfirmed Obtain: exists %d, %v", k, n, err)
+		}
 	}
 
 	resume()
