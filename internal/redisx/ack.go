@@ -246,6 +246,8 @@ func (a *acked) Process(ctx context.Context, cmd redis.Cmder) error {
 const witnessTTL = time.Second
 
 // witnessKey is the key, in the slot of key, that a witness write sets.
+// (A key with an empty hash tag, "a{}b", hashes whole and its witness
+// would not share its slot: stockguard's keys always carry a tag, or none.)
 //
 // WAIT confirms the writes of its own connection, up to that connection's
 // last command that changed something (Redis's client woff). A command
