@@ -80,15 +80,17 @@ var (
 	_ stockguard.Orders    = (*Atomic)(nil)
 )
 
-// NewAtomic returns an Atomic over rdb. It reads the options WithPrefix and
-// WithOrderRetention. Over a *redis.ClusterClient (or a *redis.Ring), an
+// NewAtomic returns an Atomic over rdb. It reads the options WithPrefix,
+// WithOrderRetention, WithReplicaAck and WithAOFAck (each script — a
+// decrement, each Orders phase — is then followed by the ack's WAIT, and
+// one whose WAIT falls short is ErrOutcomeUnknown). Over a *redis.ClusterClient (or a *redis.Ring), an
 // order whose keys span slots (shards) runs through the two-phase protocol
 // (see Take).
 func NewAtomic(rdb AtomicClient, opts ...Option) *Atomic {
 	o := newOptions(opts)
 	a := &Atomic{
-		scripts:   redisx.OnceScripter(rdb),
-		levels:    redisx.Levels{Client: rdb, Keys: o.keys, Pkg: "redislock"},
+		scripts:   redisx.OnceScripter(redisx.Acked(rdb, o.ack)),
+		levels:    redisx.Levels{Client: rdb, Writer: redisx.Acked(rdb, o.ack), Keys: o.keys, Pkg: "redislock"},
 		keys:      o.keys,
 		sharding:  shardingOf(rdb),
 		retention: cmp.Or(o.orders.retention, DefaultOrderRetention),

@@ -86,14 +86,16 @@ type Batched struct {
 var _ stockguard.Inventory = (*Batched)(nil)
 
 // NewBatched returns the combining strategy over rdb (scripting and
-// Process, as NewAtomic). It reads the options WithPrefix and
-// WithBatchSize. The pool needs a connection per SKU being written at
+// Process, as NewAtomic). It reads the options WithPrefix,
+// WithBatchSize, WithReplicaAck and WithAOFAck (one WAIT per script call,
+// so per batch; when it falls short every request of the batch gets
+// ErrOutcomeUnknown). The pool needs a connection per SKU being written at
 // once, not per buyer.
 func NewBatched(rdb AtomicClient, opts ...Option) *Batched {
 	o := newOptions(opts)
 	b := &Batched{
-		scripts: redisx.OnceScripter(rdb),
-		levels:  redisx.Levels{Client: rdb, Keys: o.keys, Pkg: "redislock"},
+		scripts: redisx.OnceScripter(redisx.Acked(rdb, o.ack)),
+		levels:  redisx.Levels{Client: rdb, Writer: redisx.Acked(rdb, o.ack), Keys: o.keys, Pkg: "redislock"},
 		err:     o.err,
 	}
 	b.calls = combine.New(combine.Config[batchReq]{Size: o.batchSize, Write: b.write, Answer: (*batchReq).result})

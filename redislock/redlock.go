@@ -112,7 +112,9 @@ type Redlock struct {
 // NewRedlock returns a Redlock over the independent masters clients (at
 // least one; an odd number, usually 5, tolerates the most failures per
 // master). It reads the options WithPrefix (key names as for New),
-// WithNodeTimeout and WithDrift. Without masters, or with an invalid
+// WithNodeTimeout, WithDrift, WithReplicaAck and WithAOFAck (each master's
+// vote counts only once its replicas confirm it: give WithNodeTimeout
+// room for the ack's timeout). Without masters, or with an invalid
 // option, every Obtain fails with an error wrapping
 // stockguard.ErrInvalidRequest.
 func NewRedlock(clients []redis.UniversalClient, opts ...Option) *Redlock {
@@ -614,7 +616,7 @@ func (l *QuorumLock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	sent := time.Now()
 	t := tally(r.fanout(ctx, r.nodeTimeout(ttl), send, func(ctx context.Context, i int) (bool, error) {
-		v, err := lockRefreshScript.Run(ctx, r.nodes[i].rdb, []string{l.keys.lock}, l.owner, ttl.Milliseconds()).Int64()
+		v, err := lockRefreshScript.Run(ctx, r.nodes[i].writes, []string{l.keys.lock}, l.owner, ttl.Milliseconds()).Int64()
 		return v == 1, err
 	}, func(ok, failed int) bool { return ok >= r.quorum || failed+unsent > n-r.quorum }))
 	validUntil := r.validFor(sent, ttl)

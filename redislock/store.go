@@ -66,12 +66,14 @@ type RedisStore struct {
 var _ Store = (*RedisStore)(nil)
 
 // NewRedisStore returns a RedisStore over rdb (scripting and Process, as
-// NewAtomic). It reads the option WithPrefix; every method of a store built
+// NewAtomic). It reads the options WithPrefix, WithReplicaAck and
+// WithAOFAck; every method of a store built
 // with an invalid option returns an error wrapping
 // stockguard.ErrInvalidRequest.
 func NewRedisStore(rdb AtomicClient, opts ...Option) *RedisStore {
 	o := newOptions(opts)
-	return &RedisStore{scripts: redisx.OnceScripter(rdb), levels: redisx.Levels{Client: rdb, Keys: o.keys, Pkg: "redislock"}, err: o.err}
+	acked := redisx.Acked(rdb, o.ack)
+	return &RedisStore{scripts: redisx.OnceScripter(acked), levels: redisx.Levels{Client: rdb, Writer: acked, Keys: o.keys, Pkg: "redislock"}, err: o.err}
 }
 
 // SetStock creates sku with qty units (0…stockguard.MaxQty) or overwrites

@@ -65,6 +65,7 @@ var (
 	sharedTiDB          lazy[*backends.MySQL]
 	sharedValkey        lazy[*backends.Redis]
 	sharedValkeyCluster lazy[*backends.Cluster]
+	sharedReplicated    lazy[*backends.Replicated]
 	sharedPostgres      lazy[*backends.Postgres]
 )
 
@@ -86,6 +87,7 @@ func Main(m *testing.M, stop ...func()) {
 	sharedTiDB.close()
 	sharedValkey.close()
 	sharedValkeyCluster.close()
+	sharedReplicated.close()
 	sharedPostgres.close()
 	os.Exit(code)
 }
@@ -315,16 +317,47 @@ func SharedCluster(tb testing.TB) *backends.Cluster {
 }
 
 // PrivateCluster starts a local Redis Cluster of masters nodes for tb alone
-// and stops it when tb ends.
-func PrivateCluster(tb testing.TB, masters int) *backends.Cluster {
+// (opts: backends.WithClusterReplicas) and stops it when tb ends.
+func PrivateCluster(tb testing.TB, masters int, opts ...backends.ClusterOption) *backends.Cluster {
 	tb.Helper()
 	SkipShort(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := backends.StartLocalCluster(ctx, masters)
+	c, err := backends.StartLocalCluster(ctx, masters, opts...)
 	if err != nil {
 		Unavailable(tb, backends.Unavailable("private redis cluster", err))
 	}
 	tb.Cleanup(func() { c.Close() })
 	return c
+}
+
+// PrivateReplicated starts a private Redis master with replicas replicas
+// for tb alone, in sync when it returns, and stops them when tb ends. Extra
+// arguments go to every server's command line.
+func PrivateReplicated(tb testing.TB, replicas int, extra ...string) *backends.Replicated {
+	tb.Helper()
+	SkipShort(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := backends.StartLocalReplicated(ctx, replicas, extra...)
+	if err != nil {
+		Unavailable(tb, backends.Unavailable("private replicated redis", err))
+	}
+	tb.Cleanup(func() { r.Close() })
+	return r
+}
+
+// SharedReplicated returns the test binary's private Redis master with one
+// replica, starting it on first use; Main stops it. Tests share it as they
+// share SharedRedis, each on its own keys; a test that pauses or kills the
+// replica needs a PrivateReplicated.
+func SharedReplicated(tb testing.TB) *backends.Replicated {
+	tb.Helper()
+	return sharedReplicated.get(tb, time.Minute, func(ctx context.Context) (*backends.Replicated, error) {
+		r, err := backends.StartLocalReplicated(ctx, 1)
+		if err != nil {
+			return nil, backends.Unavailable("shared replicated redis", err)
+		}
+		return r, nil
+	})
 }

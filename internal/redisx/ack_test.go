@@ -1,0 +1,50 @@
+package redisx
+
+import (
+	"testing"
+	"time"
+)
+
+func TestAck_Validate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ack  Ack
+		ok   bool
+	}{
+		{"zero is off", Ack{}, true},
+		{"wait 1", Ack{Replicas: 1, Timeout: 250 * time.Millisecond}, true},
+		{"wait max", Ack{Replicas: MaxAckReplicas, Timeout: MaxAckTimeout}, true},
+		{"wait 0 replicas", Ack{Timeout: time.Second}, false},
+		{"wait too many", Ack{Replicas: MaxAckReplicas + 1, Timeout: time.Second}, false},
+		{"no timeout", Ack{Replicas: 1}, false},
+		{"negative timeout", Ack{Replicas: 1, Timeout: -time.Second}, false},
+		{"sub-millisecond", Ack{Replicas: 1, Timeout: time.Millisecond + time.Microsecond}, false},
+		{"too long", Ack{Replicas: 1, Timeout: MaxAckTimeout + time.Millisecond}, false},
+		{"aof local only", Ack{AOF: true, Local: 1, Timeout: time.Second}, true},
+		{"aof replicas only", Ack{AOF: true, Replicas: 2, Timeout: time.Second}, true},
+		{"aof nothing", Ack{AOF: true, Timeout: time.Second}, false},
+		{"aof local 2", Ack{AOF: true, Local: 2, Replicas: 1, Timeout: time.Second}, false},
+		{"aof negative replicas", Ack{AOF: true, Local: 1, Replicas: -1, Timeout: time.Second}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.ack.Validate(); (err == nil) != tc.ok {
+				t.Errorf("Validate(%+v) = %v, want ok %v", tc.ack, err, tc.ok)
+			}
+		})
+	}
+}
+
+// TestWitnessKey_sameHashTag: the witness must land in the slot of the
+// key it follows, so its tag is the key's hash tag, or the whole key.
+func TestWitnessKey_sameHashTag(t *testing.T) {
+	for key, want := range map[string]string{
+		"stock:{sku-1}":      "stockguard:ack:{sku-1}",
+		"p:lock:{a}:x{b}":    "stockguard:ack:{a}",
+		"plain":              "stockguard:ack:{plain}",
+		"order:{o-7}:record": "stockguard:ack:{o-7}",
+	} {
+		if got := witnessKey(key); got != want {
+			t.Errorf("witnessKey(%q) = %q, want %q", key, got, want)
+		}
+	}
+}
