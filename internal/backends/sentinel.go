@@ -398,3 +398,35 @@ sentinel parallel-syncs %s 1
 	}
 	return nil, lastErr
 }
+
+// ResolveSentinel finds a Sentinel deployment: the Sentinels
+// STOCKGUARD_REDIS_SENTINEL names (comma-separated host:port, watching the
+// master STOCKGUARD_REDIS_SENTINEL_MASTER, default SentinelMasterName),
+// else a private topology of one master, one replica and SentinelCount
+// Sentinels from redis-server on PATH. There is no docker way: the nodes
+// and Sentinels tell clients the addresses they announce, which inside
+// containers behind mapped ports are not the host's (it would take host
+// networking or ports fixed before the containers start). The caller
+// closes it.
+func ResolveSentinel(ctx context.Context) (*Sentinel, error) {
+	return resolve(ctx, "redis sentinel", EnvRedisSentinel, func(ctx context.Context, list string) (*Sentinel, error) {
+		s := &Sentinel{MasterName: SentinelMasterName, Source: SourceEnv}
+		if name := os.Getenv(EnvRedisSentinelMaster); name != "" {
+			s.MasterName = name
+		}
+		for _, a := range strings.Split(list, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				s.Addrs = append(s.Addrs, a)
+			}
+		}
+		if len(s.Addrs) == 0 {
+			return nil, fmt.Errorf("%s=%q names no sentinel", EnvRedisSentinel, list)
+		}
+		if _, err := s.MasterAddr(ctx); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}, func(ctx context.Context) (*Sentinel, error) { return StartLocalSentinel(ctx, 1) }, func(context.Context) (*Sentinel, error) {
+		return nil, errors.New("backends: no docker way for a sentinel topology (the nodes announce addresses that mapped container ports hide); set " + EnvRedisSentinel + " or put redis-server on PATH")
+	})
+}
