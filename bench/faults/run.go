@@ -7,13 +7,19 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/bench"
+	"github.com/stockguard/stockguard/bench/replicatargets"
 )
+
+// ErrNotApplicable is returned by Run when the fault cannot strike the
+// target's servers (see Applies).
+var ErrNotApplicable = errors.New("faults: the fault does not apply to the target's servers")
 
 // Defaults of Config.
 const (
@@ -49,10 +55,13 @@ type Config struct {
 	Timeout time.Duration
 	// Seed seeds the buyers' choices.
 	Seed uint64
+	// Failovers is how many failovers a fault of replicas (failover,
+	// partition-master) strikes in a row in one run. Default 1.
+	Failovers int
 }
 
 func (c Config) withDefaults() (Config, error) {
-	if c.Buyers < 0 || c.Duration < 0 || c.Timeout < 0 {
+	if c.Buyers < 0 || c.Duration < 0 || c.Timeout < 0 || c.Failovers < 0 {
 		return c, fmt.Errorf("%w: faults: negative Config field %+v", stockguard.ErrInvalidRequest, c)
 	}
 	if c.Buyers == 0 {
@@ -63,6 +72,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.Failovers == 0 {
+		c.Failovers = 1
 	}
 	return c, nil
 }
@@ -97,7 +109,13 @@ func Run(ctx context.Context, e *Env, t bench.Target, f Fault, cfg Config) (*Rep
 	if err := e.has(t.Needs); err != nil {
 		return nil, fmt.Errorf("faults: %s: %w", t.Name, err)
 	}
-	rep := &Report{Target: t.Name, Fault: f.Name, Buyers: cfg.Buyers, Kinds: map[string]int64{}}
+	if !Applies(f, t) {
+		return nil, fmt.Errorf("faults: %s under %s: %w", t.Name, f.Name, ErrNotApplicable)
+	}
+	rep := &Report{Target: t.Name, Fault: f.Name, Buyers: cfg.Buyers, Kinds: map[string]int64{},
+		// Without a replica's acknowledgement, a failover loses what only
+		// the master had: expected, shown as a counterexample is.
+		Counterexample: t.Counterexample || f.replicas && !replicatargets.Acked(t.Name)}
 	goroutines := countGoroutines()
 	conns, closeConns, err := e.open(t.Needs, 2*cfg.Buyers+16)
 	if err != nil {
@@ -141,7 +159,8 @@ func Run(ctx context.Context, e *Env, t bench.Target, f Fault, cfg Config) (*Rep
 	}
 
 	srv := e.servers[t.Needs[0]]
-	r := &runner{cfg: cfg, insts: insts, orders: rep.Orders, sc: &scene{srv: srv}, rep: rep}
+	r := &runner{cfg: cfg, insts: insts, orders: rep.Orders, sc: &scene{srv: srv, repeat: cfg.Failovers}, rep: rep, everyOrder: f.replicas}
+	r.sc.usable = r.usable
 	r.execute(ctx, f, store.Raw)
 
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
@@ -167,7 +186,11 @@ type runner struct {
 	base   time.Time
 	stop   atomic.Bool
 
-	history [][]op // per buyer
+	history [][]op // per buyer, then the probes of usable
+	probes  []op
+	// everyOrder makes reconcile check every acknowledged order, not a
+	// sample: after a failover, each one forgotten is counted.
+	everyOrder bool
 	// applied holds the unknown orders reconcile found applied, by buyer
 	// and sequence number.
 	applied map[[2]int32]bool
@@ -205,7 +228,49 @@ func (r *runner) execute(ctx context.Context, f Fault, raw func(context.Context,
 	sleep(ctx, max(d-r.since(), d/4))
 	r.stop.Store(true)
 	wg.Wait()
+	r.history = append(r.history, r.probes)
 	r.rep.Elapsed = r.since()
+	r.rep.Promotion, r.rep.Usable = slices.Max(append(r.sc.promotions, 0)), slices.Max(append(r.sc.usables, 0))
+}
+
+// usableWithin bounds how long after a failover the new master must
+// acknowledge a take of every SKU: a lock the old master held (and the
+// replica had) expires within redislock's TTL; longer means a wedged lock.
+const usableWithin = 30 * time.Second
+
+// usable takes one unit of each SKU through the first instance, call
+// after call, until the new master acknowledges it (or refuses it as sold
+// out: it answered), recording each call in the history as a buyer's, and
+// records how long after at (the failover's start) the last SKU answered.
+func (r *runner) usable(ctx context.Context, at time.Duration) error {
+	buyer := int32(r.cfg.Buyers)
+	deadline := time.Now().Add(usableWithin)
+	for i := range skus {
+		for {
+			o := op{buyer: buyer, seq: int32(len(r.probes))}
+			o.qty[i] = 1
+			cctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+			o.start = r.since()
+			err := r.call(cctx, r.insts[0], nil, o)
+			o.end = r.since()
+			cancel()
+			o.kind = bench.Classify(err)
+			r.probes = append(r.probes, o)
+			if o.kind == bench.KindOK || o.kind == bench.KindInsufficient {
+				break
+			}
+			if o.kind == bench.KindOther {
+				r.problem("an error outside the contract: %v", err)
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				r.problem("%s not usable %v after the failover (wedged?): %v", skus[i], usableWithin, err)
+				return nil
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	r.sc.usables = append(r.sc.usables, r.since()-at)
+	return nil
 }
 
 // watch reads the scarce SKU's stock straight from the backend every 20 ms
