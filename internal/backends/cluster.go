@@ -11,10 +11,25 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Cluster is a local Redis Cluster of masters only, each a private
-// redis-server with a slice of the 16384 slots.
+// Cluster is a local Redis Cluster: masters, each a private redis-server
+// with a slice of the 16384 slots, and, when started WithClusterReplicas,
+// replicas following them.
 type Cluster struct {
-	Nodes []*Redis
+	Nodes    []*Redis   // the masters as started (a failover may promote a replica since)
+	Replicas [][]*Redis // Replicas[i] were started replicating Nodes[i]; nil without replicas
+}
+
+// ClusterOption configures StartLocalCluster.
+type ClusterOption func(*clusterConfig)
+
+type clusterConfig struct {
+	replicas int
+}
+
+// WithClusterReplicas gives every master n replicas (CLUSTER REPLICATE),
+// so that the cluster can fail over. Default: none.
+func WithClusterReplicas(n int) ClusterOption {
+	return func(c *clusterConfig) { c.replicas = n }
 }
 
 // Addrs returns the masters' addresses, for redis.ClusterOptions.Addrs.
@@ -34,6 +49,11 @@ func (c *Cluster) Client() *redis.ClusterClient {
 // Close stops every node.
 func (c *Cluster) Close() error {
 	var errs []error
+	for _, rs := range c.Replicas {
+		for _, r := range rs {
+			errs = append(errs, r.Close())
+		}
+	}
 	for _, n := range c.Nodes {
 		errs = append(errs, n.Close())
 	}
@@ -42,22 +62,35 @@ func (c *Cluster) Close() error {
 
 // StartLocalCluster starts masters redis-server processes with cluster mode
 // on, splits the slots evenly between them, joins them with CLUSTER MEET and
-// waits until every node reports cluster_state:ok.
-func StartLocalCluster(ctx context.Context, masters int) (*Cluster, error) {
-	return startLocalCluster(ctx, "redis-server", masters)
+// waits until every node reports cluster_state:ok; WithClusterReplicas
+// adds replicas and waits until each is linked to its master.
+func StartLocalCluster(ctx context.Context, masters int, opts ...ClusterOption) (*Cluster, error) {
+	return startLocalCluster(ctx, "redis-server", masters, opts...)
 }
 
 // startLocalCluster is StartLocalCluster with server, redis-server or
 // valkey-server.
-func startLocalCluster(ctx context.Context, server string, masters int) (*Cluster, error) {
+func startLocalCluster(ctx context.Context, server string, masters int, opts ...ClusterOption) (*Cluster, error) {
+	var cfg clusterConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	if masters < 1 {
 		return nil, fmt.Errorf("backends: a cluster needs at least one master, not %d", masters)
 	}
+	if cfg.replicas < 0 {
+		return nil, fmt.Errorf("backends: a cluster master cannot have %d replicas", cfg.replicas)
+	}
 	c := &Cluster{}
-	for range masters {
+	start := func() (*Redis, error) {
 		// nodes.conf is relative to --dir, which is the node's own temp dir.
-		n, err := startLocalRedisLike(ctx, server, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "5000", "--cluster-require-full-coverage", "yes")
+		// A master syncs a new replica at once, not after the default 5s.
+		return startLocalRedisLike(ctx, server, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "5000", "--cluster-require-full-coverage", "yes",
+			"--repl-diskless-sync-delay", "0")
+	}
+	for range masters {
+		n, err := start()
 		if err != nil {
 			c.Close()
 			return nil, err
@@ -68,7 +101,104 @@ func startLocalCluster(ctx context.Context, server string, masters int) (*Cluste
 		c.Close()
 		return nil, err
 	}
+	if cfg.replicas == 0 {
+		return c, nil
+	}
+	c.Replicas = make([][]*Redis, masters)
+	for i := range c.Nodes {
+		for range cfg.replicas {
+			r, err := start()
+			if err != nil {
+				c.Close()
+				return nil, err
+			}
+			c.Replicas[i] = append(c.Replicas[i], r)
+		}
+	}
+	if err := c.attachReplicas(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
 	return c, nil
+}
+
+// attachReplicas introduces every replica to the cluster, makes it
+// replicate its master and waits until the link is up and every node knows
+// every other.
+func (c *Cluster) attachReplicas(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	first := c.Nodes[0].Client()
+	defer first.Close()
+	total := len(c.Nodes)
+	for i, rs := range c.Replicas {
+		mc := c.Nodes[i].Client()
+		id, err := mc.ClusterMyID(ctx).Result()
+		mc.Close()
+		if err != nil {
+			return fmt.Errorf("backends: cluster myid on %s: %w", c.Nodes[i].Addr, err)
+		}
+		for _, r := range rs {
+			total++
+			host, port, _ := strings.Cut(r.Addr, ":")
+			if err := first.ClusterMeet(ctx, host, port).Err(); err != nil {
+				return fmt.Errorf("backends: cluster meet %s: %w", r.Addr, err)
+			}
+			rc := r.Client()
+			// The replica learns the master's id through gossip, some
+			// heartbeats after the MEET: until then REPLICATE says unknown node.
+			err := retry(ctx, func() error { return rc.ClusterReplicate(ctx, id).Err() })
+			rc.Close()
+			if err != nil {
+				return fmt.Errorf("backends: %s cluster replicate %s: %w", r.Addr, c.Nodes[i].Addr, err)
+			}
+		}
+		if err := waitSynced(ctx, c.Nodes[i], rs); err != nil {
+			return err
+		}
+	}
+	return c.waitKnown(ctx, total)
+}
+
+// waitKnown waits until every node, masters and replicas, reports
+// cluster_state:ok and knows total nodes.
+func (c *Cluster) waitKnown(ctx context.Context, total int) error {
+	nodes := append([]*Redis(nil), c.Nodes...)
+	for _, rs := range c.Replicas {
+		nodes = append(nodes, rs...)
+	}
+	clients := make([]*redis.Client, len(nodes))
+	for i, n := range nodes {
+		clients[i] = n.Client()
+		defer clients[i].Close()
+	}
+	return retry(ctx, func() error {
+		for i, cl := range clients {
+			info, err := cl.ClusterInfo(ctx).Result()
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(total)+"\r") {
+				return fmt.Errorf("node %s: not ok or does not know all %d nodes", nodes[i].Addr, total)
+			}
+		}
+		return nil
+	})
+}
+
+// retry calls f every 100ms until it succeeds or ctx ends.
+func retry(ctx context.Context, f func() error) error {
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func (c *Cluster) form(ctx context.Context) error {

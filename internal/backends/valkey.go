@@ -40,6 +40,6 @@ func StartLocalValkey(ctx context.Context, extra ...string) (*Redis, error) {
 
 // StartLocalValkeyCluster starts a Valkey Cluster of masters
 // valkey-server processes, as StartLocalCluster starts a Redis Cluster.
-func StartLocalValkeyCluster(ctx context.Context, masters int) (*Cluster, error) {
-	return startLocalCluster(ctx, "valkey-server", masters)
+func StartLocalValkeyCluster(ctx context.Context, masters int, opts ...ClusterOption) (*Cluster, error) {
+	return startLocalCluster(ctx, "valkey-server", masters, opts...)
 }

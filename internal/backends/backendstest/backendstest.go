@@ -275,16 +275,32 @@ func SharedCluster(tb testing.TB) *backends.Cluster {
 }
 
 // PrivateCluster starts a local Redis Cluster of masters nodes for tb alone
-// and stops it when tb ends.
-func PrivateCluster(tb testing.TB, masters int) *backends.Cluster {
+// (opts: backends.WithClusterReplicas) and stops it when tb ends.
+func PrivateCluster(tb testing.TB, masters int, opts ...backends.ClusterOption) *backends.Cluster {
 	tb.Helper()
 	SkipShort(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := backends.StartLocalCluster(ctx, masters)
+	c, err := backends.StartLocalCluster(ctx, masters, opts...)
 	if err != nil {
 		Unavailable(tb, backends.Unavailable("private redis cluster", err))
 	}
 	tb.Cleanup(func() { c.Close() })
 	return c
+}
+
+// PrivateReplicated starts a private Redis master with replicas replicas
+// for tb alone, in sync when it returns, and stops them when tb ends. Extra
+// arguments go to every server's command line.
+func PrivateReplicated(tb testing.TB, replicas int, extra ...string) *backends.Replicated {
+	tb.Helper()
+	SkipShort(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := backends.StartLocalReplicated(ctx, replicas, extra...)
+	if err != nil {
+		Unavailable(tb, backends.Unavailable("private replicated redis", err))
+	}
+	tb.Cleanup(func() { r.Close() })
+	return r
 }
