@@ -247,9 +247,11 @@ func (r *runner) throughput() {
 	if rep.Baseline == 0 {
 		return
 	}
-	from := rep.FaultEnd
+	from, after := rep.FaultEnd, bucket // recovery counts from the bucket holding from
 	if origin := time.Duration(r.sc.origin.Load()); origin > 0 {
-		from = origin // a failover: from the master's loss
+		// A failover: from the master's loss, in the buckets after it —
+		// the one holding it counts calls the old master answered.
+		from, after = origin, 0
 	} else if back := time.Duration(r.sc.back.Load()); back > 0 {
 		from = back // a restart: from the moment the server was started again
 	}
@@ -267,7 +269,7 @@ func (r *runner) throughput() {
 		} else {
 			run = 0
 		}
-		if rep.Recovery < 0 && time.Duration(i+1)*bucket > from && v >= rep.Baseline/2 {
+		if rep.Recovery < 0 && time.Duration(i)*bucket+after > from && v >= rep.Baseline/2 {
 			rep.Recovery = max(time.Duration(i)*bucket-from, 0)
 		}
 	}

@@ -59,6 +59,11 @@ type Report struct {
 	// Forgotten counts acknowledged orders that Order, after the run, does
 	// not know: under a failover every acknowledged order is checked.
 	Forgotten int64 `json:"forgotten_orders"`
+	// Locks counts the locks obtained beside the buyers under a fault of
+	// replicas; ReusedTokens the fencing tokens among them handed out
+	// more than once.
+	Locks        int64 `json:"locks,omitempty"`
+	ReusedTokens int64 `json:"reused_tokens"`
 
 	// Promotion is, for a fault of replicas, the longest time from a
 	// failover's strike until the Sentinels agreed on a new master; Usable
@@ -97,7 +102,7 @@ func (r *Report) problem(format string, args ...any) {
 // Sound reports whether no unit was oversold, lost or duplicated and no
 // acknowledged order forgotten.
 func (r *Report) Sound() bool {
-	return r.Oversold == 0 && r.Lost == 0 && r.Duplicated == 0 && r.Forgotten == 0
+	return r.Oversold == 0 && r.Lost == 0 && r.Duplicated == 0 && r.Forgotten == 0 && r.ReusedTokens == 0
 }
 
 // OK reports whether the run found nothing wrong at all: sound, only
@@ -108,13 +113,18 @@ func (r *Report) OK() bool { return r.Sound() && len(r.Problems) == 0 }
 func (r *Report) Audit() string {
 	switch {
 	case !r.Sound() && r.Counterexample:
-		return fmt.Sprintf("loses as expected: oversold %d, lost %d, duplicated %d, forgotten orders %d", r.Oversold, r.Lost, r.Duplicated, r.Forgotten)
+		return "loses as expected: " + r.losses()
 	case !r.Sound():
-		return fmt.Sprintf("UNSOUND: oversold %d, lost %d, duplicated %d, forgotten orders %d", r.Oversold, r.Lost, r.Duplicated, r.Forgotten)
+		return "UNSOUND: " + r.losses()
 	case !r.OK():
 		return fmt.Sprintf("FAILED: %d problems", len(r.Problems))
 	}
 	return "ok"
+}
+
+func (r *Report) losses() string {
+	return fmt.Sprintf("oversold %d, lost %d, duplicated %d, forgotten orders %d, reused tokens %d",
+		r.Oversold, r.Lost, r.Duplicated, r.Forgotten, r.ReusedTokens)
 }
 
 // errorKinds are the error columns of the table, in bench.Kind order.

@@ -121,7 +121,8 @@ func Run(ctx context.Context, e *Env, t bench.Target, f Fault, cfg Config) (*Rep
 	if err != nil {
 		return nil, err
 	}
-	store, err := t.Open(ctx, conns, newNamespace())
+	ns := newNamespace()
+	store, err := t.Open(ctx, conns, ns)
 	if err != nil {
 		closeConns()
 		return nil, fmt.Errorf("faults: %s: open: %w", t.Name, err)
@@ -158,8 +159,15 @@ func Run(ctx context.Context, e *Env, t bench.Target, f Fault, cfg Config) (*Rep
 		}
 	}
 
+	var fence *fencing
+	if f.replicas {
+		if fence, err = newFencing(t, conns, ns); err != nil {
+			release()
+			return nil, fmt.Errorf("faults: %s: locks: %w", t.Name, err)
+		}
+	}
 	srv := e.servers[t.Needs[0]]
-	r := &runner{cfg: cfg, insts: insts, orders: rep.Orders, sc: &scene{srv: srv, repeat: cfg.Failovers}, rep: rep, everyOrder: f.replicas}
+	r := &runner{fence: fence, cfg: cfg, insts: insts, orders: rep.Orders, sc: &scene{srv: srv, repeat: cfg.Failovers}, rep: rep, everyOrder: f.replicas}
 	r.sc.usable = r.usable
 	r.execute(ctx, f, store.Raw)
 
@@ -170,6 +178,9 @@ func Run(ctx context.Context, e *Env, t bench.Target, f Fault, cfg Config) (*Rep
 	} else {
 		r.reconcile(actx)
 		r.audit(actx, store.Raw)
+		if fence != nil {
+			fence.check(rep)
+		}
 	}
 	release()
 	r.checkLeaks(goroutines, srv.proxy)
@@ -188,6 +199,8 @@ type runner struct {
 
 	history [][]op // per buyer, then the probes of usable
 	probes  []op
+	// fence, for a fault of replicas, takes locks beside the buyers.
+	fence *fencing
 	// everyOrder makes reconcile check every acknowledged order, not a
 	// sample: after a failover, each one forgotten is counted.
 	everyOrder bool
@@ -216,6 +229,9 @@ func (r *runner) execute(ctx context.Context, f Fault, raw func(context.Context,
 	}
 	if raw != nil {
 		wg.Go(func() { r.watch(ctx, raw) })
+	}
+	if r.fence != nil {
+		wg.Go(func() { r.fence.run(ctx, r.cfg.Timeout, r.stop.Load) })
 	}
 	sleep(ctx, d/4)
 	r.rep.FaultStart = r.since()
@@ -267,6 +283,12 @@ func (r *runner) usable(ctx context.Context, at time.Duration) error {
 				return nil
 			}
 			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if r.fence != nil {
+		if err := r.fence.usable(ctx, r.cfg.Timeout, deadline); err != nil {
+			r.problem("%v", err)
+			return nil
 		}
 	}
 	r.sc.usables = append(r.sc.usables, r.since()-at)

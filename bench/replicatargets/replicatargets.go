@@ -26,6 +26,7 @@ import (
 	"github.com/stockguard/stockguard/bench"
 	"github.com/stockguard/stockguard/bench/redistargets"
 	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/redislock"
 )
 
 // SentinelName is the Sentinel backend's name in targets' Needs and in
@@ -137,4 +138,21 @@ func init() {
 	for _, s := range strategies {
 		bench.Register(bench.Variant(s.target(), SentinelName+"-"+s.name, rename))
 	}
+}
+
+// Locks returns the lock client target name would lock with on rdb under
+// key prefix prefix: redislock.New, with a replica's acknowledgement when
+// Acked(name). The failover faults take locks with it beside the buyers,
+// to check that no fencing token is handed out twice across a failover.
+func Locks(name string, rdb redis.UniversalClient, prefix string) *redislock.Client {
+	return redislock.New(rdb, append(redislockAck(name), redislock.WithPrefix(prefix))...)
+}
+
+// redislockAck returns the options that make target name wait for a
+// replica's acknowledgement, none unless Acked(name).
+func redislockAck(name string) []redislock.Option {
+	if !Acked(name) {
+		return nil
+	}
+	return nil
 }
