@@ -1,15 +1,19 @@
 // Package replicatargets registers Redis deployments with replicas and
 // automatic failover with package bench — "redis-sentinel", a master with
 // a replica watched by three Sentinels (flags -redis-sentinel,
-// -redis-sentinel-master) — and the Redis strategies again on them, each
-// twice: redis-sentinel-<strategy>, acknowledging a write once the master
-// applied it (the default), and redis-sentinel-<strategy>-ack, once a
-// replica has it too (WithReplicaAck(1, AckTimeout)). They run only when
-// -strategies names them (redis-sentinel-*), or under the faults that need
-// replicas (stockbench -faults failover,partition-master).
+// -redis-sentinel-master), and "redis-cluster", a Redis Cluster whose
+// masters have a replica each (flag -redis-cluster) — and the Redis
+// strategies again on them, each twice: redis-sentinel-<strategy>,
+// acknowledging a write once the master applied it (the default), and
+// redis-sentinel-<strategy>-ack, once a replica has it too
+// (WithReplicaAck(1, AckTimeout)); the same redis-cluster-*. They run only
+// when -strategies names them (redis-sentinel-*, redis-cluster-*), or, on
+// Sentinel, under the faults that need replicas (stockbench -faults
+// failover,partition-master).
 //
-// Targets find a redis.UniversalClient that follows the Sentinels' master
-// (redis.NewFailoverClient) under "redis-sentinel" in bench.Servers.
+// Targets find a redis.UniversalClient under "redis-sentinel" (a
+// redis.NewFailoverClient, which follows the Sentinels' master) and under
+// "redis-cluster" (a redis.ClusterClient) in bench.Servers.
 package replicatargets
 
 import (
@@ -134,9 +138,12 @@ func Acked(name string) bool { return slices.Contains(acked, name) }
 
 func init() {
 	bench.RegisterBackend(SentinelBackend)
-	rename := map[string]string{redistargets.Name: SentinelName}
-	for _, s := range strategies {
-		bench.Register(bench.Variant(s.target(), SentinelName+"-"+s.name, rename))
+	bench.RegisterBackend(ClusterBackend)
+	for _, b := range []string{SentinelName, ClusterName} {
+		rename := map[string]string{redistargets.Name: b}
+		for _, s := range strategies {
+			bench.Register(bench.Variant(s.target(), b+"-"+s.name, rename))
+		}
 	}
 }
 

@@ -1,0 +1,69 @@
+package backends
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// EnvRedisCluster names a running Redis Cluster with replicas: some of its
+// nodes' host:port, comma-separated (the client learns the rest).
+const EnvRedisCluster = "STOCKGUARD_REDIS_CLUSTER"
+
+// ClusterMasters is how many masters a private cluster with replicas has,
+// each with one replica.
+const ClusterMasters = 3
+
+// ResolveReplicatedCluster finds a Redis Cluster whose masters have
+// replicas: the nodes STOCKGUARD_REDIS_CLUSTER names, else a private one
+// of ClusterMasters masters with a replica each, from redis-server on
+// PATH. There is no docker way: cluster nodes announce the addresses they
+// bind, which mapped container ports hide. The caller closes it.
+func ResolveReplicatedCluster(ctx context.Context) (*Cluster, error) {
+	return resolve(ctx, "redis cluster", EnvRedisCluster, func(ctx context.Context, list string) (*Cluster, error) {
+		c := &Cluster{}
+		for _, a := range strings.Split(list, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				c.Nodes = append(c.Nodes, &Redis{Addr: a, Source: SourceEnv})
+			}
+		}
+		if len(c.Nodes) == 0 {
+			return nil, fmt.Errorf("%s=%q names no node", EnvRedisCluster, list)
+		}
+		cl := c.Client()
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		info, err := cl.ClusterInfo(ctx).Result()
+		if err != nil {
+			return nil, err
+		}
+		if !strings.Contains(info, "cluster_state:ok") {
+			return nil, fmt.Errorf("cluster at %s is not ok", list)
+		}
+		return c, clusterHasReplicas(ctx, cl)
+	}, func(ctx context.Context) (*Cluster, error) {
+		return StartLocalCluster(ctx, ClusterMasters, WithClusterReplicas(1))
+	}, func(context.Context) (*Cluster, error) {
+		return nil, errors.New("backends: no docker way for a cluster with replicas (its nodes announce addresses that mapped container ports hide); set " + EnvRedisCluster + " or put redis-server on PATH")
+	})
+}
+
+// clusterHasReplicas fails unless every slot range has a replica: a
+// cluster without them cannot fail over, which is what it is for here.
+func clusterHasReplicas(ctx context.Context, c *redis.ClusterClient) error {
+	slots, err := c.ClusterSlots(ctx).Result()
+	if err != nil {
+		return err
+	}
+	for _, s := range slots {
+		if len(s.Nodes) < 2 {
+			return fmt.Errorf("slots %d-%d have no replica", s.Start, s.End)
+		}
+	}
+	return nil
+}
