@@ -47,7 +47,28 @@ func ResolveReplicatedCluster(ctx context.Context) (*Cluster, error) {
 		}
 		return c, clusterHasReplicas(ctx, cl)
 	}, func(ctx context.Context) (*Cluster, error) {
-		return StartLocalCluster(ctx, ClusterMasters, WithClusterReplicas(1))
+		c, err := StartLocalCluster(ctx, ClusterMasters, WithClusterReplicas(1))
+		if err != nil {
+			return nil, err
+		}
+		// The masters learn their replicas by gossip, after the replicas
+		// are linked: until then CLUSTER SLOTS lists none.
+		cl := c.Client()
+		defer cl.Close()
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		for {
+			err := clusterHasReplicas(wctx, cl)
+			if err == nil {
+				return c, nil
+			}
+			select {
+			case <-wctx.Done():
+				c.Close()
+				return nil, fmt.Errorf("backends: private cluster: %w (%w)", err, wctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
 	}, func(context.Context) (*Cluster, error) {
 		return nil, errors.New("backends: no docker way for a cluster with replicas (its nodes announce addresses that mapped container ports hide); set " + EnvRedisCluster + " or put redis-server on PATH")
 	})

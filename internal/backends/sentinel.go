@@ -18,15 +18,16 @@ import (
 
 // The private Sentinel topology's settings. A master that does not answer
 // its Sentinels for SentinelDownAfter is down; two of three Sentinels agree
-// (the quorum) and one of them promotes the most advanced replica, in a
-// few seconds in all. SentinelDownAfter is longer than a second's lag
-// (Link.Hold) plus a Sentinel's ping period (1 s), so that a lagging
-// master is not mistaken for a dead one.
+// (the quorum) and one of them promotes the most advanced replica, in
+// about three seconds in all. SentinelDownAfter is at least a second's lag
+// (Link.Hold, which delays the master's replies to the Sentinels' pings
+// too) plus a Sentinel's ping period (1 s), so that a lagging master is
+// not taken for a dead one.
 const (
 	SentinelMasterName      = "stockguard"
 	SentinelCount           = 3
 	SentinelQuorum          = 2
-	SentinelDownAfter       = 2500 * time.Millisecond
+	SentinelDownAfter       = 2 * time.Second
 	SentinelFailoverTimeout = 5 * time.Second
 )
 

@@ -1,0 +1,21 @@
+package backends
+
+import "testing"
+
+// TestResolveReplicatedCluster_everySlotHasAReplica resolves a private
+// cluster with replicas and checks that every slot range lists one, as a
+// failover needs.
+func TestResolveReplicatedCluster_everySlotHasAReplica(t *testing.T) {
+	skipShort(t)
+	t.Setenv(EnvBackend, string(SourceLocal))
+	c, err := ResolveReplicatedCluster(t.Context())
+	if err != nil {
+		unavailable(t, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	cl := c.Client()
+	t.Cleanup(func() { cl.Close() })
+	if err := clusterHasReplicas(t.Context(), cl); err != nil {
+		t.Fatal(err)
+	}
+}
