@@ -83,8 +83,8 @@ var (
 func NewAtomic(rdb AtomicClient, opts ...Option) *Atomic {
 	o := newOptions(opts)
 	a := &Atomic{
-		scripts:   redisx.OnceScripter(rdb),
-		levels:    redisx.Levels{Client: rdb, Keys: o.keys, Pkg: "redislock"},
+		scripts:   redisx.OnceScripter(redisx.Acked(rdb, o.ack)),
+		levels:    redisx.Levels{Client: rdb, Writer: redisx.Acked(rdb, o.ack), Keys: o.keys, Pkg: "redislock"},
 		keys:      o.keys,
 		sharding:  shardingOf(rdb),
 		retention: cmp.Or(o.orders.retention, DefaultOrderRetention),

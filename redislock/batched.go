@@ -91,8 +91,8 @@ var _ stockguard.Inventory = (*Batched)(nil)
 func NewBatched(rdb AtomicClient, opts ...Option) *Batched {
 	o := newOptions(opts)
 	b := &Batched{
-		scripts: redisx.OnceScripter(rdb),
-		levels:  redisx.Levels{Client: rdb, Keys: o.keys, Pkg: "redislock"},
+		scripts: redisx.OnceScripter(redisx.Acked(rdb, o.ack)),
+		levels:  redisx.Levels{Client: rdb, Writer: redisx.Acked(rdb, o.ack), Keys: o.keys, Pkg: "redislock"},
 		err:     o.err,
 	}
 	b.calls = combine.New(combine.Config[batchReq]{Size: o.batchSize, Write: b.write, Answer: (*batchReq).result})

@@ -88,17 +88,31 @@ var (
 // Pipeline, which every redis.UniversalClient has, sends them one by one).
 type Client struct {
 	rdb    RedisClient
-	once   redis.Scripter // rdb with EVAL/EVALSHA sent at most once
-	batch  *scriptPipe    // rdb's idempotent scripts, pipelined across goroutines
+	writes redis.Scripter // rdb, each script followed by the ack's WAIT (WithReplicaAck)
+	once   redis.Scripter // writes with EVAL/EVALSHA sent at most once
+	batch  *scriptPipe    // writes' idempotent scripts, pipelined across goroutines
+	acked  bool           // WithReplicaAck or WithAOFAck: no hand-over, see Obtain
 	keys   rediskeys.Keys
 	notify *notifier
 	err    error // an invalid option, returned by every Obtain
 }
 
-// New returns a lock client over rdb. It reads the option WithPrefix.
+// New returns a lock client over rdb. It reads the options WithPrefix,
+// WithReplicaAck and WithAOFAck.
+//
+// With WithReplicaAck (or WithAOFAck), every script that writes — obtain
+// with its fencing counter, refresh, release — is followed by the ack's
+// WAIT on its connection, the scripts of concurrent goroutines are no
+// longer pipelined together, and a Release hands the lock to no waiter
+// (it frees it and announces it; the waiter obtains it with its own,
+// acknowledged, script). A fencing token is handed out only once n
+// replicas have the counter's increment, so the tokens a failover to one
+// of them leaves behind never repeat one handed out.
 func New(rdb RedisClient, opts ...Option) *Client {
 	o := newOptions(opts)
-	return &Client{rdb: rdb, once: redisx.OnceScripter(rdb), batch: newScriptPipe(rdb), keys: o.keys, notify: &notifier{rdb: rdb}, err: o.err}
+	writes := redisx.Acked(rdb, o.ack)
+	return &Client{rdb: rdb, writes: writes, once: redisx.OnceScripter(writes), batch: newScriptPipe(writes),
+		acked: o.ack.On(), keys: o.keys, notify: &notifier{rdb: rdb}, err: o.err}
 }
 
 // ObtainOption configures one Obtain.
@@ -454,6 +468,14 @@ func (c *Client) attempt(ctx context.Context, k lockKeys, owner string, ttl time
 		cmd = c.batch.run(ctx, lockObtainScript, keys, owner, ttl.Milliseconds(), fenced, exists)
 	}
 	n, err := cmd.Int64()
+	if redisx.NotAcked(err) {
+		// Taken (or found held) on the master, not confirmed by the
+		// replicas: hand out no handle, and undo it, so that no lock is
+		// left that nobody holds a handle to — not after a failover to a
+		// replica that has it either, where it expires after ttl.
+		c.unack(k, owner, reentrant, cmd)
+		return false, 0, 0, err
+	}
 	switch {
 	case errors.Is(err, redis.Nil):
 		return false, 0, 0, errMissing
@@ -466,6 +488,21 @@ func (c *Client) attempt(ctx context.Context, k lockKeys, owner string, ttl time
 		return true, n, 0, nil
 	}
 	return false, 0, time.Duration(-n) * time.Millisecond, nil
+}
+
+// unack undoes an obtain whose ack fell short, on a context of its own: a
+// plain lock is released if owner holds it; a reentrant one, if cmd's
+// reply says it counted this entry, is released once.
+func (c *Client) unack(k lockKeys, owner string, reentrant bool, cmd *redis.Cmd) {
+	if !reentrant {
+		c.abandon(k, owner)
+		return
+	}
+	if n, ok := cmd.Val().(int64); ok && n > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = reentrantReleaseScript.Run(ctx, c.once, []string{k.lock}, owner, k.lock).Err()
+	}
 }
 
 // newToken returns 128 random bits, hex-encoded: an owner token nobody

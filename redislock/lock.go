@@ -119,8 +119,12 @@ func (l *Lock) release(ctx context.Context) (bool, error) {
 		n, err := reentrantReleaseScript.Run(ctx, l.c.once, []string{l.keys.lock}, l.owner, l.keys.lock).Int64()
 		return n >= 0, err
 	}
-	if w := l.c.notify.claim(l.keys.lock); w != nil {
-		return l.handOver(ctx, w)
+	// With an ack, no hand-over: its grant would reach the waiter before
+	// anyone knows whether the replicas have it.
+	if !l.c.acked {
+		if w := l.c.notify.claim(l.keys.lock); w != nil {
+			return l.handOver(ctx, w)
+		}
 	}
 	return l.c.releaseOwned(ctx, l.keys, l.owner, l.keys.lock)
 }
@@ -189,7 +193,7 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration) (bool, error) {
 		script = reentrantRefreshScript
 	}
 	// Idempotent: a resend sets the same lease.
-	n, err := script.Run(ctx, l.c.rdb, []string{l.keys.lock}, l.owner, ttl.Milliseconds()).Int64()
+	n, err := script.Run(ctx, l.c.writes, []string{l.keys.lock}, l.owner, ttl.Milliseconds()).Int64()
 	return n == 1, err
 }
 

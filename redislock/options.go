@@ -7,6 +7,7 @@ import (
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/rediskeys"
+	"github.com/stockguard/stockguard/internal/redisx"
 )
 
 // Option configures a constructor of this package (NewAtomic, New,
@@ -37,6 +38,8 @@ type options struct {
 	drift       drift         // NewRedlock: clock drift allowance
 
 	stockMaster int // NewRedlockGuarded: index of the master that keeps the stock
+
+	ack redisx.Ack // WithReplicaAck, WithAOFAck: what confirms a write; zero for nothing
 
 	err error // the first invalid option
 }
@@ -116,4 +119,70 @@ func WithStore(s Store) Option {
 		}
 		o.store = s
 	}
+}
+
+// DefaultReplicaAck is the number of replicas a write waits for without
+// WithReplicaAck or WithAOFAck: none — a write counts once the master has
+// applied it, and a failover that promotes a replica which never received
+// it loses it.
+const DefaultReplicaAck = 0
+
+// WithReplicaAck makes every write of what the constructor builds count
+// only once n replicas have it: each write (a stock script, a batch — one
+// WAIT per batch —, a lock's obtain, refresh and release, the fencing
+// counter, each Orders phase, SetStock) is followed on its own connection,
+// in the same pipeline, by WAIT n timeout. Fewer than n replicas within
+// timeout makes the method return an error wrapping
+// stockguard.ErrOutcomeUnknown (detail: "acknowledged by k of n
+// replicas within timeout"): the write was applied on the master
+// and may or may not survive a failover. Reads that may write (Stock
+// giving due holds back, Order resolving) report a short WAIT as
+// stockguard.ErrUnavailable. A lock's Obtain whose WAIT falls short
+// releases the lock again (owner-checked) and returns an error wrapping
+// stockguard.ErrOutcomeUnknown, never a handle: see Client.Obtain.
+//
+// n must be 1…100 and timeout whole milliseconds in 1ms…1min; anything
+// else is an invalid option. Not with WithAOFAck. On a *redis.Ring every
+// write fails with stockguard.ErrUnavailable (a Ring cannot route a
+// keyless WAIT). What this guarantees across a failover and what it does
+// not: docs/replicas.md. Default DefaultReplicaAck (off).
+func WithReplicaAck(n int, timeout time.Duration) Option {
+	return func(o *options) { o.setAck(redisx.Ack{Replicas: n, Timeout: timeout}) }
+}
+
+// WithAOFAck is WithReplicaAck with WAITAOF local replicas timeout
+// instead of WAIT: a write counts once local (0 or 1) masters and replicas
+// (0…100, not both 0) have fsynced it to their append-only files, which
+// survives a restart of every server, not only a failover. It needs Redis
+// ≥ 7.2 or Valkey ≥ 8 (and appendonly yes on the master for local 1):
+// a server without WAITAOF makes the first write, and every one after it,
+// fail with stockguard.ErrUnavailable, nothing sent. Otherwise the errors
+// are WithReplicaAck's. Default off.
+func WithAOFAck(local, replicas int, timeout time.Duration) Option {
+	return func(o *options) {
+		o.setAck(redisx.Ack{AOF: true, Local: local, Replicas: replicas, Timeout: timeout})
+	}
+}
+
+// setAck records a, or fails when it is invalid or a second ack option.
+func (o *options) setAck(a redisx.Ack) {
+	if o.ack.On() {
+		o.fail(errors.New("WithReplicaAck and WithAOFAck given together, or one of them twice"))
+		return
+	}
+	if err := a.Validate(); err != nil {
+		o.fail(err)
+		return
+	}
+	if !a.On() {
+		o.fail(errors.New("an ack of 0 replicas within 0s waits for nothing"))
+		return
+	}
+	o.ack = a
+}
+
+// withAck passes a's ack on to the lock clients a constructor builds for
+// itself (NewSegmented's gather and segment locks).
+func withAck(a redisx.Ack) Option {
+	return func(o *options) { o.ack = a }
 }

@@ -28,7 +28,7 @@ type pipeliner interface {
 // network error — and a call whose context has ended before its batch is
 // sent is not sent at all.
 type scriptPipe struct {
-	rdb  RedisClient
+	rdb  redis.Scripter
 	pipe pipeliner // nil when rdb cannot pipeline: every call goes alone
 
 	mu    sync.Mutex
@@ -48,7 +48,7 @@ type pipeCall struct {
 	turn chan bool
 }
 
-func newScriptPipe(rdb RedisClient) *scriptPipe {
+func newScriptPipe(rdb redis.Scripter) *scriptPipe {
 	b := &scriptPipe{rdb: rdb}
 	b.pipe, _ = rdb.(pipeliner)
 	return b

@@ -614,7 +614,7 @@ func (l *QuorumLock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	sent := time.Now()
 	t := tally(r.fanout(ctx, r.nodeTimeout(ttl), send, func(ctx context.Context, i int) (bool, error) {
-		v, err := lockRefreshScript.Run(ctx, r.nodes[i].rdb, []string{l.keys.lock}, l.owner, ttl.Milliseconds()).Int64()
+		v, err := lockRefreshScript.Run(ctx, r.nodes[i].writes, []string{l.keys.lock}, l.owner, ttl.Milliseconds()).Int64()
 		return v == 1, err
 	}, func(ok, failed int) bool { return ok >= r.quorum || failed+unsent > n-r.quorum }))
 	validUntil := r.validFor(sent, ttl)

@@ -130,7 +130,9 @@ var (
 // concurrent use.
 type Segmented struct {
 	rdb      redis.UniversalClient
-	once     redis.Scripter // rdb with EVAL/EVALSHA sent at most once
+	w        redisx.ScriptClient // rdb, each write followed by the ack's WAIT (WithReplicaAck)
+	once     redis.Scripter      // w with EVAL/EVALSHA sent at most once
+	acked    bool                // WithReplicaAck or WithAOFAck
 	keys     rediskeys.Keys
 	n        int
 	gather   *Client // the SKU's gather lock
@@ -153,18 +155,21 @@ var (
 // DefaultLockTTL).
 func NewSegmented(rdb redis.UniversalClient, opts ...Option) *Segmented {
 	o := newOptions(opts)
+	w := redisx.Acked(rdb, o.ack)
 	s := &Segmented{
 		rdb:     rdb,
-		once:    redisx.OnceScripter(rdb),
+		w:       w,
+		once:    redisx.OnceScripter(w),
+		acked:   o.ack.On(),
 		keys:    o.keys,
 		n:       o.segments,
-		gather:  New(rdb, WithPrefix(o.keys.Prefix+"seggather")),
+		gather:  New(rdb, WithPrefix(o.keys.Prefix+"seggather"), withAck(o.ack)),
 		lease:   o.lockTTL,
 		retrier: stockguard.NewRetrier(o.retry),
 		err:     o.err,
 	}
 	if o.segmentLocks {
-		s.segLocks = New(rdb, WithPrefix(o.keys.Prefix+"seg"))
+		s.segLocks = New(rdb, WithPrefix(o.keys.Prefix+"seg"), withAck(o.ack))
 		if o.retry == (stockguard.RetryPolicy{}) {
 			s.retrier = stockguard.NewRetrier(segmentLocksRetry)
 		}
@@ -453,7 +458,7 @@ func (s *Segmented) gatherPieces(ctx context.Context, l *Lock, sku string, qty i
 	field := "g:" + id
 	metaKey := s.metaKey(sku)
 	begin := redis.NewIntCmd(ctx, "hset", metaKey, field, "p")
-	if err := s.rdb.Process(ctx, redisx.Once(begin)); err != nil {
+	if err := s.w.Process(ctx, redisx.Once(begin)); err != nil {
 		// Nothing is held yet; a record that was written after all is
 		// removed by the next gather.
 		return fmt.Errorf("redislock: gather %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
@@ -480,7 +485,7 @@ func (s *Segmented) gatherPieces(ctx context.Context, l *Lock, sku string, qty i
 		touched = append(touched, i)
 		key := s.segKey(sku, i)
 		// A resend returns the hold the first run recorded: safe to resend.
-		got, err := segmentedTakeScript.Run(ctx, s.rdb, []string{key, s.holdKey(sku, i, id)}, need, holdTTL.Milliseconds()).Int64()
+		got, err := segmentedTakeScript.Run(ctx, s.w, []string{key, s.holdKey(sku, i, id)}, need, holdTTL.Milliseconds()).Int64()
 		switch {
 		case err != nil:
 			failed = fmt.Errorf("redislock: gather %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
@@ -530,9 +535,9 @@ func (s *Segmented) rollback(ctx context.Context, sku, field, id string, touched
 	// Marked aborted, the gather can no longer commit; unmarked (Redis
 	// failed), it stays pending, and only its owner — this call — commits.
 	// Either way the pieces may go back now.
-	_, err := segmentedDecideScript.Run(ctx, s.rdb, []string{metaKey}, field, "a").Int64()
+	_, err := segmentedDecideScript.Run(ctx, s.w, []string{metaKey}, field, "a").Int64()
 	if s.giveBack(ctx, sku, id, touched) == nil && err == nil {
-		_ = s.rdb.HDel(ctx, metaKey, field).Err()
+		_ = s.w.Process(ctx, redis.NewIntCmd(ctx, "hdel", metaKey, field))
 	}
 }
 
@@ -542,7 +547,7 @@ func (s *Segmented) giveBack(ctx context.Context, sku, id string, segments []int
 	for _, i := range segments {
 		keys := []string{s.segKey(sku, i), s.holdKey(sku, i, id)}
 		// Safe to resend: the hold goes with the units.
-		errs = append(errs, segmentedReturnScript.Run(ctx, s.rdb, keys).Err())
+		errs = append(errs, segmentedReturnScript.Run(ctx, s.w, keys).Err())
 	}
 	return errors.Join(errs...)
 }
@@ -572,7 +577,7 @@ func (s *Segmented) recover(ctx context.Context, sku string, m meta) error {
 	for id, state := range m.gathers {
 		field := "g:" + id
 		if state == "p" {
-			decided, err := segmentedDecideScript.Run(ctx, s.rdb, []string{metaKey}, field, "a").Int64()
+			decided, err := segmentedDecideScript.Run(ctx, s.w, []string{metaKey}, field, "a").Int64()
 			switch {
 			case err != nil:
 				return fmt.Errorf("redislock: recover a gather of %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
@@ -583,7 +588,7 @@ func (s *Segmented) recover(ctx context.Context, sku string, m meta) error {
 		if err := s.giveBack(ctx, sku, id, every); err != nil {
 			return fmt.Errorf("redislock: recover a gather of %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
 		}
-		if err := s.rdb.HDel(ctx, metaKey, field).Err(); err != nil {
+		if err := s.w.Process(ctx, redis.NewIntCmd(ctx, "hdel", metaKey, field)); err != nil {
 			return fmt.Errorf("redislock: recover a gather of %q: %w", sku, redisx.Classify(ctx, err, redisx.Read))
 		}
 	}
@@ -624,7 +629,7 @@ func (s *Segmented) SetStock(ctx context.Context, sku string, qty int64) error {
 				// Overwritten like a corrupt stock key: the meta goes (and
 				// with it the count of segments to delete, if it had one).
 				del := redis.NewIntCmd(ctx, "del", s.metaKey(sku))
-				if err := s.rdb.Process(ctx, redisx.Once(del)); err != nil {
+				if err := s.w.Process(ctx, redisx.Once(del)); err != nil {
 					return fmt.Errorf("redislock: set stock of %q: %w", sku, redisx.Classify(ctx, err, redisx.Write))
 				}
 			case !errors.Is(err, stockguard.ErrUnknownSKU):
@@ -643,28 +648,40 @@ func (s *Segmented) SetStock(ctx context.Context, sku string, qty int64) error {
 // known only once its segments exist.
 func (s *Segmented) write(ctx context.Context, sku string, qty int64, old int) error {
 	n := int64(s.n)
-	cmds, _ := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i := range s.n {
-			level := qty / n
-			if int64(i) < qty%n {
-				level++
-			}
-			_ = p.Process(ctx, redisx.Once(redis.NewStatusCmd(ctx, "set", s.segKey(sku, i), level)))
+	var cmds []redis.Cmder
+	for i := range s.n {
+		level := qty / n
+		if int64(i) < qty%n {
+			level++
 		}
-		for i := s.n; i < old; i++ {
-			_ = p.Process(ctx, redisx.Once(redis.NewIntCmd(ctx, "del", s.segKey(sku, i))))
-		}
-		return nil
-	})
+		cmds = append(cmds, redisx.Once(redis.NewStatusCmd(ctx, "set", s.segKey(sku, i), level)))
+	}
+	for i := s.n; i < old; i++ {
+		cmds = append(cmds, redisx.Once(redis.NewIntCmd(ctx, "del", s.segKey(sku, i))))
+	}
 	var errs []error
-	for _, c := range cmds {
-		errs = append(errs, c.Err())
+	if s.acked {
+		// Each write with its own WAIT, on the node that took it: a
+		// cluster pipeline would spread them over nodes no WAIT follows.
+		for _, c := range cmds {
+			errs = append(errs, s.w.Process(ctx, c))
+		}
+	} else {
+		_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, c := range cmds {
+				_ = p.Process(ctx, c)
+			}
+			return nil
+		})
+		for _, c := range cmds {
+			errs = append(errs, c.Err())
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("redislock: set stock of %q: %w", sku, redisx.Classify(ctx, err, redisx.Write))
 	}
 	set := redis.NewIntCmd(ctx, "hset", s.metaKey(sku), "n", s.n)
-	if err := s.rdb.Process(ctx, redisx.Once(set)); err != nil {
+	if err := s.w.Process(ctx, redisx.Once(set)); err != nil {
 		return fmt.Errorf("redislock: set stock of %q: %w", sku, redisx.Classify(ctx, err, redisx.Write))
 	}
 	return nil

@@ -70,7 +70,8 @@ var _ Store = (*RedisStore)(nil)
 // stockguard.ErrInvalidRequest.
 func NewRedisStore(rdb AtomicClient, opts ...Option) *RedisStore {
 	o := newOptions(opts)
-	return &RedisStore{scripts: redisx.OnceScripter(rdb), levels: redisx.Levels{Client: rdb, Keys: o.keys, Pkg: "redislock"}, err: o.err}
+	acked := redisx.Acked(rdb, o.ack)
+	return &RedisStore{scripts: redisx.OnceScripter(acked), levels: redisx.Levels{Client: rdb, Writer: acked, Keys: o.keys, Pkg: "redislock"}, err: o.err}
 }
 
 // SetStock creates sku with qty units (0…stockguard.MaxQty) or overwrites

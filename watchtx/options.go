@@ -1,11 +1,13 @@
 package watchtx
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/rediskeys"
+	"github.com/stockguard/stockguard/internal/redisx"
 )
 
 // Defaults of New's retry policy (DefaultRetry). The policy is
@@ -44,7 +46,15 @@ type Option func(*options)
 type options struct {
 	keys  rediskeys.Keys
 	retry stockguard.RetryPolicy
-	err   error // the first invalid option
+	ack   redisx.Ack // WithReplicaAck, WithAOFAck; zero for none
+	err   error      // the first invalid option
+}
+
+// fail records the first invalid option.
+func (o *options) fail(err error) {
+	if o.err == nil {
+		o.err = fmt.Errorf("%w: watchtx: %w", stockguard.ErrInvalidRequest, err)
+	}
 }
 
 // WithPrefix puts prefix in front of every key: "<prefix>stock:{sku}", the
@@ -66,5 +76,48 @@ func WithRetry(p stockguard.RetryPolicy) Option {
 			return
 		}
 		o.retry = p
+	}
+}
+
+// DefaultReplicaAck is the number of replicas a write waits for without
+// WithReplicaAck or WithAOFAck: none — a decrement counts once the master
+// applied it, and a failover to a replica that never received it loses it.
+const DefaultReplicaAck = 0
+
+// WithReplicaAck makes a Decrement (and SetStock) count only once n
+// replicas have it: its MULTI / DECRBY / EXEC is followed, on the WATCHed
+// connection and in the same pipeline, by WAIT n timeout. Fewer than n
+// replicas within timeout → an error wrapping stockguard.ErrOutcomeUnknown
+// ("acknowledged by k of n replicas within timeout"): applied on the
+// master, it may or may not survive a failover. n must be 1…100 and
+// timeout whole milliseconds in 1ms…1min, else an invalid option; not
+// with WithAOFAck. Guarantee and limits: docs/replicas.md. Default
+// DefaultReplicaAck (off).
+func WithReplicaAck(n int, timeout time.Duration) Option {
+	return func(o *options) { o.setAck(redisx.Ack{Replicas: n, Timeout: timeout}) }
+}
+
+// WithAOFAck is WithReplicaAck with WAITAOF local replicas timeout: a
+// write counts once local (0 or 1) masters and replicas (0…100, not both
+// 0) have fsynced it. It needs Redis ≥ 7.2 or Valkey ≥ 8 (appendonly yes
+// for local 1): otherwise every Decrement and SetStock fails with
+// stockguard.ErrUnavailable, nothing sent. Default off.
+func WithAOFAck(local, replicas int, timeout time.Duration) Option {
+	return func(o *options) {
+		o.setAck(redisx.Ack{AOF: true, Local: local, Replicas: replicas, Timeout: timeout})
+	}
+}
+
+// setAck records a, or fails when it is invalid or a second ack option.
+func (o *options) setAck(a redisx.Ack) {
+	switch err := a.Validate(); {
+	case o.ack.On():
+		o.fail(errors.New("WithReplicaAck and WithAOFAck given together, or one of them twice"))
+	case err != nil:
+		o.fail(err)
+	case !a.On():
+		o.fail(errors.New("an ack of 0 replicas within 0s waits for nothing"))
+	default:
+		o.ack = a
 	}
 }

@@ -40,6 +40,8 @@ type Client interface {
 // An Inventory is safe for concurrent use.
 type Inventory struct {
 	rdb     Client
+	ack     redisx.Ack          // WithReplicaAck, WithAOFAck; zero for none
+	writer  redisx.ScriptClient // rdb through redisx.Acked: SetStock, and the WAITAOF probe
 	levels  redisx.Levels
 	retrier *stockguard.Retrier
 	err     error // an invalid option, returned by every method
@@ -50,19 +52,31 @@ var (
 	_ stockguard.RetryCounter = (*Inventory)(nil)
 )
 
-// New returns an Inventory over rdb. It reads the options WithPrefix and
-// WithRetry.
+// New returns an Inventory over rdb. It reads the options WithPrefix,
+// WithRetry, WithReplicaAck and WithAOFAck.
 func New(rdb Client, opts ...Option) *Inventory {
 	o := options{retry: DefaultRetry()}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return &Inventory{
+	inv := &Inventory{
 		rdb:     rdb,
+		ack:     o.ack,
 		levels:  redisx.Levels{Client: rdb, Keys: o.keys, Pkg: "watchtx"},
 		retrier: stockguard.NewRetrier(o.retry),
 		err:     o.err,
 	}
+	if o.ack.On() {
+		sc, ok := rdb.(redisx.ScriptClient)
+		if !ok && inv.err == nil {
+			inv.err = fmt.Errorf("%w: watchtx: WithReplicaAck needs a go-redis client (%T cannot pipeline a WAIT)", stockguard.ErrInvalidRequest, rdb)
+		}
+		if ok {
+			inv.writer = redisx.Acked(sc, o.ack)
+			inv.levels.Writer = inv.writer
+		}
+	}
+	return inv
 }
 
 // Retries returns the number of times a Decrement was retried after a
@@ -84,7 +98,11 @@ func (inv *Inventory) Retries() int64 { return inv.retrier.Retries() }
 //     failed connection before EXEC, or a refusal such as READONLY,
 //     LOADING, OOM, CLUSTERDOWN; nothing applied;
 //   - stockguard.ErrOutcomeUnknown: the connection failed or timed out after
-//     EXEC was sent; the decrement may have been applied.
+//     EXEC was sent; the decrement may have been applied. With
+//     WithReplicaAck, also: EXEC applied it on the master but fewer than n
+//     replicas confirmed it within the timeout (detail: "acknowledged by k
+//     of n replicas within …"); with WithAOFAck on a server without
+//     WAITAOF, ErrUnavailable before anything is sent.
 func (inv *Inventory) Decrement(ctx context.Context, sku string, qty int64) error {
 	if inv.err != nil {
 		return inv.err
@@ -132,6 +150,9 @@ func (inv *Inventory) watched(ctx context.Context, tx *redis.Tx, key, sku string
 	// under WATCH, and EXEC runs only if that level is still current. (A SET
 	// of the level read minus qty would be just as safe under WATCH, but
 	// easy to get wrong: SET of count-- writes the old value back.)
+	if inv.ack.On() {
+		return inv.execAcked(ctx, tx, key, qty)
+	}
 	// Once keeps go-redis from resending the transaction after a lost reply.
 	_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		return p.Process(ctx, redisx.Once(redis.NewIntCmd(ctx, "decrby", key, qty)))
@@ -140,6 +161,33 @@ func (inv *Inventory) watched(ctx context.Context, tx *redis.Tx, key, sku string
 		return stockguard.Retry(err)
 	}
 	return redisx.Classify(ctx, err, redisx.Write)
+}
+
+// execAcked is the MULTI / DECRBY / EXEC of watched followed by the ack's
+// WAIT, all four in one pipeline on tx's connection: WAIT inside MULTI
+// would not block, and after a separate EXEC it would cost a second round
+// trip. (go-redis's TxPipelined ends its pipeline with EXEC, hence the
+// commands written out; Close then sends an UNWATCH, which go-redis cannot
+// know EXEC made needless.)
+func (inv *Inventory) execAcked(ctx context.Context, tx *redis.Tx, key string, qty int64) error {
+	if err := redisx.Ready(ctx, inv.writer); err != nil {
+		return err
+	}
+	p := tx.Pipeline()
+	queued := redis.NewStatusCmd(ctx, "decrby", key, qty)
+	exec := redis.NewSliceCmd(ctx, "exec")
+	_ = p.Process(ctx, redis.NewStatusCmd(ctx, "multi"))
+	_ = p.Process(ctx, queued)
+	_ = p.Process(ctx, redisx.Once(exec))
+	confirmed := redisx.Pipe(ctx, p, inv.ack)
+	_, _ = p.Exec(ctx) // each command carries its own error
+	switch err := exec.Err(); {
+	case errors.Is(err, redis.Nil): // EXEC aborted: the key changed after WATCH
+		return stockguard.Retry(redis.TxFailedErr)
+	case err != nil:
+		return redisx.Classify(ctx, err, redisx.Write)
+	}
+	return redisx.Classify(ctx, confirmed(), redisx.Write)
 }
 
 // SetStock creates sku with qty units (0…stockguard.MaxQty), or overwrites

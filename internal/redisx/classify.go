@@ -36,6 +36,8 @@ const (
 //
 //	error                                              Read                   Write
 //	nil, redis.Nil                                     unchanged              unchanged
+//	*AckError (applied, too few replicas confirmed)    ErrUnavailable         ErrOutcomeUnknown
+//	ErrUnavailable of Acked (refused before sending)   as it is               as it is
 //	redis.TxFailedErr (a watched key changed)          ErrContention          ErrContention
 //	pool timeout or exhausted (all connections busy)   ErrContention          ErrContention
 //	reply BUSY (a script runs), TRYAGAIN (resharding)  ErrContention          ErrContention
@@ -74,6 +76,13 @@ func Classify(ctx context.Context, err error, effect Effect) error {
 	switch {
 	case err == nil, errors.Is(err, redis.Nil):
 		return err
+	case NotAcked(err) && effect == Read:
+		// A read through Acked (a script that may give due holds back)
+		// whose WAIT fell short: nothing of the caller's is in doubt, but
+		// what it read may not survive a failover.
+		return fmt.Errorf("%w: read not confirmed by replicas: %w", stockguard.ErrUnavailable, errors.New(err.Error()))
+	case errors.Is(err, stockguard.ErrOutcomeUnknown), errors.Is(err, stockguard.ErrUnavailable):
+		return err // Acked's own: applied and not confirmed, or refused before sending
 	case errors.Is(err, redis.TxFailedErr):
 		return fmt.Errorf("%w: watched key changed: %w", stockguard.ErrContention, err)
 	case NotSent(err):

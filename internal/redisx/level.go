@@ -86,6 +86,7 @@ func GetLevel(ctx context.Context, c Processor, key string) (int64, error) {
 // safe for concurrent use if Client is.
 type Levels struct {
 	Client Processor
+	Writer Processor // what Set sends through (Acked); nil means Client
 	Keys   rediskeys.Keys
 	Pkg    string
 }
@@ -101,7 +102,11 @@ func (l Levels) Set(ctx context.Context, sku string, qty int64) error {
 	if err := stockguard.Canceled(ctx); err != nil {
 		return err
 	}
-	if err := SetLevel(ctx, l.Client, l.Keys.Stock(sku), qty); err != nil {
+	w := l.Writer
+	if w == nil {
+		w = l.Client
+	}
+	if err := SetLevel(ctx, w, l.Keys.Stock(sku), qty); err != nil {
 		return fmt.Errorf("%s: set stock of %q: %w", l.Pkg, sku, err)
 	}
 	return nil

@@ -44,19 +44,8 @@ func (s onceScripter) EvalSha(ctx context.Context, sha1 string, keys []string, a
 	return s.eval(ctx, "evalsha", sha1, keys, args)
 }
 
-// eval builds the command as go-redis's own Eval does (name, payload,
-// numkeys, keys, args; first key at 3 for cluster routing).
 func (s onceScripter) eval(ctx context.Context, name, payload string, keys []string, args []any) *redis.Cmd {
-	a := make([]any, 0, 3+len(keys)+len(args))
-	a = append(a, name, payload, len(keys))
-	for _, k := range keys {
-		a = append(a, k)
-	}
-	a = append(a, args...)
-	cmd := redis.NewCmd(ctx, a...)
-	if len(keys) > 0 {
-		cmd.SetFirstKeyPos(3)
-	}
+	cmd := evalCmd(ctx, name, payload, keys, args)
 	_ = s.Process(ctx, Once(cmd))
 	return cmd
 }
