@@ -213,8 +213,9 @@ const promoteWithin = time.Minute
 
 // failovers strikes s.repeat failovers in a row: each time, split
 // isolates the master the Sentinels name (and returns how to undo it), the
-// Sentinels promote a replica, the new master must take a unit of every
-// SKU, split is undone and the old master rejoins as a replica.
+// Sentinels promote a replica, split is undone, the old master rejoins as
+// a replica, and the new master must take a unit of every SKU and grant
+// every lock.
 func (s *scene) failovers(ctx context.Context, split func(m *backends.SentinelNode) (func() error, error)) (int, error) {
 	topo := s.srv.topo
 	n := 0
@@ -246,10 +247,6 @@ func (s *scene) failovers(ctx context.Context, split func(m *backends.SentinelNo
 			s.back.Store(int64(s.since())) // a master killed: down until now
 		}
 		s.promotions = append(s.promotions, s.since()-at)
-		if err := s.usable(ctx, at); err != nil {
-			heal()
-			return n, err
-		}
 		if err := heal(); err != nil {
 			return n, err
 		}
@@ -257,6 +254,11 @@ func (s *scene) failovers(ctx context.Context, split func(m *backends.SentinelNo
 			return n, err
 		}
 		s.settled.Store(int64(s.since()))
+		// Only now: a writer that waits for a replica's acknowledgement
+		// cannot complete a write while the new master has no replica.
+		if err := s.usable(ctx, at); err != nil {
+			return n, err
+		}
 	}
 	return n, nil
 }

@@ -142,7 +142,10 @@ func init() {
 	for _, b := range []string{SentinelName, ClusterName} {
 		rename := map[string]string{redistargets.Name: b}
 		for _, s := range strategies {
-			bench.Register(bench.Variant(s.target(), b+"-"+s.name, rename))
+			bench.Register(bench.Variant(s.target(false), b+"-"+s.name, rename))
+			name := b + "-" + s.name + "-ack"
+			bench.Register(bench.Variant(s.target(true), name, rename))
+			acked = append(acked, name)
 		}
 	}
 }
@@ -152,14 +155,5 @@ func init() {
 // Acked(name). The failover faults take locks with it beside the buyers,
 // to check that no fencing token is handed out twice across a failover.
 func Locks(name string, rdb redis.UniversalClient, prefix string) *redislock.Client {
-	return redislock.New(rdb, append(redislockAck(name), redislock.WithPrefix(prefix))...)
-}
-
-// redislockAck returns the options that make target name wait for a
-// replica's acknowledgement, none unless Acked(name).
-func redislockAck(name string) []redislock.Option {
-	if !Acked(name) {
-		return nil
-	}
-	return nil
+	return redislock.New(rdb, redislockOptions(Acked(name), prefix)...)
 }
