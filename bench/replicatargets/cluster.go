@@ -75,7 +75,7 @@ func openCluster(ctx context.Context, addrs []string, source string, pool int) (
 		rdb.Close()
 		return nil, fmt.Errorf("redis cluster at %v: %w", addrs, err)
 	}
-	slots, err := rdb.ClusterSlots(pctx).Result()
+	shards, err := rdb.ClusterShards(pctx).Result()
 	if err != nil {
 		rdb.Close()
 		return nil, fmt.Errorf("redis cluster at %v: %w", addrs, err)
@@ -87,11 +87,17 @@ func openCluster(ctx context.Context, addrs []string, source string, pool int) (
 			srv.Version = v
 		}
 	}
-	nodes := 0
-	for _, s := range slots {
-		nodes += len(s.Nodes)
+	masters, replicas := 0, 0
+	for _, s := range shards {
+		for _, n := range s.Nodes {
+			if n.Role == "master" {
+				masters++
+			} else {
+				replicas++
+			}
+		}
 	}
-	srv.Settings = fmt.Sprintf("masters=%d nodes=%d", len(slots), nodes)
+	srv.Settings = fmt.Sprintf("masters=%d replicas=%d", masters, replicas)
 	return &bench.Opened{
 		Conn: redis.UniversalClient(rdb), Servers: []bench.Server{srv}, Close: rdb.Close,
 		Args: []string{"-redis-cluster", strings.Join(addrs, ",")},

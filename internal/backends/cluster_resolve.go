@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,20 +46,18 @@ func ResolveReplicatedCluster(ctx context.Context) (*Cluster, error) {
 		if !strings.Contains(info, "cluster_state:ok") {
 			return nil, fmt.Errorf("cluster at %s is not ok", list)
 		}
-		return c, clusterHasReplicas(ctx, cl)
+		return c, clusterHasReplicas(ctx, c)
 	}, func(ctx context.Context) (*Cluster, error) {
 		c, err := StartLocalCluster(ctx, ClusterMasters, WithClusterReplicas(1))
 		if err != nil {
 			return nil, err
 		}
 		// The masters learn their replicas by gossip, after the replicas
-		// are linked: until then CLUSTER SLOTS lists none.
-		cl := c.Client()
-		defer cl.Close()
+		// are linked: until then CLUSTER SHARDS lists none.
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		for {
-			err := clusterHasReplicas(wctx, cl)
+			err := clusterHasReplicas(wctx, c)
 			if err == nil {
 				return c, nil
 			}
@@ -74,16 +73,25 @@ func ResolveReplicatedCluster(ctx context.Context) (*Cluster, error) {
 	})
 }
 
-// clusterHasReplicas fails unless every slot range has a replica: a
-// cluster without them cannot fail over, which is what it is for here.
-func clusterHasReplicas(ctx context.Context, c *redis.ClusterClient) error {
-	slots, err := c.ClusterSlots(ctx).Result()
-	if err != nil {
-		return err
-	}
-	for _, s := range slots {
-		if len(s.Nodes) < 2 {
-			return fmt.Errorf("slots %d-%d have no replica", s.Start, s.End)
+// clusterHasReplicas fails unless every node of c says that every shard
+// serving slots has an online replica: a cluster without them cannot fail
+// over, which is what it is for here. Each node answers from what gossip
+// told it, so each is asked.
+func clusterHasReplicas(ctx context.Context, c *Cluster) error {
+	for _, n := range c.Nodes {
+		cl := redis.NewClient(&redis.Options{Addr: n.Addr})
+		shards, err := cl.ClusterShards(ctx).Result()
+		cl.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", n.Addr, err)
+		}
+		for _, s := range shards {
+			if len(s.Slots) == 0 {
+				continue
+			}
+			if !slices.ContainsFunc(s.Nodes, func(n redis.Node) bool { return n.Role == "replica" && n.Health == "online" }) {
+				return fmt.Errorf("%s: slots %d-%d have no online replica", n.Addr, s.Slots[0].Start, s.Slots[0].End)
+			}
 		}
 	}
 	return nil

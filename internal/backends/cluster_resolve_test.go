@@ -13,9 +13,7 @@ func TestResolveReplicatedCluster_everySlotHasAReplica(t *testing.T) {
 		unavailable(t, err)
 	}
 	t.Cleanup(func() { c.Close() })
-	cl := c.Client()
-	t.Cleanup(func() { cl.Close() })
-	if err := clusterHasReplicas(t.Context(), cl); err != nil {
+	if err := clusterHasReplicas(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
 }
