@@ -71,30 +71,56 @@ var defaultFailovers = map[string][]string{
 // every SKU and lock usable again after each failover. One that does not
 // wait is a counterexample: in the full matrix it must be seen to lose
 // (the lag is real), or the test proves nothing.
+//
+// The full matrix runs each strategy on a topology of its own, in
+// parallel (go test -parallel 5): a failover is mostly waiting for the
+// Sentinels, and 20 in a row take minutes.
 func TestFailover(t *testing.T) {
-	e := replicaEnv(t)
 	full := os.Getenv(EnvFailover) == "full"
 	cfg := faults.Config{Buyers: 16, Duration: time.Second}
 	if full {
-		cfg = faults.Config{Duration: 4 * time.Second}
+		cfg = faults.Config{Buyers: 16, Duration: 4 * time.Second}
 	}
+	var replicaFaults []faults.Fault
 	for _, f := range faults.Faults() {
-		if !f.Replicas() {
-			continue
+		if f.Replicas() {
+			replicaFaults = append(replicaFaults, f)
 		}
-		t.Run("fault="+f.Name, func(t *testing.T) {
-			var targets []bench.Target
-			for _, target := range bench.Targets() {
-				if faults.Applies(f, target) && (full || slices.Contains(defaultFailovers[f.Name], target.Name)) {
-					targets = append(targets, target)
+	}
+	picked := func(f faults.Fault, target bench.Target) bool {
+		return faults.Applies(f, target) && (full || slices.Contains(defaultFailovers[f.Name], target.Name))
+	}
+	var targets []bench.Target
+	runs := 0
+	for _, target := range bench.Targets() {
+		n := 0
+		for _, f := range replicaFaults {
+			if picked(f, target) {
+				n++
+			}
+		}
+		if n > 0 {
+			targets, runs = append(targets, target), runs+n
+		}
+	}
+	if want := len(defaultFailovers["failover"]) + len(defaultFailovers["partition-master"]); !full && runs != want {
+		t.Fatalf("%d of the %d default runs %v have their strategy registered", runs, want, defaultFailovers)
+	}
+	for _, target := range targets {
+		t.Run("strategy="+target.Name, func(t *testing.T) {
+			var e *faults.Env
+			if full {
+				t.Parallel()
+				e = privateReplicaEnv(t)
+			} else {
+				e = replicaEnv(t)
+			}
+			acked := replicatargets.Acked(target.Name)
+			for _, f := range replicaFaults {
+				if !picked(f, target) {
+					continue
 				}
-			}
-			if want := len(defaultFailovers[f.Name]); !full && len(targets) != want {
-				t.Fatalf("%d of the %d strategies %v registered", len(targets), want, defaultFailovers[f.Name])
-			}
-			for _, target := range targets {
-				t.Run("strategy="+target.Name, func(t *testing.T) {
-					acked := replicatargets.Acked(target.Name)
+				t.Run("fault="+f.Name, func(t *testing.T) {
 					cfg := cfg
 					if full {
 						cfg.Failovers = fullFailovers[f.Name][acked]
@@ -127,4 +153,19 @@ func TestFailover(t *testing.T) {
 			}
 		})
 	}
+}
+
+// privateReplicaEnv starts a Sentinel topology for t alone, stopped at
+// its end.
+func privateReplicaEnv(t *testing.T) *faults.Env {
+	t.Helper()
+	backendstest.SkipShort(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	e, err := faults.Start(ctx, replicatargets.SentinelName)
+	if err != nil {
+		backendstest.Unavailable(t, err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
 }
