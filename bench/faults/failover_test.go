@@ -79,7 +79,8 @@ func TestFailover(t *testing.T) {
 	full := os.Getenv(EnvFailover) == "full"
 	cfg := faults.Config{Buyers: 16, Duration: time.Second}
 	if full {
-		cfg = faults.Config{Buyers: 16, Duration: 4 * time.Second}
+		// The strategies run in parallel: goroutines are the process's.
+		cfg = faults.Config{Buyers: 16, Duration: 4 * time.Second, Concurrent: true}
 	}
 	var replicaFaults []faults.Fault
 	for _, f := range faults.Faults() {

@@ -58,6 +58,10 @@ type Config struct {
 	// Failovers is how many failovers a fault of replicas (failover,
 	// partition-master) strikes in a row in one run. Default 1.
 	Failovers int
+	// Concurrent says other runs share the process: the goroutines it has
+	// after the run cannot be told apart, so they are not checked (the
+	// connections through the proxy still are).
+	Concurrent bool
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -183,6 +187,9 @@ func Run(ctx context.Context, e *Env, t bench.Target, f Fault, cfg Config) (*Rep
 		}
 	}
 	release()
+	if cfg.Concurrent {
+		goroutines = math.MaxInt
+	}
 	r.checkLeaks(goroutines, srv.proxy)
 	return rep, nil
 }
