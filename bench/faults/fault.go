@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard/bench"
+	"github.com/stockguard/stockguard/bench/replicatargets"
 	"github.com/stockguard/stockguard/internal/backends"
 )
 
@@ -264,10 +265,12 @@ func (s *scene) failovers(ctx context.Context, split func(m *backends.SentinelNo
 }
 
 // Applies reports whether f can strike t's servers: a fault of replicas
-// strikes the targets on a deployment with replicas, the others the
-// targets on a single server.
+// strikes the targets on a deployment with replicas (Sentinel), the others
+// the targets on a single server. No fault strikes the Cluster with
+// replicas yet.
 func Applies(f Fault, t bench.Target) bool {
-	return len(t.Needs) > 0 && f.replicas == slices.Contains(replicaBackends, t.Needs[0])
+	return len(t.Needs) > 0 && t.Needs[0] != replicatargets.ClusterName &&
+		f.replicas == slices.Contains(replicaBackends, t.Needs[0])
 }
 
 // Names returns the faults' names.
