@@ -76,8 +76,10 @@ var (
 	_ stockguard.Orders    = (*Atomic)(nil)
 )
 
-// NewAtomic returns an Atomic over rdb. It reads the options WithPrefix and
-// WithOrderRetention. Over a *redis.ClusterClient (or a *redis.Ring), an
+// NewAtomic returns an Atomic over rdb. It reads the options WithPrefix,
+// WithOrderRetention, WithReplicaAck and WithAOFAck (each script — a
+// decrement, each Orders phase — is then followed by the ack's WAIT, and
+// one whose WAIT falls short is ErrOutcomeUnknown). Over a *redis.ClusterClient (or a *redis.Ring), an
 // order whose keys span slots (shards) runs through the two-phase protocol
 // (see Take).
 func NewAtomic(rdb AtomicClient, opts ...Option) *Atomic {

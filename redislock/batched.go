@@ -85,8 +85,10 @@ type Batched struct {
 var _ stockguard.Inventory = (*Batched)(nil)
 
 // NewBatched returns the combining strategy over rdb (scripting and
-// Process, as NewAtomic). It reads the options WithPrefix and
-// WithBatchSize. The pool needs a connection per SKU being written at
+// Process, as NewAtomic). It reads the options WithPrefix,
+// WithBatchSize, WithReplicaAck and WithAOFAck (one WAIT per script call,
+// so per batch; when it falls short every request of the batch gets
+// ErrOutcomeUnknown). The pool needs a connection per SKU being written at
 // once, not per buyer.
 func NewBatched(rdb AtomicClient, opts ...Option) *Batched {
 	o := newOptions(opts)

@@ -306,6 +306,15 @@ func (c *Client) releaseOwned(ctx context.Context, k lockKeys, owner, channel st
 //   - ErrNotObtained: the lock is held and the retry strategy gave up; if
 //     ctx ended while waiting (or during a retry), ErrNotObtained joined
 //     with ctx's error;
+//   - one wrapping stockguard.ErrOutcomeUnknown (WithReplicaAck,
+//     WithAOFAck): the script ran on the master but fewer replicas than
+//     required confirmed it within the timeout. No handle and no token are
+//     handed out (the token is skipped, never reused); the lock was
+//     released again, owner-checked, so nothing is left held on the
+//     master, and a failover to a replica that had it brings back a lock
+//     nobody holds that expires after ttl — never a wedged lock. Retrying
+//     is safe. With WithAOFAck on a server without WAITAOF, every Obtain
+//     fails with stockguard.ErrUnavailable, nothing sent;
 //   - any other error is Redis failing (wrapped go-redis error). If it
 //     failed after the script was sent, the lock may have been taken: it
 //     then expires after ttl.

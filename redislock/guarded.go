@@ -57,7 +57,8 @@ var (
 )
 
 // NewGuarded returns a Guarded inventory locking on rdb. It reads the
-// options WithPrefix, WithRetry, WithLockTTL and WithStore; by default the
+// options WithPrefix, WithRetry, WithLockTTL, WithStore, WithReplicaAck
+// and WithAOFAck (for the lock and the default RedisStore); by default the
 // stock lives in Redis, in the keys NewAtomic uses (RedisStore).
 func NewGuarded(rdb RedisClient, opts ...Option) *Guarded {
 	o := newOptions(opts)

@@ -25,7 +25,8 @@ func WithStockMaster(i int) Option {
 // (NewRedlock) over the independent masters clients, and whose stock lives
 // on one of them, clients[i] for WithStockMaster(i) (default the first), in
 // the keys NewAtomic uses. It reads the options WithPrefix, WithRetry,
-// WithLockTTL, WithNodeTimeout, WithDrift and WithStockMaster, not
+// WithLockTTL, WithNodeTimeout, WithDrift, WithStockMaster, WithReplicaAck
+// and WithAOFAck, not
 // WithStore. When clients is empty, the stock master's index is out of
 // range or an option is invalid, every method returns an error wrapping
 // stockguard.ErrInvalidRequest.

@@ -85,6 +85,11 @@ func (l *Lock) OwnerToken() string { return l.owner }
 //     called again);
 //   - ErrNotHeld: the lock had expired or is someone else's (it is left
 //     alone), or the handle was already released;
+//   - one wrapping stockguard.ErrOutcomeUnknown (WithReplicaAck): the lock
+//     was deleted on the master, but fewer replicas than required confirmed
+//     it; a failover to one that missed it brings the lock back until its
+//     lease ends, with this handle released all the same (a fencing store
+//     refuses nobody for it: no token was issued since). Nothing to retry;
 //   - any other error is Redis failing; the watchdog is stopped all the
 //     same, so the lock expires at the end of its lease at the latest.
 func (l *Lock) Release(ctx context.Context) error {
@@ -161,6 +166,9 @@ func (l *Lock) handOver(ctx context.Context, w *waiter) (bool, error) {
 //   - the context's error: ctx had ended, nothing was sent;
 //   - ErrNotHeld: the lock expired, is someone else's, or the handle was
 //     released or has seen the lock lost;
+//   - one wrapping stockguard.ErrOutcomeUnknown (WithReplicaAck): the lease
+//     was extended on the master, not confirmed by the replicas; the
+//     handle keeps its old lease (its Context ends by it);
 //   - any other error is Redis failing.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	ttl, err := leaseTTL(ttl)

@@ -112,7 +112,9 @@ type Redlock struct {
 // NewRedlock returns a Redlock over the independent masters clients (at
 // least one; an odd number, usually 5, tolerates the most failures per
 // master). It reads the options WithPrefix (key names as for New),
-// WithNodeTimeout and WithDrift. Without masters, or with an invalid
+// WithNodeTimeout, WithDrift, WithReplicaAck and WithAOFAck (each master's
+// vote counts only once its replicas confirm it: give WithNodeTimeout
+// room for the ack's timeout). Without masters, or with an invalid
 // option, every Obtain fails with an error wrapping
 // stockguard.ErrInvalidRequest.
 func NewRedlock(clients []redis.UniversalClient, opts ...Option) *Redlock {

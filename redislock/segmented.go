@@ -152,7 +152,9 @@ var (
 // WithPrefix, WithSegments, WithSegmentLocks, WithRetry (how often a request
 // that lost a race, or found the gather lock busy, tries again) and
 // WithLockTTL (lease of the gather and segment locks; default
-// DefaultLockTTL).
+// DefaultLockTTL), WithReplicaAck and WithAOFAck (every write, its locks'
+// included, waits for the ack; SetStock's segment writes then go one by
+// one, each to its own master).
 func NewSegmented(rdb redis.UniversalClient, opts ...Option) *Segmented {
 	o := newOptions(opts)
 	w := redisx.Acked(rdb, o.ack)

@@ -65,7 +65,8 @@ type RedisStore struct {
 var _ Store = (*RedisStore)(nil)
 
 // NewRedisStore returns a RedisStore over rdb (scripting and Process, as
-// NewAtomic). It reads the option WithPrefix; every method of a store built
+// NewAtomic). It reads the options WithPrefix, WithReplicaAck and
+// WithAOFAck; every method of a store built
 // with an invalid option returns an error wrapping
 // stockguard.ErrInvalidRequest.
 func NewRedisStore(rdb AtomicClient, opts ...Option) *RedisStore {

@@ -153,7 +153,7 @@ func (c *Cluster) attachReplicas(ctx context.Context) error {
 				return fmt.Errorf("backends: %s cluster replicate %s: %w", r.Addr, c.Nodes[i].Addr, err)
 			}
 		}
-		if err := waitSynced(ctx, c.Nodes[i], rs); err != nil {
+		if err := waitSynced(ctx, c.Nodes[i], rs, false); err != nil {
 			return err
 		}
 	}

@@ -75,15 +75,18 @@ func (r *Replicated) Close() error {
 }
 
 // WaitSynced waits (up to 30s) until every replica's link to the master is
-// up and the master reports them all as online — after a start, or after
-// a paused replica is resumed and has caught up.
+// up, the master reports them all as online and a WAIT sees every one
+// acknowledge — after a start, or after a paused replica is resumed and
+// has caught up.
 func (r *Replicated) WaitSynced(ctx context.Context) error {
-	return waitSynced(ctx, r.Master, r.Replicas)
+	return waitSynced(ctx, r.Master, r.Replicas, true)
 }
 
 // waitSynced waits until each of replicas reports master_link_status:up
-// and master lists each as state=online.
-func waitSynced(ctx context.Context, master *Redis, replicas []*Redis) error {
+// and master lists each as state=online; with ack, also until a WAIT sees
+// every replica confirm a write (not on a cluster node, which takes a key
+// of its own slots only).
+func waitSynced(ctx context.Context, master *Redis, replicas []*Redis, ack bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	mc := master.Client()
@@ -94,7 +97,7 @@ func waitSynced(ctx context.Context, master *Redis, replicas []*Redis) error {
 		defer clients[i].Close()
 	}
 	for {
-		last := synced(ctx, mc, clients)
+		last := synced(ctx, mc, clients, ack)
 		if last == nil {
 			return nil
 		}
@@ -107,7 +110,7 @@ func waitSynced(ctx context.Context, master *Redis, replicas []*Redis) error {
 }
 
 // synced returns nil when every replica is linked and online, else why not.
-func synced(ctx context.Context, master *redis.Client, replicas []*redis.Client) error {
+func synced(ctx context.Context, master *redis.Client, replicas []*redis.Client, ack bool) error {
 	for _, c := range replicas {
 		info, err := c.Info(ctx, "replication").Result()
 		if err != nil {
@@ -123,6 +126,18 @@ func synced(ctx context.Context, master *redis.Client, replicas []*redis.Client)
 	}
 	if online := strings.Count(info, "state=online"); online < len(replicas) {
 		return fmt.Errorf("master %s: %d of %d replicas online", master.Options().Addr, online, len(replicas))
+	}
+	if !ack {
+		return nil
+	}
+	// Online is not yet acknowledging: a replica that has just loaded its
+	// first sync answers a WAIT only some moments later. The write gives
+	// the WAIT something to confirm (it confirms its connection's writes).
+	if err := master.Set(ctx, "stockguard:backends:synced", 1, time.Second).Err(); err != nil {
+		return err
+	}
+	if n, err := master.Wait(ctx, len(replicas), time.Second).Result(); err != nil || n < int64(len(replicas)) {
+		return fmt.Errorf("master %s: %d of %d replicas acknowledge (%v)", master.Options().Addr, n, len(replicas), err)
 	}
 	return nil
 }

@@ -64,6 +64,7 @@ var (
 	sharedTiDB          lazy[*backends.MySQL]
 	sharedValkey        lazy[*backends.Redis]
 	sharedValkeyCluster lazy[*backends.Cluster]
+	sharedReplicated    lazy[*backends.Replicated]
 )
 
 // startTimeout bounds resolving one server, Docker pulls included.
@@ -84,6 +85,7 @@ func Main(m *testing.M, stop ...func()) {
 	sharedTiDB.close()
 	sharedValkey.close()
 	sharedValkeyCluster.close()
+	sharedReplicated.close()
 	os.Exit(code)
 }
 
@@ -303,4 +305,19 @@ func PrivateReplicated(tb testing.TB, replicas int, extra ...string) *backends.R
 	}
 	tb.Cleanup(func() { r.Close() })
 	return r
+}
+
+// SharedReplicated returns the test binary's private Redis master with one
+// replica, starting it on first use; Main stops it. Tests share it as they
+// share SharedRedis, each on its own keys; a test that pauses or kills the
+// replica needs a PrivateReplicated.
+func SharedReplicated(tb testing.TB) *backends.Replicated {
+	tb.Helper()
+	return sharedReplicated.get(tb, time.Minute, func(ctx context.Context) (*backends.Replicated, error) {
+		r, err := backends.StartLocalReplicated(ctx, 1)
+		if err != nil {
+			return nil, backends.Unavailable("shared replicated redis", err)
+		}
+		return r, nil
+	})
 }
