@@ -7,9 +7,10 @@
 package all
 
 import (
-	_ "github.com/stockguard/stockguard/bench/mysqltargets"  // MySQL
-	_ "github.com/stockguard/stockguard/bench/pgtargets"     // PostgreSQL
-	_ "github.com/stockguard/stockguard/bench/redistargets"  // Redis, Redlock voters
-	_ "github.com/stockguard/stockguard/bench/tidbtargets"   // TiDB, after MySQL: its targets are MySQL's again
-	_ "github.com/stockguard/stockguard/bench/valkeytargets" // Valkey, after Redis: its targets are Redis's again
+	_ "github.com/stockguard/stockguard/bench/mysqltargets"   // MySQL
+	_ "github.com/stockguard/stockguard/bench/pgtargets"      // PostgreSQL
+	_ "github.com/stockguard/stockguard/bench/redistargets"   // Redis, Redlock voters
+	_ "github.com/stockguard/stockguard/bench/replicatargets" // Redis with replicas and failover, after Redis: its targets are Redis's again
+	_ "github.com/stockguard/stockguard/bench/tidbtargets"    // TiDB, after MySQL: its targets are MySQL's again
+	_ "github.com/stockguard/stockguard/bench/valkeytargets"  // Valkey, after Redis: its targets are Redis's again
 )

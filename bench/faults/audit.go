@@ -41,7 +41,7 @@ func (r *runner) reconcile(ctx context.Context) {
 			}
 		}
 	}
-	if len(ok) > okSample {
+	if len(ok) > okSample && !r.everyOrder {
 		step := len(ok) / okSample
 		sample := ok[:0]
 		for i := 0; i < len(ok); i += step {
@@ -74,6 +74,7 @@ func (r *runner) reconcile(ctx context.Context) {
 		}
 		if acked {
 			if !applied {
+				r.rep.Forgotten++
 				r.rep.problem("order %s was acknowledged, but Order says it was not applied", orderID(o.buyer, o.seq))
 			}
 			return
@@ -118,6 +119,7 @@ func (r *runner) audit(ctx context.Context, raw func(context.Context, string) (i
 	var down int64                       // calls that said "busy" while the server was down
 	var unexpected = map[bench.Kind]int64{}
 	downAt, backAt := time.Duration(r.sc.down.Load()), time.Duration(r.sc.back.Load())
+	settled := time.Duration(r.sc.settled.Load())
 	for _, h := range r.history {
 		for _, o := range h {
 			rep.Ops++
@@ -138,8 +140,9 @@ func (r *runner) audit(ctx context.Context, raw func(context.Context, string) (i
 				}
 			case bench.KindInsufficient:
 				// A two-line order refused says only that one of its SKUs
-				// was short.
-				if o.qty[0] > 0 && o.qty[1] > 0 {
+				// was short; a master since replaced may have counted
+				// takes its successor never had.
+				if o.qty[0] > 0 && o.qty[1] > 0 || o.start < settled {
 					break
 				}
 				for i, q := range o.qty {
@@ -244,8 +247,12 @@ func (r *runner) throughput() {
 	if rep.Baseline == 0 {
 		return
 	}
-	from := rep.FaultEnd
-	if back := time.Duration(r.sc.back.Load()); back > 0 {
+	from, after := rep.FaultEnd, bucket // recovery counts from the bucket holding from
+	if origin := time.Duration(r.sc.origin.Load()); origin > 0 {
+		// A failover: from the master's loss, in the buckets after it —
+		// the one holding it counts calls the old master answered.
+		from, after = origin, 0
+	} else if back := time.Duration(r.sc.back.Load()); back > 0 {
 		from = back // a restart: from the moment the server was started again
 	}
 	last := n - 1 // the last bucket is cut short by the end of the run
@@ -262,7 +269,7 @@ func (r *runner) throughput() {
 		} else {
 			run = 0
 		}
-		if rep.Recovery < 0 && time.Duration(i+1)*bucket > from && v >= rep.Baseline/2 {
+		if rep.Recovery < 0 && time.Duration(i)*bucket+after > from && v >= rep.Baseline/2 {
 			rep.Recovery = max(time.Duration(i)*bucket-from, 0)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/stockguard/stockguard/bench/mysqltargets"
 	"github.com/stockguard/stockguard/bench/pgtargets"
 	"github.com/stockguard/stockguard/bench/redistargets"
+	"github.com/stockguard/stockguard/bench/replicatargets"
 	"github.com/stockguard/stockguard/bench/valkeytargets"
 	"github.com/stockguard/stockguard/internal/backends"
 )
@@ -64,7 +65,15 @@ type server struct {
 	// connections; close closes it.
 	client func(pool int) (conn any, close func() error, err error)
 	desc   string
+	// topo is the deployment with replicas and failover the server is, nil
+	// for a single server; proc, proxy, killConns and readOnly are then
+	// nil, since its master changes.
+	topo *backends.Sentinel
 }
+
+// replicaBackends are the backends whose servers are deployments with
+// replicas and automatic failover.
+var replicaBackends = []string{replicatargets.SentinelName}
 
 // Backends lists the bench backends an Env can provide. TiDB is not among
 // them: its private server keeps its data in memory, so a restart could not
@@ -74,7 +83,7 @@ func Backends() []string {
 	for _, r := range redisLikes {
 		out = append(out, r.name, r.redlock)
 	}
-	return out
+	return append(out, replicaBackends...)
 }
 
 // Start starts the private servers the named bench backends need (see
@@ -160,6 +169,18 @@ func Start(ctx context.Context, need ...string) (_ *Env, err error) {
 				}
 			})
 		}
+	}
+	if slices.Contains(need, replicatargets.SentinelName) {
+		wg.Go(func() {
+			s, err := startSentinel(ctx, add)
+			if err != nil {
+				fail(err)
+				return
+			}
+			mu.Lock()
+			e.servers[replicatargets.SentinelName] = s
+			mu.Unlock()
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -415,6 +436,50 @@ func startRedis(ctx context.Context, rl redisLike, add func(func() error)) (*ser
 		},
 		client: func(pool int) (any, func() error, error) {
 			c := redis.NewClient(&redis.Options{Addr: proxy.Addr, PoolSize: pool})
+			return redis.UniversalClient(c), c.Close, nil
+		},
+	}, nil
+}
+
+// startSentinel starts a private Sentinel topology: a master and a replica
+// without persistence (what a failover keeps is what the replica had, not
+// what a disk had) and three Sentinels. Clients reach the master directly;
+// the replica and the Sentinels through the master's Link, which the
+// failover faults hold and cut.
+func startSentinel(ctx context.Context, add func(func() error)) (*server, error) {
+	topo, err := backends.StartLocalSentinel(ctx, 1)
+	if err != nil {
+		return nil, fmt.Errorf("faults: private sentinel topology: %w", err)
+	}
+	add(topo.Close)
+	admin := topo.Client(2)
+	add(admin.Close)
+	info, err := admin.Info(ctx, "server").Result()
+	if err != nil {
+		return nil, fmt.Errorf("faults: private sentinel topology: %w", err)
+	}
+	version := "?"
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			version = v
+		}
+	}
+	var nodes []string
+	for _, n := range topo.Nodes {
+		nodes = append(nodes, n.Addr+" (peers via "+n.Link.Addr+")")
+	}
+	return &server{
+		backend: replicatargets.SentinelName, topo: topo,
+		desc: fmt.Sprintf("%s: Redis %s, master and replica %s, Sentinels %s (quorum %d, down-after %v), no persistence",
+			replicatargets.SentinelName, version, strings.Join(nodes, ", "), strings.Join(topo.Addrs, ","),
+			backends.SentinelQuorum, backends.SentinelDownAfter),
+		ready: func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			return admin.Ping(ctx).Err()
+		},
+		client: func(pool int) (any, func() error, error) {
+			c := topo.Client(pool)
 			return redis.UniversalClient(c), c.Close, nil
 		},
 	}, nil

@@ -8,6 +8,10 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/stockguard/stockguard/bench"
+	"github.com/stockguard/stockguard/bench/replicatargets"
+	"github.com/stockguard/stockguard/internal/backends"
 )
 
 // Fault is one way the servers fail. A run strikes the server holding the
@@ -23,7 +27,14 @@ type Fault struct {
 	// down for span, then waits for it to come back) and returns how many
 	// times it struck.
 	strike func(ctx context.Context, s *scene, span time.Duration) (int, error)
+	// replicas marks a fault that strikes a deployment with replicas and
+	// automatic failover (see Applies).
+	replicas bool
 }
+
+// Replicas reports whether f strikes a deployment with replicas and
+// automatic failover — it applies to the targets on one, and only to them.
+func (f Fault) Replicas() bool { return f.replicas }
 
 // scene is what a fault acts on: the stock's server and the buyers.
 type scene struct {
@@ -35,6 +46,24 @@ type scene struct {
 	// that is down is reported unavailable, never busy.
 	down, back atomic.Int64
 	since      func() time.Duration
+	// origin, when set, is when the first failover began (since the run's
+	// start): recovery is measured from it.
+	origin atomic.Int64
+	// settled is when the last failover's old master rejoined as a replica
+	// (since the run's start): before it, a master that lost its writes
+	// (taken, unacknowledged or acknowledged without a replica) may have
+	// refused a take the new master can serve — a stale read, not a false
+	// sold-out.
+	settled atomic.Int64
+	// repeat is how many failovers a replicas fault strikes in a row.
+	repeat int
+	// usable takes a unit of every SKU until the new master acknowledges
+	// it, and returns how long after since it did; set by the run.
+	usable func(ctx context.Context, since time.Duration) error
+	// promotions and usables are, per failover, the time from the strike
+	// to the Sentinels' agreement on a new master and to the first unit
+	// acknowledged by it.
+	promotions, usables []time.Duration
 }
 
 // downSince reports whether the server has been down since at or before
@@ -144,6 +173,31 @@ func Faults() []Fault {
 			},
 		},
 		{
+			Name: "failover", About: fmt.Sprintf("the replica lags (the master's replication stream held for %v), the master is killed (SIGKILL), the Sentinels promote the replica; the old master comes back as its replica", LagFor),
+			span: half(LagFor), replicas: true,
+			strike: func(ctx context.Context, s *scene, span time.Duration) (int, error) {
+				return s.failovers(ctx, func(m *backends.SentinelNode) (func() error, error) {
+					m.Link.Hold()
+					sleep(ctx, span)
+					s.down.Store(int64(s.since()))
+					err := m.Proc.Kill()
+					// What the replica had not received dies with the master.
+					m.Link.Cut()
+					return func() error { m.Link.Heal(); return nil }, err
+				})
+			},
+		},
+		{
+			Name: "partition-master", About: "the master is cut from its replica and the Sentinels while clients still reach it, until the Sentinels promote the replica; then it rejoins as its replica, dropping what it took alone",
+			span: half(0), replicas: true,
+			strike: func(ctx context.Context, s *scene, span time.Duration) (int, error) {
+				return s.failovers(ctx, func(m *backends.SentinelNode) (func() error, error) {
+					m.Link.Cut()
+					return func() error { m.Link.Heal(); return nil }, nil
+				})
+			},
+		},
+		{
 			Name: "deadline", About: "every call gets a deadline of 1µs–1ms (log-uniform) instead of the usual one",
 			span: half(0),
 			strike: func(ctx context.Context, s *scene, span time.Duration) (int, error) {
@@ -154,6 +208,77 @@ func Faults() []Fault {
 			},
 		},
 	}
+}
+
+// LagFor is how long the failover fault holds the master's replication
+// stream before it kills the master: every write of that second is on the
+// master alone.
+const LagFor = time.Second
+
+// promoteWithin bounds a failover: the Sentinels' detection
+// (backends.SentinelDownAfter), election and promotion, on a loaded
+// machine.
+const promoteWithin = time.Minute
+
+// failovers strikes s.repeat failovers in a row: each time, split
+// isolates the master the Sentinels name (and returns how to undo it), the
+// Sentinels promote a replica, split is undone, the old master rejoins as
+// a replica, and the new master must take a unit of every SKU and grant
+// every lock.
+func (s *scene) failovers(ctx context.Context, split func(m *backends.SentinelNode) (func() error, error)) (int, error) {
+	topo := s.srv.topo
+	n := 0
+	for range max(s.repeat, 1) {
+		if ctx.Err() != nil {
+			break
+		}
+		m, err := topo.Master(ctx)
+		if err != nil {
+			return n, err
+		}
+		heal, err := split(m)
+		at := s.since()
+		if s.origin.Load() == 0 {
+			s.origin.Store(int64(at))
+		}
+		if err != nil {
+			return n, err
+		}
+		n++
+		pctx, cancel := context.WithTimeout(ctx, promoteWithin)
+		_, err = topo.WaitPromoted(pctx, m.Link.Addr)
+		cancel()
+		if err != nil {
+			heal()
+			return n, err
+		}
+		if s.down.Load() > 0 {
+			s.back.Store(int64(s.since())) // a master killed: down until now
+		}
+		s.promotions = append(s.promotions, s.since()-at)
+		if err := heal(); err != nil {
+			return n, err
+		}
+		if err := topo.Restore(ctx, m); err != nil {
+			return n, err
+		}
+		s.settled.Store(int64(s.since()))
+		// Only now: a writer that waits for a replica's acknowledgement
+		// cannot complete a write while the new master has no replica.
+		if err := s.usable(ctx, at); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// Applies reports whether f can strike t's servers: a fault of replicas
+// strikes the targets on a deployment with replicas (Sentinel), the others
+// the targets on a single server. No fault strikes the Cluster with
+// replicas yet.
+func Applies(f Fault, t bench.Target) bool {
+	return len(t.Needs) > 0 && t.Needs[0] != replicatargets.ClusterName &&
+		f.replicas == slices.Contains(replicaBackends, t.Needs[0])
 }
 
 // Names returns the faults' names.

@@ -67,8 +67,12 @@ func (p *Proxy) Cut() int {
 func (p *Proxy) DropReplies(n int) { p.drop.Store(int64(n)) }
 
 // Open returns the number of connections open through the proxy: zero once
-// every client that used it has closed its pool.
+// every client that used it has closed its pool. A nil Proxy (a deployment
+// whose clients follow its master, not one address) has none.
 func (p *Proxy) Open() int {
+	if p == nil {
+		return 0
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.pairs)

@@ -7,13 +7,19 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/bench"
+	"github.com/stockguard/stockguard/bench/replicatargets"
 )
+
+// ErrNotApplicable is returned by Run when the fault cannot strike the
+// target's servers (see Applies).
+var ErrNotApplicable = errors.New("faults: the fault does not apply to the target's servers")
 
 // Defaults of Config.
 const (
@@ -49,10 +55,17 @@ type Config struct {
 	Timeout time.Duration
 	// Seed seeds the buyers' choices.
 	Seed uint64
+	// Failovers is how many failovers a fault of replicas (failover,
+	// partition-master) strikes in a row in one run. Default 1.
+	Failovers int
+	// Concurrent says other runs share the process: the goroutines it has
+	// after the run cannot be told apart, so they are not checked (the
+	// connections through the proxy still are).
+	Concurrent bool
 }
 
 func (c Config) withDefaults() (Config, error) {
-	if c.Buyers < 0 || c.Duration < 0 || c.Timeout < 0 {
+	if c.Buyers < 0 || c.Duration < 0 || c.Timeout < 0 || c.Failovers < 0 {
 		return c, fmt.Errorf("%w: faults: negative Config field %+v", stockguard.ErrInvalidRequest, c)
 	}
 	if c.Buyers == 0 {
@@ -63,6 +76,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.Failovers == 0 {
+		c.Failovers = 1
 	}
 	return c, nil
 }
@@ -97,13 +113,20 @@ func Run(ctx context.Context, e *Env, t bench.Target, f Fault, cfg Config) (*Rep
 	if err := e.has(t.Needs); err != nil {
 		return nil, fmt.Errorf("faults: %s: %w", t.Name, err)
 	}
-	rep := &Report{Target: t.Name, Fault: f.Name, Buyers: cfg.Buyers, Kinds: map[string]int64{}}
+	if !Applies(f, t) {
+		return nil, fmt.Errorf("faults: %s under %s: %w", t.Name, f.Name, ErrNotApplicable)
+	}
+	rep := &Report{Target: t.Name, Fault: f.Name, Buyers: cfg.Buyers, Kinds: map[string]int64{},
+		// Without a replica's acknowledgement, a failover loses what only
+		// the master had: expected, shown as a counterexample is.
+		Counterexample: t.Counterexample || f.replicas && !replicatargets.Acked(t.Name)}
 	goroutines := countGoroutines()
 	conns, closeConns, err := e.open(t.Needs, 2*cfg.Buyers+16)
 	if err != nil {
 		return nil, err
 	}
-	store, err := t.Open(ctx, conns, newNamespace())
+	ns := newNamespace()
+	store, err := t.Open(ctx, conns, ns)
 	if err != nil {
 		closeConns()
 		return nil, fmt.Errorf("faults: %s: open: %w", t.Name, err)
@@ -140,8 +163,16 @@ func Run(ctx context.Context, e *Env, t bench.Target, f Fault, cfg Config) (*Rep
 		}
 	}
 
+	var fence *fencing
+	if f.replicas {
+		if fence, err = newFencing(t, conns, ns); err != nil {
+			release()
+			return nil, fmt.Errorf("faults: %s: locks: %w", t.Name, err)
+		}
+	}
 	srv := e.servers[t.Needs[0]]
-	r := &runner{cfg: cfg, insts: insts, orders: rep.Orders, sc: &scene{srv: srv}, rep: rep}
+	r := &runner{fence: fence, cfg: cfg, insts: insts, orders: rep.Orders, sc: &scene{srv: srv, repeat: cfg.Failovers}, rep: rep, everyOrder: f.replicas}
+	r.sc.usable = r.usable
 	r.execute(ctx, f, store.Raw)
 
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
@@ -151,8 +182,14 @@ func Run(ctx context.Context, e *Env, t bench.Target, f Fault, cfg Config) (*Rep
 	} else {
 		r.reconcile(actx)
 		r.audit(actx, store.Raw)
+		if fence != nil {
+			fence.check(rep)
+		}
 	}
 	release()
+	if cfg.Concurrent {
+		goroutines = math.MaxInt
+	}
 	r.checkLeaks(goroutines, srv.proxy)
 	return rep, nil
 }
@@ -167,7 +204,13 @@ type runner struct {
 	base   time.Time
 	stop   atomic.Bool
 
-	history [][]op // per buyer
+	history [][]op // per buyer, then the probes of usable
+	probes  []op
+	// fence, for a fault of replicas, takes locks beside the buyers.
+	fence *fencing
+	// everyOrder makes reconcile check every acknowledged order, not a
+	// sample: after a failover, each one forgotten is counted.
+	everyOrder bool
 	// applied holds the unknown orders reconcile found applied, by buyer
 	// and sequence number.
 	applied map[[2]int32]bool
@@ -194,6 +237,9 @@ func (r *runner) execute(ctx context.Context, f Fault, raw func(context.Context,
 	if raw != nil {
 		wg.Go(func() { r.watch(ctx, raw) })
 	}
+	if r.fence != nil {
+		wg.Go(func() { r.fence.run(ctx, r.cfg.Timeout, r.stop.Load) })
+	}
 	sleep(ctx, d/4)
 	r.rep.FaultStart = r.since()
 	n, err := f.strike(ctx, r.sc, f.span(d))
@@ -205,7 +251,55 @@ func (r *runner) execute(ctx context.Context, f Fault, raw func(context.Context,
 	sleep(ctx, max(d-r.since(), d/4))
 	r.stop.Store(true)
 	wg.Wait()
+	r.history = append(r.history, r.probes)
 	r.rep.Elapsed = r.since()
+	r.rep.Promotion, r.rep.Usable = slices.Max(append(r.sc.promotions, 0)), slices.Max(append(r.sc.usables, 0))
+}
+
+// usableWithin bounds how long after a failover the new master must
+// acknowledge a take of every SKU: a lock the old master held (and the
+// replica had) expires within redislock's TTL; longer means a wedged lock.
+const usableWithin = 30 * time.Second
+
+// usable takes one unit of each SKU through the first instance, call
+// after call, until the new master acknowledges it (or refuses it as sold
+// out: it answered), recording each call in the history as a buyer's, and
+// records how long after at (the failover's start) the last SKU answered.
+func (r *runner) usable(ctx context.Context, at time.Duration) error {
+	buyer := int32(r.cfg.Buyers)
+	deadline := time.Now().Add(usableWithin)
+	for i := range skus {
+		for {
+			o := op{buyer: buyer, seq: int32(len(r.probes))}
+			o.qty[i] = 1
+			cctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+			o.start = r.since()
+			err := r.call(cctx, r.insts[0], nil, o)
+			o.end = r.since()
+			cancel()
+			o.kind = bench.Classify(err)
+			r.probes = append(r.probes, o)
+			if o.kind == bench.KindOK || o.kind == bench.KindInsufficient {
+				break
+			}
+			if o.kind == bench.KindOther {
+				r.problem("an error outside the contract: %v", err)
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				r.problem("%s not usable %v after the failover (wedged?): %v", skus[i], usableWithin, err)
+				return nil
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if r.fence != nil {
+		if err := r.fence.usable(ctx, r.cfg.Timeout, deadline); err != nil {
+			r.problem("%v", err)
+			return nil
+		}
+	}
+	r.sc.usables = append(r.sc.usables, r.since()-at)
+	return nil
 }
 
 // watch reads the scarce SKU's stock straight from the backend every 20 ms

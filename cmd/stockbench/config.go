@@ -229,6 +229,9 @@ func parse(args []string, e env, stdout io.Writer) (config, error) {
 			return c, err
 		}
 		c.plot = ""
+		if !set["strategies"] {
+			c.targets = withReplicaTargets(c.targets, c.faults.list, e.strategies)
+		}
 	}
 	if c.plot != "" {
 		if _, err := chartFormat(c.plot); err != nil {

@@ -63,6 +63,24 @@ func parseFaults(list string, set map[string]bool, workers []int, duration time.
 	return fc, nil
 }
 
+// withReplicaTargets adds to the default targets, when a fault of the list
+// strikes replicas (failover, partition-master), the targets it applies to,
+// which run only on request otherwise: -faults failover alone means the
+// strategies on replicas, with and without a replica's acknowledgement.
+func withReplicaTargets(targets []bench.Target, list []faults.Fault, all []bench.Target) []bench.Target {
+	if !slices.ContainsFunc(list, faults.Fault.Replicas) {
+		return targets
+	}
+	out := slices.Clone(targets)
+	for _, t := range all {
+		if t.OnRequest && !slices.ContainsFunc(out, func(o bench.Target) bool { return o.Name == t.Name }) &&
+			slices.ContainsFunc(list, func(f faults.Fault) bool { return f.Replicas() && faults.Applies(f, t) }) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // runFaults runs every chosen strategy through every chosen fault on
 // private servers and reports each run; it returns the exit status: 3 when
 // a strategy oversold, lost or duplicated a unit, 1 when a run found any
@@ -73,11 +91,15 @@ func runFaults(ctx context.Context, c config, e env) int {
 	mysql.SetLogger(log.New(io.Discard, "", 0))
 	fc := c.faults
 	var targets []bench.Target
-	var need []string
+	var need, inapplicable []string
 	for _, t := range c.targets {
 		if len(t.Needs) == 0 || slices.ContainsFunc(t.Needs, func(n string) bool { return !slices.Contains(faults.Backends(), n) }) {
 			fmt.Fprintf(e.stderr, "stockbench: skipped: %s needs %s; -faults strikes private servers for %s only\n",
 				t.Name, needsText(t.Needs), strings.Join(faults.Backends(), ", "))
+			continue
+		}
+		if !slices.ContainsFunc(fc.list, func(f faults.Fault) bool { return faults.Applies(f, t) }) {
+			inapplicable = append(inapplicable, t.Name)
 			continue
 		}
 		targets = append(targets, t)
@@ -87,11 +109,22 @@ func runFaults(ctx context.Context, c config, e env) int {
 			}
 		}
 	}
+	if len(inapplicable) > 0 {
+		fmt.Fprintf(e.stderr, "stockbench: skipped, no fault of the list applies (failover and partition-master strike the strategies on replicas, the others those on single servers): %s\n",
+			strings.Join(inapplicable, ", "))
+	}
 	if len(targets) == 0 {
 		fmt.Fprintf(e.stderr, "stockbench: no strategy can run on the private servers of -faults\n")
 		return exitError
 	}
-	runs := len(targets) * len(fc.list)
+	runs := 0
+	for _, t := range targets {
+		for _, f := range fc.list {
+			if faults.Applies(f, t) {
+				runs++
+			}
+		}
+	}
 	fmt.Fprintf(e.stderr, "stockbench: %d strategies × %d faults, %d buyers, at least %v each: about %v plus set-up\n",
 		len(targets), len(fc.list), fc.buyers, fc.duration, time.Duration(runs)*fc.duration*5/4)
 	env, err := faults.Start(ctx, need...)
@@ -110,6 +143,9 @@ func runFaults(ctx context.Context, c config, e env) int {
 runs:
 	for _, t := range targets {
 		for _, f := range fc.list {
+			if !faults.Applies(f, t) {
+				continue
+			}
 			p.start(t.Name + " / " + f.Name)
 			rep, err := faults.Run(ctx, env, t, f, faults.Config{Buyers: fc.buyers, Duration: fc.duration, Seed: c.workload.Seed})
 			p.done()
@@ -134,9 +170,8 @@ runs:
 	}
 	code := exitOK
 	for _, r := range reps {
-		counter := slices.ContainsFunc(e.counterexamples, func(t bench.Target) bool { return t.Name == r.Target })
 		switch {
-		case counter:
+		case r.Counterexample:
 		case !r.Sound():
 			fmt.Fprintf(e.stderr, "stockbench: UNSOUND: %s under %s — see the report above\n", r.Target, r.Fault)
 			code = exitUnsound

@@ -2,10 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stockguard/stockguard/bench"
+	"github.com/stockguard/stockguard/bench/faults"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
 )
 
@@ -71,5 +73,34 @@ func TestRun_faults(t *testing.T) {
 		if r.Target != "redis-atomic" || r.Injected == 0 || r.Ops == 0 || !r.Orders {
 			t.Errorf("result %+v: want redis-atomic, struck, with calls, taking orders", r)
 		}
+	}
+}
+
+// TestWithReplicaTargets checks the default strategies of a fault run:
+// with failover in the list, the strategies on replicas (on request
+// otherwise) join them; without a fault of replicas, nothing changes.
+func TestWithReplicaTargets(t *testing.T) {
+	all := bench.Targets()
+	def := slices.DeleteFunc(slices.Clone(all), func(t bench.Target) bool { return t.OnRequest })
+	names := func(ts []bench.Target) []string {
+		var out []string
+		for _, t := range ts {
+			out = append(out, t.Name)
+		}
+		return out
+	}
+	cut, _ := faults.Lookup("cut")
+	if got := withReplicaTargets(def, cut, all); !slices.Equal(names(got), names(def)) {
+		t.Errorf("-faults cut: %v, want the defaults %v", names(got), names(def))
+	}
+	fo, _ := faults.Lookup("cut,failover")
+	got := names(withReplicaTargets(def, fo, all))
+	for _, want := range []string{"redis-sentinel-atomic", "redis-sentinel-atomic-ack", "redis-atomic"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("-faults cut,failover: %v lacks %s", got, want)
+		}
+	}
+	if slices.Contains(got, "redis-cluster-atomic") || slices.Contains(got, "valkey-atomic") {
+		t.Errorf("-faults cut,failover: %v takes strategies no fault of the list strikes", got)
 	}
 }

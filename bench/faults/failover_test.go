@@ -1,0 +1,172 @@
+package faults_test
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stockguard/stockguard/bench"
+	"github.com/stockguard/stockguard/bench/faults"
+	"github.com/stockguard/stockguard/bench/replicatargets"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
+)
+
+// EnvFailover selects the failover matrix: every strategy on replicas
+// through FullFailovers failovers with a replica's acknowledgement and a
+// few without (CI runs it once from .ci/run).
+const EnvFailover = "STOCKGUARD_FAILOVER"
+
+// fullFailovers is how many failovers in a row the full matrix strikes
+// each strategy with, by fault and whether it waits for a replica's
+// acknowledgement: with it, 20 in all (16 killed masters, 4 split brains),
+// none of which may lose a unit, forget an order or hand out a fencing
+// token twice; without it, enough to show the loss.
+var fullFailovers = map[string]map[bool]int{
+	"failover":         {true: 16, false: 2},
+	"partition-master": {true: 4, false: 1},
+}
+
+var replicas struct {
+	once sync.Once
+	env  *faults.Env
+	err  error
+}
+
+// replicaEnv returns the test binary's private Sentinel topology, started
+// on first use, apart from env's single servers: a failover test needs no
+// other.
+func replicaEnv(t *testing.T) *faults.Env {
+	t.Helper()
+	backendstest.SkipShort(t)
+	replicas.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		replicas.env, replicas.err = faults.Start(ctx, replicatargets.SentinelName)
+	})
+	if replicas.err != nil {
+		backendstest.Unavailable(t, replicas.err)
+	}
+	return replicas.env
+}
+
+// defaultFailovers is what go test runs without STOCKGUARD_FAILOVER=full:
+// one failover of the single-script strategy with and without the
+// acknowledgement (the loss of the latter reported, not asserted) and one
+// split brain of the batched strategy with it.
+var defaultFailovers = map[string][]string{
+	"failover":         {"redis-sentinel-atomic-ack", "redis-sentinel-atomic"},
+	"partition-master": {"redis-sentinel-batched-ack"},
+}
+
+// TestFailover runs buyers and lockers on a Sentinel topology through
+// failovers — the replica lagging, then the master killed; the master cut
+// from its replica and Sentinels while clients still write to it — and
+// audits on the new master. A strategy that waits for a replica's
+// acknowledgement must lose nothing: no acknowledged unit back in stock,
+// no acknowledged order forgotten, no fencing token handed out twice, and
+// every SKU and lock usable again after each failover. One that does not
+// wait is a counterexample: in the full matrix it must be seen to lose
+// (the lag is real), or the test proves nothing.
+//
+// The full matrix runs each strategy on a topology of its own, in
+// parallel (go test -parallel 5): a failover is mostly waiting for the
+// Sentinels, and 20 in a row take minutes.
+func TestFailover(t *testing.T) {
+	full := os.Getenv(EnvFailover) == "full"
+	cfg := faults.Config{Buyers: 16, Duration: time.Second}
+	if full {
+		// The strategies run in parallel: goroutines are the process's.
+		cfg = faults.Config{Buyers: 16, Duration: 4 * time.Second, Concurrent: true}
+	}
+	var replicaFaults []faults.Fault
+	for _, f := range faults.Faults() {
+		if f.Replicas() {
+			replicaFaults = append(replicaFaults, f)
+		}
+	}
+	picked := func(f faults.Fault, target bench.Target) bool {
+		return faults.Applies(f, target) && (full || slices.Contains(defaultFailovers[f.Name], target.Name))
+	}
+	var targets []bench.Target
+	runs := 0
+	for _, target := range bench.Targets() {
+		n := 0
+		for _, f := range replicaFaults {
+			if picked(f, target) {
+				n++
+			}
+		}
+		if n > 0 {
+			targets, runs = append(targets, target), runs+n
+		}
+	}
+	if want := len(defaultFailovers["failover"]) + len(defaultFailovers["partition-master"]); !full && runs != want {
+		t.Fatalf("%d of the %d default runs %v have their strategy registered", runs, want, defaultFailovers)
+	}
+	for _, target := range targets {
+		t.Run("strategy="+target.Name, func(t *testing.T) {
+			var e *faults.Env
+			if full {
+				t.Parallel()
+				e = privateReplicaEnv(t)
+			} else {
+				e = replicaEnv(t)
+			}
+			acked := replicatargets.Acked(target.Name)
+			for _, f := range replicaFaults {
+				if !picked(f, target) {
+					continue
+				}
+				t.Run("fault="+f.Name, func(t *testing.T) {
+					cfg := cfg
+					if full {
+						cfg.Failovers = fullFailovers[f.Name][acked]
+					}
+					rep, err := faults.Run(t.Context(), e, target, f, cfg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var b strings.Builder
+					faults.WriteTable(&b, []*faults.Report{rep})
+					t.Log("\n" + b.String())
+					if want := max(cfg.Failovers, 1); rep.Injected != want {
+						t.Errorf("%d failovers, want %d", rep.Injected, want)
+					}
+					if rep.Kinds["ok"] == 0 || rep.Locks == 0 {
+						t.Errorf("nothing acknowledged: %d takes, %d locks", rep.Kinds["ok"], rep.Locks)
+					}
+					switch {
+					case acked && !rep.OK():
+						t.Errorf("%s", rep.Audit())
+					case acked:
+					case !rep.Counterexample:
+						t.Errorf("without a replica's acknowledgement, not reported as a counterexample")
+					case rep.Sound() && full:
+						t.Errorf("without a replica's acknowledgement, nothing lost in %d failovers: the replica did not lag", rep.Injected)
+					case rep.Sound():
+						t.Logf("without a replica's acknowledgement, nothing lost this time")
+					}
+				})
+			}
+		})
+	}
+}
+
+// privateReplicaEnv starts a Sentinel topology for t alone, stopped at
+// its end.
+func privateReplicaEnv(t *testing.T) *faults.Env {
+	t.Helper()
+	backendstest.SkipShort(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	e, err := faults.Start(ctx, replicatargets.SentinelName)
+	if err != nil {
+		backendstest.Unavailable(t, err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}

@@ -1,0 +1,205 @@
+package backends
+
+import (
+	"errors"
+	"net"
+	"sync"
+)
+
+// Link is the network between a Redis node and its peers — its replicas and
+// the Sentinels — modelled as a TCP forwarder on loopback: peers reach the
+// node through Addr, its clients do not (see Sentinel.Dialer). Cutting the
+// link partitions the node from its peers while clients still reach it;
+// holding it lags every peer behind the node. It is safe for concurrent
+// use.
+type Link struct {
+	// Addr is the node's address as its peers know it: replicas follow it,
+	// Sentinels monitor it, and it announces it (replica-announce-port).
+	Addr string
+
+	l  net.Listener
+	wg sync.WaitGroup
+
+	mu     sync.Mutex
+	target string // the node's own address, "" until connect
+	pairs  map[*linkPair]struct{}
+	cut    bool          // refuse and drop every connection
+	hold   chan struct{} // non-nil: the node's bytes wait until it is closed
+	closed bool
+}
+
+type linkPair struct{ peer, node net.Conn }
+
+func (p *linkPair) close() {
+	p.peer.Close()
+	p.node.Close()
+}
+
+// listenLink listens on a free loopback port; it forwards to the node once
+// connect names it (the node announces the link's port, so the link comes
+// first).
+func listenLink() (*Link, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	k := &Link{Addr: l.Addr().String(), l: l, pairs: map[*linkPair]struct{}{}}
+	k.wg.Go(k.accept)
+	return k, nil
+}
+
+// connect makes k forward to the node at target.
+func (k *Link) connect(target string) {
+	k.mu.Lock()
+	k.target = target
+	k.mu.Unlock()
+}
+
+// Cut partitions the node: every peer connection is closed and new ones are
+// refused until Heal. Bytes held by Hold are dropped with their
+// connections, never delivered.
+func (k *Link) Cut() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.cut = true
+	for p := range k.pairs {
+		p.close()
+	}
+	if k.hold != nil {
+		close(k.hold)
+		k.hold = nil
+	}
+}
+
+// Heal ends a Cut: peers connect again.
+func (k *Link) Heal() {
+	k.mu.Lock()
+	k.cut = false
+	k.mu.Unlock()
+}
+
+// Hold stops delivering the node's bytes to its peers — the replication
+// stream, replies to the Sentinels' pings — while the peers' bytes still
+// reach the node: every replica lags from now on. Release delivers what
+// was held; Cut drops it.
+func (k *Link) Hold() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.hold == nil {
+		k.hold = make(chan struct{})
+	}
+}
+
+// Release ends a Hold, delivering what was held.
+func (k *Link) Release() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.hold != nil {
+		close(k.hold)
+		k.hold = nil
+	}
+}
+
+// Close stops forwarding and waits for the forwarding goroutines to end.
+func (k *Link) Close() error {
+	err := k.l.Close()
+	k.mu.Lock()
+	k.closed = true
+	for p := range k.pairs {
+		p.close()
+	}
+	if k.hold != nil {
+		close(k.hold)
+		k.hold = nil
+	}
+	k.mu.Unlock()
+	k.wg.Wait()
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+func (k *Link) accept() {
+	for {
+		c, err := k.l.Accept()
+		if err != nil {
+			return
+		}
+		k.mu.Lock()
+		refuse, target := k.cut || k.closed || k.target == "", k.target
+		k.mu.Unlock()
+		if refuse {
+			c.Close()
+			continue
+		}
+		s, err := net.Dial("tcp", target)
+		if err != nil {
+			c.Close() // the node is down: its peers see the connection refused
+			continue
+		}
+		p := &linkPair{peer: c, node: s}
+		k.mu.Lock()
+		if k.cut || k.closed {
+			k.mu.Unlock()
+			p.close()
+			continue
+		}
+		k.pairs[p] = struct{}{}
+		k.mu.Unlock()
+		k.wg.Go(func() { k.forward(p) })
+	}
+}
+
+// held returns the channel to wait on before delivering the node's bytes,
+// nil when they may go.
+func (k *Link) held() chan struct{} {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.hold
+}
+
+func (k *Link) forward(p *linkPair) {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer p.close()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := p.node.Read(buf)
+			if n > 0 {
+				if h := k.held(); h != nil {
+					<-h
+				}
+				k.mu.Lock()
+				dead := k.cut || k.closed
+				k.mu.Unlock()
+				if dead {
+					return
+				}
+				if _, err := p.peer.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := p.peer.Read(buf)
+		if n > 0 {
+			if _, err := p.node.Write(buf[:n]); err != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	p.close()
+	wg.Wait()
+	k.mu.Lock()
+	delete(k.pairs, p)
+	k.mu.Unlock()
+}
