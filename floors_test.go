@@ -27,6 +27,7 @@ var floors = []struct {
 	{"", 0, "root"},
 	{"internal/", 1, "internal"},
 	{"mysqllock", 2, "strategies"},
+	{"pglock", 2, "strategies"},
 	{"redislock", 2, "strategies"},
 	{"watchtx", 2, "strategies"},
 	{"stocktest", 2, "strategies"},
