@@ -100,6 +100,7 @@ type ledgerQueries struct {
 	expire       string // ids
 	linesOf      string // ids → sku, SUM(qty) in SKU order
 	clearAll     string // ids
+	out          string // sku → units of sku on open orders (held or taken)
 }
 
 // candidateBatch bounds how many expired holds one reclaiming transaction
@@ -144,6 +145,8 @@ func newLedgerQueries(table string) ledgerQueries {
 		expire:    fmt.Sprintf("UPDATE %s SET state = %d, changed_at = %s WHERE id = ANY($1)", o, stockguard.OrderExpired, now),
 		linesOf:   "SELECT sku, SUM(qty)::bigint FROM " + l + " WHERE order_id = ANY($1) GROUP BY sku ORDER BY sku",
 		clearAll:  "UPDATE " + l + " SET expires = NULL WHERE order_id = ANY($1)",
+		out: fmt.Sprintf("SELECT COALESCE(SUM(l.qty), 0)::bigint FROM %s l JOIN %s o ON o.id = l.order_id WHERE l.sku = $1 AND o.kind <> %d AND o.state IN (%d, %d)",
+			l, o, kindRestock, stockguard.OrderHeld, stockguard.OrderTaken),
 	}
 }
 

@@ -179,9 +179,11 @@ func (l *ledger) lockOrder(ctx context.Context, tx *sqlx.Tx, id string) (orderRe
 
 // Restock adds qty units to sku once under id. It returns nil (also for a
 // retry), or an error wrapping stockguard.ErrUnknownSKU (nothing recorded),
-// ErrOrderMismatch (id was applied otherwise), ErrInvalidRequest (the level
-// would pass stockguard.MaxQty; nothing recorded), or one of the errors
-// every method returns.
+// ErrOrderMismatch (id was applied otherwise, by any Orders method — Take,
+// Hold or an earlier Restock with other arguments), ErrInvalidRequest (bad
+// arguments, before any I/O; or the level plus the units out on open
+// orders plus qty would pass stockguard.MaxQty, so that a Return could not
+// fit: nothing recorded), or one of the errors every method returns.
 func (l *ledger) Restock(ctx context.Context, id, sku string, qty int64) error {
 	if err := l.check(ctx, stockguard.ValidateRestock(id, sku, qty)); err != nil {
 		return err
@@ -193,29 +195,95 @@ func (l *ledger) Restock(ctx context.Context, id, sku string, qty int64) error {
 				if err := l.record(ctx, tx, []newOrder{o}); err != nil {
 					return err
 				}
-				res, err := tx.ExecContext(ctx, l.lq.restock, qty, sku, stockguard.MaxQty-qty)
-				if err != nil {
-					return classify(ctx, err, unsent)
+				if err := l.room(ctx, tx, sku, qty); err != nil {
+					return err
 				}
-				if n, err := res.RowsAffected(); err != nil || n == 1 {
-					return classify(ctx, err, unsent)
-				}
-				return errShort
+				_, err := tx.ExecContext(ctx, l.lq.restock, qty, sku, stockguard.MaxQty-qty)
+				return classify(ctx, err, unsent)
 			})
-			if !errors.Is(err, errShort) {
-				return l.settle(ctx, conn, err, o)
-			}
-			have, err := l.level(ctx, conn, sku)
-			switch {
-			case err != nil:
-				return err
-			case have > stockguard.MaxQty-qty:
-				return fmt.Errorf("%w: restocking %q by %d would pass %d units", stockguard.ErrInvalidRequest, sku, qty, int64(stockguard.MaxQty))
-			}
-			return stockguard.Retry(errChanged)
+			return l.settle(ctx, conn, err, o)
 		})
 	})
 }
+
+// room checks, in tx, that qty more units of sku fit beside its level and
+// the units out on open orders, which may all come back: ErrUnknownSKU
+// without a row, ErrInvalidRequest when they would pass stockguard.MaxQty.
+func (l *ledger) room(ctx context.Context, tx *sqlx.Tx, sku string, qty int64) error {
+	have, out, err := l.units(ctx, tx, sku)
+	switch {
+	case err != nil:
+		return err
+	case have+out > stockguard.MaxQty-qty:
+		return fmt.Errorf("%w: %q has %d units and %d out on open orders: %d more would pass %d units",
+			stockguard.ErrInvalidRequest, sku, have, out, qty, int64(stockguard.MaxQty))
+	}
+	return nil
+}
+
+// units locks sku's row in tx and reads its level and the units out on
+// open orders (held or taken): ErrUnknownSKU without a row, errNoLedger
+// without the ledger's tables (which aborts tx). Every Take,
+// Hold, Return and reclaim of sku changes its row, so while tx holds the
+// lock the two move together or not at all (READ COMMITTED: the second
+// statement sees what committed before the lock was granted).
+func (l *ledger) units(ctx context.Context, tx *sqlx.Tx, sku string) (have, out int64, err error) {
+	err = tx.QueryRowxContext(ctx, l.lq.lockLevel, sku).Scan(&have)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, unknownSKU(sku)
+	}
+	if err == nil {
+		err = tx.QueryRowxContext(ctx, l.lq.out, sku).Scan(&out)
+		if sqlstate(err) == sqlstateUndefinedTable {
+			return have, 0, errNoLedger
+		}
+	}
+	return have, out, classify(ctx, err, unsent)
+}
+
+// SetStock creates sku with qty units, or overwrites its level, as the
+// store's SetStock does, and refuses a level that would leave no room for
+// the units out on open orders to come back. It returns nil, or an error
+// wrapping stockguard.ErrInvalidRequest (bad arguments, before any I/O; or
+// qty plus the units out on open orders would pass stockguard.MaxQty:
+// nothing changed), ErrContention (the row stayed busy), ErrUnavailable
+// (nothing changed), ErrOutcomeUnknown (the COMMIT's reply was lost) or
+// the context's error.
+func (l *ledger) SetStock(ctx context.Context, sku string, qty int64) error {
+	if err := l.check(ctx, stockguard.ValidateSet(sku, qty)); err != nil {
+		return err
+	}
+	return l.retrier.Do(ctx, func(ctx context.Context) error {
+		return l.pinned(ctx, l.session, func(conn *sqlx.Conn) error {
+			err := inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
+				_, out, err := l.units(ctx, tx, sku)
+				switch {
+				case errors.Is(err, errNoLedger):
+					// A table without a ledger: no units out. The failed
+					// statement aborted tx, so the write goes without it.
+					return err
+				case errors.Is(err, stockguard.ErrUnknownSKU):
+					// A new SKU: no units out.
+				case err != nil:
+					return err
+				case out > stockguard.MaxQty-qty:
+					return fmt.Errorf("%w: a level of %d for %q leaves no room for the %d units out on open orders within %d",
+						stockguard.ErrInvalidRequest, qty, sku, out, int64(stockguard.MaxQty))
+				}
+				_, err = tx.ExecContext(ctx, l.q.setStock, sku, qty)
+				return classify(ctx, err, unsent)
+			})
+			if errors.Is(err, errNoLedger) {
+				return l.store.SetStock(ctx, sku, qty)
+			}
+			return err
+		})
+	})
+}
+
+// errNoLedger stops a transaction that found the stock table without its
+// ledger tables.
+var errNoLedger = errors.New("pglock: no order ledger")
 
 // Order reports the order applied under id; a hold past its deadline is
 // OrderExpired, and its units go back now if nothing has reclaimed them
@@ -251,7 +319,8 @@ func (l *ledger) Order(ctx context.Context, id string) (stockguard.OrderInfo, er
 				}
 			}
 			info = stockguard.OrderInfo{ID: id, State: rec.state, Lines: rec.lines}
-			if rec.deadline.Valid {
+			// A confirmed hold is taken and expires no more: no deadline.
+			if rec.deadline.Valid && rec.state != stockguard.OrderTaken {
 				info.Deadline = rec.deadline.Time
 			}
 			return nil
