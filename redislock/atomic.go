@@ -158,11 +158,11 @@ func (a *Atomic) SetStock(ctx context.Context, sku string, qty int64) error {
 	}
 	reply, err := setStockScript.Run(ctx, a.scripts, []string{a.keys.Stock(sku), a.holdsKey(sku)}, qty).Slice()
 	if err != nil {
-		return fmt.Errorf("redislock: set stock of %q: %w", sku, redisx.Classify(ctx, err, redisx.Write))
+		return errtext.Wrap(redisx.Classify(ctx, err, redisx.Write), "redislock: set stock of %q", sku)
 	}
 	if replyInt(reply, 0) == codeOverflow {
-		return fmt.Errorf("redislock: set stock of %q: %w: a level of %d leaves no room for the %d units out on open orders within %d",
-			sku, stockguard.ErrInvalidRequest, qty, replyInt(reply, 1), int64(stockguard.MaxQty))
+		return fmt.Errorf("%w: redislock: set stock of %q: a level of %d leaves no room for the %d units out on open orders within %d",
+			stockguard.ErrInvalidRequest, sku, qty, replyInt(reply, 1), int64(stockguard.MaxQty))
 	}
 	return nil
 }
