@@ -181,7 +181,9 @@ func Faults() []Fault {
 				return s.failovers(ctx, func(m node) (func() error, error) {
 					m.link.Hold()
 					sleep(ctx, span)
-					s.down.Store(int64(s.since()))
+					if !s.srv.topo.partial() {
+						s.down.Store(int64(s.since()))
+					}
 					err := m.proc.Kill()
 					// What the replica had not received dies with the master.
 					m.link.Cut()

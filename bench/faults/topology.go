@@ -18,6 +18,11 @@ type topology interface {
 	// restore brings old back (restarted if killed) as a replica and waits
 	// until the deployment is healthy again.
 	restore(ctx context.Context, old node) error
+	// partial reports whether a struck master is only part of the
+	// deployment: on Cluster the other masters still serve their keys
+	// (and a lock held there is rightly busy), so the deployment is never
+	// "down" for the check that a server down is reported unavailable.
+	partial() bool
 }
 
 // node is a data node a failover fault strikes: its process, and the Link
@@ -49,6 +54,8 @@ func (t sentinelTopo) restore(ctx context.Context, old node) error {
 	return t.s.Restore(ctx, old.key.(*backends.SentinelNode))
 }
 
+func (sentinelTopo) partial() bool { return false }
+
 // clusterTopo is the Cluster with replicas: the masters elect the failed
 // master's replica once it has not answered the bus for
 // backends.ClusterNodeTimeout.
@@ -69,3 +76,5 @@ func (t clusterTopo) waitPromoted(ctx context.Context, old node) error {
 func (t clusterTopo) restore(ctx context.Context, old node) error {
 	return t.c.Restore(ctx, old.key.(*backends.Redis))
 }
+
+func (clusterTopo) partial() bool { return true }
