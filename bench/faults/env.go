@@ -68,12 +68,12 @@ type server struct {
 	// topo is the deployment with replicas and failover the server is, nil
 	// for a single server; proc, proxy, killConns and readOnly are then
 	// nil, since its master changes.
-	topo *backends.Sentinel
+	topo topology
 }
 
 // replicaBackends are the backends whose servers are deployments with
 // replicas and automatic failover.
-var replicaBackends = []string{replicatargets.SentinelName}
+var replicaBackends = []string{replicatargets.SentinelName, replicatargets.ClusterName}
 
 // Backends lists the bench backends an Env can provide. TiDB is not among
 // them: its private server keeps its data in memory, so a restart could not
@@ -179,6 +179,18 @@ func Start(ctx context.Context, need ...string) (_ *Env, err error) {
 			}
 			mu.Lock()
 			e.servers[replicatargets.SentinelName] = s
+			mu.Unlock()
+		})
+	}
+	if slices.Contains(need, replicatargets.ClusterName) {
+		wg.Go(func() {
+			s, err := startCluster(ctx, add)
+			if err != nil {
+				fail(err)
+				return
+			}
+			mu.Lock()
+			e.servers[replicatargets.ClusterName] = s
 			mu.Unlock()
 		})
 	}
@@ -469,7 +481,7 @@ func startSentinel(ctx context.Context, add func(func() error)) (*server, error)
 		nodes = append(nodes, n.Addr+" (peers via "+n.Link.Addr+")")
 	}
 	return &server{
-		backend: replicatargets.SentinelName, topo: topo,
+		backend: replicatargets.SentinelName, topo: sentinelTopo{topo},
 		desc: fmt.Sprintf("%s: Redis %s, master and replica %s, Sentinels %s (quorum %d, down-after %v), no persistence",
 			replicatargets.SentinelName, version, strings.Join(nodes, ", "), strings.Join(topo.Addrs, ","),
 			backends.SentinelQuorum, backends.SentinelDownAfter),
@@ -481,6 +493,52 @@ func startSentinel(ctx context.Context, add func(func() error)) (*server, error)
 		client: func(pool int) (any, func() error, error) {
 			c := topo.Client(pool)
 			return redis.UniversalClient(c), c.Close, nil
+		},
+	}, nil
+}
+
+// startCluster starts a private Cluster with replicas:
+// backends.ClusterMasters masters with a replica each, without persistence,
+// each node behind a Link (backends.WithClusterLinks) that carries its
+// replication and that the failover fault holds and cuts; clients and the
+// cluster bus reach the nodes directly.
+func startCluster(ctx context.Context, add func(func() error)) (*server, error) {
+	c, err := backends.StartLocalCluster(ctx, backends.ClusterMasters, backends.WithClusterReplicas(1), backends.WithClusterLinks())
+	if err != nil {
+		return nil, fmt.Errorf("faults: private cluster: %w", err)
+	}
+	add(c.Close)
+	admin := c.ClientPool(2)
+	add(admin.Close)
+	first := c.Nodes[0].Client()
+	info, err := first.Info(ctx, "server").Result()
+	first.Close()
+	if err != nil {
+		return nil, fmt.Errorf("faults: private cluster: %w", err)
+	}
+	version := "?"
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			version = v
+		}
+	}
+	var nodes []string
+	for i, m := range c.Nodes {
+		nodes = append(nodes, fmt.Sprintf("%s (peers via %s) with replica %s (via %s)",
+			m.Addr, c.Link(m).Addr, c.Replicas[i][0].Addr, c.Link(c.Replicas[i][0]).Addr))
+	}
+	return &server{
+		backend: replicatargets.ClusterName, topo: clusterTopo{c},
+		desc: fmt.Sprintf("%s: Redis %s, masters %s, cluster-node-timeout %v, no persistence",
+			replicatargets.ClusterName, version, strings.Join(nodes, ", "), backends.ClusterNodeTimeout),
+		ready: func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			return admin.Ping(ctx).Err()
+		},
+		client: func(pool int) (any, func() error, error) {
+			cl := c.ClientPool(pool)
+			return redis.UniversalClient(cl), cl.Close, nil
 		},
 	}, nil
 }

@@ -21,51 +21,66 @@ import (
 const EnvFailover = "STOCKGUARD_FAILOVER"
 
 // fullFailovers is how many failovers in a row the full matrix strikes
-// each strategy with, by fault and whether it waits for a replica's
-// acknowledgement: with it, 20 in all (16 killed masters, 4 split brains),
-// none of which may lose a unit, forget an order or hand out a fencing
-// token twice; without it, enough to show the loss.
-var fullFailovers = map[string]map[bool]int{
-	"failover":         {true: 16, false: 2},
-	"partition-master": {true: 4, false: 1},
+// each strategy with, by backend, fault and whether it waits for a
+// replica's acknowledgement: with it, on Sentinel 20 in all (16 killed
+// masters, 4 split brains), on Cluster 5 killed masters (each some 10 s of
+// failure detection and election), none of which may lose a unit, forget
+// an order or hand out a fencing token twice; without it, enough to show
+// the loss.
+var fullFailovers = map[string]map[string]map[bool]int{
+	replicatargets.SentinelName: {
+		"failover":         {true: 16, false: 2},
+		"partition-master": {true: 4, false: 1},
+	},
+	replicatargets.ClusterName: {
+		"failover": {true: 5, false: 1},
+	},
 }
 
-var replicas struct {
+// replicaEnvs are the test binary's private deployments with replicas, by
+// backend, each started on first use.
+var replicaEnvs = map[string]*struct {
 	once sync.Once
 	env  *faults.Env
 	err  error
+}{
+	replicatargets.SentinelName: {},
+	replicatargets.ClusterName:  {},
 }
 
-// replicaEnv returns the test binary's private Sentinel topology, started
-// on first use, apart from env's single servers: a failover test needs no
-// other.
-func replicaEnv(t *testing.T) *faults.Env {
+// replicaEnv returns the test binary's private deployment of backend (the
+// Sentinel topology, the Cluster with replicas), started on first use,
+// apart from env's single servers: a failover test needs no other.
+func replicaEnv(t *testing.T, backend string) *faults.Env {
 	t.Helper()
 	backendstest.SkipShort(t)
-	replicas.once.Do(func() {
+	r := replicaEnvs[backend]
+	r.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		replicas.env, replicas.err = faults.Start(ctx, replicatargets.SentinelName)
+		r.env, r.err = faults.Start(ctx, backend)
 	})
-	if replicas.err != nil {
-		backendstest.Unavailable(t, replicas.err)
+	if r.err != nil {
+		backendstest.Unavailable(t, r.err)
 	}
-	return replicas.env
+	return r.env
 }
 
 // defaultFailovers is what go test runs without STOCKGUARD_FAILOVER=full:
 // one failover of the single-script strategy with and without the
-// acknowledgement (the loss of the latter reported, not asserted) and one
-// split brain of the batched strategy with it.
+// acknowledgement (the loss of the latter reported, not asserted), one
+// split brain of the batched strategy with it, and one failover of the
+// single-script strategy with it on Cluster.
 var defaultFailovers = map[string][]string{
-	"failover":         {"redis-sentinel-atomic-ack", "redis-sentinel-atomic"},
+	"failover":         {"redis-sentinel-atomic-ack", "redis-sentinel-atomic", "redis-cluster-atomic-ack"},
 	"partition-master": {"redis-sentinel-batched-ack"},
 }
 
-// TestFailover runs buyers and lockers on a Sentinel topology through
-// failovers — the replica lagging, then the master killed; the master cut
-// from its replica and Sentinels while clients still write to it — and
-// audits on the new master. A strategy that waits for a replica's
+// TestFailover runs buyers and lockers on a Sentinel topology and on a
+// Cluster with replicas through failovers — the replica lagging, then the
+// master killed; on Sentinel also the master cut from its replica and
+// Sentinels while clients still write to it — and audits on the new
+// master. A strategy that waits for a replica's
 // acknowledgement must lose nothing: no acknowledged unit back in stock,
 // no acknowledged order forgotten, no fencing token handed out twice, and
 // every SKU and lock usable again after each failover. One that does not
@@ -110,11 +125,12 @@ func TestFailover(t *testing.T) {
 	for _, target := range targets {
 		t.Run("strategy="+target.Name, func(t *testing.T) {
 			var e *faults.Env
+			backend := target.Needs[0]
 			if full {
 				t.Parallel()
-				e = privateReplicaEnv(t)
+				e = privateReplicaEnv(t, backend)
 			} else {
-				e = replicaEnv(t)
+				e = replicaEnv(t, backend)
 			}
 			acked := replicatargets.Acked(target.Name)
 			for _, f := range replicaFaults {
@@ -124,7 +140,7 @@ func TestFailover(t *testing.T) {
 				t.Run("fault="+f.Name, func(t *testing.T) {
 					cfg := cfg
 					if full {
-						cfg.Failovers = fullFailovers[f.Name][acked]
+						cfg.Failovers = fullFailovers[backend][f.Name][acked]
 					}
 					rep, err := faults.Run(t.Context(), e, target, f, cfg)
 					if err != nil {
@@ -156,14 +172,14 @@ func TestFailover(t *testing.T) {
 	}
 }
 
-// privateReplicaEnv starts a Sentinel topology for t alone, stopped at
+// privateReplicaEnv starts a deployment of backend for t alone, stopped at
 // its end.
-func privateReplicaEnv(t *testing.T) *faults.Env {
+func privateReplicaEnv(t *testing.T, backend string) *faults.Env {
 	t.Helper()
 	backendstest.SkipShort(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	e, err := faults.Start(ctx, replicatargets.SentinelName)
+	e, err := faults.Start(ctx, backend)
 	if err != nil {
 		backendstest.Unavailable(t, err)
 	}

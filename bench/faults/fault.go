@@ -11,7 +11,6 @@ import (
 
 	"github.com/stockguard/stockguard/bench"
 	"github.com/stockguard/stockguard/bench/replicatargets"
-	"github.com/stockguard/stockguard/internal/backends"
 )
 
 // Fault is one way the servers fail. A run strikes the server holding the
@@ -30,6 +29,9 @@ type Fault struct {
 	// replicas marks a fault that strikes a deployment with replicas and
 	// automatic failover (see Applies).
 	replicas bool
+	// cluster marks a fault of replicas that strikes the Cluster with
+	// replicas too, not only the Sentinel topology.
+	cluster bool
 }
 
 // Replicas reports whether f strikes a deployment with replicas and
@@ -173,17 +175,19 @@ func Faults() []Fault {
 			},
 		},
 		{
-			Name: "failover", About: fmt.Sprintf("the replica lags (the master's replication stream held for %v), the master is killed (SIGKILL), the Sentinels promote the replica; the old master comes back as its replica", LagFor),
-			span: half(LagFor), replicas: true,
+			Name: "failover", About: fmt.Sprintf("the replica lags (the master's replication stream held for %v), the master is killed (SIGKILL), the Sentinels (on Cluster, the other masters) promote the replica; the old master comes back as its replica", LagFor),
+			span: half(LagFor), replicas: true, cluster: true,
 			strike: func(ctx context.Context, s *scene, span time.Duration) (int, error) {
-				return s.failovers(ctx, func(m *backends.SentinelNode) (func() error, error) {
-					m.Link.Hold()
+				return s.failovers(ctx, func(m node) (func() error, error) {
+					m.link.Hold()
 					sleep(ctx, span)
-					s.down.Store(int64(s.since()))
-					err := m.Proc.Kill()
+					if !s.srv.topo.partial() {
+						s.down.Store(int64(s.since()))
+					}
+					err := m.proc.Kill()
 					// What the replica had not received dies with the master.
-					m.Link.Cut()
-					return func() error { m.Link.Heal(); return nil }, err
+					m.link.Cut()
+					return func() error { m.link.Heal(); return nil }, err
 				})
 			},
 		},
@@ -191,9 +195,9 @@ func Faults() []Fault {
 			Name: "partition-master", About: "the master is cut from its replica and the Sentinels while clients still reach it, until the Sentinels promote the replica; then it rejoins as its replica, dropping what it took alone",
 			span: half(0), replicas: true,
 			strike: func(ctx context.Context, s *scene, span time.Duration) (int, error) {
-				return s.failovers(ctx, func(m *backends.SentinelNode) (func() error, error) {
-					m.Link.Cut()
-					return func() error { m.Link.Heal(); return nil }, nil
+				return s.failovers(ctx, func(m node) (func() error, error) {
+					m.link.Cut()
+					return func() error { m.link.Heal(); return nil }, nil
 				})
 			},
 		},
@@ -216,23 +220,24 @@ func Faults() []Fault {
 const LagFor = time.Second
 
 // promoteWithin bounds a failover: the Sentinels' detection
-// (backends.SentinelDownAfter), election and promotion, on a loaded
+// (backends.SentinelDownAfter) or the Cluster's
+// (backends.ClusterNodeTimeout), election and promotion, on a loaded
 // machine.
 const promoteWithin = time.Minute
 
 // failovers strikes s.repeat failovers in a row: each time, split
-// isolates the master the Sentinels name (and returns how to undo it), the
-// Sentinels promote a replica, split is undone, the old master rejoins as
+// isolates the master the Sentinels name (on Cluster, the master holding
+// the most keys) and returns how to undo it, a replica is promoted, split is undone, the old master rejoins as
 // a replica, and the new master must take a unit of every SKU and grant
 // every lock.
-func (s *scene) failovers(ctx context.Context, split func(m *backends.SentinelNode) (func() error, error)) (int, error) {
+func (s *scene) failovers(ctx context.Context, split func(m node) (func() error, error)) (int, error) {
 	topo := s.srv.topo
 	n := 0
 	for range max(s.repeat, 1) {
 		if ctx.Err() != nil {
 			break
 		}
-		m, err := topo.Master(ctx)
+		m, err := topo.master(ctx)
 		if err != nil {
 			return n, err
 		}
@@ -246,7 +251,7 @@ func (s *scene) failovers(ctx context.Context, split func(m *backends.SentinelNo
 		}
 		n++
 		pctx, cancel := context.WithTimeout(ctx, promoteWithin)
-		_, err = topo.WaitPromoted(pctx, m.Link.Addr)
+		err = topo.waitPromoted(pctx, m)
 		cancel()
 		if err != nil {
 			heal()
@@ -259,7 +264,7 @@ func (s *scene) failovers(ctx context.Context, split func(m *backends.SentinelNo
 		if err := heal(); err != nil {
 			return n, err
 		}
-		if err := topo.Restore(ctx, m); err != nil {
+		if err := topo.restore(ctx, m); err != nil {
 			return n, err
 		}
 		s.settled.Store(int64(s.since()))
@@ -273,12 +278,19 @@ func (s *scene) failovers(ctx context.Context, split func(m *backends.SentinelNo
 }
 
 // Applies reports whether f can strike t's servers: a fault of replicas
-// strikes the targets on a deployment with replicas (Sentinel), the others
-// the targets on a single server. No fault strikes the Cluster with
-// replicas yet.
+// strikes the targets on a deployment with replicas (Sentinel; Cluster
+// only the faults marked for it), the others the targets on a single
+// server. partition-master does not strike the Cluster: its Links carry
+// replication only, while the cluster bus, which detects failures and
+// elects, stays connected, so cutting one promotes nobody.
 func Applies(f Fault, t bench.Target) bool {
-	return len(t.Needs) > 0 && t.Needs[0] != replicatargets.ClusterName &&
-		f.replicas == slices.Contains(replicaBackends, t.Needs[0])
+	if len(t.Needs) == 0 {
+		return false
+	}
+	if t.Needs[0] == replicatargets.ClusterName {
+		return f.cluster
+	}
+	return f.replicas == slices.Contains(replicaBackends, t.Needs[0])
 }
 
 // Names returns the faults' names.

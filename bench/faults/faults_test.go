@@ -47,20 +47,24 @@ func TestMain(m *testing.M) {
 		if shared.env != nil {
 			shared.env.Close()
 		}
-		if replicas.env != nil {
-			replicas.env.Close()
+		for _, r := range replicaEnvs {
+			if r.env != nil {
+				r.env.Close()
+			}
 		}
 	})
 }
 
-// env returns the test binary's private servers, started on first use.
+// env returns the test binary's private single servers, started on first
+// use; the deployments with replicas are replicaEnv's.
 func env(t *testing.T) *faults.Env {
 	t.Helper()
 	backendstest.SkipShort(t)
 	shared.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		shared.env, shared.err = faults.Start(ctx, faults.Backends()...)
+		single := slices.DeleteFunc(faults.Backends(), func(n string) bool { return replicaEnvs[n] != nil })
+		shared.env, shared.err = faults.Start(ctx, single...)
 	})
 	if shared.err != nil {
 		backendstest.Unavailable(t, shared.err)

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // Cluster is a local Redis Cluster: masters, each a private redis-server
@@ -17,19 +19,55 @@ import (
 type Cluster struct {
 	Nodes    []*Redis   // the masters as started (a failover may promote a replica since)
 	Replicas [][]*Redis // Replicas[i] were started replicating Nodes[i]; nil without replicas
+
+	links map[*Redis]*Link // WithClusterLinks: each node's Link
 }
+
+// ClusterNodeTimeout is a private cluster's cluster-node-timeout: a master
+// that does not answer the cluster bus for it is failing, and its replica
+// starts an election about a second later (Redis's delay of 500 ms plus up
+// to 500 ms at random), so an automatic failover takes about six seconds.
+const ClusterNodeTimeout = 5 * time.Second
 
 // ClusterOption configures StartLocalCluster.
 type ClusterOption func(*clusterConfig)
 
 type clusterConfig struct {
 	replicas int
+	links    bool
 }
 
 // WithClusterReplicas gives every master n replicas (CLUSTER REPLICATE),
 // so that the cluster can fail over. Default: none.
 func WithClusterReplicas(n int) ClusterOption {
 	return func(c *clusterConfig) { c.replicas = n }
+}
+
+// WithClusterLinks puts every node behind a Link, as the private Sentinel
+// topology does: a node announces its Link's address to the cluster, so
+// that its replicas follow it through the Link (Hold lags them, Cut drops
+// what was held), while the cluster bus (gossip, failure detection,
+// election) and the clients (see Dial) reach it directly. Default: none.
+func WithClusterLinks() ClusterOption {
+	return func(c *clusterConfig) { c.links = true }
+}
+
+// Link returns n's Link, nil unless started WithClusterLinks.
+func (c *Cluster) Link(n *Redis) *Link { return c.links[n] }
+
+// Dial is the clients' dialer: it reaches a node that the cluster names by
+// its Link address directly, so that holding or cutting a node's Link
+// lags or partitions its replicas, never its clients. Other addresses are
+// dialled as they are.
+func (c *Cluster) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	for n, k := range c.links {
+		if k.Addr == addr {
+			addr = n.Addr
+			break
+		}
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
 }
 
 // Addrs returns the masters' addresses, for redis.ClusterOptions.Addrs.
@@ -43,7 +81,17 @@ func (c *Cluster) Addrs() []string {
 
 // Client returns a new cluster client; the caller closes it.
 func (c *Cluster) Client() *redis.ClusterClient {
-	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), PoolSize: 128})
+	return c.ClientPool(128)
+}
+
+// ClientPool returns a new cluster client of pool connections per node,
+// dialling through Dial; the caller closes it. Maintenance notifications
+// (a Redis Enterprise feature) are off: each node client would start a
+// goroutine for them, and after a failover some outlive Close, which a
+// fault run's leak check reports.
+func (c *Cluster) ClientPool(pool int) *redis.ClusterClient {
+	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), PoolSize: pool, Dialer: c.Dial,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
 }
 
 // Close stops every node.
@@ -56,6 +104,9 @@ func (c *Cluster) Close() error {
 	}
 	for _, n := range c.Nodes {
 		errs = append(errs, n.Close())
+	}
+	for _, k := range c.links {
+		errs = append(errs, k.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -82,12 +133,35 @@ func startLocalCluster(ctx context.Context, server string, masters int, opts ...
 		return nil, fmt.Errorf("backends: a cluster master cannot have %d replicas", cfg.replicas)
 	}
 	c := &Cluster{}
+	if cfg.links {
+		c.links = map[*Redis]*Link{}
+	}
 	start := func() (*Redis, error) {
 		// nodes.conf is relative to --dir, which is the node's own temp dir.
 		// A master syncs a new replica at once, not after the default 5s.
-		return startLocalRedisLike(ctx, server, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "5000", "--cluster-require-full-coverage", "yes",
-			"--repl-diskless-sync-delay", "0")
+		args := []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", strconv.Itoa(int(ClusterNodeTimeout / time.Millisecond)), "--cluster-require-full-coverage", "yes",
+			"--repl-diskless-sync-delay", "0"}
+		if !cfg.links {
+			return startLocalRedisLike(ctx, server, args...)
+		}
+		k, err := listenLink()
+		if err != nil {
+			return nil, err
+		}
+		// The node announces its Link as its address and its own bus port
+		// (default port+10000) as the bus's: only the data port is linked.
+		r, err := startLocalRedisPort(ctx, server, func(port int) []string {
+			return append(args, "--cluster-announce-ip", "127.0.0.1", "--cluster-announce-port", linkPort(k),
+				"--cluster-announce-bus-port", strconv.Itoa(port+10000))
+		})
+		if err != nil {
+			k.Close()
+			return nil, err
+		}
+		k.connect(r.Addr)
+		c.links[r] = k
+		return r, nil
 	}
 	for range masters {
 		n, err := start()
@@ -248,3 +322,6 @@ func (c *Cluster) form(ctx context.Context) error {
 		}
 	}
 }
+
+// linkPort returns k's port.
+func linkPort(k *Link) string { return port(k.Addr) }

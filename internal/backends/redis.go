@@ -79,6 +79,13 @@ func StartLocalRedis(ctx context.Context, extra ...string) (*Redis, error) {
 // startLocalRedisLike starts server, redis-server or a server that takes
 // its command line (valkey-server), as StartLocalRedis describes.
 func startLocalRedisLike(ctx context.Context, server string, extra ...string) (*Redis, error) {
+	return startLocalRedisPort(ctx, server, func(int) []string { return extra })
+}
+
+// startLocalRedisPort is startLocalRedisLike with the extra arguments
+// given by the port the server will listen on (a cluster node announces
+// its bus port, port+10000).
+func startLocalRedisPort(ctx context.Context, server string, extraFor func(port int) []string) (*Redis, error) {
 	bin, err := exec.LookPath(server)
 	if err != nil {
 		return nil, fmt.Errorf("backends: no %s on PATH: %w", server, err)
@@ -98,7 +105,7 @@ func startLocalRedisLike(ctx context.Context, server string, extra ...string) (*
 			"--dir", dir, "--save", "", "--appendonly", "no",
 			"--daemonize", "no", "--protected-mode", "no",
 			"--maxclients", "4096", "--loglevel", "warning",
-		}, extra...)
+		}, extraFor(port)...)
 		p, err := start(dir, argv...)
 		if err != nil {
 			os.RemoveAll(dir)
