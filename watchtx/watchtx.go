@@ -67,6 +67,13 @@ func New(rdb Client, opts ...Option) *Inventory {
 		retrier: stockguard.NewRetrier(o.retry),
 		err:     o.err,
 	}
+	if _, cluster := rdb.(*redis.ClusterClient); cluster && o.ack.On() && inv.err == nil {
+		// The failover suite lost acknowledged units with this combination
+		// (bench/faults: redis-cluster-watchtx-ack, 9 and 16 units in two
+		// runs of 5 failovers) while every other acked Cluster writer and
+		// watchtx on Sentinel held: refused until that is understood.
+		inv.err = fmt.Errorf("%w: watchtx: WithReplicaAck on Redis Cluster is not supported (a failover test lost acknowledged writes; see docs/replicas.md): use redislock.NewAtomic", stockguard.ErrInvalidRequest)
+	}
 	if o.ack.On() {
 		sc, ok := rdb.(redisx.ScriptClient)
 		if !ok && inv.err == nil {
