@@ -14,6 +14,7 @@ import (
 
 	"github.com/stockguard/stockguard/bench"
 	"github.com/stockguard/stockguard/bench/faults"
+	"github.com/stockguard/stockguard/bench/replicatargets"
 )
 
 // faultConfig is a fault run's settings (-faults): nil list for none.
@@ -66,14 +67,17 @@ func parseFaults(list string, set map[string]bool, workers []int, duration time.
 // withReplicaTargets adds to the default targets, when a fault of the list
 // strikes replicas (failover, partition-master), the targets it applies to,
 // which run only on request otherwise: -faults failover alone means the
-// strategies on replicas, with and without a replica's acknowledgement.
+// strategies on Sentinel, with and without a replica's acknowledgement.
+// Those on Cluster (a failover there takes twice as long) run when named:
+// -strategies 'redis-cluster-*'.
 func withReplicaTargets(targets []bench.Target, list []faults.Fault, all []bench.Target) []bench.Target {
 	if !slices.ContainsFunc(list, faults.Fault.Replicas) {
 		return targets
 	}
 	out := slices.Clone(targets)
 	for _, t := range all {
-		if t.OnRequest && !slices.ContainsFunc(out, func(o bench.Target) bool { return o.Name == t.Name }) &&
+		if t.OnRequest && !slices.Contains(t.Needs, replicatargets.ClusterName) &&
+			!slices.ContainsFunc(out, func(o bench.Target) bool { return o.Name == t.Name }) &&
 			slices.ContainsFunc(list, func(f faults.Fault) bool { return f.Replicas() && faults.Applies(f, t) }) {
 			out = append(out, t)
 		}
