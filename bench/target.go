@@ -88,6 +88,13 @@ type Target struct {
 	Attach func(ctx context.Context, s Servers, ns string) (*Store, error)
 }
 
+// OrdersTarget returns t marked Orders: its instances implement
+// stockguard.Orders, so a checkout runs it.
+func OrdersTarget(t Target) Target {
+	t.Orders = true
+	return t
+}
+
 // ErrMissingBackend is returned by Run when a target needs a server that
 // Servers does not have.
 var ErrMissingBackend = errors.New("bench: missing backend")

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync/atomic"
 
 	"github.com/go-sql-driver/mysql"
@@ -35,22 +34,21 @@ func (m *multiStatements) check(ctx context.Context, conn *sqlx.Conn, eng Engine
 	case 2:
 		return false, nil
 	}
-	done, err := enter(ctx, phaseRead) // VERSION and DO change nothing
-	if err != nil {
+	// The server decides, whatever the engine option says: TiDB answers the
+	// probe but not the transaction's statements as MySQL does (every order
+	// ended unknown there with WithEngine(EngineMySQL)).
+	switch server, err := detectEngine(ctx, conn); {
+	case err != nil:
 		return false, err
-	}
-	// TiDB answers the probe but not the transaction's statements as MySQL
-	// does (every order ended unknown there with WithEngine(EngineMySQL)):
-	// whatever the engine option says, the server decides.
-	var version string
-	if err = conn.QueryRowxContext(ctx, "SELECT VERSION()").Scan(&version); err == nil && strings.Contains(version, "TiDB") {
-		done()
+	case server == EngineTiDB:
 		m.state.Store(2)
 		return false, nil
 	}
-	if err == nil {
-		_, err = conn.ExecContext(ctx, "DO ?; DO ?", 1, 1)
+	done, err := enter(ctx, phaseRead) // DO changes nothing
+	if err != nil {
+		return false, err
 	}
+	_, err = conn.ExecContext(ctx, "DO ?; DO ?", 1, 1)
 	done()
 	var me *mysql.MySQLError
 	switch {

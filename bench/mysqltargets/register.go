@@ -17,7 +17,7 @@ import (
 func init() {
 	bench.RegisterBackend(Backend)
 
-	bench.Register(orders(Target("mysql-atomic", "one conditional UPDATE qty = qty - n WHERE qty >= n",
+	bench.Register(bench.OrdersTarget(Target("mysql-atomic", "one conditional UPDATE qty = qty - n WHERE qty >= n",
 		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
 			return mysqllock.NewAtomic(db, mysqllock.WithTable(table)), nil
 		})))
@@ -37,7 +37,7 @@ func init() {
 		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
 			return mysqllock.NewSegmented(db, mysqllock.WithTable(table)), nil
 		}))
-	bench.Register(orders(Target("mysql-batched", "concurrent requests for a SKU combined into one UPDATE (client-side group commit)",
+	bench.Register(bench.OrdersTarget(Target("mysql-batched", "concurrent requests for a SKU combined into one UPDATE (client-side group commit)",
 		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
 			return mysqllock.NewBatched(db, mysqllock.WithTable(table)), nil
 		})))
@@ -74,14 +74,7 @@ func init() {
 // checkout marks a broken checkout client.
 func checkout(t bench.Target) bench.Target {
 	t.OrdersOnly = true
-	return broken(orders(t))
-}
-
-// orders marks a target whose instances implement stockguard.Orders: the
-// ones a checkout runs.
-func orders(t bench.Target) bench.Target {
-	t.Orders = true
-	return t
+	return broken(bench.OrdersTarget(t))
 }
 
 func broken(t bench.Target) bench.Target {

@@ -15,7 +15,7 @@ import (
 func init() {
 	bench.RegisterBackend(Backend)
 
-	bench.Register(orders(byDefault(Target("pg-atomic", "one UPDATE … SET qty = qty - n WHERE qty >= n RETURNING qty",
+	bench.Register(bench.OrdersTarget(byDefault(Target("pg-atomic", "one UPDATE … SET qty = qty - n WHERE qty >= n RETURNING qty",
 		func(db *sqlx.DB, table string) stockguard.Inventory {
 			return pglock.NewAtomic(db, pglock.WithTable(table))
 		}))))
@@ -39,7 +39,7 @@ func init() {
 		func(db *sqlx.DB, table string) stockguard.Inventory {
 			return pglock.NewSegmented(db, pglock.WithTable(table))
 		}))
-	bench.Register(orders(byDefault(Target("pg-batched", "concurrent requests for a SKU combined into one UPDATE (client-side group commit)",
+	bench.Register(bench.OrdersTarget(byDefault(Target("pg-batched", "concurrent requests for a SKU combined into one UPDATE (client-side group commit)",
 		func(db *sqlx.DB, table string) stockguard.Inventory {
 			return pglock.NewBatched(db, pglock.WithTable(table))
 		}))))
@@ -50,12 +50,5 @@ func init() {
 func byDefault(t bench.Target) bench.Target {
 	t.OnRequest = false
 	t.IfReachable = true
-	return t
-}
-
-// orders marks a target whose instances implement stockguard.Orders: the
-// ones a checkout runs.
-func orders(t bench.Target) bench.Target {
-	t.Orders = true
 	return t
 }

@@ -17,7 +17,7 @@ func init() {
 	bench.RegisterBackend(Backend)
 	bench.RegisterBackend(RedlockBackend)
 
-	bench.Register(orders(Target("redis-atomic", "one Lua script: exists? enough? DECRBY",
+	bench.Register(bench.OrdersTarget(Target("redis-atomic", "one Lua script: exists? enough? DECRBY",
 		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
 			return redislock.NewAtomic(rdb, redislock.WithPrefix(prefix)), nil
 		})))
@@ -64,12 +64,5 @@ func init() {
 
 func broken(t bench.Target) bench.Target {
 	t.Counterexample = true
-	return t
-}
-
-// orders marks a target whose instances implement stockguard.Orders: the
-// ones a checkout runs.
-func orders(t bench.Target) bench.Target {
-	t.Orders = true
 	return t
 }

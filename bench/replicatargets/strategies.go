@@ -31,12 +31,10 @@ type strategy struct {
 // its own).
 var strategies = []strategy{
 	{"atomic", func(ack bool) bench.Target {
-		t := redistargets.Target("atomic", "one Lua script: exists? enough? DECRBY"+ackAbout(ack),
+		return bench.OrdersTarget(redistargets.Target("atomic", "one Lua script: exists? enough? DECRBY"+ackAbout(ack),
 			func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
 				return redislock.NewAtomic(rdb, redislockOptions(ack, prefix)...), nil
-			})
-		t.Orders = true // a checkout runs it: Atomic implements stockguard.Orders
-		return t
+			}))
 	}},
 	{"batched", func(ack bool) bench.Target {
 		return redistargets.Target("batched", "concurrent requests for a SKU combined into one Lua call"+ackAbout(ack),

@@ -99,11 +99,10 @@ func init() {
 		}
 		bench.Register(bench.Variant(t, Name+"-"+name, rename))
 	}
-	autocommit := mysqltargets.Target("mysql-atomic-autocommit",
+	autocommit := bench.OrdersTarget(mysqltargets.Target("mysql-atomic-autocommit",
 		"mysql-atomic without engine awareness: the autocommit UPDATE, optimistic on TiDB by default",
 		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
 			return mysqllock.NewAtomic(db, mysqllock.WithTable(table), mysqllock.WithEngine(mysqllock.EngineMySQL)), nil
-		})
-	autocommit.Orders = true // mysqllock.Atomic implements stockguard.Orders: a checkout runs it
+		}))
 	bench.Register(bench.Variant(autocommit, Name+"-atomic-autocommit", rename))
 }
