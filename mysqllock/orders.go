@@ -9,6 +9,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/room"
 )
 
 // The Orders methods of NewAtomic and NewBatched. Each call is one
@@ -222,14 +223,10 @@ func (l *ledger) Restock(ctx context.Context, id, sku string, qty int64) error {
 // without a row, ErrInvalidRequest when they would pass stockguard.MaxQty.
 func (l *ledger) room(ctx context.Context, tx *sqlx.Tx, sku string, qty int64) error {
 	have, out, err := l.units(ctx, tx, sku)
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
-	case have+out > stockguard.MaxQty-qty:
-		return fmt.Errorf("%w: %q has %d units and %d out on open orders: %d more would pass %d units",
-			stockguard.ErrInvalidRequest, sku, have, out, qty, int64(stockguard.MaxQty))
 	}
-	return nil
+	return room.Restock(sku, have, out, qty)
 }
 
 // units locks sku's row in tx, which runs under READ COMMITTED, and reads
@@ -268,9 +265,10 @@ func (l *ledger) SetStock(ctx context.Context, sku string, qty int64) error {
 					// A new SKU, or a table without a ledger: no units out.
 				case err != nil:
 					return err
-				case out > stockguard.MaxQty-qty:
-					return fmt.Errorf("%w: a level of %d for %q leaves no room for the %d units out on open orders within %d",
-						stockguard.ErrInvalidRequest, qty, sku, out, int64(stockguard.MaxQty))
+				default:
+					if err := room.Set(sku, qty, out); err != nil {
+						return err
+					}
 				}
 				_, err = tx.ExecContext(ctx, l.q.setStock, sku, qty, qty)
 				return classify(ctx, err, unsent)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/room"
 )
 
 // kind is the call that applied an order.
@@ -100,8 +101,8 @@ func (s *Store) SetStock(ctx context.Context, sku string, qty int64) error {
 		return err
 	}
 	defer s.mu.Unlock()
-	if out := s.out(sku); out > stockguard.MaxQty-qty {
-		return fmt.Errorf("%w: a level of %d for %q leaves no room for %d units out on open orders", stockguard.ErrInvalidRequest, qty, sku, out)
+	if err := room.Set(sku, qty, s.out(sku)); err != nil {
+		return err
 	}
 	s.stock[sku] = qty
 	return nil
@@ -268,8 +269,8 @@ func (s *Store) Restock(ctx context.Context, id string, sku string, qty int64) e
 	if !ok {
 		return fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
 	}
-	if out := s.out(sku); have+out > stockguard.MaxQty-qty {
-		return fmt.Errorf("%w: restocking %q by %d would pass %d units with %d out on open orders", stockguard.ErrInvalidRequest, sku, qty, int64(stockguard.MaxQty), out)
+	if err := room.Restock(sku, have, s.out(sku), qty); err != nil {
+		return err
 	}
 	s.stock[sku] += qty
 	s.orders[id] = &order{kind: kindRestock, lines: lines, state: stockguard.OrderTaken}
