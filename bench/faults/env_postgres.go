@@ -39,6 +39,11 @@ func startPostgres(ctx context.Context, add func(func() error)) (*server, error)
 		return nil, err
 	}
 	admin.SetMaxOpenConns(2)
+	// No idle admin connection: pgx starts a background reader when a
+	// write is slow (a loaded machine) and that goroutine stays blocked in
+	// Read on the idle connection until its next use, which the leak check
+	// after a run would count as the run's.
+	admin.SetMaxIdleConns(0)
 	add(admin.Close)
 	var version string
 	if err := admin.QueryRowContext(ctx, "SHOW server_version").Scan(&version); err != nil {
