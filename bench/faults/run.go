@@ -174,6 +174,7 @@ func Run(ctx context.Context, e *Env, t bench.Target, f Fault, cfg Config) (*Rep
 	r := &runner{fence: fence, cfg: cfg, insts: insts, orders: rep.Orders, sc: &scene{srv: srv, repeat: cfg.Failovers}, rep: rep, everyOrder: f.replicas}
 	r.sc.usable = r.usable
 	r.execute(ctx, f, store.Raw)
+	r.settle(ctx)
 
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
@@ -192,6 +193,29 @@ func Run(ctx context.Context, e *Env, t bench.Target, f Fault, cfg Config) (*Rep
 	}
 	r.checkLeaks(goroutines, srv.proxy)
 	return rep, nil
+}
+
+// abandonedGrace bounds how long after its caller was told "outcome
+// unknown" a write may still land: mysqllock lets a statement whose caller
+// left run on for a second before ending it the driver's way.
+const abandonedGrace = 2 * time.Second
+
+// settle waits until no write whose caller was answered "outcome unknown"
+// can still land. One landing during the reconcile or the audit would be
+// judged not applied and then counted as lost, or make Stock and the
+// backend's raw value disagree.
+func (r *runner) settle(ctx context.Context) {
+	last := time.Duration(-1)
+	for _, h := range r.history {
+		for _, o := range h {
+			if o.kind == bench.KindOutcomeUnknown {
+				last = max(last, o.end)
+			}
+		}
+	}
+	if last >= 0 {
+		sleep(ctx, last+abandonedGrace-r.since())
+	}
 }
 
 // runner is one run's state.

@@ -58,6 +58,16 @@ func (b *broken) Take(ctx context.Context, id string, lines ...stockguard.Line) 
 		}
 		return stockguard.ErrOutcomeUnknown
 	}
+	// As a mysqllock write whose caller left: the caller is told the
+	// outcome is unknown, and the write lands a moment later, up to the
+	// last calls of the run.
+	if b.how == "an unknown order lands late" && b.calls.Add(1)%20 == 0 {
+		go func() {
+			time.Sleep(lateWrite)
+			b.Store.Take(context.WithoutCancel(ctx), id, lines...)
+		}()
+		return stockguard.ErrOutcomeUnknown
+	}
 	return b.Store.Take(ctx, id, lines...)
 }
 
@@ -69,6 +79,7 @@ func TestRun_catches(t *testing.T) {
 		want string // in the problems; "" for none
 	}{
 		{"correct", ""},
+		{"an unknown order lands late", ""},
 		{"acks without taking", "oversold"},
 		{"takes, says the context ended", "lost"},
 		{"takes an order, forgets its ID", "lost"},
@@ -118,9 +129,27 @@ func TestRun_catches(t *testing.T) {
 			case tt.want != "" && !strings.Contains(got, strings.ToLower(tt.want)):
 				t.Errorf("problems %q do not mention %q", got, tt.want)
 			}
+			// What the report counts as gone must be what the store ends
+			// with, once every write that was still on its way has landed.
+			time.Sleep(lateWrite + 100*time.Millisecond)
+			var gone int64
+			for i, sku := range skus {
+				n, err := mem.Stock(t.Context(), sku)
+				if err != nil {
+					t.Fatal(err)
+				}
+				gone += [2]int64{hotStock, scarceStock}[i] - n
+			}
+			if gone != rep.Gone {
+				t.Errorf("the report counts %d units gone, the store ends with %d gone", rep.Gone, gone)
+			}
 			if !rep.Orders || rep.Ops == 0 {
 				t.Errorf("Orders %v, %d calls: the run did not take orders", rep.Orders, rep.Ops)
 			}
 		})
 	}
 }
+
+// lateWrite is how long after its caller was answered a write of the
+// "lands late" breakage applies: within abandonedGrace, as mysqllock's.
+const lateWrite = 700 * time.Millisecond
