@@ -100,17 +100,11 @@ func either(a, b func(bench.Target) bool) func(bench.Target) bool {
 // fullMatrix is what STOCKGUARD_FAULTS=full runs: every strategy through
 // every fault, but PostgreSQL's on-request strategies only through the
 // default matrix's picks — pg-atomic and pg-batched stand for the backend
-// in full, keeping the CI matrix's growth to a few minutes — and no
-// PostgreSQL strategy through restart or shutdown yet: on this 2-core
-// machine under -race a restarted private server, met by every buyer's
-// pool reconnecting under 1 s deadlines (a process forked per connection),
-// answered no new connection within a minute (see docs/postgres.md).
+// in full (restart and shutdown included), keeping the CI matrix's growth
+// to a few minutes.
 func fullMatrix(f string, t bench.Target) bool {
 	if len(t.Needs) == 0 || t.Needs[0] != pgtargets.Name {
 		return true
-	}
-	if f == "restart" || f == "shutdown" {
-		return false
 	}
 	if t.Name == "pg-atomic" || t.Name == "pg-batched" {
 		return true
