@@ -68,6 +68,7 @@ func ordersBench(b *testing.B, db *sqlx.DB, table string, o stockguard.Orders, o
 	failed := make([]int64, workers)
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	before := serverStatus(b, db)
 	b.ResetTimer()
 	began := time.Now()
 	for w := range workers {
@@ -89,6 +90,7 @@ func ordersBench(b *testing.B, db *sqlx.DB, table string, o stockguard.Orders, o
 	wg.Wait()
 	elapsed := time.Since(began)
 	b.StopTimer()
+	after := serverStatus(b, db)
 
 	lat := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 2)
 	var errs int64
@@ -116,6 +118,17 @@ func ordersBench(b *testing.B, db *sqlx.DB, table string, o stockguard.Orders, o
 	b.ReportMetric(float64(lat.ValueAtQuantile(50))/1000, "p50-ms")
 	b.ReportMetric(float64(lat.ValueAtQuantile(99))/1000, "p99-ms")
 	b.ReportMetric(float64(errs)/float64(b.N), "errors/op")
+	// Where the time goes, by the server's own counters (global: the
+	// benchmark's server must be otherwise idle for them to mean anything).
+	for _, c := range []struct{ name, unit string }{
+		{"Questions", "stmts/op"},
+		{"Com_commit", "commits/op"},
+		{"Innodb_os_log_fsyncs", "fsyncs/op"},
+		{"Innodb_row_lock_waits", "lock-waits/op"},
+		{"Innodb_row_lock_time", "lock-ms/op"},
+	} {
+		b.ReportMetric(float64(after[c.name]-before[c.name])/float64(b.N), c.unit)
+	}
 	if bt, ok := o.(*Batched); ok {
 		s := bt.Stats()
 		if op == "decrement" {
@@ -127,6 +140,24 @@ func ordersBench(b *testing.B, db *sqlx.DB, table string, o stockguard.Orders, o
 	if op != "decrement" {
 		b.ReportMetric(ledgerBytes(b, db, table), "ledger-B/order")
 	}
+}
+
+// serverStatus reads the server's global counters that serverStatus's
+// callers report as deltas.
+func serverStatus(b *testing.B, db *sqlx.DB) map[string]int64 {
+	var rows []struct {
+		Name  string `db:"Variable_name"`
+		Value int64  `db:"Value"`
+	}
+	err := db.SelectContext(context.Background(), &rows, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Questions', 'Com_commit', 'Innodb_os_log_fsyncs', 'Innodb_row_lock_waits', 'Innodb_row_lock_time')")
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		m[r.Name] = r.Value
+	}
+	return m
 }
 
 // ledgerBytes returns the bytes the ledger tables of table take per

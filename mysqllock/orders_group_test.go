@@ -1,6 +1,7 @@
 package mysqllock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -29,13 +30,14 @@ func bothPaths(t *testing.T, test func(*testing.T, *sqlx.DB)) {
 
 // queueBehind holds sku's row, starts a Take on it that waits for the
 // row, and returns a function that lets it go and checks its answer:
-// order calls made meanwhile queue for one batch.
+// Takes and Holds made meanwhile queue for one batch. The Take waits in
+// its UPDATE (placeFast) or its locking read, whichever way it goes.
 func queueBehind(t *testing.T, b *Batched, table, sku string) func() {
 	t.Helper()
 	tx := holdRow(t, b.db, table, sku, "FOR UPDATE")
 	first := make(chan error, 1)
 	go func() { first <- b.Take(t.Context(), "first-"+sku, line(sku, 1)) }()
-	waitingOn(t, b.db, "SELECT sku, qty")
+	waitingOn(t, b.db, "")
 	return func() {
 		t.Helper()
 		if err := tx.Rollback(); err != nil {
@@ -96,44 +98,73 @@ func groupCommitAcrossSKUs(t *testing.T, db *sqlx.DB) {
 	}
 }
 
-// A Return's units come back within its batch: a Take queued after it in
-// the same batch gets them, and one queued before it does not.
-func TestBatched_Return_unitsServeLaterCallsInBatch(t *testing.T) {
-	bothPaths(t, unitsServeLaterCallsInBatch)
+// Confirms and Returns of many buyers share a batch of their own: Takes
+// queued meanwhile go in theirs, without waiting for them, and a batch of
+// Takes and Holds stays one placeFast transaction.
+func TestBatched_Return_settlesApartFromTakes(t *testing.T) {
+	bothPaths(t, settlesApartFromTakes)
 }
 
-func unitsServeLaterCallsInBatch(t *testing.T, db *sqlx.DB) {
+func settlesApartFromTakes(t *testing.T, db *sqlx.DB) {
 	table := newTable(t, db)
 	ctx := t.Context()
-	b := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the calls below share a batch
-	for _, sku := range []string{"gate", "x"} {
-		if err := b.SetStock(ctx, sku, 2); err != nil {
+	b := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue each: the calls below share batches
+	for sku, qty := range map[string]int64{"x": 6, "y": 1} {
+		if err := b.SetStock(ctx, sku, qty); err != nil {
 			t.Fatal(err)
 		}
 	}
-	want(t, "Hold", b.Hold(ctx, "held", stockguard.MaxHoldTTL, line("x", 2)), nil)
-	release := queueBehind(t, b, table, "gate")
+	want(t, "Hold gate", b.Hold(ctx, "gate", stockguard.MaxHoldTTL, line("y", 1)), nil)
+	want(t, "Hold h1", b.Hold(ctx, "h1", stockguard.MaxHoldTTL, line("x", 2)), nil)
+	want(t, "Hold h2", b.Hold(ctx, "h2", stockguard.MaxHoldTTL, line("x", 1)), nil)
+	// A Return of "gate" waits for its order row; the settle calls after
+	// it queue.
+	tx, err := db.BeginTxx(context.WithoutCancel(ctx), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback() })
+	if _, err := tx.Exec("SELECT id FROM "+quote(OrdersTable(table))+" WHERE id = 'gate' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	before := b.Stats()
+	gate := make(chan error, 1)
+	go func() { gate <- b.Return(ctx, "gate") }()
+	waitingOn(t, db, "")
 	calls := []func() error{
-		func() error { return b.Take(ctx, "early", line("x", 2)) },
-		func() error { return b.Return(ctx, "held") },
-		func() error { return b.Take(ctx, "late", line("x", 2)) },
-		func() error { return b.Confirm(ctx, "held") },
+		func() error { return b.Return(ctx, "h1") },
+		func() error { return b.Confirm(ctx, "h2") },
 	}
 	results := make([]chan error, len(calls))
 	for i, call := range calls {
 		results[i] = make(chan error, 1)
 		go func() { results[i] <- call() }()
-		combinetest.Queued(t, b.orders, b.lanes[0], i+1)
+		combinetest.Queued(t, b.orders, b.settle[0], i+1)
 	}
-	release()
-	for i, target := range []error{stockguard.ErrInsufficientStock, nil, nil, stockguard.ErrOrderClosed} {
+	// Neither waits for the settle batch nor queues with it.
+	want(t, "Take", b.Take(ctx, "t", line("x", 1)), nil)
+	want(t, "Hold", b.Hold(ctx, "t2", stockguard.MaxHoldTTL, line("x", 1)), nil)
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "Return gate", <-gate, nil)
+	for i, target := range []error{nil, nil} {
 		want(t, fmt.Sprintf("call %d", i), <-results[i], target)
 	}
-	if s := stateOf(t, b, "held"); s != stockguard.OrderReturned {
-		t.Errorf("held: %v, want returned", s)
+	// The gate's batch, the two placements, and one batch of both settle
+	// calls.
+	if got := b.Stats(); got.OrderBatches-before.OrderBatches != 4 || got.OrderCalls-before.OrderCalls != 5 {
+		t.Errorf("%d calls in %d batches, want 5 in 4", got.OrderCalls-before.OrderCalls, got.OrderBatches-before.OrderBatches)
 	}
-	if got := stockOf(t, b, "x"); got != 0 {
-		t.Errorf("x: %d left, want 0", got)
+	for id, state := range map[string]stockguard.OrderState{"gate": stockguard.OrderReturned, "h1": stockguard.OrderReturned, "h2": stockguard.OrderTaken, "t": stockguard.OrderTaken, "t2": stockguard.OrderHeld} {
+		if s := stateOf(t, b, id); s != state {
+			t.Errorf("%s: %v, want %v", id, s, state)
+		}
+	}
+	for sku, left := range map[string]int64{"x": 6 - 2 - 1 - 1 - 1 + 2, "y": 1} {
+		if got := stockOf(t, b, sku); got != left {
+			t.Errorf("%s: %d left, want %d", sku, got, left)
+		}
 	}
 }
 
