@@ -124,7 +124,7 @@ func settlesApartFromTakes(t *testing.T, db *sqlx.DB) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tx.Rollback() })
-	if _, err := tx.Exec("SELECT id FROM "+quote(OrdersTable(table))+" WHERE id = 'gate' FOR UPDATE"); err != nil {
+	if _, err := tx.Exec("SELECT id FROM " + quote(OrdersTable(table)) + " WHERE id = 'gate' FOR UPDATE"); err != nil {
 		t.Fatal(err)
 	}
 	before := b.Stats()
