@@ -91,9 +91,8 @@ func WithOrderLanes(n int) Option {
 type Batched struct {
 	ledger
 	writes *combine.Combiner[request]   // Decrements, per SKU
-	orders *combine.Combiner[orderCall] // order calls, two queues per lane
-	lanes  []string                     // the lanes' queues of Takes and Holds
-	settle []string                     // the lanes' queues of Confirms and Returns
+	orders *combine.Combiner[orderCall] // order calls, one queue per lane
+	lanes  []string                     // the order queues' keys
 	short  *shortSKUs                   // SKUs a batch lately refused an order on
 }
 
@@ -123,7 +122,6 @@ func NewBatched(db *sqlx.DB, opts ...Option) *Batched {
 	b.short = newShortSKUs()
 	for i := range o.orderLanes {
 		b.lanes = append(b.lanes, orderQueue+strconv.Itoa(i))
-		b.settle = append(b.settle, orderQueue+strconv.Itoa(i)+"/settle")
 	}
 	return b
 }

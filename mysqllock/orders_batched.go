@@ -30,37 +30,31 @@ func (b *Batched) Hold(ctx context.Context, id string, ttl time.Duration, lines 
 }
 
 // Confirm makes the hold under id taken for good, in a batch with the
-// instance's other Confirm and Return calls. It returns as
-// Atomic.Confirm does.
+// instance's other order calls. It returns as Atomic.Confirm does.
 func (b *Batched) Confirm(ctx context.Context, id string) error {
 	if err := b.check(ctx, stockguard.ValidateID(id)); err != nil {
 		return err
 	}
-	return b.orders.Do(ctx, b.settleLane(id), orderCall{op: opConfirm, order: newOrder{id: id}})
+	return b.orders.Do(ctx, b.lane(id), orderCall{op: opConfirm, order: newOrder{id: id}})
 }
 
 // Return gives the units of the order under id back, exactly once, in a
-// batch with the instance's other Confirm and Return calls. It returns as
-// Atomic.Return does.
+// batch with the instance's other order calls; the calls after it in the
+// batch may take them. It returns as Atomic.Return does.
 func (b *Batched) Return(ctx context.Context, id string) error {
 	if err := b.check(ctx, stockguard.ValidateID(id)); err != nil {
 		return err
 	}
-	return b.orders.Do(ctx, b.settleLane(id), orderCall{op: opReturn, order: newOrder{id: id}})
+	return b.orders.Do(ctx, b.lane(id), orderCall{op: opReturn, order: newOrder{id: id}})
 }
 
-// lane returns the queue of id's Take or Hold: one per ID, so that two of
-// them never run in two batches at once.
-func (b *Batched) lane(id string) string { return b.lanes[b.laneOf(id)] }
-
-// settleLane returns the queue of id's Confirm or Return, one per ID.
-func (b *Batched) settleLane(id string) string { return b.settle[b.laneOf(id)] }
-
-func (b *Batched) laneOf(id string) int {
+// lane returns the order queue of id: one per ID, so that two calls with
+// one ID never run in two batches at once.
+func (b *Batched) lane(id string) string {
 	if len(b.lanes) == 1 {
-		return 0
+		return b.lanes[0]
 	}
 	h := fnv.New32a()
 	h.Write([]byte(id))
-	return int(h.Sum32() % uint32(len(b.lanes)))
+	return b.lanes[h.Sum32()%uint32(len(b.lanes))]
 }

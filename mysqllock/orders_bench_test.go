@@ -16,23 +16,30 @@ import (
 // BenchmarkOrders compares, side by side in one run, on one hot SKU that
 // never sells out and 64 workers sharing one instance (interpolateParams
 // and multiStatements on): plain one-unit Decrements against one-unit single-line Take orders
-// under fresh IDs, for NewAtomic and NewBatched; then 5-line carts over 8
-// SKUs. b.N is the number of calls. Metrics: calls/s (successful ones),
-// p50-ms and p99-ms, errors/op, and for orders ledger-B/order: the bytes
-// the two ledger tables take per recorded order, from
-// information_schema.TABLES (data_length + index_length, after ANALYZE
-// TABLE) — pages, so meaningful only for runs of many orders.
+// under fresh IDs, for NewAtomic, NewBatched and NewBatched with 4 order
+// lanes; then 5-line carts over 8 SKUs. b.N is the number of calls.
+// Metrics: calls/s (successful ones), p50-ms and p99-ms, errors/op; the
+// server's own counts per call — stmts/op (statements, Questions),
+// commits/op, fsyncs/op (redo log), lock-waits/op and lock-ms/op (row-lock
+// waits and the time spent in them); for NewBatched requests/batch or
+// orders/commit; and for orders ledger-B/order: the bytes the two ledger
+// tables take per recorded order, from information_schema.TABLES
+// (data_length + index_length, after ANALYZE TABLE) — pages, so
+// meaningful only for runs of many orders.
 //
 //	go test -run '^$' -bench BenchmarkOrders -benchtime 20000x ./mysqllock/
 func BenchmarkOrders(b *testing.B) {
 	db := testDB(b, multi)
 	db.SetMaxOpenConns(96) // 64 workers and Batched's drainers, within the shared server's limit
 	const workers = 64
-	for _, name := range []string{"atomic", "batched"} {
+	for _, name := range []string{"atomic", "batched", "batched-lanes4"} {
 		for _, op := range []string{"decrement", "take", "cart5"} {
 			b.Run(fmt.Sprintf("strategy=%s/op=%s/workers=%d", name, op, workers), func(b *testing.B) {
 				table := newTable(b, db)
 				o := orderStrategies(db, WithTable(table))[name]
+				if name == "batched-lanes4" {
+					o = NewBatched(db, WithTable(table), WithOrderLanes(4))
+				}
 				ordersBench(b, db, table, o, op, workers)
 			})
 		}
@@ -142,8 +149,8 @@ func ordersBench(b *testing.B, db *sqlx.DB, table string, o stockguard.Orders, o
 	}
 }
 
-// serverStatus reads the server's global counters that serverStatus's
-// callers report as deltas.
+// serverStatus reads the server's global counters that ordersBench
+// reports as deltas.
 func serverStatus(b *testing.B, db *sqlx.DB) map[string]int64 {
 	var rows []struct {
 		Name  string `db:"Variable_name"`

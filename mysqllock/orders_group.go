@@ -23,8 +23,21 @@ import (
 // Group commit of orders (NewBatched's Take, Hold, Confirm and Return).
 //
 // Every order call of an instance joins the queue of its lane (its ID's
-// hash, see WithOrderLanes), whatever its SKUs, and a batch of them — carts of any number of lines from many buyers — is one
-// transaction:
+// hash, see WithOrderLanes), whatever its SKUs, and a batch of them —
+// carts of any number of lines from many buyers — is one transaction. A
+// batch of Takes and Holds only first goes the optimistic way (placeFast),
+// with no read at all:
+//
+//	START TRANSACTION
+//	INSERT INTO orders VALUES (…), (…), …       -- every order, IDs in order
+//	INSERT INTO order_lines VALUES (…), (…), …  -- their lines
+//	UPDATE stock SET qty = qty - CASE sku … END WHERE sku IN (…) AND qty >= CASE sku … END
+//	-- fails unless the UPDATE changed a row per SKU: ROLLBACK
+//	COMMIT
+//
+// which locks the stock rows only with its last statement before COMMIT.
+// When a line does not fit, or an ID is recorded already, it rolls back,
+// having changed nothing, and the batch goes the locking way:
 //
 //	BEGIN
 //	SELECT … FROM orders JOIN lines WHERE id IN (…) FOR UPDATE   -- only for Confirm/Return
@@ -36,6 +49,9 @@ import (
 //	UPDATE stock SET qty = qty + CASE sku … END WHERE sku IN (…)
 //	COMMIT
 //
+// as does every batch with a Confirm or Return, and at once a batch with
+// an order on a SKU that a batch lately refused an order on (shortSKUs).
+//
 // The lines of the batch are aggregated per SKU, each SKU row is locked
 // once, in SKU order (one statement walking the primary key), so two
 // batches — of this instance or another — never deadlock on stock rows.
@@ -43,7 +59,12 @@ import (
 // those locks: an order whose lines all fit is granted and its units
 // leave the running level; one that does not is refused on its own, is
 // recorded nowhere, and leaves its batch-mates alone; a Return or an
-// expired hold puts its units back for the calls after it. Nothing waits
+// expired hold puts its units back for the calls after it. Either way,
+// rows are locked in one order — order rows by ID, their lines, stock
+// rows by SKU — or, on the locking way's placements, stock rows before the
+// new orders' rows, which no other transaction can hold but one recording
+// the same ID (that deadlock is detected, and the batch tried again).
+// Nothing waits
 // to fill a batch: a call that finds the queue idle goes out alone, and
 // batches grow only while a transaction is in flight — one fsync per
 // batch, however many orders it carries.

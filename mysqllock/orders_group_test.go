@@ -1,7 +1,6 @@
 package mysqllock
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -98,73 +97,44 @@ func groupCommitAcrossSKUs(t *testing.T, db *sqlx.DB) {
 	}
 }
 
-// Confirms and Returns of many buyers share a batch of their own: Takes
-// queued meanwhile go in theirs, without waiting for them, and a batch of
-// Takes and Holds stays one placeFast transaction.
-func TestBatched_Return_settlesApartFromTakes(t *testing.T) {
-	bothPaths(t, settlesApartFromTakes)
+// A Return's units come back within its batch: a Take queued after it in
+// the same batch gets them, and one queued before it does not.
+func TestBatched_Return_unitsServeLaterCallsInBatch(t *testing.T) {
+	bothPaths(t, unitsServeLaterCallsInBatch)
 }
 
-func settlesApartFromTakes(t *testing.T, db *sqlx.DB) {
+func unitsServeLaterCallsInBatch(t *testing.T, db *sqlx.DB) {
 	table := newTable(t, db)
 	ctx := t.Context()
-	b := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue each: the calls below share batches
-	for sku, qty := range map[string]int64{"x": 6, "y": 1} {
-		if err := b.SetStock(ctx, sku, qty); err != nil {
+	b := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the calls below share a batch
+	for _, sku := range []string{"gate", "x"} {
+		if err := b.SetStock(ctx, sku, 2); err != nil {
 			t.Fatal(err)
 		}
 	}
-	want(t, "Hold gate", b.Hold(ctx, "gate", stockguard.MaxHoldTTL, line("y", 1)), nil)
-	want(t, "Hold h1", b.Hold(ctx, "h1", stockguard.MaxHoldTTL, line("x", 2)), nil)
-	want(t, "Hold h2", b.Hold(ctx, "h2", stockguard.MaxHoldTTL, line("x", 1)), nil)
-	// A Return of "gate" waits for its order row; the settle calls after
-	// it queue.
-	tx, err := db.BeginTxx(context.WithoutCancel(ctx), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tx.Rollback() })
-	if _, err := tx.Exec("SELECT id FROM " + quote(OrdersTable(table)) + " WHERE id = 'gate' FOR UPDATE"); err != nil {
-		t.Fatal(err)
-	}
-	before := b.Stats()
-	gate := make(chan error, 1)
-	go func() { gate <- b.Return(ctx, "gate") }()
-	waitingOn(t, db, "")
+	want(t, "Hold", b.Hold(ctx, "held", stockguard.MaxHoldTTL, line("x", 2)), nil)
+	release := queueBehind(t, b, table, "gate")
 	calls := []func() error{
-		func() error { return b.Return(ctx, "h1") },
-		func() error { return b.Confirm(ctx, "h2") },
+		func() error { return b.Take(ctx, "early", line("x", 2)) },
+		func() error { return b.Return(ctx, "held") },
+		func() error { return b.Take(ctx, "late", line("x", 2)) },
+		func() error { return b.Confirm(ctx, "held") },
 	}
 	results := make([]chan error, len(calls))
 	for i, call := range calls {
 		results[i] = make(chan error, 1)
 		go func() { results[i] <- call() }()
-		combinetest.Queued(t, b.orders, b.settle[0], i+1)
+		combinetest.Queued(t, b.orders, b.lanes[0], i+1)
 	}
-	// Neither waits for the settle batch nor queues with it.
-	want(t, "Take", b.Take(ctx, "t", line("x", 1)), nil)
-	want(t, "Hold", b.Hold(ctx, "t2", stockguard.MaxHoldTTL, line("x", 1)), nil)
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
-	}
-	want(t, "Return gate", <-gate, nil)
-	for i, target := range []error{nil, nil} {
+	release()
+	for i, target := range []error{stockguard.ErrInsufficientStock, nil, nil, stockguard.ErrOrderClosed} {
 		want(t, fmt.Sprintf("call %d", i), <-results[i], target)
 	}
-	// The gate's batch, the two placements, and one batch of both settle
-	// calls.
-	if got := b.Stats(); got.OrderBatches-before.OrderBatches != 4 || got.OrderCalls-before.OrderCalls != 5 {
-		t.Errorf("%d calls in %d batches, want 5 in 4", got.OrderCalls-before.OrderCalls, got.OrderBatches-before.OrderBatches)
+	if s := stateOf(t, b, "held"); s != stockguard.OrderReturned {
+		t.Errorf("held: %v, want returned", s)
 	}
-	for id, state := range map[string]stockguard.OrderState{"gate": stockguard.OrderReturned, "h1": stockguard.OrderReturned, "h2": stockguard.OrderTaken, "t": stockguard.OrderTaken, "t2": stockguard.OrderHeld} {
-		if s := stateOf(t, b, id); s != state {
-			t.Errorf("%s: %v, want %v", id, s, state)
-		}
-	}
-	for sku, left := range map[string]int64{"x": 6 - 2 - 1 - 1 - 1 + 2, "y": 1} {
-		if got := stockOf(t, b, sku); got != left {
-			t.Errorf("%s: %d left, want %d", sku, got, left)
-		}
+	if got := stockOf(t, b, "x"); got != 0 {
+		t.Errorf("x: %d left, want 0", got)
 	}
 }
 
