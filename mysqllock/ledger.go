@@ -214,10 +214,7 @@ func micros(d time.Duration) int64 {
 // The UPDATE walks the primary key in order, so it locks the rows in SKU
 // order, as every transaction of the package does.
 func (l *ledger) takeLines(ctx context.Context, tx *sqlx.Tx, lines []stockguard.Line) error {
-	query, args := l.q.take, []any{lines[0].Qty, lines[0].SKU, lines[0].Qty}
-	if len(lines) > 1 {
-		query, args = l.multiTake(lines)
-	}
+	query, args := l.takeStmt(lines)
 	res, err := tx.ExecContext(ctx, query, args...)
 	if err != nil {
 		return classify(ctx, err, unsent)
@@ -231,6 +228,16 @@ func (l *ledger) takeLines(ctx context.Context, tx *sqlx.Tx, lines []stockguard.
 		return errShort
 	}
 	return nil
+}
+
+// takeStmt returns the conditional UPDATE that takes lines (distinct SKUs,
+// in SKU order) and its arguments: it changes one row per line, or fewer
+// when a line does not fit.
+func (l *ledger) takeStmt(lines []stockguard.Line) (string, []any) {
+	if len(lines) == 1 {
+		return l.q.take, []any{lines[0].Qty, lines[0].SKU, lines[0].Qty}
+	}
+	return l.multiTake(lines)
 }
 
 func (l *ledger) multiTake(lines []stockguard.Line) (string, []any) {

@@ -62,27 +62,26 @@ func (m *multiStatements) check(ctx context.Context, conn *sqlx.Conn, eng Engine
 	return false, classify(ctx, err, unsent)
 }
 
-// placeMulti is place's transaction in one round trip, for a pool that
+// placeMulti is placeAll's transaction in one round trip, for a pool that
 // sends several statements at once (see multiStatements):
 //
-//	START TRANSACTION; INSERT order; INSERT lines; UPDATE stock …;
+//	START TRANSACTION; INSERT orders; INSERT lines; UPDATE stock …;
 //	SELECT (a subquery of two rows unless every line was taken) INTO @…; COMMIT
 //
 // The check fails with "subquery returns more than 1 row" when the
-// conditional UPDATE took fewer rows than the order has lines — an unknown
+// conditional UPDATE took fewer rows than there are lines — an unknown
 // SKU or too few units — so COMMIT never runs; a duplicate ID fails its
 // INSERT the same way. Either way the transaction is rolled back here and
-// the order is answered as place answers it (errShort, errDuplicate); a
-// connection that cannot roll back is discarded.
-func (l *ledger) placeMulti(ctx context.Context, conn *sqlx.Conn, o newOrder) error {
-	ordersQ, ordersArgs, linesQ, linesArgs := l.recordStmts([]newOrder{o})
-	takeQ, takeArgs := l.q.take, []any{o.lines[0].Qty, o.lines[0].SKU, o.lines[0].Qty}
-	if len(o.lines) > 1 {
-		takeQ, takeArgs = l.multiTake(o.lines)
-	}
+// errShort or errDuplicate returned; a connection that cannot roll back is
+// discarded. The stock rows are locked only by the UPDATE, the last
+// statement before COMMIT: a hot row is held for the UPDATE and the
+// COMMIT alone, not for the round trips or the inserts before them.
+func (l *ledger) placeMulti(ctx context.Context, conn *sqlx.Conn, orders []newOrder, lines []stockguard.Line) error {
+	ordersQ, ordersArgs, linesQ, linesArgs := l.recordStmts(orders)
+	takeQ, takeArgs := l.takeStmt(lines)
 	query := "START TRANSACTION; " + ordersQ + "; " + linesQ + "; " + takeQ +
 		"; SELECT (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two WHERE ROW_COUNT() <> ?) INTO @stockguard_taken; COMMIT"
-	args := slices.Concat(ordersArgs, linesArgs, takeArgs, []any{len(o.lines)})
+	args := slices.Concat(ordersArgs, linesArgs, takeArgs, []any{len(lines)})
 	done, err := enter(ctx, phaseWrite)
 	if err != nil {
 		return err
@@ -105,7 +104,7 @@ func (l *ledger) placeMulti(ctx context.Context, conn *sqlx.Conn, o newOrder) er
 		return classify(ctx, err, unsent)
 	}
 	// Any other error may have come from COMMIT itself.
-	return fmt.Errorf("%w: the order's statements and COMMIT failed: %w", stockguard.ErrOutcomeUnknown, err)
+	return fmt.Errorf("%w: the orders' statements and COMMIT failed: %w", stockguard.ErrOutcomeUnknown, err)
 }
 
 // erSubqueryRows is "subquery returns more than 1 row": placeMulti's

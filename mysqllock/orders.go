@@ -65,17 +65,27 @@ func (l *ledger) place(ctx context.Context, o newOrder) error {
 			if err != nil {
 				return err
 			}
-			if multi {
-				return l.settle(ctx, conn, l.placeMulti(ctx, conn, o), o)
-			}
-			err = inTx(ctx, conn, func(tx *sqlx.Tx) error {
-				if err := l.record(ctx, tx, []newOrder{o}); err != nil {
-					return err
-				}
-				return l.takeLines(ctx, tx, o.lines)
-			})
-			return l.settle(ctx, conn, err, o)
+			return l.settle(ctx, conn, l.placeAll(ctx, conn, multi, []newOrder{o}, o.lines), o)
 		})
+	})
+}
+
+// placeAll records orders (distinct IDs, in ID order) and takes lines —
+// their units summed per SKU, in SKU order — in one transaction, locking
+// the stock rows only with the UPDATE that takes them, right before
+// COMMIT; in one round trip when multi (see placeMulti). It returns nil,
+// errShort (a line did not fit) or errDuplicate (an ID is recorded
+// already) when the transaction rolled back, or the transaction's
+// classified error.
+func (l *ledger) placeAll(ctx context.Context, conn *sqlx.Conn, multi bool, orders []newOrder, lines []stockguard.Line) error {
+	if multi {
+		return l.placeMulti(ctx, conn, orders, lines)
+	}
+	return inTx(ctx, conn, func(tx *sqlx.Tx) error {
+		if err := l.record(ctx, tx, orders); err != nil {
+			return err
+		}
+		return l.takeLines(ctx, tx, lines)
 	})
 }
 

@@ -16,23 +16,30 @@ import (
 // BenchmarkOrders compares, side by side in one run, on one hot SKU that
 // never sells out and 64 workers sharing one instance (interpolateParams
 // and multiStatements on): plain one-unit Decrements against one-unit single-line Take orders
-// under fresh IDs, for NewAtomic and NewBatched; then 5-line carts over 8
-// SKUs. b.N is the number of calls. Metrics: calls/s (successful ones),
-// p50-ms and p99-ms, errors/op, and for orders ledger-B/order: the bytes
-// the two ledger tables take per recorded order, from
-// information_schema.TABLES (data_length + index_length, after ANALYZE
-// TABLE) — pages, so meaningful only for runs of many orders.
+// under fresh IDs, for NewAtomic, NewBatched and NewBatched with 4 order
+// lanes; then 5-line carts over 8 SKUs. b.N is the number of calls.
+// Metrics: calls/s (successful ones), p50-ms and p99-ms, errors/op; the
+// server's own counts per call — stmts/op (statements, Questions),
+// commits/op, fsyncs/op (redo log), lock-waits/op and lock-ms/op (row-lock
+// waits and the time spent in them); for NewBatched requests/batch or
+// orders/commit; and for orders ledger-B/order: the bytes the two ledger
+// tables take per recorded order, from information_schema.TABLES
+// (data_length + index_length, after ANALYZE TABLE) — pages, so
+// meaningful only for runs of many orders.
 //
 //	go test -run '^$' -bench BenchmarkOrders -benchtime 20000x ./mysqllock/
 func BenchmarkOrders(b *testing.B) {
 	db := testDB(b, multi)
 	db.SetMaxOpenConns(96) // 64 workers and Batched's drainers, within the shared server's limit
 	const workers = 64
-	for _, name := range []string{"atomic", "batched"} {
+	for _, name := range []string{"atomic", "batched", "batched-lanes4"} {
 		for _, op := range []string{"decrement", "take", "cart5"} {
 			b.Run(fmt.Sprintf("strategy=%s/op=%s/workers=%d", name, op, workers), func(b *testing.B) {
 				table := newTable(b, db)
 				o := orderStrategies(db, WithTable(table))[name]
+				if name == "batched-lanes4" {
+					o = NewBatched(db, WithTable(table), WithOrderLanes(4))
+				}
 				ordersBench(b, db, table, o, op, workers)
 			})
 		}
@@ -68,6 +75,7 @@ func ordersBench(b *testing.B, db *sqlx.DB, table string, o stockguard.Orders, o
 	failed := make([]int64, workers)
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	before := serverStatus(b, db)
 	b.ResetTimer()
 	began := time.Now()
 	for w := range workers {
@@ -89,6 +97,7 @@ func ordersBench(b *testing.B, db *sqlx.DB, table string, o stockguard.Orders, o
 	wg.Wait()
 	elapsed := time.Since(began)
 	b.StopTimer()
+	after := serverStatus(b, db)
 
 	lat := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 2)
 	var errs int64
@@ -116,6 +125,17 @@ func ordersBench(b *testing.B, db *sqlx.DB, table string, o stockguard.Orders, o
 	b.ReportMetric(float64(lat.ValueAtQuantile(50))/1000, "p50-ms")
 	b.ReportMetric(float64(lat.ValueAtQuantile(99))/1000, "p99-ms")
 	b.ReportMetric(float64(errs)/float64(b.N), "errors/op")
+	// Where the time goes, by the server's own counters (global: the
+	// benchmark's server must be otherwise idle for them to mean anything).
+	for _, c := range []struct{ name, unit string }{
+		{"Questions", "stmts/op"},
+		{"Com_commit", "commits/op"},
+		{"Innodb_os_log_fsyncs", "fsyncs/op"},
+		{"Innodb_row_lock_waits", "lock-waits/op"},
+		{"Innodb_row_lock_time", "lock-ms/op"},
+	} {
+		b.ReportMetric(float64(after[c.name]-before[c.name])/float64(b.N), c.unit)
+	}
 	if bt, ok := o.(*Batched); ok {
 		s := bt.Stats()
 		if op == "decrement" {
@@ -127,6 +147,24 @@ func ordersBench(b *testing.B, db *sqlx.DB, table string, o stockguard.Orders, o
 	if op != "decrement" {
 		b.ReportMetric(ledgerBytes(b, db, table), "ledger-B/order")
 	}
+}
+
+// serverStatus reads the server's global counters that ordersBench
+// reports as deltas.
+func serverStatus(b *testing.B, db *sqlx.DB) map[string]int64 {
+	var rows []struct {
+		Name  string `db:"Variable_name"`
+		Value int64  `db:"Value"`
+	}
+	err := db.SelectContext(context.Background(), &rows, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Questions', 'Com_commit', 'Innodb_os_log_fsyncs', 'Innodb_row_lock_waits', 'Innodb_row_lock_time')")
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		m[r.Name] = r.Value
+	}
+	return m
 }
 
 // ledgerBytes returns the bytes the ledger tables of table take per

@@ -10,7 +10,9 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
@@ -21,8 +23,21 @@ import (
 // Group commit of orders (NewBatched's Take, Hold, Confirm and Return).
 //
 // Every order call of an instance joins the queue of its lane (its ID's
-// hash, see WithOrderLanes), whatever its SKUs, and a batch of them — carts of any number of lines from many buyers — is one
-// transaction:
+// hash, see WithOrderLanes), whatever its SKUs, and a batch of them —
+// carts of any number of lines from many buyers — is one transaction. A
+// batch of Takes and Holds only first goes the optimistic way (placeFast),
+// with no read at all:
+//
+//	START TRANSACTION
+//	INSERT INTO orders VALUES (…), (…), …       -- every order, IDs in order
+//	INSERT INTO order_lines VALUES (…), (…), …  -- their lines
+//	UPDATE stock SET qty = qty - CASE sku … END WHERE sku IN (…) AND qty >= CASE sku … END
+//	-- fails unless the UPDATE changed a row per SKU: ROLLBACK
+//	COMMIT
+//
+// which locks the stock rows only with its last statement before COMMIT.
+// When a line does not fit, or an ID is recorded already, it rolls back,
+// having changed nothing, and the batch goes the locking way:
 //
 //	BEGIN
 //	SELECT … FROM orders JOIN lines WHERE id IN (…) FOR UPDATE   -- only for Confirm/Return
@@ -34,6 +49,9 @@ import (
 //	UPDATE stock SET qty = qty + CASE sku … END WHERE sku IN (…)
 //	COMMIT
 //
+// as does every batch with a Confirm or Return, and at once a batch with
+// an order on a SKU that a batch lately refused an order on (shortSKUs).
+//
 // The lines of the batch are aggregated per SKU, each SKU row is locked
 // once, in SKU order (one statement walking the primary key), so two
 // batches — of this instance or another — never deadlock on stock rows.
@@ -41,7 +59,12 @@ import (
 // those locks: an order whose lines all fit is granted and its units
 // leave the running level; one that does not is refused on its own, is
 // recorded nowhere, and leaves its batch-mates alone; a Return or an
-// expired hold puts its units back for the calls after it. Nothing waits
+// expired hold puts its units back for the calls after it. Either way,
+// rows are locked in one order — order rows by ID, their lines, stock
+// rows by SKU — or, on the locking way's placements, stock rows before the
+// new orders' rows, which no other transaction can hold but one recording
+// the same ID (that deadlock is detected, and the batch tried again).
+// Nothing waits
 // to fill a batch: a call that finds the queue idle goes out alone, and
 // batches grow only while a transaction is in flight — one fsync per
 // batch, however many orders it carries.
@@ -155,13 +178,16 @@ func (b *Batched) writeOrders(ctx context.Context, conn *sqlx.Conn, calls []orde
 	if err != nil {
 		return err
 	}
+	if done, err := b.placeFast(ctx, conn, multi, calls); done {
+		return err
+	}
 	err = errNeedsTx
 	if multi {
 		err = b.writeOrdersMulti(ctx, conn, calls)
 	}
 	if errors.Is(err, errNeedsTx) {
 		err = inTx(ctx, conn, func(tx *sqlx.Tx) error {
-			g := groupTx{ledger: &b.ledger, q: tx, tx: tx, calls: calls}
+			g := groupTx{ledger: &b.ledger, q: tx, tx: tx, calls: calls, refused: b.short}
 			return g.run(ctx)
 		})
 	}
@@ -169,6 +195,98 @@ func (b *Batched) writeOrders(ctx context.Context, conn *sqlx.Conn, calls []orde
 		return b.settleRecorded(ctx, conn, calls)
 	}
 	return err
+}
+
+// placeFast writes a batch of Takes and Holds that all fit without reading
+// anything first: one placeAll of every order, their lines summed per SKU
+// — one round trip on a multiStatements pool, the stock rows locked only
+// by the UPDATE right before COMMIT, so a hot row is held for that UPDATE
+// and the COMMIT alone. It reports false, having changed nothing, when the
+// batch must go the locking way: it has a Confirm or Return, an order on a
+// SKU a batch lately refused an order on (see shortSKUs), a SKU's total
+// beyond stockguard.MaxQty, or its transaction rolled back because a line
+// did not fit or an ID is recorded already.
+func (b *Batched) placeFast(ctx context.Context, conn *sqlx.Conn, multi bool, calls []orderCall) (bool, error) {
+	orders := make([]newOrder, 0, len(calls))
+	totals := map[string]int64{}
+	for _, c := range calls {
+		if c.op != opPlace {
+			return false, nil
+		}
+		orders = append(orders, c.order)
+		for _, ln := range c.order.lines {
+			totals[ln.SKU] = min(totals[ln.SKU]+ln.Qty, stockguard.MaxQty+1)
+		}
+	}
+	lines := make([]stockguard.Line, 0, len(totals))
+	for sku, qty := range totals {
+		if qty > stockguard.MaxQty {
+			return false, nil
+		}
+		lines = append(lines, stockguard.Line{SKU: sku, Qty: qty})
+	}
+	if b.short.any(lines) {
+		return false, nil
+	}
+	slices.SortFunc(orders, func(x, y newOrder) int { return cmp.Compare(x.id, y.id) })
+	slices.SortFunc(lines, func(x, y stockguard.Line) int { return cmp.Compare(x.SKU, y.SKU) })
+	err := b.placeAll(ctx, conn, multi, orders, lines)
+	if errors.Is(err, errShort) || errors.Is(err, errDuplicate) {
+		return false, nil
+	}
+	return true, err
+}
+
+// shortSKUs remembers, for shortMemory, the SKUs on which a batch refused
+// an order (too few units, or no row). A batch with an order on one of
+// them goes the locking way at once: placeFast would most likely roll
+// back, and the batch pay for both. It decides only which way a batch
+// goes, never an answer.
+type shortSKUs struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+}
+
+// shortMemory is how long shortSKUs remembers a SKU: a restock makes it
+// worth trying placeFast again after that long.
+const shortMemory = time.Second
+
+// shortLimit bounds the SKUs shortSKUs remembers at once.
+const shortLimit = 4096
+
+func newShortSKUs() *shortSKUs { return &shortSKUs{until: map[string]time.Time{}} }
+
+func (s *shortSKUs) mark(sku string) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.until[sku]; !ok && len(s.until) >= shortLimit {
+		for k, t := range s.until {
+			if now.After(t) {
+				delete(s.until, k)
+			}
+		}
+		if len(s.until) >= shortLimit {
+			clear(s.until)
+		}
+	}
+	s.until[sku] = now.Add(shortMemory)
+}
+
+// any reports whether a line is on a SKU remembered.
+func (s *shortSKUs) any(lines []stockguard.Line) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.until) == 0 {
+		return false
+	}
+	now := time.Now()
+	for _, ln := range lines {
+		if t, ok := s.until[ln.SKU]; ok && now.Before(t) {
+			return true
+		}
+	}
+	return false
 }
 
 // errNeedsTx sends a batch from the multi-statement path to the
@@ -190,7 +308,7 @@ func (b *Batched) writeOrdersMulti(ctx context.Context, conn *sqlx.Conn, calls [
 	if err != nil {
 		return err
 	}
-	g := groupTx{ledger: &b.ledger, q: conn, calls: calls, begin: "START TRANSACTION; "}
+	g := groupTx{ledger: &b.ledger, q: conn, calls: calls, begin: "START TRANSACTION; ", refused: b.short}
 	err = g.run(ctx)
 	done()
 	if err == nil {
@@ -244,6 +362,8 @@ type groupTx struct {
 	pending     []string
 	pendingArgs []any
 	recorded    []string // multi-statement path: IDs of the batch's orders recorded already
+
+	refused *shortSKUs // remembers the SKUs decide refuses orders on; nil: none
 
 	records map[string]orderRecord // Confirm/Return IDs, locked
 	levels  map[string]int64       // the batch's SKU rows, locked
@@ -420,7 +540,10 @@ func (g *groupTx) decide() (short []string) {
 		case opPlace:
 			if sku, err := g.fits(have, c.order.lines); err != nil {
 				c.final, c.answer = true, err
-				if sku != "" && !slices.Contains(short, sku) {
+				if g.refused != nil {
+					g.refused.mark(sku)
+				}
+				if errors.Is(err, stockguard.ErrInsufficientStock) && !slices.Contains(short, sku) {
 					short = append(short, sku)
 				}
 				continue
@@ -462,13 +585,13 @@ func (g *groupTx) decide() (short []string) {
 }
 
 // fits reports whether every line fits in have: nil, or the refusal of
-// the first line that does not, and its SKU when it is short of units.
+// the first line that does not, and its SKU.
 func (g *groupTx) fits(have map[string]int64, lines []stockguard.Line) (string, error) {
 	for _, ln := range lines {
 		left, ok := have[ln.SKU]
 		switch {
 		case !ok:
-			return "", unknownSKU(ln.SKU)
+			return ln.SKU, unknownSKU(ln.SKU)
 		case left < ln.Qty:
 			return ln.SKU, insufficient(ln.SKU, ln.Qty, left)
 		}

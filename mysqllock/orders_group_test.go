@@ -29,13 +29,14 @@ func bothPaths(t *testing.T, test func(*testing.T, *sqlx.DB)) {
 
 // queueBehind holds sku's row, starts a Take on it that waits for the
 // row, and returns a function that lets it go and checks its answer:
-// order calls made meanwhile queue for one batch.
+// Takes and Holds made meanwhile queue for one batch. The Take waits in
+// its UPDATE (placeFast) or its locking read, whichever way it goes.
 func queueBehind(t *testing.T, b *Batched, table, sku string) func() {
 	t.Helper()
 	tx := holdRow(t, b.db, table, sku, "FOR UPDATE")
 	first := make(chan error, 1)
 	go func() { first <- b.Take(t.Context(), "first-"+sku, line(sku, 1)) }()
-	waitingOn(t, b.db, "SELECT sku, qty")
+	waitingOn(t, b.db, "")
 	return func() {
 		t.Helper()
 		if err := tx.Rollback(); err != nil {
@@ -169,5 +170,40 @@ func retriedAfterSoldOut(t *testing.T, db *sqlx.DB) {
 	}
 	if err := b.Take(ctx, "o", line("x", 1)); !errors.Is(err, stockguard.ErrOrderMismatch) {
 		t.Errorf("Take with other lines: %v, want ErrOrderMismatch", err)
+	}
+}
+
+// A Take refused for want of units is refused by the locking way after
+// the optimistic way rolled back, leaves no record, and sends the next
+// batches with its SKU the locking way at once; other SKUs stay
+// optimistic.
+func TestBatched_Take_refusedSKUGoesLockingWay(t *testing.T) { bothPaths(t, refusedSKUGoesLockingWay) }
+
+func refusedSKUGoesLockingWay(t *testing.T, db *sqlx.DB) {
+	table := newTable(t, db)
+	ctx := t.Context()
+	b := NewBatched(db, WithTable(table))
+	for sku, qty := range map[string]int64{"x": 1, "y": 5} {
+		if err := b.SetStock(ctx, sku, qty); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want(t, "Take a", b.Take(ctx, "a", line("x", 1), line("y", 1)), nil)
+	if b.short.any([]stockguard.Line{line("x", 1)}) {
+		t.Fatal("x remembered as short before any refusal")
+	}
+	want(t, "Take b", b.Take(ctx, "b", line("x", 1), line("y", 1)), stockguard.ErrInsufficientStock)
+	if n := ledgerRows(t, db, table, "b"); n != 0 {
+		t.Errorf("the refused order left %d ledger rows", n)
+	}
+	if !b.short.any([]stockguard.Line{line("x", 1)}) || b.short.any([]stockguard.Line{line("y", 1)}) {
+		t.Error("want x remembered as short, y not")
+	}
+	want(t, "Take c", b.Take(ctx, "c", line("x", 1)), stockguard.ErrInsufficientStock)
+	want(t, "Take d", b.Take(ctx, "d", line("y", 2)), nil)
+	for sku, left := range map[string]int64{"x": 0, "y": 2} {
+		if got := stockOf(t, b, sku); got != left {
+			t.Errorf("%s: %d left, want %d", sku, got, left)
+		}
 	}
 }
