@@ -92,3 +92,31 @@ func TestAtomic_WithOrderStream_refusals(t *testing.T) {
 		t.Errorf("WithOrderStream(\"\"): %v, want ErrInvalidRequest", err)
 	}
 }
+
+func TestAtomic_Held_countsDueHoldsWithoutReclaiming(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	prefix := redistest.Prefix(t, rdb)
+	a := NewAtomic(rdb, WithPrefix(prefix))
+	ctx := t.Context()
+	stockAll(t, a, 10, "a")
+	if err := a.Hold(ctx, "h1", time.Minute, line("a", 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Take(ctx, "t1", line("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Hold(ctx, "h2", time.Millisecond, line("a", 3)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if level, held, err := a.Held(ctx, "a"); err != nil || level != 4 || held != 5 {
+		t.Errorf("Held = %d, %d, %v; want 4, 5 (h2 due, not reclaimed)", level, held, err)
+	}
+	wantLevels(t, a, map[string]int64{"a": 7}) // Stock reclaims h2
+	if level, held, err := a.Held(ctx, "a"); err != nil || level != 7 || held != 2 {
+		t.Errorf("Held after the reclaim = %d, %d, %v; want 7, 2", level, held, err)
+	}
+	if _, _, err := a.Held(ctx, "nope"); !errors.Is(err, stockguard.ErrUnknownSKU) {
+		t.Errorf("Held of an unknown SKU: %v", err)
+	}
+}
