@@ -66,6 +66,9 @@ type Stats struct {
 	Deferred int64 // times an entry was left for later: the back refused it for now
 	Stuck    int64 // entries the back refuses for good, pending now
 	Pending  int64 // entries this consumer holds unacknowledged now
+	// Busy is the time spent in Steps that acknowledged entries: Applied /
+	// Busy is the back's sustained rate while there was work.
+	Busy time.Duration
 	// LagP50, LagP99 and LagMax are how long applied entries took from
 	// the front's append to the back's commit, by the front's clock and
 	// this process's (the same machine's, or synchronized).
@@ -194,6 +197,7 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 			return 0, err
 		}
 	}
+	start := time.Now()
 	done, later, stuck := c.apply(ctx, work)
 	if ctx.Err() != nil {
 		return 0, ctx.Err()
@@ -226,6 +230,9 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 		}
 		s.Stuck = int64(len(stuck))
 		s.Pending = int64(len(c.deferred))
+		if len(done) > 0 {
+			s.Busy += now.Sub(start)
+		}
 	})
 	return len(done), err
 }

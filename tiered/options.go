@@ -21,9 +21,10 @@ const (
 	// DefaultBatch is how many entries a Consumer reads at once (WithBatch).
 	DefaultBatch = 256
 	// DefaultApplyWorkers is how many entries of a batch a Consumer applies
-	// to the back at once (WithApplyWorkers): enough for a group-committing
-	// back (mysqllock.NewBatched) to fill its transactions.
-	DefaultApplyWorkers = 64
+	// to the back at once (WithApplyWorkers): a whole batch, so that a
+	// group-committing back (mysqllock.NewBatched with
+	// WithBatchSize(DefaultBatch)) writes it in one transaction.
+	DefaultApplyWorkers = DefaultBatch
 	// DefaultClaimIdle is how long an entry delivered to a consumer may stay
 	// unacknowledged before another consumer claims it (WithClaimIdle): well
 	// past a batch's time on a slow back, so a live consumer's work is not
