@@ -30,9 +30,11 @@ func TestOrders_conformance(t *testing.T) {
 
 func TestNew_invalid(t *testing.T) {
 	r := newRig(t)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	t.Cleanup(func() { cc.Close() })
 	for name, o := range map[string]*Orders{
 		"nil back": New(r.rdb, nil, WithPrefix(r.prefix)),
-		"cluster":  New(redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}), r.back),
+		"cluster":  New(cc, r.back),
 		"group":    New(r.rdb, r.back, WithGroup("")),
 	} {
 		if err := o.Take(t.Context(), "x", line("a", 1)); !errors.Is(err, stockguard.ErrInvalidRequest) {
