@@ -19,7 +19,7 @@ const (
 	// DefaultGroup is the consumer group's name (WithGroup).
 	DefaultGroup = "tiered"
 	// DefaultBatch is how many entries a Consumer reads at once (WithBatch).
-	DefaultBatch = 256
+	DefaultBatch = 1024
 	// DefaultApplyWorkers is how many entries of a batch a Consumer applies
 	// to the back at once (WithApplyWorkers): a whole batch, so that a
 	// group-committing back (mysqllock.NewBatched with
