@@ -45,7 +45,8 @@ type Consumer struct {
 	err   error
 	ready bool // the group exists
 
-	deferred  map[string]Entry // own pending entries the back refused for now
+	deferred  map[string]Entry // own pending entries the back refused, for now or for good
+	stuck     map[string]bool  // those refused for good
 	lastRetry time.Time
 
 	mu    sync.Mutex
@@ -104,6 +105,7 @@ func newConsumer(q Queue, back stockguard.Orders, o options) *Consumer {
 	return &Consumer{
 		q: q, back: back, name: o.consumer, o: o, err: o.err,
 		deferred: map[string]Entry{},
+		stuck:    map[string]bool{},
 		lag:      hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3),
 	}
 }
@@ -207,6 +209,7 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 	}
 	for _, e := range stuck {
 		c.deferred[e.ID] = e
+		c.stuck[e.ID] = true
 	}
 	if c.hook != nil {
 		if err := c.hook("committed"); err != nil {
@@ -226,9 +229,10 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 		s.Deferred += int64(len(later))
 		for _, e := range done {
 			delete(c.deferred, e.ID)
+			delete(c.stuck, e.ID)
 			c.lag.RecordValue(max(1, now.Sub(e.Appended).Microseconds()))
 		}
-		s.Stuck = int64(len(stuck))
+		s.Stuck = int64(len(c.stuck))
 		s.Pending = int64(len(c.deferred))
 		if len(done) > 0 {
 			s.Busy += now.Sub(start)

@@ -283,3 +283,35 @@ func (p *proxy) db(t *testing.T) *sqlx.DB {
 func mysqlBack(db *sqlx.DB, table string) stockguard.Orders {
 	return mysqllock.NewBatched(db, mysqllock.WithTable(table))
 }
+
+// An entry the back refuses for good (it has the ID for another order)
+// stays pending, counted Stuck, and in the backlog the reconciler reads;
+// the entries around it are applied.
+func TestConsumer_mismatchOnBack_staysPending(t *testing.T) {
+	r := newRig(t)
+	stock(t, r.o, 10, "a", "b")
+	if err := r.back.Take(t.Context(), "x", line("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"before", "x", "after"} {
+		if err := r.o.Take(t.Context(), id, line("b", 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := r.consumer(nil)
+	for range 3 {
+		if _, err := c.Step(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := c.Stats(); s.Applied != 2 || s.Stuck != 1 || s.Pending != 1 {
+		t.Errorf("stats %+v; want 2 applied, 1 stuck and pending", s)
+	}
+	rep, err := NewReconciler(r.o, r.q).Check(t.Context(), "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Backlog) != 1 || rep.Backlog[0].Order != "x" || len(rep.Drifts) != 0 {
+		t.Errorf("report %+v; want x in the backlog, explaining b's difference", rep)
+	}
+}
