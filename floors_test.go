@@ -32,9 +32,10 @@ var floors = []struct {
 	{"watchtx", 2, "strategies"},
 	{"stocktest", 2, "strategies"},
 	{"stockotel", 2, "strategies"},
-	{"bench", 3, "bench"},
-	{"bench/", 3, "bench"},
-	{"cmd/", 4, "cmd"},
+	{"tiered", 3, "composites"},
+	{"bench", 4, "bench"},
+	{"bench/", 4, "bench"},
+	{"cmd/", 5, "cmd"},
 }
 
 // floorOf returns the floor of a package path relative to the module, and
@@ -142,10 +143,11 @@ func TestFloorOf(t *testing.T) {
 		{"internal/combine", 1, true},
 		{"internal/backends/backendstest", 1, true},
 		{"redislock", 2, true},
-		{"bench", 3, true},
-		{"bench/faults", 3, true},
+		{"tiered", 3, true},
+		{"bench", 4, true},
+		{"bench/faults", 4, true},
 		{"benchmarks", 0, false},
-		{"cmd/stockbench", 4, true},
+		{"cmd/stockbench", 5, true},
 		{"examples", 0, false},
 	} {
 		floor, _, ok := floorOf(tc.pkg)

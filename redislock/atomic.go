@@ -61,7 +61,8 @@ type Atomic struct {
 	keys      rediskeys.Keys
 	sharding  sharding // how rdb spreads keys over servers
 	retention time.Duration
-	err       error // the first invalid option
+	stream    string // WithOrderStream's key; "" for none
+	err       error  // the first invalid option
 
 	// Set by tests only: twoPhase runs every order through the two-phase
 	// protocol, pending overrides pendingWindow, and hook is called at the
@@ -81,7 +82,7 @@ var (
 )
 
 // NewAtomic returns an Atomic over rdb. It reads the options WithPrefix,
-// WithOrderRetention, WithReplicaAck and WithAOFAck (each script — a
+// WithOrderRetention, WithOrderStream, WithReplicaAck and WithAOFAck (each script — a
 // decrement, each Orders phase — is then followed by the ack's WAIT, and
 // one whose WAIT falls short is ErrOutcomeUnknown). Over a *redis.ClusterClient (or a *redis.Ring), an
 // order whose keys span slots (shards) runs through the two-phase protocol
@@ -94,6 +95,7 @@ func NewAtomic(rdb AtomicClient, opts ...Option) *Atomic {
 		keys:      o.keys,
 		sharding:  shardingOf(rdb),
 		retention: cmp.Or(o.orders.retention, DefaultOrderRetention),
+		stream:    o.orders.stream,
 		err:       o.err,
 	}
 	return a
@@ -114,10 +116,14 @@ func NewAtomic(rdb AtomicClient, opts ...Option) *Atomic {
 //   - stockguard.ErrOutcomeUnknown: the connection failed or timed out after
 //     the script was sent; it may have been applied.
 //
-// Only the last one leaves the stock in doubt.
+// Only the last one leaves the stock in doubt. With WithOrderStream,
+// Decrement is refused with ErrInvalidRequest.
 func (a *Atomic) Decrement(ctx context.Context, sku string, qty int64) error {
 	if err := a.admit(ctx, stockguard.Validate(sku, qty)); err != nil {
 		return err
+	}
+	if a.stream != "" {
+		return fmt.Errorf("%w: redislock: decrement of %q: with an order stream, take an order instead", stockguard.ErrInvalidRequest, sku)
 	}
 	keys := []string{a.keys.Stock(sku), a.holdsKey(sku)}
 	err := a.withResolve(ctx, func(ignore bool) (string, []string, error) {

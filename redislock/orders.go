@@ -166,9 +166,12 @@ const returnGrace = time.Second
 func (a *Atomic) place(ctx context.Context, kind byte, id string, ttl time.Duration, lines []stockguard.Line) error {
 	lines = stockguard.SortedLines(lines)
 	var err error
-	if a.oneSlot(id, lines) {
+	switch {
+	case a.stream != "" && !a.oneSlot(id, lines):
+		err = fmt.Errorf("%w: with an order stream, an order's keys and the stream must share a slot", stockguard.ErrInvalidRequest)
+	case a.oneSlot(id, lines):
 		err = a.placeLocal(ctx, kind, id, ttl, lines)
-	} else {
+	default:
 		err = a.placeRemote(ctx, kind, id, ttl, lines)
 	}
 	if err != nil {
@@ -242,6 +245,9 @@ func (a *Atomic) oneSlot(id string, lines []stockguard.Line) bool {
 		same = func(x, y string) bool { return hashTag(x) == hashTag(y) }
 	}
 	order := a.orderKey(id)
+	if a.stream != "" && !same(order, a.stream) {
+		return false
+	}
 	for _, l := range lines {
 		if !same(order, a.keys.Stock(l.SKU)) {
 			return false

@@ -1,8 +1,10 @@
 -- Confirm, Return or Order of an order whose keys share one slot, read
 -- before by orders_read.lua so that its lines' keys are declared here.
 -- KEYS[1] the order record; KEYS[2i], KEYS[2i+1] line i's stock level and
--- holds. ARGV[1] "confirm", "return" or "order", [2] retention (ms), [3] the
--- order id, then (sku, qty) of each line from [4] on.
+-- holds; the order stream last, if any (a hold confirmed now appends a take,
+-- a taken order returned now a return: see stream_effect). ARGV[1]
+-- "confirm", "return" or "order", [2] retention (ms), [3] the order id,
+-- then (sku, qty) of each line from [4] on.
 --
 -- A held line's units are out while its member is in the SKU's holds; the
 -- one ZREM that removes it decides, once, whether they come back (reclaim,
@@ -13,7 +15,7 @@
 -- Confirm of a closed order, {-7} no record, {-9} the record is not the one
 -- read (read it again).
 local rec, op, id = KEYS[1], ARGV[1], ARGV[3]
-local n = (#KEYS - 1) / 2
+local n, stream = order_keys()
 local v = redis.call('HMGET', rec, 's', 'k', 'd')
 local s, k, d = v[1], v[2], v[3]
 if not s then
@@ -75,6 +77,7 @@ if op == 'confirm' then
       redis.call('ZREM', KEYS[2 * i + 1], member(i))
     end
     set('t')
+    stream_effect(stream, 'T', id, 4, n)
   elseif s ~= 't' then
     return {-6, s, d}
   end
@@ -88,6 +91,7 @@ elseif op == 'return' then
       move_out(KEYS[2 * i + 1], -tonumber(ARGV[3 + 2 * i]))
     end
     set('r')
+    stream_effect(stream, 'R', id, 4, n)
   end
 end
 return {0, s, d}

@@ -113,3 +113,30 @@ local function record_fields(s, kind, first, n, extra)
   end
   return f
 end
+
+-- The scripts that apply an order's effects (orders_place.lua,
+-- orders_act.lua) take the stream of WithOrderStream, when there is one, as
+-- their last key, after the record and the lines' (stock, holds) pairs: so
+-- an even number of keys means a stream.
+local function order_keys()
+  local n = math.floor((#KEYS - 1) / 2)
+  if #KEYS % 2 == 0 then
+    return n, KEYS[#KEYS]
+  end
+  return n, nil
+end
+
+-- stream_effect appends to stream, when there is one, the final effect op
+-- ("T": taken for good, "R": returned after it was) of the order id with
+-- the n lines given as (sku, qty) pairs in ARGV from index first on.
+local function stream_effect(stream, op, id, first, n)
+  if not stream then
+    return
+  end
+  local f = {'o', op, 'i', id}
+  for i = 0, n - 1 do
+    f[#f + 1] = '=' .. ARGV[first + 2 * i]
+    f[#f + 1] = ARGV[first + 2 * i + 1]
+  end
+  redis.call('XADD', stream, '*', unpack(f))
+end

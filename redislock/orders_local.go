@@ -16,7 +16,7 @@ var errReread = errors.New("redislock: order record changed, read it again")
 
 // placeLocal runs a Take or Hold whose keys share a slot: orders_place.lua.
 func (a *Atomic) placeLocal(ctx context.Context, kind byte, id string, ttl time.Duration, lines []stockguard.Line) error {
-	keys := make([]string, 0, 1+2*len(lines))
+	keys := make([]string, 0, 2+2*len(lines))
 	keys = append(keys, a.orderKey(id))
 	args := make([]any, 5, 5+2*len(lines))
 	args[0], args[1], args[2], args[4] = string(kind), ttlMicros(ttl), a.retention.Milliseconds(), id
@@ -24,6 +24,7 @@ func (a *Atomic) placeLocal(ctx context.Context, kind byte, id string, ttl time.
 		keys = append(keys, a.keys.Stock(l.SKU), a.holdsKey(l.SKU))
 		args = append(args, l.SKU, l.Qty)
 	}
+	keys = a.withStream(keys)
 	var state string
 	err := a.withResolve(ctx, func(ignore bool) (string, []string, error) {
 		args[3] = flag01(ignore)
@@ -72,7 +73,7 @@ func (a *Atomic) actLocal(ctx context.Context, op, id string, r *record) (*recor
 		op == "return" && r.state != 'h' && r.state != 't':
 		return r, nil
 	}
-	keys := make([]string, 0, 1+2*len(r.lines))
+	keys := make([]string, 0, 2+2*len(r.lines))
 	keys = append(keys, a.orderKey(id))
 	args := make([]any, 0, 3+2*len(r.lines))
 	args = append(args, op, a.retention.Milliseconds(), id)
@@ -80,6 +81,7 @@ func (a *Atomic) actLocal(ctx context.Context, op, id string, r *record) (*recor
 		keys = append(keys, a.keys.Stock(l.SKU), a.holdsKey(l.SKU))
 		args = append(args, l.SKU, l.Qty)
 	}
+	keys = a.withStream(keys)
 	reply, err := actScript.Run(ctx, a.scripts, keys, args...).Slice()
 	if err != nil {
 		return nil, redisx.Classify(ctx, err, redisx.Effect(op != "order"))
@@ -123,4 +125,14 @@ func (a *Atomic) restockLocal(ctx context.Context, id, sku string, qty int64) er
 // ttlMicros is a hold's ttl in whole microseconds, rounded up.
 func ttlMicros(ttl time.Duration) int64 {
 	return (ttl + time.Microsecond - 1).Microseconds()
+}
+
+// withStream appends WithOrderStream's key, when set, to the keys of an
+// orders_place.lua or orders_act.lua call: the scripts take a last key
+// after the lines' pairs as the stream to append the order's effect to.
+func (a *Atomic) withStream(keys []string) []string {
+	if a.stream == "" {
+		return keys
+	}
+	return append(keys, a.stream)
 }

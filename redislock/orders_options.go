@@ -15,6 +15,7 @@ const MinOrderRetention = time.Second
 // orderOptions are the settings of Atomic's Orders.
 type orderOptions struct {
 	retention time.Duration // 0 means DefaultOrderRetention
+	stream    string        // WithOrderStream: the stream key; "" streams nothing
 }
 
 // WithOrderRetention sets how long an order record is kept after its last
@@ -32,5 +33,33 @@ func WithOrderRetention(d time.Duration) Option {
 			return
 		}
 		o.orders.retention = d
+	}
+}
+
+// WithOrderStream makes the Atomic's Orders append every final effect to the
+// Redis Stream key, in the same script as the effect, so that a consumer
+// can apply it elsewhere (package tiered does, to a durable Orders): a Take,
+// and a Confirm that makes a hold taken, append {o: "T", i: id, "=<sku>":
+// qty per line}; a Return of a taken order appends the same with o: "R". Holds,
+// expiries and the Return of a hold append nothing (their units never left
+// for good), and neither does a retried call that changes nothing, so the
+// stream carries each order's effect once. The key is used as given (no
+// prefix); nothing trims the stream (trimming would drop effects not yet
+// applied: the consumer deletes what it applied).
+//
+// With a stream, Decrement is refused (it has no ID a consumer could apply
+// exactly once: take a one-line order instead), and so is an order whose
+// keys — its record, its SKUs' keys and the stream — are not in one slot of
+// a Redis Cluster (one script must write them all): both with an error
+// wrapping stockguard.ErrInvalidRequest, before any I/O. An empty key makes
+// every method of the Atomic return an error wrapping
+// stockguard.ErrInvalidRequest.
+func WithOrderStream(key string) Option {
+	return func(o *options) {
+		if key == "" {
+			o.fail(fmt.Errorf("empty order stream key"))
+			return
+		}
+		o.orders.stream = key
 	}
 }

@@ -1,7 +1,8 @@
 -- Take or Hold of an order whose keys share one slot: every line checked,
 -- then every line taken and the order recorded, in this one script.
 -- KEYS[1] the order record; KEYS[2i], KEYS[2i+1] line i's stock level and
--- holds (see orders_lib.lua).
+-- holds (see orders_lib.lua); the order stream last, if any (a Take recorded
+-- now appends its effect there: see stream_effect).
 -- ARGV[1] kind "T" (take) or "H" (hold), [2] hold ttl (us), [3] retention
 -- (ms), [4] "1": decide without due remote holds, [5] the order id, then
 -- (sku, qty) of each line from [6] on.
@@ -12,7 +13,7 @@
 --   {-8, i, id...} line i is short unless due remote holds go back first.
 local rec = KEYS[1]
 local kind, id = ARGV[1], ARGV[5]
-local n = (#KEYS - 1) / 2
+local n, stream = order_keys()
 local now = now_us()
 
 local function member(i)
@@ -61,4 +62,7 @@ for i = 1, n do
 end
 redis.call('HSET', rec, unpack(record_fields(s, kind, 6, n, {'d', d})))
 redis.call('PEXPIRE', rec, int(ttl))
+if kind == 'T' then
+  stream_effect(stream, 'T', id, 6, n)
+end
 return {0, s, d}

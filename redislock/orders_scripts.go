@@ -29,6 +29,8 @@ var (
 	ordersLineLua string
 	//go:embed orders_setstock.lua
 	ordersSetStockLua string
+	//go:embed orders_held.lua
+	ordersHeldLua string
 
 	decrementScript = ordersScript(ordersDecrementLua)
 	stockScript     = ordersScript(ordersStockLua)
@@ -39,6 +41,7 @@ var (
 	recordScript    = ordersScript(ordersRecordLua)
 	lineScript      = ordersScript(ordersLineLua)
 	setStockScript  = ordersScript(ordersSetStockLua)
+	heldScript      = ordersScript(ordersHeldLua)
 )
 
 func ordersScript(src string) *redis.Script { return redis.NewScript(levelLua + ordersLibLua + src) }

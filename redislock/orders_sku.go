@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
@@ -135,4 +136,31 @@ func (r *record) stateOrNone() []byte {
 		return nil
 	}
 	return []byte{r.state}
+}
+
+// Held reads, in one script, sku's stock level and the units of it held by
+// open holds whose record shares its slot — due holds not yet given back
+// included — without giving any back: level + held is then the SKU's units
+// not taken for good, whatever the reclaim does meanwhile (package tiered's
+// Reconciler compares it with its back). Lines of two-phase orders are not
+// counted. It returns an error wrapping stockguard.ErrInvalidRequest (bad
+// sku, before any I/O), ErrUnknownSKU (no level; with ErrCorruptStock when
+// the key holds something else), ErrContention, ErrUnavailable, or the
+// context's error.
+func (a *Atomic) Held(ctx context.Context, sku string) (level, held int64, err error) {
+	if err := a.admit(ctx, stockguard.ValidateSKU(sku)); err != nil {
+		return 0, 0, err
+	}
+	keys := []string{a.keys.Stock(sku), a.holdsKey(sku)}
+	reply, err := heldScript.Run(ctx, a.scripts, keys).Slice()
+	if err != nil {
+		return 0, 0, errtext.Wrap(redisx.Classify(ctx, err, redisx.Read), "redislock: held of %q", sku)
+	}
+	switch level = replyInt(reply, 0); level {
+	case codeUnknownSKU:
+		return 0, 0, fmt.Errorf("%w: redislock: key %q does not exist", stockguard.ErrUnknownSKU, keys[0])
+	case codeCorrupt:
+		return 0, 0, redisx.Corrupt(keys[0], "holds no stock level")
+	}
+	return level, replyInt(reply, 1), nil
 }

@@ -12,5 +12,6 @@ import (
 	_ "github.com/stockguard/stockguard/bench/redistargets"   // Redis, Redlock voters
 	_ "github.com/stockguard/stockguard/bench/replicatargets" // Redis with replicas and failover, after Redis: its targets are Redis's again
 	_ "github.com/stockguard/stockguard/bench/tidbtargets"    // TiDB, after MySQL: its targets are MySQL's again
+	_ "github.com/stockguard/stockguard/bench/tieredtargets"  // Redis in front of MySQL, after both
 	_ "github.com/stockguard/stockguard/bench/valkeytargets"  // Valkey, after Redis: its targets are Redis's again
 )

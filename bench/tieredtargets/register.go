@@ -1,0 +1,166 @@
+package tieredtargets
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/bench"
+	"github.com/stockguard/stockguard/bench/mysqltargets"
+	"github.com/stockguard/stockguard/bench/pgtargets"
+	"github.com/stockguard/stockguard/bench/redistargets"
+	"github.com/stockguard/stockguard/mysqllock"
+	"github.com/stockguard/stockguard/pglock"
+	"github.com/stockguard/stockguard/tiered"
+)
+
+func init() {
+	bench.Register(bench.OrdersTarget(Target("tiered-mysql",
+		"Redis Lua take + stream entry in one script; a consumer group applies it to mysqllock.NewBatched", MySQL)))
+	pg := Target("tiered-pg",
+		"Redis Lua take + stream entry in one script; a consumer group applies it to pglock.NewBatched", Postgres)
+	pg.IfReachable = true // in a default run when PostgreSQL can be had, as pg-batched
+	bench.Register(bench.OrdersTarget(pg))
+}
+
+// drainTimeout bounds the audit's wait for the backlog to drain.
+const drainTimeout = 2 * time.Minute
+
+// Back is a durable back on a SQL backend of the harness.
+type Back struct {
+	// Backend names the bench backend holding the *sqlx.DB.
+	Backend string
+	// Create makes the back's tables for the stock table table; Tables
+	// names them all, to drop.
+	Create func(ctx context.Context, db *sqlx.DB, table string) error
+	Tables func(table string) []string
+	// Raw is the SELECT of one SKU's level in table, bypassing the back;
+	// Quote quotes a table name.
+	Raw   func(table string) string
+	Quote func(table string) string
+	// New builds the back over table, carrying up to batch orders per
+	// transaction.
+	New func(db *sqlx.DB, table string, batch int) stockguard.Orders
+}
+
+// The backs of the registered targets.
+var (
+	MySQL = Back{
+		Backend: mysqltargets.Name,
+		Create: func(ctx context.Context, db *sqlx.DB, table string) error {
+			return mysqllock.CreateSchema(ctx, db, mysqllock.WithTable(table))
+		},
+		Tables: mysqllock.Tables,
+		Raw:    func(table string) string { return "SELECT qty FROM `" + table + "` WHERE sku = ?" },
+		Quote:  func(table string) string { return "`" + table + "`" },
+		New: func(db *sqlx.DB, table string, batch int) stockguard.Orders {
+			return mysqllock.NewBatched(db, mysqllock.WithTable(table), mysqllock.WithBatchSize(batch))
+		},
+	}
+	Postgres = Back{
+		Backend: pgtargets.Name,
+		Create: func(ctx context.Context, db *sqlx.DB, table string) error {
+			return pglock.CreateSchema(ctx, db, pglock.WithTable(table))
+		},
+		Tables: pglock.Tables,
+		Raw:    func(table string) string { return fmt.Sprintf("SELECT qty FROM %q WHERE sku = $1", table) },
+		Quote:  func(table string) string { return fmt.Sprintf("%q", table) },
+		New: func(db *sqlx.DB, table string, batch int) stockguard.Orders {
+			return pglock.NewBatched(db, pglock.WithTable(table), pglock.WithBatchSize(batch))
+		},
+	}
+)
+
+// Target returns a tiered target over back.
+func Target(name, about string, back Back) bench.Target {
+	reach := func(ctx context.Context, s bench.Servers, ns string, create bool) (*bench.Store, error) {
+		rdb, err := bench.Conn[redis.UniversalClient](s, redistargets.Name)
+		if err != nil {
+			return nil, err
+		}
+		db, err := bench.Conn[*sqlx.DB](s, back.Backend)
+		if err != nil {
+			return nil, err
+		}
+		table, prefix := "stockbench_"+ns, ns+":"
+		st := &bench.Store{
+			New: func() (stockguard.Inventory, error) {
+				return tiered.New(rdb, back.New(db, table, 64), tiered.WithPrefix(prefix)), nil
+			},
+		}
+		if !create {
+			return st, nil
+		}
+		if err := back.Create(ctx, db, table); err != nil {
+			return nil, err
+		}
+		q := tiered.NewStreams(rdb, tiered.StreamKey(prefix), tiered.DefaultGroup)
+		// The consumer's back carries a whole batch of entries in one
+		// transaction: one fsync for all of them.
+		c := tiered.NewConsumer(rdb, back.New(db, table, tiered.DefaultBatch), tiered.WithPrefix(prefix))
+		cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan error, 1)
+		go func() { done <- c.Run(cctx) }()
+		raw := back.Raw(table)
+		st.Raw = func(ctx context.Context, sku string) (int64, error) {
+			dctx, cancel := context.WithTimeout(ctx, drainTimeout)
+			defer cancel()
+			if err := tiered.Drain(dctx, q); err != nil {
+				return 0, err
+			}
+			var v int64
+			err := db.QueryRowxContext(ctx, raw, sku).Scan(&v)
+			if errors.Is(err, sql.ErrNoRows) {
+				return 0, fmt.Errorf("%w: no row for %q", stockguard.ErrUnknownSKU, sku)
+			}
+			return v, err
+		}
+		st.Close = func(ctx context.Context) error {
+			stop()
+			errs := []error{<-done}
+			if s := c.Stats(); s.Applied > 0 {
+				// The consumer's figures, which the report has no column for.
+				fmt.Fprintf(os.Stderr, "%s: back applied %d entries, %.0f/s while busy (%v), lag append→commit p50 %v p99 %v max %v, %d claimed, %d deferred\n",
+					name, s.Applied, float64(s.Applied)/s.Busy.Seconds(), s.Busy.Round(time.Millisecond),
+					s.LagP50.Round(time.Millisecond), s.LagP99.Round(time.Millisecond), s.LagMax.Round(time.Millisecond), s.Claimed, s.Deferred)
+			}
+			for _, t := range back.Tables(table) {
+				_, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+back.Quote(t))
+				errs = append(errs, err)
+			}
+			errs = append(errs, deletePrefix(ctx, rdb, prefix))
+			return errors.Join(errs...)
+		}
+		return st, nil
+	}
+	return bench.Target{
+		Name: name, About: about, Needs: []string{redistargets.Name, back.Backend},
+		Open: func(ctx context.Context, s bench.Servers, ns string) (*bench.Store, error) {
+			return reach(ctx, s, ns, true)
+		},
+		Attach: func(ctx context.Context, s bench.Servers, ns string) (*bench.Store, error) {
+			return reach(ctx, s, ns, false)
+		},
+	}
+}
+
+// deletePrefix removes the keys under prefix (a single Redis: tiered's
+// front is never a Cluster).
+func deletePrefix(ctx context.Context, rdb redis.UniversalClient, prefix string) error {
+	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil || len(keys) == 0 {
+		return err
+	}
+	return rdb.Unlink(ctx, keys...).Err()
+}

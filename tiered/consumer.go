@@ -1,0 +1,418 @@
+package tiered
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/stockguard"
+)
+
+// Consumer applies the entries of a Queue to the back, in batches, and
+// acknowledges each only after the back committed it: a consumer that
+// dies between the two leaves the entry pending, another (or itself,
+// restarted) claims it once idle for WithClaimIdle, and the back's ledger
+// makes the second application a no-op. Entries of one order are applied
+// in queue order; entries of different orders concurrently (WithApplyWorkers).
+//
+// An entry the back refuses for now — a take short of stock, a return of
+// an order it has not taken yet (entries of other orders, or of another
+// consumer, applied out of order) — stays pending and is tried again after
+// the rest of its batch and then every 100 ms. One the back refuses for
+// good (ErrOrderMismatch: the back has the ID for another order) stays
+// pending too and is counted Stuck; the Reconciler reports it. While the
+// back cannot serve (ErrUnavailable, ErrContention, ErrOutcomeUnknown) the
+// Consumer retries the same entry with a backoff up to a second: the front
+// keeps selling, the backlog grows, and drains when the back is back.
+//
+// A Consumer is for one goroutine: Run it, or call Step.
+type Consumer struct {
+	q     Queue
+	back  stockguard.Orders
+	name  string
+	o     options
+	err   error
+	ready bool // the group exists
+
+	deferred  map[string]Entry // own pending entries the back refused, for now or for good
+	stuck     map[string]bool  // those refused for good
+	lastRetry time.Time
+
+	mu    sync.Mutex
+	stats Stats
+	lag   *hdrhistogram.Histogram // µs from appended to committed
+
+	// hook, set by tests, is called at "read" (entries in hand, nothing
+	// applied) and "committed" (the back committed them, none
+	// acknowledged); an error stops the Step there, as if the consumer had
+	// died.
+	hook func(point string) error
+}
+
+// Stats are a Consumer's counts since it was made.
+type Stats struct {
+	Applied  int64 // entries the back committed and the queue acknowledged
+	Claimed  int64 // entries claimed from an idle consumer (redeliveries)
+	Deferred int64 // times an entry was left for later: the back refused it for now
+	Stuck    int64 // entries the back refuses for good, pending now
+	Pending  int64 // entries this consumer holds unacknowledged now
+	// Busy is the time spent in Steps that acknowledged entries: Applied /
+	// Busy is the back's sustained rate while there was work.
+	Busy time.Duration
+	// LagP50, LagP99 and LagMax are how long applied entries took from
+	// the front's append to the back's commit, by the front's clock and
+	// this process's (the same machine's, or synchronized).
+	LagP50, LagP99, LagMax time.Duration
+}
+
+// NewConsumer returns a Consumer of the stream of the Orders New builds
+// with the same WithPrefix, applying to back. It reads the options
+// WithPrefix, WithGroup, WithConsumerName, WithBatch, WithApplyWorkers and
+// WithClaimIdle.
+func NewConsumer(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) *Consumer {
+	o := newOptions(opts)
+	return newConsumer(NewStreams(rdb, StreamKey(o.prefix), o.group), back, o)
+}
+
+// NewQueueConsumer returns a Consumer of q applying to back. It reads the
+// options WithConsumerName, WithBatch, WithApplyWorkers and WithClaimIdle.
+func NewQueueConsumer(q Queue, back stockguard.Orders, opts ...Option) *Consumer {
+	c := newConsumer(q, back, newOptions(opts))
+	c.ready = true
+	return c
+}
+
+func newConsumer(q Queue, back stockguard.Orders, o options) *Consumer {
+	if o.consumer == "" {
+		var b [6]byte
+		rand.Read(b[:]) // documented never to return an error
+		o.consumer = "c-" + hex.EncodeToString(b[:])
+	}
+	if back == nil {
+		o.fail(errors.New("nil back"))
+	}
+	return &Consumer{
+		q: q, back: back, name: o.consumer, o: o, err: o.err,
+		deferred: map[string]Entry{},
+		stuck:    map[string]bool{},
+		lag:      hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3),
+	}
+}
+
+// Name is the consumer's name within its group.
+func (c *Consumer) Name() string { return c.name }
+
+// Run applies entries until ctx ends, then returns nil. Errors of the
+// queue (Redis unreachable) are retried with a backoff up to a second;
+// only an invalid option stops Run early, with an error wrapping
+// stockguard.ErrInvalidRequest.
+func (c *Consumer) Run(ctx context.Context) error {
+	if c.err != nil {
+		return c.err
+	}
+	backoff := backoffFirst
+	for ctx.Err() == nil {
+		if _, err := c.Step(ctx); err != nil && ctx.Err() == nil {
+			if errors.Is(err, stockguard.ErrInvalidRequest) {
+				return err
+			}
+			sleep(ctx, backoff)
+			backoff = min(2*backoff, backoffMax)
+			continue
+		}
+		backoff = backoffFirst
+	}
+	return nil
+}
+
+// Step runs one round: claims entries idle past WithClaimIdle, retries
+// entries left for later when due, reads new ones (waiting up to 200 ms
+// when there is nothing else to do), applies them all to the back and
+// acknowledges those it committed. It returns how many it acknowledged,
+// and an error of the queue, or the context's, or one wrapping
+// stockguard.ErrInvalidRequest (an invalid option).
+func (c *Consumer) Step(ctx context.Context) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	if !c.ready {
+		if s, ok := c.q.(*Streams); ok {
+			if err := s.ensureGroup(ctx); err != nil {
+				return 0, err
+			}
+		}
+		c.ready = true
+	}
+	claimed, err := c.q.Claim(ctx, c.name, c.o.claimIdle, c.o.batch)
+	if err != nil {
+		return 0, err
+	}
+	var work []Entry
+	seen := map[string]bool{}
+	add := func(e Entry) {
+		if !seen[e.ID] {
+			seen[e.ID] = true
+			work = append(work, e)
+		}
+	}
+	fresh := 0
+	for _, e := range claimed {
+		if _, mine := c.deferred[e.ID]; !mine {
+			fresh++
+		}
+		add(e)
+	}
+	c.count(func(s *Stats) { s.Claimed += int64(fresh) })
+	if len(c.deferred) > 0 && time.Since(c.lastRetry) >= retryEvery {
+		for _, e := range c.deferred {
+			add(e)
+		}
+		c.lastRetry = time.Now()
+	}
+	block := readBlock
+	if len(work) > 0 {
+		block = -1 // do not wait: there is work in hand
+	}
+	read, err := c.q.Read(ctx, c.name, c.o.batch, block)
+	if err != nil && len(work) == 0 {
+		return 0, err
+	}
+	for _, e := range read {
+		add(e)
+	}
+	if len(work) == 0 {
+		return 0, nil
+	}
+	if c.hook != nil {
+		if err := c.hook("read"); err != nil {
+			return 0, err
+		}
+	}
+	start := time.Now()
+	done, later, stuck := c.apply(ctx, work)
+	if ctx.Err() != nil {
+		return 0, ctx.Err()
+	}
+	for _, e := range later {
+		c.deferred[e.ID] = e
+	}
+	for _, e := range stuck {
+		c.deferred[e.ID] = e
+		c.stuck[e.ID] = true
+	}
+	if c.hook != nil {
+		if err := c.hook("committed"); err != nil {
+			return 0, err
+		}
+	}
+	ids := make([]string, len(done))
+	for i, e := range done {
+		ids[i] = e.ID
+	}
+	if err := c.q.Ack(ctx, ids...); err != nil {
+		return 0, err // pending: applied again, a no-op, once claimed
+	}
+	now := time.Now()
+	c.count(func(s *Stats) {
+		s.Applied += int64(len(done))
+		s.Deferred += int64(len(later))
+		for _, e := range done {
+			delete(c.deferred, e.ID)
+			delete(c.stuck, e.ID)
+			c.lag.RecordValue(max(1, now.Sub(e.Appended).Microseconds()))
+		}
+		s.Stuck = int64(len(c.stuck))
+		s.Pending = int64(len(c.deferred))
+		if len(done) > 0 {
+			s.Busy += now.Sub(start)
+		}
+	})
+	return len(done), err
+}
+
+// Stats returns the consumer's counts so far.
+func (c *Consumer) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats
+	s.LagP50 = time.Duration(c.lag.ValueAtQuantile(50)) * time.Microsecond
+	s.LagP99 = time.Duration(c.lag.ValueAtQuantile(99)) * time.Microsecond
+	s.LagMax = time.Duration(c.lag.Max()) * time.Microsecond
+	return s
+}
+
+func (c *Consumer) count(f func(*Stats)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f(&c.stats)
+}
+
+// outcome is what applying one entry to the back came to.
+type outcome int
+
+const (
+	applied outcome = iota // committed now, or before (a no-op)
+	later                  // refused for now: try again after other entries
+	stuck                  // refused for good
+)
+
+// apply applies work to the back: the entries of each order in queue
+// order, orders concurrently; then, in queue order, those refused for now,
+// again while that makes progress (a take short only because a return of
+// the same batch had not landed yet). It returns the entries committed, those
+// refused for now, and those refused for good.
+func (c *Consumer) apply(ctx context.Context, work []Entry) (done, retry, refused []Entry) {
+	slices.SortFunc(work, func(a, b Entry) int { return compareIDs(a.ID, b.ID) })
+	var orders [][]Entry
+	index := map[string]int{}
+	for _, e := range work {
+		i, ok := index[e.Order]
+		if !ok {
+			i = len(orders)
+			index[e.Order] = i
+			orders = append(orders, nil)
+		}
+		orders[i] = append(orders[i], e)
+	}
+	results := make([]outcome, len(work))
+	pos := map[string]int{}
+	for i, e := range work {
+		pos[e.ID] = i
+	}
+	next := make(chan []Entry)
+	var wg sync.WaitGroup
+	for range min(c.o.workers, len(orders)) {
+		wg.Go(func() {
+			for es := range next {
+				blocked := false
+				for _, e := range es {
+					if blocked { // an earlier entry of the order has not landed
+						results[pos[e.ID]] = later
+						continue
+					}
+					r := c.applyOne(ctx, e)
+					results[pos[e.ID]] = r
+					blocked = r != applied
+				}
+			}
+		})
+	}
+	for _, es := range orders {
+		next <- es
+	}
+	close(next)
+	wg.Wait()
+
+	for progress := true; progress && ctx.Err() == nil; {
+		progress = false
+		blocked := map[string]bool{}
+		for i, e := range work {
+			if results[i] != later || blocked[e.Order] {
+				continue
+			}
+			r := c.applyOne(ctx, e)
+			results[i] = r
+			if r == applied {
+				progress = true
+			} else {
+				blocked[e.Order] = true
+			}
+		}
+	}
+	for i, e := range work {
+		switch results[i] {
+		case applied:
+			done = append(done, e)
+		case later:
+			retry = append(retry, e)
+		default:
+			refused = append(refused, e)
+		}
+	}
+	return done, retry, refused
+}
+
+// applyOne applies e to the back, retrying while the back cannot serve.
+// A take the back has taken or closed already, and a return it has
+// applied, are no-ops: the ledger answers them.
+func (c *Consumer) applyOne(ctx context.Context, e Entry) outcome {
+	backoff := backoffFirst
+	for {
+		var err error
+		switch e.Op {
+		case OpTake:
+			err = c.back.Take(ctx, e.Order, e.Lines...)
+			if errors.Is(err, stockguard.ErrOrderClosed) {
+				err = nil
+			}
+		case OpReturn:
+			err = c.back.Return(ctx, e.Order)
+		default:
+			return stuck
+		}
+		switch {
+		case err == nil:
+			return applied
+		case errors.Is(err, stockguard.ErrInsufficientStock),
+			errors.Is(err, stockguard.ErrUnknownSKU),
+			errors.Is(err, stockguard.ErrUnknownOrder):
+			return later
+		case errors.Is(err, stockguard.ErrOrderMismatch),
+			errors.Is(err, stockguard.ErrInvalidRequest):
+			return stuck
+		}
+		if ctx.Err() != nil {
+			return later
+		}
+		sleep(ctx, backoff)
+		backoff = min(2*backoff, backoffMax)
+	}
+}
+
+// compareIDs orders stream IDs ("<ms>-<seq>") numerically.
+func compareIDs(a, b string) int {
+	am, as, _ := strings.Cut(a, "-")
+	bm, bs, _ := strings.Cut(b, "-")
+	num := func(s string) uint64 { n, _ := strconv.ParseUint(s, 10, 64); return n }
+	return cmp.Or(cmp.Compare(num(am), num(bm)), cmp.Compare(num(as), num(bs)), strings.Compare(a, b))
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// Drain waits until q holds no entry left to apply, polling every 10 ms,
+// and returns nil; or, when ctx ends first, an error naming the entries
+// still there, with the context's error.
+func Drain(ctx context.Context, q Queue) error {
+	for {
+		left, err := q.Backlog(ctx)
+		if err == nil && len(left) == 0 {
+			return nil
+		}
+		if ctx.Err() != nil {
+			if err != nil {
+				return fmt.Errorf("tiered: drain: %w", err)
+			}
+			return fmt.Errorf("tiered: drain: %d entries left, the first %v: %w", len(left), left[0], ctx.Err())
+		}
+		sleep(ctx, 10*time.Millisecond)
+	}
+}

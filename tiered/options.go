@@ -1,0 +1,145 @@
+package tiered
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/redislock"
+)
+
+// Option configures New, NewConsumer and NewReconciler. An invalid one
+// makes every method of what it configured return an error wrapping
+// stockguard.ErrInvalidRequest.
+type Option func(*options)
+
+// The defaults of the Consumer's options.
+const (
+	// DefaultGroup is the consumer group's name (WithGroup).
+	DefaultGroup = "tiered"
+	// DefaultBatch is how many entries a Consumer reads at once (WithBatch).
+	DefaultBatch = 1024
+	// DefaultApplyWorkers is how many entries of a batch a Consumer applies
+	// to the back at once (WithApplyWorkers): a whole batch, so that a
+	// group-committing back (mysqllock.NewBatched with
+	// WithBatchSize(DefaultBatch)) writes it in one transaction.
+	DefaultApplyWorkers = DefaultBatch
+	// DefaultClaimIdle is how long an entry delivered to a consumer may stay
+	// unacknowledged before another consumer claims it (WithClaimIdle): well
+	// past a batch's time on a slow back, so a live consumer's work is not
+	// taken from it.
+	DefaultClaimIdle = 30 * time.Second
+)
+
+// Internal pacing of a Consumer, not options: how long a read blocks for
+// new entries, how often entries the back could not take yet are tried
+// again, and the backoff while the back cannot serve.
+const (
+	readBlock    = 200 * time.Millisecond
+	retryEvery   = 100 * time.Millisecond
+	backoffFirst = 10 * time.Millisecond
+	backoffMax   = time.Second
+)
+
+type options struct {
+	prefix    string
+	front     []redislock.Option
+	group     string
+	consumer  string
+	batch     int
+	workers   int
+	claimIdle time.Duration
+	err       error
+}
+
+func newOptions(opts []Option) options {
+	o := options{prefix: DefaultPrefix, group: DefaultGroup, batch: DefaultBatch, workers: DefaultApplyWorkers, claimIdle: DefaultClaimIdle}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+func (o *options) fail(err error) {
+	if o.err == nil {
+		o.err = fmt.Errorf("%w: tiered: %v", stockguard.ErrInvalidRequest, err)
+	}
+}
+
+// WithPrefix sets the prefix of the front's keys and of the stream
+// (StreamKey); default DefaultPrefix. The front takes it as
+// redislock.WithPrefix, with that option's rules.
+func WithPrefix(p string) Option {
+	return func(o *options) { o.prefix = p }
+}
+
+// WithFront adds options of the front's redislock.NewAtomic
+// (WithOrderRetention, WithReplicaAck, WithAOFAck); New sets WithPrefix and
+// WithOrderStream itself, after them.
+func WithFront(opts ...redislock.Option) Option {
+	return func(o *options) { o.front = append(o.front, opts...) }
+}
+
+// WithGroup sets the consumer group; default DefaultGroup. Every Consumer
+// of one stream should use the same group: an entry is applied once per
+// group.
+func WithGroup(name string) Option {
+	return func(o *options) {
+		if name == "" {
+			o.fail(errors.New("empty consumer group"))
+			return
+		}
+		o.group = name
+	}
+}
+
+// WithConsumerName sets the Consumer's name within its group, which must be
+// unique among the group's live consumers; default a random one.
+func WithConsumerName(name string) Option {
+	return func(o *options) {
+		if name == "" {
+			o.fail(errors.New("empty consumer name"))
+			return
+		}
+		o.consumer = name
+	}
+}
+
+// WithBatch sets how many entries a Consumer reads at once, 1…10000;
+// default DefaultBatch.
+func WithBatch(n int) Option {
+	return func(o *options) {
+		if n < 1 || n > 10000 {
+			o.fail(fmt.Errorf("batch %d outside 1…10000", n))
+			return
+		}
+		o.batch = n
+	}
+}
+
+// WithApplyWorkers sets how many entries of a batch a Consumer applies at
+// once, 1…1024; default DefaultApplyWorkers. The entries of one order are
+// applied in stream order whatever the number.
+func WithApplyWorkers(n int) Option {
+	return func(o *options) {
+		if n < 1 || n > 1024 {
+			o.fail(fmt.Errorf("apply workers %d outside 1…1024", n))
+			return
+		}
+		o.workers = n
+	}
+}
+
+// WithClaimIdle sets how long an entry delivered to a consumer may stay
+// unacknowledged before another claims it, at least a millisecond; default
+// DefaultClaimIdle.
+func WithClaimIdle(d time.Duration) Option {
+	return func(o *options) {
+		if d < time.Millisecond {
+			o.fail(fmt.Errorf("claim idle %v below 1ms", d))
+			return
+		}
+		o.claimIdle = d
+	}
+}

@@ -1,0 +1,205 @@
+package tiered
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/redisx"
+)
+
+// Op is the effect an entry carries to the back.
+type Op byte
+
+// The ops of entries.
+const (
+	OpTake   Op = 'T' // the order's lines are taken for good
+	OpReturn Op = 'R' // the order, taken before, is returned
+)
+
+// Entry is one order's final effect on its way to the back.
+type Entry struct {
+	ID       string // the queue's position of the entry
+	Op       Op
+	Order    string
+	Lines    []stockguard.Line // in SKU order
+	Appended time.Time         // when the front appended it, by the front's clock
+}
+
+// Queue is what a Consumer and a Reconciler need of the channel between the
+// tiers: a consumer group's reads, claims and acknowledgements, and the
+// entries not yet acknowledged. Streams implements it over a Redis Stream;
+// a log such as Kafka or NATS JetStream could sit behind it (see
+// docs/tiered.md for what changes then).
+type Queue interface {
+	// Read returns up to n entries delivered to no consumer of the group
+	// yet, now delivered to consumer, waiting up to block for the first.
+	Read(ctx context.Context, consumer string, n int, block time.Duration) ([]Entry, error)
+	// Claim hands consumer up to n entries delivered to any consumer and
+	// unacknowledged for at least idle.
+	Claim(ctx context.Context, consumer string, idle time.Duration, n int) ([]Entry, error)
+	// Ack acknowledges entries applied: they are never delivered again.
+	Ack(ctx context.Context, ids ...string) error
+	// Backlog returns every entry not acknowledged yet, delivered or not,
+	// in queue order.
+	Backlog(ctx context.Context) ([]Entry, error)
+}
+
+// Streams is the Queue over the Redis Stream of an Orders' front, read by
+// a consumer group. Ack acknowledges and deletes an entry in one
+// transaction, so the stream holds exactly the entries not acknowledged.
+type Streams struct {
+	rdb    redis.UniversalClient
+	stream string
+	group  string
+}
+
+var _ Queue = (*Streams)(nil)
+
+// NewStreams returns the Queue of the stream key read by group.
+func NewStreams(rdb redis.UniversalClient, stream, group string) *Streams {
+	return &Streams{rdb: rdb, stream: stream, group: group}
+}
+
+// ensureGroup creates the group at the start of the stream (and the stream,
+// empty, if need be); a group that exists is left as it is.
+func (s *Streams) ensureGroup(ctx context.Context) error {
+	err := s.rdb.XGroupCreateMkStream(ctx, s.stream, s.group, "0").Err()
+	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+		return redisx.Classify(ctx, err, redisx.Read)
+	}
+	return nil
+}
+
+// Read implements Queue.
+func (s *Streams) Read(ctx context.Context, consumer string, n int, block time.Duration) ([]Entry, error) {
+	res, err := s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group: s.group, Consumer: consumer, Streams: []string{s.stream, ">"}, Count: int64(n), Block: block,
+	}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {
+		if err := s.ensureGroup(ctx); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, redisx.Classify(ctx, err, redisx.Read)
+	}
+	var out []Entry
+	for _, st := range res {
+		for _, m := range st.Messages {
+			out = append(out, parseEntry(m))
+		}
+	}
+	return out, nil
+}
+
+// Claim implements Queue.
+func (s *Streams) Claim(ctx context.Context, consumer string, idle time.Duration, n int) ([]Entry, error) {
+	msgs, _, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+		Stream: s.stream, Group: s.group, Consumer: consumer, MinIdle: idle, Start: "0", Count: int64(n),
+	}).Result()
+	if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {
+		return nil, s.ensureGroup(ctx)
+	}
+	if err != nil {
+		return nil, redisx.Classify(ctx, err, redisx.Read)
+	}
+	out := make([]Entry, 0, len(msgs))
+	for _, m := range msgs {
+		out = append(out, parseEntry(m))
+	}
+	return out, nil
+}
+
+// Ack implements Queue: XACK and XDEL in one MULTI.
+func (s *Streams) Ack(ctx context.Context, ids ...string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.XAck(ctx, s.stream, s.group, ids...)
+		p.XDel(ctx, s.stream, ids...)
+		return nil
+	})
+	if err != nil {
+		return redisx.Classify(ctx, err, redisx.Write)
+	}
+	return nil
+}
+
+// Backlog implements Queue: the stream holds only what is not
+// acknowledged.
+func (s *Streams) Backlog(ctx context.Context) ([]Entry, error) {
+	var out []Entry
+	start := "-"
+	for {
+		msgs, err := s.rdb.XRangeN(ctx, s.stream, start, "+", 1000).Result()
+		if err != nil {
+			return nil, redisx.Classify(ctx, err, redisx.Read)
+		}
+		for _, m := range msgs {
+			out = append(out, parseEntry(m))
+		}
+		if len(msgs) < 1000 {
+			return out, nil
+		}
+		start = "(" + msgs[len(msgs)-1].ID
+	}
+}
+
+// parseEntry reads a stream message appended by the front's scripts
+// (redislock.WithOrderStream). A message that is not one has Op 0.
+func parseEntry(m redis.XMessage) Entry {
+	e := Entry{ID: m.ID}
+	if ms, _, ok := strings.Cut(m.ID, "-"); ok {
+		if v, err := strconv.ParseInt(ms, 10, 64); err == nil {
+			e.Appended = time.UnixMilli(v)
+		}
+	}
+	for k, v := range m.Values {
+		s, _ := v.(string)
+		switch {
+		case k == "o" && (s == string(OpTake) || s == string(OpReturn)):
+			e.Op = Op(s[0])
+		case k == "i":
+			e.Order = s
+		case strings.HasPrefix(k, "="):
+			q, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				e.Op = 0
+				return e
+			}
+			e.Lines = append(e.Lines, stockguard.Line{SKU: k[1:], Qty: q})
+		}
+	}
+	slices.SortFunc(e.Lines, func(a, b stockguard.Line) int { return strings.Compare(a.SKU, b.SKU) })
+	if e.Order == "" || len(e.Lines) == 0 {
+		e.Op = 0
+	}
+	return e
+}
+
+// String reads "T o1 [a×2 b×1] @1700000000000-0".
+func (e Entry) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%c %s [", e.Op, e.Order)
+	for i, l := range e.Lines {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s×%d", l.SKU, l.Qty)
+	}
+	fmt.Fprintf(&b, "] @%s", e.ID)
+	return b.String()
+}

@@ -1,0 +1,204 @@
+package tiered
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/errtext"
+	"github.com/stockguard/stockguard/redislock"
+)
+
+// DefaultPrefix is the key prefix of New's front and stream (WithPrefix).
+const DefaultPrefix = "stockguard:"
+
+// Orders is a stockguard.Orders over a Redis front and a durable back (see
+// the package doc). Its answers are the front's; the back follows through
+// the stream, applied by a Consumer.
+//
+// An Orders is safe for concurrent use.
+type Orders struct {
+	front  *redislock.Atomic
+	back   stockguard.Orders
+	stream string
+	err    error // the first invalid option or argument
+}
+
+var (
+	_ stockguard.Inventory = (*Orders)(nil)
+	_ stockguard.Orders    = (*Orders)(nil)
+)
+
+// New returns the tiered Orders over the Redis rdb (a single server, or a
+// failover client; not a Cluster or a Ring, whose orders would span slots)
+// and back. It reads the options WithPrefix and WithFront. A nil back, or
+// a Cluster or Ring client, makes every method return an error wrapping
+// stockguard.ErrInvalidRequest.
+func New(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) *Orders {
+	o := newOptions(opts)
+	switch rdb.(type) {
+	case *redis.ClusterClient, *redis.Ring:
+		o.fail(errors.New("the front must be one Redis (an order's keys and the stream share no slot on a Cluster or Ring)"))
+	}
+	if back == nil {
+		o.fail(errors.New("nil back"))
+	}
+	stream := StreamKey(o.prefix)
+	front := append([]redislock.Option{redislock.WithPrefix(o.prefix)}, o.front...)
+	front = append(front, redislock.WithOrderStream(stream))
+	return &Orders{front: redislock.NewAtomic(rdb, front...), back: back, stream: stream, err: o.err}
+}
+
+// StreamKey is the key of the stream under prefix: "<prefix>tiered:effects".
+func StreamKey(prefix string) string { return prefix + "tiered:effects" }
+
+// Take takes every line, or none, on the front, for good, under id; the
+// back takes them when the Consumer applies the entry. Its errors are
+// redislock.Atomic.Take's.
+func (o *Orders) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
+	if o.err != nil {
+		return o.err
+	}
+	return o.front.Take(ctx, id, lines...)
+}
+
+// Hold holds every line, or none, on the front, until Confirm, Return or
+// ttl; the back hears of it only once it is confirmed. Its errors are
+// redislock.Atomic.Hold's.
+func (o *Orders) Hold(ctx context.Context, id string, ttl time.Duration, lines ...stockguard.Line) error {
+	if o.err != nil {
+		return o.err
+	}
+	return o.front.Hold(ctx, id, ttl, lines...)
+}
+
+// Confirm makes the hold under id taken for good on the front, and the
+// back takes its lines when the Consumer applies the entry. Its errors are
+// redislock.Atomic.Confirm's.
+func (o *Orders) Confirm(ctx context.Context, id string) error {
+	if o.err != nil {
+		return o.err
+	}
+	return o.front.Confirm(ctx, id)
+}
+
+// Return gives the units of the order under id back on the front, and, for
+// an order taken, on the back when the Consumer applies the entry. Its
+// errors are redislock.Atomic.Return's.
+func (o *Orders) Return(ctx context.Context, id string) error {
+	if o.err != nil {
+		return o.err
+	}
+	return o.front.Return(ctx, id)
+}
+
+// Order reports the order under id as the front knows it. Its errors are
+// redislock.Atomic.Order's.
+func (o *Orders) Order(ctx context.Context, id string) (stockguard.OrderInfo, error) {
+	if o.err != nil {
+		return stockguard.OrderInfo{}, o.err
+	}
+	return o.front.Order(ctx, id)
+}
+
+// Stock reports the front's level of sku: the units a buyer can have now.
+// Its errors are redislock.Atomic.Stock's.
+func (o *Orders) Stock(ctx context.Context, sku string) (int64, error) {
+	if o.err != nil {
+		return 0, o.err
+	}
+	return o.front.Stock(ctx, sku)
+}
+
+// Restock adds qty units to the stocked sku once under id: on the back
+// first, then on the front, so the front never sells a unit the back does
+// not have. An id the front knows is answered by the front alone. A back that refuses leaves the front alone (the back's error);
+// a front that fails after the back restocked is ErrOutcomeUnknown: repeat
+// the call, which the back's ledger makes a no-op there. Errors wrap
+// stockguard.ErrUnknownSKU, ErrOrderMismatch, ErrInvalidRequest,
+// ErrContention, ErrUnavailable, ErrOutcomeUnknown or the context's error,
+// as the tiers report them.
+func (o *Orders) Restock(ctx context.Context, id, sku string, qty int64) error {
+	if o.err != nil {
+		return o.err
+	}
+	if err := stockguard.ValidateRestock(id, sku, qty); err != nil {
+		return err
+	}
+	// An ID the front knows is answered there: an order's is a mismatch
+	// (the back may not have heard of the order yet, and would restock), a
+	// restock's was applied to the back before the front.
+	switch _, err := o.front.Order(ctx, id); {
+	case err == nil:
+		return fmt.Errorf("%w: tiered: restock under %q: it is an order's ID", stockguard.ErrOrderMismatch, id)
+	case errors.Is(err, stockguard.ErrOrderMismatch):
+		return o.front.Restock(ctx, id, sku, qty)
+	case !errors.Is(err, stockguard.ErrUnknownOrder):
+		return errtext.Wrap(err, "tiered: restock %q under %q", sku, id)
+	}
+	if err := o.back.Restock(ctx, id, sku, qty); err != nil {
+		return errtext.Wrap(err, "tiered: restock %q under %q on the back", sku, id)
+	}
+	if err := o.front.Restock(ctx, id, sku, qty); err != nil {
+		return afterBack(err, "tiered: restock %q under %q on the front", sku, id)
+	}
+	return nil
+}
+
+// SetStock sets sku's level to qty on the front, then on the back. It is
+// for stocking a SKU, or resetting one with no orders in flight: a level
+// overwritten while entries of sku are on their way to the back leaves the
+// back off by them (the Reconciler reports it); add units to a live SKU
+// with Restock. The front goes first because its room rule (units out on
+// open orders, held ones included, must fit under MaxQty) is the stricter:
+// a level it accepts the back accepts too. A back that fails after the
+// front was set is ErrOutcomeUnknown (repeat the call). Errors wrap
+// stockguard.ErrInvalidRequest, ErrContention, ErrUnavailable,
+// ErrOutcomeUnknown or the context's error.
+func (o *Orders) SetStock(ctx context.Context, sku string, qty int64) error {
+	if o.err != nil {
+		return o.err
+	}
+	if err := o.front.SetStock(ctx, sku, qty); err != nil {
+		return errtext.Wrap(err, "tiered: set stock of %q on the front", sku)
+	}
+	if err := o.back.SetStock(ctx, sku, qty); err != nil {
+		return afterBack(err, "tiered: set stock of %q on the back", sku)
+	}
+	return nil
+}
+
+// Decrement takes qty units of sku as a one-line order under a fresh ID
+// ("dec-" and 24 hex digits), so the back applies it exactly once too; the
+// order is remembered like any other (see redislock.WithOrderRetention). Its
+// errors are Take's: ErrInvalidRequest, ErrInsufficientStock,
+// ErrUnknownSKU, ErrContention, ErrUnavailable, ErrOutcomeUnknown or the
+// context's error.
+func (o *Orders) Decrement(ctx context.Context, sku string, qty int64) error {
+	if o.err != nil {
+		return o.err
+	}
+	if err := stockguard.Validate(sku, qty); err != nil {
+		return err
+	}
+	var b [12]byte
+	rand.Read(b[:]) // documented never to return an error
+	return o.front.Take(ctx, "dec-"+hex.EncodeToString(b[:]), stockguard.Line{SKU: sku, Qty: qty})
+}
+
+// afterBack is the error of the second tier's step when the first one has
+// changed its tier: a refusal of the second (nothing changed there) is
+// ErrOutcomeUnknown as well, since the call as a whole is now half done
+// and only its repetition finishes it.
+func afterBack(err error, format string, args ...any) error {
+	if errors.Is(err, stockguard.ErrOutcomeUnknown) {
+		return errtext.Wrap(err, format, args...)
+	}
+	return fmt.Errorf("%w: %s: %v", stockguard.ErrOutcomeUnknown, fmt.Sprintf(format, args...), err)
+}

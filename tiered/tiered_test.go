@@ -1,0 +1,176 @@
+package tiered
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/stocktest"
+)
+
+// The conformance suites, with a Consumer applying to a MySQL back
+// meanwhile: every answer is the front's, whatever the back is doing.
+func TestOrders_conformance(t *testing.T) {
+	r := newRig(t)
+	run(t, r.consumer(nil))
+	t.Run("Orders", func(t *testing.T) {
+		stocktest.RunOrders(t, func(*testing.T) stockguard.Orders { return New(r.rdb, r.back, WithPrefix(r.prefix)) })
+	})
+	t.Run("Inventory", func(t *testing.T) {
+		stocktest.Run(t, func(*testing.T) stockguard.Inventory { return New(r.rdb, r.back, WithPrefix(r.prefix)) })
+	})
+}
+
+func TestNew_invalid(t *testing.T) {
+	r := newRig(t)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	t.Cleanup(func() { cc.Close() })
+	for name, o := range map[string]*Orders{
+		"nil back": New(r.rdb, nil, WithPrefix(r.prefix)),
+		"cluster":  New(cc, r.back),
+		"group":    New(r.rdb, r.back, WithGroup("")),
+	} {
+		if err := o.Take(t.Context(), "x", line("a", 1)); !errors.Is(err, stockguard.ErrInvalidRequest) {
+			t.Errorf("%s: Take = %v, want ErrInvalidRequest", name, err)
+		}
+	}
+	if _, err := r.consumer(nil, WithBatch(0)).Step(t.Context()); !errors.Is(err, stockguard.ErrInvalidRequest) {
+		t.Errorf("WithBatch(0): Step = %v, want ErrInvalidRequest", err)
+	}
+}
+
+// A mixed load from many goroutines ends with the back holding each final
+// effect once: orders taken or confirmed are taken there, returned ones
+// returned, holds never confirmed unknown, and the levels agree.
+func TestConsumer_appliesEachOrderOnce(t *testing.T) {
+	r := newRig(t)
+	skus := []string{"a", "b", "c", "d"}
+	stock(t, r.o, 1000, skus...)
+	run(t, r.consumer(nil, WithBatch(16), WithApplyWorkers(8)))
+	run(t, r.consumer(nil, WithBatch(16), WithApplyWorkers(8)))
+
+	want := sync.Map{} // id → the back's state at the end (0: unknown)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			for i := range 40 {
+				id := fmt.Sprintf("w%d-%d", w, i)
+				lines := []stockguard.Line{line(skus[rng.IntN(4)], 1+rng.Int64N(3))}
+				if s := skus[rng.IntN(4)]; s != lines[0].SKU {
+					lines = append(lines, line(s, 1))
+				}
+				var err error
+				var state stockguard.OrderState
+				switch rng.IntN(5) {
+				case 0:
+					err, state = r.o.Take(t.Context(), id, lines...), stockguard.OrderTaken
+				case 1:
+					if err = r.o.Take(t.Context(), id, lines...); err == nil {
+						err, state = r.o.Return(t.Context(), id), stockguard.OrderReturned
+					}
+				case 2:
+					if err = r.o.Hold(t.Context(), id, time.Minute, lines...); err == nil {
+						err, state = r.o.Confirm(t.Context(), id), stockguard.OrderTaken
+					}
+				case 3:
+					if err = r.o.Hold(t.Context(), id, time.Minute, lines...); err == nil {
+						err = r.o.Return(t.Context(), id)
+					}
+				case 4:
+					err = r.o.Hold(t.Context(), id, time.Millisecond, lines...)
+				}
+				if err != nil {
+					t.Errorf("%s: %v", id, err)
+					return
+				}
+				want.Store(id, state)
+			}
+		})
+	}
+	wg.Wait()
+	r.settled(t, skus...)
+	want.Range(func(k, v any) bool {
+		id, state := k.(string), v.(stockguard.OrderState)
+		info, err := r.back.Order(t.Context(), id)
+		switch {
+		case state == 0 && !errors.Is(err, stockguard.ErrUnknownOrder):
+			t.Errorf("back has %s, a hold never confirmed: %+v, %v", id, info, err)
+		case state != 0 && (err != nil || info.State != state):
+			t.Errorf("back: %s = %+v, %v; want state %v", id, info, err, state)
+		}
+		return true
+	})
+}
+
+// Restock goes to the back, then the front; a retry adds nothing, an
+// order's ID is refused, and the tiers agree.
+func TestOrders_Restock_backThenFront(t *testing.T) {
+	r := newRig(t)
+	stock(t, r.o, 5, "a")
+	wantStock(t, "back", r.back, "a", 5)
+	for range 2 {
+		if err := r.o.Restock(t.Context(), "r1", "a", 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.o.Take(t.Context(), "t1", line("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.o.Restock(t.Context(), "t1", "a", 3); !errors.Is(err, stockguard.ErrOrderMismatch) {
+		t.Errorf("Restock under an order's ID: %v, want ErrOrderMismatch", err)
+	}
+	if err := r.o.Restock(t.Context(), "r2", "nope", 3); !errors.Is(err, stockguard.ErrUnknownSKU) {
+		t.Errorf("Restock of an unknown SKU: %v", err)
+	}
+	wantStock(t, "front", r.o, "a", 7)
+	wantStock(t, "back before the consumer", r.back, "a", 8)
+	run(t, r.consumer(nil))
+	r.settled(t, "a")
+	wantStock(t, "back", r.back, "a", 7)
+}
+
+// The back unreachable for seconds (its connections cut by a proxy): the
+// front keeps selling, the backlog grows, and drains once the back is back.
+func TestConsumer_backDown_backlogDrains(t *testing.T) {
+	r := newRig(t)
+	p := newProxy(t, backendstest.SharedMySQL(t).DSN)
+	db := p.db(t)
+	back := mysqlBack(db, r.table)
+	stock(t, r.o, 1000, "a")
+	c := r.consumer(back)
+	run(t, c)
+	take := func(from, to int) {
+		for i := from; i < to; i++ {
+			if err := r.o.Take(t.Context(), fmt.Sprint("o", i), line("a", 1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	take(0, 20)
+	r.drain(t)
+	p.down()
+	take(20, 220)
+	time.Sleep(2 * time.Second)
+	left, err := r.q.Backlog(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) == 0 {
+		t.Fatal("the backlog drained with the back down")
+	}
+	wantStock(t, "front while the back is down", r.o, "a", 780)
+	p.up()
+	r.settled(t, "a")
+	wantStock(t, "back", r.back, "a", 780)
+	if s := c.Stats(); s.Applied != 220 {
+		t.Errorf("applied %d entries, want 220: %+v", s.Applied, s)
+	}
+}
