@@ -3,6 +3,7 @@ package watchtx
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -92,24 +93,33 @@ func moveSlot(t *testing.T, cluster *backends.Cluster, slot, to int) (from, dest
 	t.Helper()
 	ctx := context.Background()
 	ids := make([]string, len(cluster.Nodes))
-	from = -1
 	for i, n := range cluster.Nodes {
 		cl := n.Client()
 		id, err := cl.Do(ctx, "cluster", "myid").Text()
-		if err == nil && from < 0 {
-			var owner []redis.ClusterSlot
-			owner, err = cl.ClusterSlots(ctx).Result()
-			for _, s := range owner {
-				if s.Start <= slot && slot <= s.End && len(s.Nodes) > 0 && s.Nodes[0].Addr == n.Addr {
-					from = i
-				}
-			}
-		}
 		cl.Close()
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids[i] = id
+	}
+	cl := cluster.Nodes[0].Client()
+	shards, err := cl.ClusterShards(ctx).Result()
+	cl.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	from = -1
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if r.Start > int64(slot) || int64(slot) > r.End {
+				continue
+			}
+			for _, n := range sh.Nodes {
+				if i := slices.Index(ids, n.ID); i >= 0 && n.Role == "master" {
+					from = i
+				}
+			}
+		}
 	}
 	if from < 0 {
 		t.Fatalf("no master owns slot %d", slot)
