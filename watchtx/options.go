@@ -101,11 +101,9 @@ const DefaultReplicaAck = 0
 // ("acknowledged by k of n replicas within timeout"): applied on the
 // master, it may or may not survive a failover. n must be 1…100 and
 // timeout whole milliseconds in 1ms…1min, else an invalid option; not
-// with WithAOFAck. On a *redis.ClusterClient it is refused (every method
-// returns stockguard.ErrInvalidRequest): the failover suite lost
-// acknowledged writes of watchtx on Cluster, so use redislock.NewAtomic
-// there. Guarantee and limits: docs/replicas.md. Default DefaultReplicaAck
-// (off).
+// with WithAOFAck. On a *redis.ClusterClient the WAIT goes to the node
+// that ran the EXEC (the WATCHed connection's). Guarantee and limits:
+// docs/replicas.md. Default DefaultReplicaAck (off).
 func WithReplicaAck(n int, timeout time.Duration) Option {
 	return func(o *options) { o.setAck(redisx.Ack{Replicas: n, Timeout: timeout}) }
 }

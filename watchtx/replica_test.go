@@ -125,18 +125,3 @@ func TestInventory_badReplicaAck(t *testing.T) {
 		})
 	}
 }
-
-// TestInventory_replicaAckRefusedOnCluster: the failover suite lost
-// acknowledged units of watchtx with the ack on Cluster, so the combination
-// is refused before any I/O rather than offered unsound.
-func TestInventory_replicaAckRefusedOnCluster(t *testing.T) {
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
-	t.Cleanup(func() { rdb.Close() })
-	inv := New(rdb, WithReplicaAck(1, time.Second))
-	if err := inv.Decrement(t.Context(), "sku", 1); !errors.Is(err, stockguard.ErrInvalidRequest) {
-		t.Fatalf("Decrement = %v, want ErrInvalidRequest", err)
-	}
-	if err := inv.SetStock(t.Context(), "sku", 1); !errors.Is(err, stockguard.ErrInvalidRequest) {
-		t.Fatalf("SetStock = %v, want ErrInvalidRequest", err)
-	}
-}

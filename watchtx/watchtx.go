@@ -67,13 +67,6 @@ func New(rdb Client, opts ...Option) *Inventory {
 		retrier: stockguard.NewRetrier(o.retry),
 		err:     o.err,
 	}
-	if _, cluster := rdb.(*redis.ClusterClient); cluster && o.ack.On() && inv.err == nil {
-		// The failover suite lost acknowledged units with this combination
-		// (bench/faults: redis-cluster-watchtx-ack, 9 and 16 units in two
-		// runs of 5 failovers) while every other acked Cluster writer and
-		// watchtx on Sentinel held: refused until that is understood.
-		inv.err = fmt.Errorf("%w: watchtx: WithReplicaAck on Redis Cluster is not supported (a failover test lost acknowledged writes; see docs/replicas.md): use redislock.NewAtomic", stockguard.ErrInvalidRequest)
-	}
 	if o.ack.On() {
 		sc, ok := rdb.(redisx.ScriptClient)
 		if !ok && inv.err == nil {
@@ -139,8 +132,18 @@ func (inv *Inventory) attempt(ctx context.Context, key, sku string, qty int64) e
 		result = inv.watched(ctx, tx, key, sku, qty)
 		return result
 	}, key)
-	if ran {
+	switch {
+	case ran:
 		return result
+	case err == nil:
+		// go-redis's ClusterClient.Watch follows MOVED, READONLY and a
+		// closed node's pool to the slot's next master, up to MaxRedirects
+		// times, and when the budget runs out on one of those it returns
+		// nil without having called fn (the redirect's own lookup error,
+		// nil, is what it returns). In a failover or a resharding that is
+		// a WATCH that never ran: taking that nil for success acknowledged
+		// units nobody took.
+		return fmt.Errorf("%w: the WATCH of %q was redirected until the client gave up (the slot moved: a failover or resharding), nothing sent", stockguard.ErrUnavailable, key)
 	}
 	return redisx.Classify(ctx, err, redisx.Read) // the WATCH itself failed
 }

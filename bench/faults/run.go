@@ -156,12 +156,21 @@ func Run(ctx context.Context, e *Env, t bench.Target, f Fault, cfg Config) (*Rep
 		}
 	}
 	rep.Orders = len(orders) == len(insts)
+	// SetStock overwrites, so it is repeated while unconfirmed: with a
+	// replica's acknowledgement, right after the previous run's failover on
+	// a loaded machine, the replica can take longer than the ack's timeout.
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	for i, sku := range skus {
-		if err := insts[0].SetStock(ctx, sku, [2]int64{hotStock, scarceStock}[i]); err != nil {
+		_, err := retry(sctx, func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, insts[0].SetStock(ctx, sku, [2]int64{hotStock, scarceStock}[i])
+		})
+		if err != nil {
+			cancel()
 			release()
 			return nil, fmt.Errorf("faults: %s: stocking: %w", t.Name, err)
 		}
 	}
+	cancel()
 
 	var fence *fencing
 	if f.replicas {

@@ -143,11 +143,6 @@ func init() {
 		rename := map[string]string{redistargets.Name: b}
 		for _, s := range strategies {
 			bench.Register(bench.Variant(s.target(false), b+"-"+s.name, rename))
-			if b == ClusterName && s.name == "watchtx" {
-				// watchtx refuses WithReplicaAck on a Cluster (see
-				// watchtx.WithReplicaAck): no acked variant to run.
-				continue
-			}
 			name := b + "-" + s.name + "-ack"
 			bench.Register(bench.Variant(s.target(true), name, rename))
 			acked = append(acked, name)
