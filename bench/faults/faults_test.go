@@ -101,9 +101,14 @@ func either(a, b func(bench.Target) bool) func(bench.Target) bool {
 // every fault, but PostgreSQL's on-request strategies only through the
 // default matrix's picks — pg-atomic and pg-batched stand for the backend
 // in full (restart and shutdown included), keeping the CI matrix's growth
-// to a few minutes.
+// to a few minutes. Valkey runs redislock's and watchtx's code as Redis
+// does: what differs is the server, met in full by one script
+// (valkey-atomic), a batch (valkey-batched) and WATCH (valkey-watchtx); the
+// locks on it, whose code redis-* runs in full, only through the picks.
 func fullMatrix(f string, t bench.Target) bool {
-	if t.Name == "tiered-pg" { // its faults strike the Redis front, which tiered-mysql runs in full
+	switch t.Name {
+	case "tiered-pg", // its faults strike the Redis front, which tiered-mysql runs in full
+		"valkey-guarded", "valkey-segmented", "valkey-redlock":
 		pick := defaultMatrix[f]
 		return pick != nil && pick(t)
 	}
