@@ -90,6 +90,7 @@ type op struct {
 	buyer, seq int32
 	order      bool // Take under the ID orderID(buyer, seq), else Decrement
 	kind       bench.Kind
+	left       bool // the call's context had ended when it was answered
 }
 
 func orderID(buyer, seq int32) string { return fmt.Sprintf("b%d-%d", buyer, seq) }
@@ -204,26 +205,34 @@ func Run(ctx context.Context, e *Env, t bench.Target, f Fault, cfg Config) (*Rep
 	return rep, nil
 }
 
-// abandonedGrace bounds how long after its caller was told "outcome
-// unknown" a write may still land: mysqllock lets a statement whose caller
+// abandonedGrace bounds how long after its caller left, told "outcome
+// unknown", a write may still land: mysqllock lets a statement whose caller
 // left run on for a second before ending it the driver's way.
 const abandonedGrace = 2 * time.Second
+
+// severedGrace bounds how long a server may go on committing a write whose
+// connection was lost under it (the client told "outcome unknown").
+const severedGrace = 200 * time.Millisecond
 
 // settle waits until no write whose caller was answered "outcome unknown"
 // can still land. One landing during the reconcile or the audit would be
 // judged not applied and then counted as lost, or make Stock and the
 // backend's raw value disagree.
 func (r *runner) settle(ctx context.Context) {
-	last := time.Duration(-1)
+	until := time.Duration(-1)
 	for _, h := range r.history {
 		for _, o := range h {
-			if o.kind == bench.KindOutcomeUnknown {
-				last = max(last, o.end)
+			switch {
+			case o.kind != bench.KindOutcomeUnknown:
+			case o.left:
+				until = max(until, o.end+abandonedGrace)
+			default:
+				until = max(until, o.end+severedGrace)
 			}
 		}
 	}
-	if last >= 0 {
-		sleep(ctx, last+abandonedGrace-r.since())
+	if until >= 0 {
+		sleep(ctx, until-r.since())
 	}
 }
 
@@ -378,6 +387,7 @@ func (r *runner) buy(ctx context.Context, b int32) []op {
 		o.start = r.since()
 		err := r.call(cctx, inv, ord, o)
 		o.end = r.since()
+		o.left = cctx.Err() != nil
 		cancel()
 		o.kind = bench.Classify(err)
 		hist = append(hist, o)

@@ -59,9 +59,10 @@ func (b *broken) Take(ctx context.Context, id string, lines ...stockguard.Line) 
 		return stockguard.ErrOutcomeUnknown
 	}
 	// As a mysqllock write whose caller left: the caller is told the
-	// outcome is unknown, and the write lands a moment later, up to the
-	// last calls of the run.
+	// outcome is unknown when its context ends, and the write lands a
+	// moment later, up to the last calls of the run.
 	if b.how == "an unknown order lands late" && b.calls.Add(1)%20 == 0 {
+		<-ctx.Done()
 		go func() {
 			time.Sleep(lateWrite)
 			b.Store.Take(context.WithoutCancel(ctx), id, lines...)
