@@ -59,6 +59,10 @@ type Report struct {
 	// Forgotten counts acknowledged orders that Order, after the run, does
 	// not know: under a failover every acknowledged order is checked.
 	Forgotten int64 `json:"forgotten_orders"`
+	// Recorded counts the orders read back from the store of record behind
+	// the front, for a target of two tiers (tiered-*): every acknowledged
+	// one, each missing one counted in Forgotten.
+	Recorded int64 `json:"recorded_orders,omitempty"`
 	// Locks counts the locks obtained beside the buyers under a fault of
 	// replicas; ReusedTokens the fencing tokens among them handed out
 	// more than once.

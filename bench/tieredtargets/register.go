@@ -122,6 +122,22 @@ func Target(name, about string, back Back) bench.Target {
 			}
 			return v, err
 		}
+		record := back.New(db, table, 64)
+		st.Ledger = func(ctx context.Context, skus ...string) (stockguard.Orders, error) {
+			dctx, cancel := context.WithTimeout(ctx, drainTimeout)
+			defer cancel()
+			if err := tiered.Drain(dctx, q); err != nil {
+				return nil, err
+			}
+			rep, err := tiered.NewReconciler(tiered.New(rdb, record, tiered.WithPrefix(prefix)), q).Check(ctx, skus...)
+			if err != nil {
+				return nil, err
+			}
+			if len(rep.Drifts) > 0 || len(rep.Backlog) > 0 {
+				return nil, fmt.Errorf("%s: the reconciler after draining: drifts %+v, backlog %v", name, rep.Drifts, rep.Backlog)
+			}
+			return record, nil
+		}
 		st.Close = func(ctx context.Context) error {
 			stop()
 			errs := []error{<-done}
