@@ -47,6 +47,12 @@ type Store struct {
 	// orders, for an audit to read each acknowledged order from. Nil for a
 	// target of one tier.
 	Ledger func(ctx context.Context, skus ...string) (stockguard.Orders, error)
+	// Stats returns the target's own figures, by name with its unit
+	// ("lag_p99_ms"), which the harness's do not cover (tiered's lag from
+	// the front's acknowledgement to the back's commit, its backlog); the
+	// runner calls it after the audit and puts them in Result.Stats. Nil
+	// when it has none.
+	Stats func() map[string]float64
 }
 
 // Target is a named strategy the harness can run.

@@ -189,6 +189,9 @@ func Run(ctx context.Context, e *Env, t bench.Target, f Fault, cfg Config) (*Rep
 		if store.Ledger != nil {
 			r.ledger(actx, store.Ledger)
 		}
+		if store.Stats != nil {
+			rep.Stats = store.Stats()
+		}
 		if fence != nil {
 			fence.check(rep)
 		}

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -108,6 +108,24 @@ func Target(name, about string, back Back) bench.Target {
 		cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 		done := make(chan error, 1)
 		go func() { done <- c.Run(cctx) }()
+		var backlog atomic.Int64 // the most entries seen waiting at once
+		sampled := make(chan struct{})
+		go func() {
+			defer close(sampled)
+			sampleBacklog(cctx, rdb, tiered.StreamKey(prefix), &backlog)
+		}()
+		st.Stats = func() map[string]float64 {
+			s := c.Stats()
+			busy := 0.0
+			if s.Busy > 0 {
+				busy = float64(s.Applied) / s.Busy.Seconds()
+			}
+			return map[string]float64{
+				"back_applied": float64(s.Applied), "back_per_s": busy,
+				"lag_p50_ms": ms(s.LagP50), "lag_p99_ms": ms(s.LagP99), "lag_max_ms": ms(s.LagMax),
+				"backlog_max": float64(backlog.Load()), "claimed": float64(s.Claimed), "deferred": float64(s.Deferred),
+			}
+		}
 		raw := back.Raw(table)
 		st.Raw = func(ctx context.Context, sku string) (int64, error) {
 			dctx, cancel := context.WithTimeout(ctx, drainTimeout)
@@ -141,12 +159,7 @@ func Target(name, about string, back Back) bench.Target {
 		st.Close = func(ctx context.Context) error {
 			stop()
 			errs := []error{<-done}
-			if s := c.Stats(); s.Applied > 0 {
-				// The consumer's figures, which the report has no column for.
-				fmt.Fprintf(os.Stderr, "%s: back applied %d entries, %.0f/s while busy (%v), lag append→commit p50 %v p99 %v max %v, %d claimed, %d deferred\n",
-					name, s.Applied, float64(s.Applied)/s.Busy.Seconds(), s.Busy.Round(time.Millisecond),
-					s.LagP50.Round(time.Millisecond), s.LagP99.Round(time.Millisecond), s.LagMax.Round(time.Millisecond), s.Claimed, s.Deferred)
-			}
+			<-sampled
 			for _, t := range back.Tables(table) {
 				_, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+back.Quote(t))
 				errs = append(errs, err)
@@ -166,6 +179,33 @@ func Target(name, about string, back Back) bench.Target {
 		},
 	}
 }
+
+// backlogEvery is how often the backlog is sampled.
+const backlogEvery = 50 * time.Millisecond
+
+// sampleBacklog keeps in most the longest the stream has been, read every
+// backlogEvery until ctx ends: the stream holds exactly the entries not
+// yet applied (the consumer deletes each once the back committed it).
+// Failed reads (a fault striking Redis) are skipped.
+func sampleBacklog(ctx context.Context, rdb redis.UniversalClient, stream string, most *atomic.Int64) {
+	tick := time.NewTicker(backlogEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		n, err := rdb.XLen(rctx, stream).Result()
+		cancel()
+		if err == nil && n > most.Load() {
+			most.Store(n)
+		}
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // deletePrefix removes the keys under prefix (a single Redis: tiered's
 // front is never a Cluster).
