@@ -149,6 +149,9 @@ func TestRun_conservation(t *testing.T) {
 		}
 		t.Run("fault="+f.Name, func(t *testing.T) {
 			for _, target := range bench.Targets() {
+				if target.Name == "tiered-mysql-after" {
+					continue // tiered-mysql with its consumer started late: a measurement of the front
+				}
 				if pick := defaultMatrix[f.Name]; !faults.Applies(f, target) || !full && (pick == nil || !pick(target)) || full && !fullMatrix(f, target) {
 					continue
 				}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +29,10 @@ func init() {
 		"Redis Lua take + stream entry in one script; a consumer group applies it to pglock.NewBatched", Postgres)
 	pg.IfReachable = true // in a default run when PostgreSQL can be had, as pg-batched
 	bench.Register(bench.OrdersTarget(pg))
+	after := target("tiered-mysql-after",
+		"tiered-mysql whose consumer starts only at the audit: the Redis front alone while the run is measured", MySQL, true)
+	after.OnRequest = true // a measurement of the front, not a deployment
+	bench.Register(bench.OrdersTarget(after))
 }
 
 // drainTimeout bounds the audit's wait for the backlog to drain.
@@ -79,7 +84,12 @@ var (
 )
 
 // Target returns a tiered target over back.
-func Target(name, about string, back Back) bench.Target {
+func Target(name, about string, back Back) bench.Target { return target(name, about, back, false) }
+
+// target returns a tiered target over back; late starts its consumer at
+// the first reading of the back (the audit's), so that the workers measure
+// the front without the consumer and the back competing for the machine.
+func target(name, about string, back Back, late bool) bench.Target {
 	reach := func(ctx context.Context, s bench.Servers, ns string, create bool) (*bench.Store, error) {
 		rdb, err := bench.Conn[redis.UniversalClient](s, redistargets.Name)
 		if err != nil {
@@ -107,7 +117,10 @@ func Target(name, about string, back Back) bench.Target {
 		c := tiered.NewConsumer(rdb, back.New(db, table, tiered.DefaultBatch), tiered.WithPrefix(prefix))
 		cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 		done := make(chan error, 1)
-		go func() { done <- c.Run(cctx) }()
+		consume := sync.OnceFunc(func() { go func() { done <- c.Run(cctx) }() })
+		if !late {
+			consume()
+		}
 		var backlog atomic.Int64 // the most entries seen waiting at once
 		sampled := make(chan struct{})
 		go func() {
@@ -128,6 +141,7 @@ func Target(name, about string, back Back) bench.Target {
 		}
 		raw := back.Raw(table)
 		st.Raw = func(ctx context.Context, sku string) (int64, error) {
+			consume()
 			dctx, cancel := context.WithTimeout(ctx, drainTimeout)
 			defer cancel()
 			if err := tiered.Drain(dctx, q); err != nil {
@@ -142,6 +156,7 @@ func Target(name, about string, back Back) bench.Target {
 		}
 		record := back.New(db, table, 64)
 		st.Ledger = func(ctx context.Context, skus ...string) (stockguard.Orders, error) {
+			consume()
 			dctx, cancel := context.WithTimeout(ctx, drainTimeout)
 			defer cancel()
 			if err := tiered.Drain(dctx, q); err != nil {
@@ -157,6 +172,7 @@ func Target(name, about string, back Back) bench.Target {
 			return record, nil
 		}
 		st.Close = func(ctx context.Context) error {
+			consume()
 			stop()
 			errs := []error{<-done}
 			<-sampled
