@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -202,6 +203,9 @@ func TestStrategies_sound(t *testing.T) {
 				}
 				if w.Shape == bench.Checkout && (r.Audit.Orders == 0 || r.Audit.Held != 0 || r.Audit.Taken == 0) {
 					t.Errorf("checkout: %d orders checked, %d units held after the deadlines, %d taken", r.Audit.Orders, r.Audit.Held, r.Audit.Taken)
+				}
+				if strings.HasPrefix(tg.Name, "tiered-") && (r.Stats["back_applied"] == 0 || r.Stats["lag_p99_ms"] == 0) {
+					t.Errorf("%v: the back's figures are missing from the result: %v", w.Shape, r.Stats)
 				}
 				if w.Shape == bench.Flash && (!r.SoldOut || r.Audit.Acked < 298) {
 					t.Errorf("flash: sold out %v, %d units acknowledged of 300", r.SoldOut, r.Audit.Acked)

@@ -61,6 +61,8 @@ type Row struct {
 	// Checkout holds a checkout run's order figures; Successes and
 	// Throughput count orders there.
 	Checkout *CheckoutRow `json:"checkout,omitempty"`
+	// Stats holds the target's own figures (Result.Stats).
+	Stats map[string]float64 `json:"stats,omitempty"`
 }
 
 // CheckoutRow is the part of a Row only a Checkout has (see Audit).
@@ -104,6 +106,7 @@ func NewRow(r *Result) Row {
 		Oversold: a.Oversold, Lost: a.Lost, Unknown: a.Unknown, UnknownUnits: a.UnknownUnits,
 		FalseRefusals: a.FalseRefusals, Mismatches: a.Mismatches, RawChecked: a.Raw,
 		Sound: r.Sound(), Interrupted: r.Interrupted, Problems: a.Problems,
+		Stats: r.Stats,
 	}
 }
 
@@ -141,13 +144,17 @@ var csvCheckout = []string{
 
 // WriteCSV writes the results as CSV with a header line; errors are one
 // field of "kind=count" pairs separated by semicolons. Checkout results add
-// the columns of CheckoutRow.
+// the columns of CheckoutRow, results with their targets' own figures a
+// "stats" column of "name=value" pairs likewise.
 func WriteCSV(w io.Writer, results []*Result) error {
 	cw := csv.NewWriter(w)
-	checkout := hasCheckout(results)
+	checkout, stats := hasCheckout(results), hasStats(results)
 	header := csvHeader
 	if checkout {
 		header = append(slices.Clone(csvHeader), csvCheckout...)
+	}
+	if stats {
+		header = append(slices.Clone(header), "stats")
 	}
 	if err := cw.Write(header); err != nil {
 		return err
@@ -175,6 +182,13 @@ func WriteCSV(w io.Writer, results []*Result) error {
 				d(c.OrdersChecked), d(c.BadOrders), d(c.Duplicated), d(c.Reconciled))
 		} else if checkout {
 			rec = append(rec, make([]string, len(csvCheckout))...)
+		}
+		if stats {
+			var kv []string
+			for _, k := range slices.Sorted(maps.Keys(x.Stats)) {
+				kv = append(kv, k+"="+f(x.Stats[k]))
+			}
+			rec = append(rec, strings.Join(kv, ";"))
 		}
 		if err := cw.Write(rec); err != nil {
 			return err
@@ -237,6 +251,9 @@ func WriteTable(w io.Writer, results []*Result) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := writeStats(w, results); err != nil {
+		return err
+	}
 	if checkout {
 		if err := writeCheckoutLegend(w); err != nil {
 			return err
@@ -263,6 +280,41 @@ func writeLegend(w io.Writer, flash, open bool) error {
 	}
 	_, err := io.WriteString(w, legend)
 	return err
+}
+
+func hasStats(results []*Result) bool {
+	return slices.ContainsFunc(results, func(r *Result) bool { return len(r.Stats) > 0 })
+}
+
+// writeStats writes under the table, one line per result that has them,
+// the target's own figures (a tiered target's lag and backlog).
+func writeStats(w io.Writer, results []*Result) error {
+	if !hasStats(results) {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString("\n")
+	for _, r := range results {
+		if len(r.Stats) == 0 {
+			continue
+		}
+		var kv []string
+		for _, k := range slices.Sorted(maps.Keys(r.Stats)) {
+			kv = append(kv, k+" "+statText(r.Stats[k]))
+		}
+		fmt.Fprintf(&b, "%s at %d workers: %s\n", r.Target, r.Workload.Workers, strings.Join(kv, ", "))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// statText formats a figure for people: whole numbers and those of 100 or
+// more as counts, smaller ones with two decimals.
+func statText(v float64) string {
+	if v == float64(int64(v)) || v >= 100 {
+		return count(v)
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
 }
 
 func hasCheckout(results []*Result) bool {

@@ -231,3 +231,39 @@ func TestWriteChart_refusesBadInput(t *testing.T) {
 		t.Error("empty results accepted")
 	}
 }
+
+// TestReports_targetStats: a target's own figures (a tiered target's lag
+// and backlog) reach the table, the JSON and the CSV, and only the results
+// that have them carry them.
+func TestReports_targetStats(t *testing.T) {
+	rs := sampleResults()[:2]
+	rs[1].Stats = map[string]float64{"lag_p99_ms": 2800, "backlog_max": 10291, "lag_p50_ms": 0.25}
+	var table, js, cs bytes.Buffer
+	if err := WriteTable(&table, rs); err != nil {
+		t.Fatal(err)
+	}
+	if out := table.String(); !strings.Contains(out, "slow at 1 workers: backlog_max 10,291, lag_p50_ms 0.25, lag_p99_ms 2,800") || strings.Contains(out, "fast at 1 workers:") {
+		t.Errorf("table:\n%s", out)
+	}
+	if err := WriteJSON(&js, Meta{}, rs); err != nil {
+		t.Fatal(err)
+	}
+	var doc Report
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Results[0].Stats != nil || doc.Results[1].Stats["lag_p99_ms"] != 2800 || !strings.Contains(js.String(), `"backlog_max": 10291`) {
+		t.Errorf("JSON rows' stats: %v, %v", doc.Results[0].Stats, doc.Results[1].Stats)
+	}
+	if err := WriteCSV(&cs, rs); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(&cs).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := len(csvHeader)
+	if len(recs) != 3 || recs[0][last] != "stats" || recs[1][last] != "" || recs[2][last] != "backlog_max=10291;lag_p50_ms=0.25;lag_p99_ms=2800" {
+		t.Errorf("csv %q", recs)
+	}
+}

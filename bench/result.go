@@ -49,6 +49,9 @@ type Result struct {
 	SoldOut bool
 	SellOut time.Duration
 	Audit   Audit
+	// Stats holds the target's own figures (see Store.Stats), nil when it
+	// has none.
+	Stats map[string]float64
 	// Interrupted reports that the run's context ended before the run did.
 	Interrupted bool
 }

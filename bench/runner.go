@@ -118,7 +118,17 @@ func Run(ctx context.Context, t Target, s Servers, w Workload, opts ...Option) (
 	}
 	res := r.execute(ctx, insts, o)
 	res.Procs = 1
-	return r.conclude(ctx, t, res, insts[0], store.Raw)
+	res, err = r.conclude(ctx, t, res, insts[0], store.Raw)
+	withStats(res, store)
+	return res, err
+}
+
+// withStats puts the store's own figures in res, taken after the audit (a
+// tiered target's audit drains its queue: its lag then counts every entry).
+func withStats(res *Result, store *Store) {
+	if res != nil && store.Stats != nil {
+		res.Stats = store.Stats()
+	}
 }
 
 // conclude labels res as t's and audits the store through inv and raw,

@@ -148,7 +148,9 @@ func (st *Stocked) Finish(ctx context.Context, parts []*Part) (*Result, error) {
 		res.RetriesPerOp = float64(retries) / float64(res.Attempts)
 	}
 	res.Interrupted = interrupted || ctx.Err() != nil
-	return r.conclude(ctx, st.t, res, st.inv, st.store.Raw)
+	res, err := r.conclude(ctx, st.t, res, st.inv, st.store.Raw)
+	withStats(res, st.store)
+	return res, err
 }
 
 // checkParts reports parts that do not cover r's workers exactly once or

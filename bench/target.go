@@ -40,6 +40,19 @@ type Store struct {
 	Raw func(ctx context.Context, sku string) (int64, error)
 	// Close removes what Open created. Nil when there is nothing to remove.
 	Close func(ctx context.Context) error
+	// Ledger, for a target whose stock of record sits behind the tier that
+	// answers, with a queue between them (tiered), waits until the record
+	// has every effect acknowledged so far, checks that the tiers agree on
+	// skus (its error says how they differ), and returns the record's
+	// orders, for an audit to read each acknowledged order from. Nil for a
+	// target of one tier.
+	Ledger func(ctx context.Context, skus ...string) (stockguard.Orders, error)
+	// Stats returns the target's own figures, by name with its unit
+	// ("lag_p99_ms"), which the harness's do not cover (tiered's lag from
+	// the front's acknowledgement to the back's commit, its backlog); the
+	// runner calls it after the audit and puts them in Result.Stats. Nil
+	// when it has none.
+	Stats func() map[string]float64
 }
 
 // Target is a named strategy the harness can run.

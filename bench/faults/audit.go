@@ -90,6 +90,59 @@ func (r *runner) reconcile(ctx context.Context) {
 	parallel(len(ok), func(i int) { check(ok[i], true) })
 }
 
+// ledger checks a target of two tiers: once its queue drained and its
+// tiers agree (ledger's own check, tiered's reconciler), the store of record
+// holds every order the run acknowledged or reconcile found applied, each
+// with exactly its lines (taken once: the audit's raw reading of the record
+// has checked the units), and none of those reconcile found not applied.
+func (r *runner) ledger(ctx context.Context, ledger func(context.Context, ...string) (stockguard.Orders, error)) {
+	record, err := ledger(ctx, skus[:]...)
+	if err != nil {
+		r.rep.problem("the tiers after the run: %v", err)
+		return
+	}
+	type want struct {
+		o       op
+		applied bool
+	}
+	var orders []want
+	for _, h := range r.history {
+		for _, o := range h {
+			switch {
+			case !o.order:
+			case o.kind == bench.KindOK:
+				orders = append(orders, want{o, true})
+			case o.kind == bench.KindOutcomeUnknown:
+				orders = append(orders, want{o, r.applied[[2]int32{o.buyer, o.seq}]})
+			}
+		}
+	}
+	var mu sync.Mutex
+	parallel(len(orders), func(i int) {
+		w := orders[i]
+		id := orderID(w.o.buyer, w.o.seq)
+		info, err := retry(ctx, func(ctx context.Context) (stockguard.OrderInfo, error) { return record.Order(ctx, id) })
+		mu.Lock()
+		defer mu.Unlock()
+		r.rep.Recorded++
+		switch {
+		case err == nil && info.State == stockguard.OrderTaken && w.applied:
+			if extra := excess(info.Lines, w.o.qty); extra != 0 {
+				r.rep.Duplicated += max(extra, 0)
+				r.rep.problem("order %s holds lines %v in the store of record, asked %v", id, info.Lines, w.o.qty)
+			}
+		case err == nil:
+			r.rep.problem("order %s is %v in the store of record, applied on the front: %v", id, info.State, w.applied)
+		case errors.Is(err, stockguard.ErrUnknownOrder) && w.applied:
+			r.rep.Forgotten++
+			r.rep.problem("order %s was applied on the front, but the store of record does not have it", id)
+		case errors.Is(err, stockguard.ErrUnknownOrder):
+		default:
+			r.rep.problem("Order(%s) of the store of record: %v", id, err)
+		}
+	})
+}
+
 // excess returns the units lines hold beyond qty (negative: fewer).
 func excess(lines []stockguard.Line, qty [2]int64) int64 {
 	var n int64

@@ -32,11 +32,20 @@ type Fault struct {
 	// cluster marks a fault of replicas that strikes the Cluster with
 	// replicas too, not only the Sentinel topology.
 	cluster bool
+	// back marks a fault that strikes a target's second server, the store
+	// of record behind a front (see Back).
+	back bool
 }
 
 // Replicas reports whether f strikes a deployment with replicas and
 // automatic failover — it applies to the targets on one, and only to them.
 func (f Fault) Replicas() bool { return f.replicas }
+
+// Back reports whether f strikes the server behind the stock's, the store
+// of record of a target of two tiers (tiered-mysql's MySQL) while the front
+// keeps answering — it applies to the targets whose second backend is a
+// single server, and only to them.
+func (f Fault) Back() bool { return f.back }
 
 // scene is what a fault acts on: the stock's server and the buyers.
 type scene struct {
@@ -83,6 +92,9 @@ const (
 	PauseFor    = 3 * time.Second // longer than DefaultLockTTL of redislock and a 1 s call deadline
 	ReadOnlyFor = 2 * time.Second
 	DownFor     = time.Second // how long a killed server stays down before it is started again
+	// BackDownFor is how long restart-back keeps the back's server down:
+	// seconds of sales the front takes alone, queued for the back.
+	BackDownFor = 3 * time.Second
 )
 
 // half returns d/2 capped at limit (0: no cap).
@@ -121,31 +133,13 @@ func Faults() []Fault {
 		},
 		{
 			Name: "pause", About: fmt.Sprintf("the server is stopped (SIGSTOP) for up to %v, past lock TTLs and call deadlines, then continued", PauseFor),
-			span: half(PauseFor),
-			strike: func(ctx context.Context, s *scene, span time.Duration) (int, error) {
-				if err := s.srv.proc.Pause(); err != nil {
-					return 0, err
-				}
-				sleep(ctx, span)
-				return 1, s.srv.proc.Resume()
-			},
+			span:   half(PauseFor),
+			strike: pause,
 		},
 		{
 			Name: "restart", About: fmt.Sprintf("the server is killed (SIGKILL), stays down up to %v and is started again on its data (MySQL durable, Redis AOF)", DownFor),
-			span: half(DownFor),
-			strike: func(ctx context.Context, s *scene, span time.Duration) (int, error) {
-				s.down.Store(int64(s.since()))
-				crash := s.srv.proc.Kill
-				if s.srv.crash != nil {
-					crash = s.srv.crash
-				}
-				if err := crash(); err != nil {
-					return 0, err
-				}
-				sleep(ctx, span)
-				s.back.Store(int64(s.since()))
-				return 1, s.srv.proc.Respawn(context.WithoutCancel(ctx), s.srv.ready)
-			},
+			span:   half(DownFor),
+			strike: restart,
 		},
 		{
 			Name: "shutdown", About: fmt.Sprintf("the server is shut down cleanly (SIGTERM), stays down up to %v and is started again on its data", DownFor),
@@ -202,6 +196,16 @@ func Faults() []Fault {
 			},
 		},
 		{
+			Name: "restart-back", About: fmt.Sprintf("the server behind the front (a tiered target's database) is killed (SIGKILL), stays down up to %v while the front sells, and is started again on its data", BackDownFor),
+			span: half(BackDownFor), back: true,
+			strike: restart,
+		},
+		{
+			Name: "pause-back", About: fmt.Sprintf("the server behind the front is stopped (SIGSTOP) for up to %v while the front sells, then continued", PauseFor),
+			span: half(PauseFor), back: true,
+			strike: pause,
+		},
+		{
 			Name: "deadline", About: "every call gets a deadline of 1µs–1ms (log-uniform) instead of the usual one",
 			span: half(0),
 			strike: func(ctx context.Context, s *scene, span time.Duration) (int, error) {
@@ -212,6 +216,38 @@ func Faults() []Fault {
 			},
 		},
 	}
+}
+
+// pause stops the server for span, then continues it.
+func pause(ctx context.Context, s *scene, span time.Duration) (int, error) {
+	if err := s.srv.proc.Pause(); err != nil {
+		return 0, err
+	}
+	sleep(ctx, span)
+	return 1, s.srv.proc.Resume()
+}
+
+// restart kills the server as a crash would, keeps it down for span and
+// starts it again on its data.
+func restart(ctx context.Context, s *scene, span time.Duration) (int, error) {
+	s.down.Store(int64(s.since()))
+	crash := s.srv.proc.Kill
+	if s.srv.crash != nil {
+		crash = s.srv.crash
+	}
+	if err := crash(); err != nil {
+		return 0, err
+	}
+	sleep(ctx, span)
+	s.back.Store(int64(s.since()))
+	return 1, s.srv.proc.Respawn(context.WithoutCancel(ctx), s.srv.ready)
+}
+
+// singleServer reports whether backend n is one server an Env starts and
+// strikes: not Redlock's voters, not a deployment with replicas.
+func singleServer(n string) bool {
+	return slices.Contains(Backends(), n) && !slices.Contains(replicaBackends, n) &&
+		!slices.ContainsFunc(redisLikes, func(r redisLike) bool { return r.redlock == n })
 }
 
 // LagFor is how long the failover fault holds the master's replication
@@ -280,12 +316,17 @@ func (s *scene) failovers(ctx context.Context, split func(m node) (func() error,
 // Applies reports whether f can strike t's servers: a fault of replicas
 // strikes the targets on a deployment with replicas (Sentinel; Cluster
 // only the faults marked for it), the others the targets on a single
-// server. partition-master does not strike the Cluster: its Links carry
-// replication only, while the cluster bus, which detects failures and
-// elects, stays connected, so cutting one promotes nobody.
+// server, and a fault of the back the targets of two single servers
+// (tiered-mysql, tiered-pg: their second). partition-master does not
+// strike the Cluster: its Links carry replication only, while the cluster
+// bus, which detects failures and elects, stays connected, so cutting one
+// promotes nobody.
 func Applies(f Fault, t bench.Target) bool {
 	if len(t.Needs) == 0 {
 		return false
+	}
+	if f.back {
+		return len(t.Needs) == 2 && singleServer(t.Needs[0]) && singleServer(t.Needs[1])
 	}
 	if t.Needs[0] == replicatargets.ClusterName {
 		return f.cluster

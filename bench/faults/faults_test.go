@@ -105,11 +105,16 @@ func either(a, b func(bench.Target) bool) func(bench.Target) bool {
 // does: what differs is the server, met in full by one script
 // (valkey-atomic), a batch (valkey-batched) and WATCH (valkey-watchtx); the
 // locks on it, whose code redis-* runs in full, only through the picks.
-func fullMatrix(f string, t bench.Target) bool {
+// The faults of the back (restart-back, pause-back) run only here: a
+// database restarted takes seconds.
+func fullMatrix(f faults.Fault, t bench.Target) bool {
+	if f.Back() {
+		return true
+	}
 	switch t.Name {
 	case "tiered-pg", // its faults strike the Redis front, which tiered-mysql runs in full
 		"valkey-guarded", "valkey-segmented", "valkey-redlock":
-		pick := defaultMatrix[f]
+		pick := defaultMatrix[f.Name]
 		return pick != nil && pick(t)
 	}
 	if len(t.Needs) == 0 || t.Needs[0] != pgtargets.Name {
@@ -118,7 +123,7 @@ func fullMatrix(f string, t bench.Target) bool {
 	if t.Name == "pg-atomic" || t.Name == "pg-batched" {
 		return true
 	}
-	pick := defaultMatrix[f]
+	pick := defaultMatrix[f.Name]
 	return pick != nil && pick(t)
 }
 
@@ -150,7 +155,10 @@ func TestRun_conservation(t *testing.T) {
 		}
 		t.Run("fault="+f.Name, func(t *testing.T) {
 			for _, target := range bench.Targets() {
-				if pick := defaultMatrix[f.Name]; !faults.Applies(f, target) || !full && (pick == nil || !pick(target)) || full && !fullMatrix(f.Name, target) {
+				if target.Name == "tiered-mysql-after" {
+					continue // tiered-mysql with its consumer started late: a measurement of the front
+				}
+				if pick := defaultMatrix[f.Name]; !faults.Applies(f, target) || !full && (pick == nil || !pick(target)) || full && !fullMatrix(f, target) {
 					continue
 				}
 				t.Run("strategy="+target.Name, func(t *testing.T) {
@@ -171,6 +179,9 @@ func TestRun_conservation(t *testing.T) {
 					}
 					if rep.Injected == 0 {
 						t.Errorf("the fault never struck")
+					}
+					if f.Back() && rep.Recorded == 0 {
+						t.Errorf("no order read back from the store of record behind the front")
 					}
 					if !rep.OK() {
 						t.Errorf("%s", rep.Audit())

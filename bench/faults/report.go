@@ -3,6 +3,7 @@ package faults
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -59,6 +60,13 @@ type Report struct {
 	// Forgotten counts acknowledged orders that Order, after the run, does
 	// not know: under a failover every acknowledged order is checked.
 	Forgotten int64 `json:"forgotten_orders"`
+	// Recorded counts the orders read back from the store of record behind
+	// the front, for a target of two tiers (tiered-*): every acknowledged
+	// one, each missing one counted in Forgotten.
+	Recorded int64 `json:"recorded_orders,omitempty"`
+	// Stats holds the target's own figures after the run (bench.Store.Stats:
+	// a tiered target's lag, its backlog's peak, the back's rate).
+	Stats map[string]float64 `json:"stats,omitempty"`
 	// Locks counts the locks obtained beside the buyers under a fault of
 	// replicas; ReusedTokens the fencing tokens among them handed out
 	// more than once.
@@ -177,6 +185,15 @@ func WriteTable(w io.Writer, reps []*Report) error {
 	fmt.Fprintln(w, "(a restart: the server started again; a failover: the master's loss) to half the base rate. PROMOTED/USABLE: the")
 	fmt.Fprintln(w, "longest time from a failover's strike to the Sentinels' new master, and to a take of every SKU acknowledged by it.")
 	fmt.Fprintln(w, "A strategy on replicas without a replica's acknowledgement \"loses as expected\" under a failover: shown, not failed.")
+	for _, r := range reps {
+		if r.Recorded > 0 || len(r.Stats) > 0 {
+			kv := []string{fmt.Sprintf("%d orders read back from the store of record", r.Recorded)}
+			for _, k := range slices.Sorted(maps.Keys(r.Stats)) {
+				kv = append(kv, fmt.Sprintf("%s %.6g", k, r.Stats[k]))
+			}
+			fmt.Fprintf(w, "%s under %s: %s\n", r.Target, r.Fault, strings.Join(kv, ", "))
+		}
+	}
 	for _, r := range reps {
 		for _, p := range r.Problems {
 			fmt.Fprintf(w, "%s under %s: %s\n", r.Target, r.Fault, p)

@@ -181,6 +181,9 @@ func Run(ctx context.Context, e *Env, t bench.Target, f Fault, cfg Config) (*Rep
 		}
 	}
 	srv := e.servers[t.Needs[0]]
+	if f.back {
+		srv = e.servers[t.Needs[1]]
+	}
 	r := &runner{fence: fence, cfg: cfg, insts: insts, orders: rep.Orders, sc: &scene{srv: srv, repeat: cfg.Failovers}, rep: rep, everyOrder: f.replicas}
 	r.sc.usable = r.usable
 	r.execute(ctx, f, store.Raw)
@@ -193,6 +196,12 @@ func Run(ctx context.Context, e *Env, t bench.Target, f Fault, cfg Config) (*Rep
 	} else {
 		r.reconcile(actx)
 		r.audit(actx, store.Raw)
+		if store.Ledger != nil {
+			r.ledger(actx, store.Ledger)
+		}
+		if store.Stats != nil {
+			rep.Stats = store.Stats()
+		}
 		if fence != nil {
 			fence.check(rep)
 		}

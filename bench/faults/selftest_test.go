@@ -10,6 +10,8 @@ import (
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/bench"
+	"github.com/stockguard/stockguard/bench/mysqltargets"
+	"github.com/stockguard/stockguard/bench/redistargets"
 	"github.com/stockguard/stockguard/internal/memorders"
 )
 
@@ -154,3 +156,111 @@ func TestRun_catches(t *testing.T) {
 // lateWrite is how long after its caller was answered a write of the
 // "lands late" breakage applies: within abandonedGrace, as mysqllock's.
 const lateWrite = 700 * time.Millisecond
+
+// record is a store of record behind a front, broken one way: it answers
+// Order from the front's ledger, but misses or doubles some orders.
+type record struct {
+	stockguard.Orders
+	how string
+}
+
+func (r record) Order(ctx context.Context, id string) (stockguard.OrderInfo, error) {
+	info, err := r.Orders.Order(ctx, id)
+	if err != nil || !strings.HasSuffix(id, "7") {
+		return info, err
+	}
+	switch r.how {
+	case "misses orders":
+		return stockguard.OrderInfo{}, fmt.Errorf("%w: %s", stockguard.ErrUnknownOrder, id)
+	case "doubles lines":
+		for i := range info.Lines {
+			info.Lines[i].Qty *= 2
+		}
+	}
+	return info, nil
+}
+
+// counting counts the orders taken.
+type counting struct {
+	*memorders.Store
+	taken *atomic.Int64
+}
+
+func (c counting) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
+	err := c.Store.Take(ctx, id, lines...)
+	if err == nil {
+		c.taken.Add(1)
+	}
+	return err
+}
+
+// TestRun_ledgerCatches runs the suite on an in-memory target of two tiers
+// whose store of record is broken and checks that the run's reading of the
+// record reports it — and that a complete record passes, every acknowledged
+// order read back.
+func TestRun_ledgerCatches(t *testing.T) {
+	tests := []struct {
+		how  string
+		want string // in the problems; "" for none
+	}{
+		{"complete", ""},
+		{"misses orders", "the store of record does not have it"},
+		{"doubles lines", "in the store of record, asked"},
+		{"tiers differ", "the tiers after the run: drift"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.ReplaceAll(tt.how, " ", "_"), func(t *testing.T) {
+			proxy, err := Listen("127.0.0.1:1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { proxy.Close() })
+			srv := func(name string) *server {
+				return &server{backend: name, proxy: proxy,
+					ready:  func(context.Context) error { return nil },
+					client: func(int) (any, func() error, error) { return nil, func() error { return nil }, nil },
+				}
+			}
+			// Named as the servers of tiered-mysql, which the faults of the
+			// back strike.
+			front, back := redistargets.Name, mysqltargets.Name
+			e := &Env{servers: map[string]*server{front: srv(front), back: srv(back)}}
+			mem := memorders.New()
+			var taken atomic.Int64
+			target := bench.Target{Name: "mem-" + tt.how, Needs: []string{front, back},
+				Open: func(context.Context, bench.Servers, string) (*bench.Store, error) {
+					return &bench.Store{
+						New: func() (stockguard.Inventory, error) { return counting{mem, &taken}, nil },
+						Ledger: func(context.Context, ...string) (stockguard.Orders, error) {
+							if tt.how == "tiers differ" {
+								return nil, fmt.Errorf("drift of 3 units on %s", scarceSKU)
+							}
+							return record{mem, tt.how}, nil
+						},
+					}, nil
+				}}
+			fault := Fault{Name: "fake-back", span: half(0), back: true,
+				strike: func(ctx context.Context, s *scene, span time.Duration) (int, error) {
+					if s.srv.backend != back {
+						return 0, fmt.Errorf("struck %s, not the back", s.srv.backend)
+					}
+					sleep(ctx, span)
+					return 1, nil
+				}}
+			rep, err := Run(t.Context(), e, target, fault, Config{Buyers: 8, Duration: 400 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.ToLower(strings.Join(rep.Problems, "\n"))
+			switch {
+			case tt.want == "" && !rep.OK():
+				t.Errorf("a complete record was reported broken: %s\n%s", rep.Audit(), got)
+			case tt.want != "" && !strings.Contains(got, strings.ToLower(tt.want)):
+				t.Errorf("problems %q do not mention %q", got, tt.want)
+			}
+			if n := taken.Load(); tt.how != "tiers differ" && (n == 0 || rep.Recorded != n) {
+				t.Errorf("%d orders read from the record, %d taken", rep.Recorded, n)
+			}
+		})
+	}
+}

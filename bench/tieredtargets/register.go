@@ -5,7 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -28,6 +29,10 @@ func init() {
 		"Redis Lua take + stream entry in one script; a consumer group applies it to pglock.NewBatched", Postgres)
 	pg.IfReachable = true // in a default run when PostgreSQL can be had, as pg-batched
 	bench.Register(bench.OrdersTarget(pg))
+	after := target("tiered-mysql-after",
+		"tiered-mysql whose consumer starts only at the audit: the Redis front alone while the run is measured", MySQL, true)
+	after.OnRequest = true // a measurement of the front, not a deployment
+	bench.Register(bench.OrdersTarget(after))
 }
 
 // drainTimeout bounds the audit's wait for the backlog to drain.
@@ -79,7 +84,12 @@ var (
 )
 
 // Target returns a tiered target over back.
-func Target(name, about string, back Back) bench.Target {
+func Target(name, about string, back Back) bench.Target { return target(name, about, back, false) }
+
+// target returns a tiered target over back; late starts its consumer at
+// the first reading of the back (the audit's), so that the workers measure
+// the front without the consumer and the back competing for the machine.
+func target(name, about string, back Back, late bool) bench.Target {
 	reach := func(ctx context.Context, s bench.Servers, ns string, create bool) (*bench.Store, error) {
 		rdb, err := bench.Conn[redis.UniversalClient](s, redistargets.Name)
 		if err != nil {
@@ -107,9 +117,31 @@ func Target(name, about string, back Back) bench.Target {
 		c := tiered.NewConsumer(rdb, back.New(db, table, tiered.DefaultBatch), tiered.WithPrefix(prefix))
 		cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 		done := make(chan error, 1)
-		go func() { done <- c.Run(cctx) }()
+		consume := sync.OnceFunc(func() { go func() { done <- c.Run(cctx) }() })
+		if !late {
+			consume()
+		}
+		var backlog atomic.Int64 // the most entries seen waiting at once
+		sampled := make(chan struct{})
+		go func() {
+			defer close(sampled)
+			sampleBacklog(cctx, rdb, tiered.StreamKey(prefix), &backlog)
+		}()
+		st.Stats = func() map[string]float64 {
+			s := c.Stats()
+			busy := 0.0
+			if s.Busy > 0 {
+				busy = float64(s.Applied) / s.Busy.Seconds()
+			}
+			return map[string]float64{
+				"back_applied": float64(s.Applied), "back_per_s": busy,
+				"lag_p50_ms": ms(s.LagP50), "lag_p99_ms": ms(s.LagP99), "lag_max_ms": ms(s.LagMax),
+				"backlog_max": float64(backlog.Load()), "claimed": float64(s.Claimed), "deferred": float64(s.Deferred),
+			}
+		}
 		raw := back.Raw(table)
 		st.Raw = func(ctx context.Context, sku string) (int64, error) {
+			consume()
 			dctx, cancel := context.WithTimeout(ctx, drainTimeout)
 			defer cancel()
 			if err := tiered.Drain(dctx, q); err != nil {
@@ -122,15 +154,28 @@ func Target(name, about string, back Back) bench.Target {
 			}
 			return v, err
 		}
+		record := back.New(db, table, 64)
+		st.Ledger = func(ctx context.Context, skus ...string) (stockguard.Orders, error) {
+			consume()
+			dctx, cancel := context.WithTimeout(ctx, drainTimeout)
+			defer cancel()
+			if err := tiered.Drain(dctx, q); err != nil {
+				return nil, err
+			}
+			rep, err := tiered.NewReconciler(tiered.New(rdb, record, tiered.WithPrefix(prefix)), q).Check(ctx, skus...)
+			if err != nil {
+				return nil, err
+			}
+			if len(rep.Drifts) > 0 || len(rep.Backlog) > 0 {
+				return nil, fmt.Errorf("%s: the reconciler after draining: drifts %+v, backlog %v", name, rep.Drifts, rep.Backlog)
+			}
+			return record, nil
+		}
 		st.Close = func(ctx context.Context) error {
+			consume()
 			stop()
 			errs := []error{<-done}
-			if s := c.Stats(); s.Applied > 0 {
-				// The consumer's figures, which the report has no column for.
-				fmt.Fprintf(os.Stderr, "%s: back applied %d entries, %.0f/s while busy (%v), lag append→commit p50 %v p99 %v max %v, %d claimed, %d deferred\n",
-					name, s.Applied, float64(s.Applied)/s.Busy.Seconds(), s.Busy.Round(time.Millisecond),
-					s.LagP50.Round(time.Millisecond), s.LagP99.Round(time.Millisecond), s.LagMax.Round(time.Millisecond), s.Claimed, s.Deferred)
-			}
+			<-sampled
 			for _, t := range back.Tables(table) {
 				_, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+back.Quote(t))
 				errs = append(errs, err)
@@ -150,6 +195,33 @@ func Target(name, about string, back Back) bench.Target {
 		},
 	}
 }
+
+// backlogEvery is how often the backlog is sampled.
+const backlogEvery = 50 * time.Millisecond
+
+// sampleBacklog keeps in most the longest the stream has been, read every
+// backlogEvery until ctx ends: the stream holds exactly the entries not
+// yet applied (the consumer deletes each once the back committed it).
+// Failed reads (a fault striking Redis) are skipped.
+func sampleBacklog(ctx context.Context, rdb redis.UniversalClient, stream string, most *atomic.Int64) {
+	tick := time.NewTicker(backlogEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		n, err := rdb.XLen(rctx, stream).Result()
+		cancel()
+		if err == nil && n > most.Load() {
+			most.Store(n)
+		}
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // deletePrefix removes the keys under prefix (a single Redis: tiered's
 // front is never a Cluster).
