@@ -315,3 +315,30 @@ func TestConsumer_mismatchOnBack_staysPending(t *testing.T) {
 		t.Errorf("report %+v; want x in the backlog, explaining b's difference", rep)
 	}
 }
+
+// Entries delivered to a consumer whose reply never arrived (a cut
+// connection, or a process that died under the same name) are applied by
+// that consumer's next read, not left to a claim a claim-idle later.
+func TestConsumer_lostReadReply_appliedByTheNextRead(t *testing.T) {
+	r := newRig(t)
+	stock(t, r.o, 100, "a")
+	r.takeN(t, "a", 5)
+	if err := r.rdb.XGroupCreateMkStream(t.Context(), r.q.stream, DefaultGroup, "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The read whose reply is lost: delivered to c1, never seen by it.
+	if err := r.rdb.XReadGroup(t.Context(), &redis.XReadGroupArgs{
+		Group: DefaultGroup, Consumer: "c1", Streams: []string{r.q.stream, ">"}, Count: 100, Block: -1,
+	}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c1 := r.consumer(nil, WithConsumerName("c1"))
+	n, err := c1.Step(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 5 {
+		t.Fatalf("Step acknowledged %d entries, want the 5 delivered before", n)
+	}
+	wantStock(t, "back", r.back, "a", 95)
+}

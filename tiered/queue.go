@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -41,6 +42,10 @@ type Entry struct {
 type Queue interface {
 	// Read returns up to n entries delivered to no consumer of the group
 	// yet, now delivered to consumer, waiting up to block for the first.
+	// On consumer's first read, and on the read after one that failed, it
+	// returns first the entries already delivered to consumer and not
+	// acknowledged: those of a reply lost on its way, or of a process that
+	// ran under the same name before.
 	Read(ctx context.Context, consumer string, n int, block time.Duration) ([]Entry, error)
 	// Claim hands consumer up to n entries delivered to any consumer and
 	// unacknowledged for at least idle.
@@ -59,13 +64,20 @@ type Streams struct {
 	rdb    redis.UniversalClient
 	stream string
 	group  string
+
+	mu sync.Mutex
+	// caughtUp holds the consumers whose entries delivered and not
+	// acknowledged are all in their hands: read since their last failed
+	// read. Without it, a lost XREADGROUP reply would leave its entries
+	// to XAUTOCLAIM, a claim-idle later.
+	caughtUp map[string]bool
 }
 
 var _ Queue = (*Streams)(nil)
 
 // NewStreams returns the Queue of the stream key read by group.
 func NewStreams(rdb redis.UniversalClient, stream, group string) *Streams {
-	return &Streams{rdb: rdb, stream: stream, group: group}
+	return &Streams{rdb: rdb, stream: stream, group: group, caughtUp: map[string]bool{}}
 }
 
 // ensureGroup creates the group at the start of the stream (and the stream,
@@ -80,9 +92,32 @@ func (s *Streams) ensureGroup(ctx context.Context) error {
 
 // Read implements Queue.
 func (s *Streams) Read(ctx context.Context, consumer string, n int, block time.Duration) ([]Entry, error) {
-	res, err := s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
-		Group: s.group, Consumer: consumer, Streams: []string{s.stream, ">"}, Count: int64(n), Block: block,
-	}).Result()
+	s.mu.Lock()
+	own := !s.caughtUp[consumer]
+	s.mu.Unlock()
+	var res []redis.XStream
+	var err error
+	if own {
+		// Its own pending entries first (ID 0: they never block).
+		res, err = s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+			Group: s.group, Consumer: consumer, Streams: []string{s.stream, "0"}, Count: int64(n), Block: -1,
+		}).Result()
+		if err == nil && (len(res) == 0 || len(res[0].Messages) < n) {
+			s.mu.Lock()
+			s.caughtUp[consumer] = true
+			s.mu.Unlock()
+		}
+	}
+	if !own || err == nil && (len(res) == 0 || len(res[0].Messages) == 0) {
+		res, err = s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+			Group: s.group, Consumer: consumer, Streams: []string{s.stream, ">"}, Count: int64(n), Block: block,
+		}).Result()
+	}
+	if err != nil && !errors.Is(err, redis.Nil) {
+		s.mu.Lock()
+		delete(s.caughtUp, consumer)
+		s.mu.Unlock()
+	}
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
