@@ -94,16 +94,7 @@ func TestRun_catches(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.ReplaceAll(tt.how, " ", "_"), func(t *testing.T) {
-			proxy, err := Listen("127.0.0.1:1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { proxy.Close() })
-			e := &Env{servers: map[string]*server{"mem": {
-				backend: "mem", proxy: proxy,
-				ready:  func(context.Context) error { return nil },
-				client: func(int) (any, func() error, error) { return nil, func() error { return nil }, nil },
-			}}}
+			e := memEnv(t, "mem")
 			var on atomic.Bool
 			mem := memorders.New()
 			target := bench.Target{Name: "mem-" + tt.how, Needs: []string{"mem"},
@@ -210,21 +201,10 @@ func TestRun_ledgerCatches(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.ReplaceAll(tt.how, " ", "_"), func(t *testing.T) {
-			proxy, err := Listen("127.0.0.1:1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { proxy.Close() })
-			srv := func(name string) *server {
-				return &server{backend: name, proxy: proxy,
-					ready:  func(context.Context) error { return nil },
-					client: func(int) (any, func() error, error) { return nil, func() error { return nil }, nil },
-				}
-			}
 			// Named as the servers of tiered-mysql, which the faults of the
 			// back strike.
 			front, back := redistargets.Name, mysqltargets.Name
-			e := &Env{servers: map[string]*server{front: srv(front), back: srv(back)}}
+			e := memEnv(t, front, back)
 			mem := memorders.New()
 			var taken atomic.Int64
 			target := bench.Target{Name: "mem-" + tt.how, Needs: []string{front, back},
@@ -263,4 +243,23 @@ func TestRun_ledgerCatches(t *testing.T) {
 			}
 		})
 	}
+}
+
+// memEnv returns an Env of servers named names for in-memory targets:
+// always ready, no clients, one proxy to nowhere.
+func memEnv(t *testing.T, names ...string) *Env {
+	t.Helper()
+	proxy, err := Listen("127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	e := &Env{servers: map[string]*server{}}
+	for _, n := range names {
+		e.servers[n] = &server{backend: n, proxy: proxy,
+			ready:  func(context.Context) error { return nil },
+			client: func(int) (any, func() error, error) { return nil, func() error { return nil }, nil },
+		}
+	}
+	return e
 }
