@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/redisx"
 )
 
 // Consumer applies the entries of a Queue to the back, in batches, and
@@ -127,7 +128,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			if errors.Is(err, stockguard.ErrInvalidRequest) {
 				return err
 			}
-			sleep(ctx, backoff)
+			redisx.Sleep(ctx, backoff) // the loop checks the context
 			backoff = min(2*backoff, backoffMax)
 			continue
 		}
@@ -375,7 +376,7 @@ func (c *Consumer) applyOne(ctx context.Context, e Entry) outcome {
 		if ctx.Err() != nil {
 			return later
 		}
-		sleep(ctx, backoff)
+		redisx.Sleep(ctx, backoff)
 		backoff = min(2*backoff, backoffMax)
 	}
 }
@@ -386,16 +387,6 @@ func compareIDs(a, b string) int {
 	bm, bs, _ := strings.Cut(b, "-")
 	num := func(s string) uint64 { n, _ := strconv.ParseUint(s, 10, 64); return n }
 	return cmp.Or(cmp.Compare(num(am), num(bm)), cmp.Compare(num(as), num(bs)), strings.Compare(a, b))
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }
 
 // Drain waits until q holds no entry left to apply, polling every 10 ms,
@@ -413,6 +404,6 @@ func Drain(ctx context.Context, q Queue) error {
 			}
 			return fmt.Errorf("tiered: drain: %d entries left, the first %v: %w", len(left), left[0], ctx.Err())
 		}
-		sleep(ctx, 10*time.Millisecond)
+		redisx.Sleep(ctx, 10*time.Millisecond)
 	}
 }

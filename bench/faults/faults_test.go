@@ -111,24 +111,21 @@ func either(a, b func(bench.Target) bool) func(bench.Target) bool {
 // The faults of the back (restart-back, pause-back) run only here: a
 // database restarted takes seconds.
 func fullMatrix(f faults.Fault, t bench.Target) bool {
-	if f.Back() {
+	switch {
+	case f.Back(), t.Name == "pg-atomic", t.Name == "pg-batched":
 		return true
-	}
-	switch t.Name {
-	case "tiered-pg", // its faults strike the Redis front, which tiered-mysql runs in full
-		"valkey-guarded", "valkey-segmented", "valkey-redlock":
+	case slices.Contains(picksOnly, t.Name), len(t.Needs) > 0 && t.Needs[0] == pgtargets.Name:
 		pick := defaultMatrix[f.Name]
 		return pick != nil && pick(t)
 	}
-	if len(t.Needs) == 0 || t.Needs[0] != pgtargets.Name {
-		return true
-	}
-	if t.Name == "pg-atomic" || t.Name == "pg-batched" {
-		return true
-	}
-	pick := defaultMatrix[f.Name]
-	return pick != nil && pick(t)
+	return true
 }
+
+// picksOnly are the strategies, beside PostgreSQL's on-request ones, that
+// the full matrix takes through the default picks only: tiered-pg (its
+// faults strike the Redis front, which tiered-mysql runs in full) and the
+// Valkey locks.
+var picksOnly = []string{"tiered-pg", "valkey-guarded", "valkey-segmented", "valkey-redlock"}
 
 // named selects the strategies called names.
 func named(names ...string) func(bench.Target) bool {

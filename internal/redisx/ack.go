@@ -218,7 +218,7 @@ func (a *acked) Process(ctx context.Context, cmd redis.Cmder) error {
 		if cluster != nil && attempt < 2 && redis.HasErrorPrefix(cmd.Err(), "MOVED") {
 			// The slot moved (resharding, failover): the command did not run.
 			cluster.ReloadState(ctx)
-			if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			if err := Sleep(ctx, 100*time.Millisecond); err != nil {
 				return cmd.Err()
 			}
 			cmd.SetErr(nil)
@@ -340,8 +340,8 @@ func (a *acked) probeAOF(ctx context.Context) error {
 	return Classify(ctx, err, Read)
 }
 
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits d or until ctx ends, and returns the context's error then.
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
