@@ -112,17 +112,7 @@ func TestRun_catches(t *testing.T) {
 					s.back.Store(int64(s.since()))
 					return 1, nil
 				}}
-			rep, err := Run(t.Context(), e, target, fault, Config{Buyers: 8, Duration: 400 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := strings.ToLower(strings.Join(rep.Problems, "\n"))
-			switch {
-			case tt.want == "" && !rep.OK():
-				t.Errorf("the reference was reported broken: %s\n%s", rep.Audit(), got)
-			case tt.want != "" && !strings.Contains(got, strings.ToLower(tt.want)):
-				t.Errorf("problems %q do not mention %q", got, tt.want)
-			}
+			rep := runSelf(t, e, target, fault, tt.want)
 			// What the report counts as gone must be what the store ends
 			// with, once every write that was still on its way has landed.
 			time.Sleep(lateWrite + 100*time.Millisecond)
@@ -227,17 +217,7 @@ func TestRun_ledgerCatches(t *testing.T) {
 					sleep(ctx, span)
 					return 1, nil
 				}}
-			rep, err := Run(t.Context(), e, target, fault, Config{Buyers: 8, Duration: 400 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := strings.ToLower(strings.Join(rep.Problems, "\n"))
-			switch {
-			case tt.want == "" && !rep.OK():
-				t.Errorf("a complete record was reported broken: %s\n%s", rep.Audit(), got)
-			case tt.want != "" && !strings.Contains(got, strings.ToLower(tt.want)):
-				t.Errorf("problems %q do not mention %q", got, tt.want)
-			}
+			rep := runSelf(t, e, target, fault, tt.want)
 			if n := taken.Load(); tt.how != "tiers differ" && (n == 0 || rep.Recorded != n) {
 				t.Errorf("%d orders read from the record, %d taken", rep.Recorded, n)
 			}
@@ -262,4 +242,23 @@ func memEnv(t *testing.T, names ...string) *Env {
 		}
 	}
 	return e
+}
+
+// runSelf runs target through fault on e, 8 buyers for 400 ms, and checks
+// that the run's problems mention want — or, want empty, that there are
+// none.
+func runSelf(t *testing.T, e *Env, target bench.Target, fault Fault, want string) *Report {
+	t.Helper()
+	rep, err := Run(t.Context(), e, target, fault, Config{Buyers: 8, Duration: 400 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.ToLower(strings.Join(rep.Problems, "\n"))
+	switch {
+	case want == "" && !rep.OK():
+		t.Errorf("a correct target was reported broken: %s\n%s", rep.Audit(), got)
+	case want != "" && !strings.Contains(got, strings.ToLower(want)):
+		t.Errorf("problems %q do not mention %q", got, want)
+	}
+	return rep
 }
