@@ -66,10 +66,49 @@ func (p *Postgres) Kill() error {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		return err
 	}
+	// kill(2) returns before the signal takes effect on a process running
+	// on another core: a child forked in between would be missed by the
+	// listing and survive its postmaster, holding the port and the shared
+	// memory that the restart needs.
+	if err := waitStopped(pid, time.Second); err != nil {
+		return err
+	}
 	for _, child := range childrenOf(pid) {
 		syscall.Kill(child, syscall.SIGKILL)
 	}
 	return syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// waitStopped waits until process pid is stopped by a signal, as /proc
+// tells, for up to limit.
+func waitStopped(pid int, limit time.Duration) error {
+	for deadline := time.Now().Add(limit); ; time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return err
+		}
+		if state, _, ok := procStat(b); ok && state == "T" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("backends: process %d not stopped %v after SIGSTOP", pid, limit)
+		}
+	}
+}
+
+// procStat reads the state and the parent's pid from the contents of a
+// /proc/<pid>/stat file: "pid (comm) state ppid …", where comm may hold
+// spaces and parentheses.
+func procStat(b []byte) (state string, ppid int, ok bool) {
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 2 {
+		return "", 0, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return "", 0, false
+	}
+	return f[0], ppid, true
 }
 
 // childrenOf lists the processes whose parent is pid, from /proc.
@@ -81,13 +120,7 @@ func childrenOf(pid int) []int {
 		if err != nil {
 			continue
 		}
-		// pid (comm) state ppid …; comm may hold spaces and parentheses.
-		rest := string(b[bytes.LastIndexByte(b, ')')+1:])
-		f := strings.Fields(rest)
-		if len(f) < 2 {
-			continue
-		}
-		if ppid, _ := strconv.Atoi(f[1]); ppid == pid {
+		if _, ppid, ok := procStat(b); ok && ppid == pid {
 			child, _ := strconv.Atoi(filepath.Base(filepath.Dir(path)))
 			kids = append(kids, child)
 		}

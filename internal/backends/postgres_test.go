@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -84,3 +86,42 @@ func TestResolvePostgres_envForcedWithoutDSN(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func TestProcStat(t *testing.T) {
+	for _, c := range []struct {
+		stat  string
+		state string
+		ppid  int
+		ok    bool
+	}{
+		{"42 (postgres) T 7 42 42 0", "T", 7, true},
+		{"42 (a (b) c) S 1 42", "S", 1, true},
+		{"42 (postgres)", "", 0, false},
+		{"42 (postgres) R x", "", 0, false},
+	} {
+		state, ppid, ok := procStat([]byte(c.stat))
+		if state != c.state || ppid != c.ppid || ok != c.ok {
+			t.Errorf("procStat(%q) = %q, %d, %v; want %q, %d, %v", c.stat, state, ppid, ok, c.state, c.ppid, c.ok)
+		}
+	}
+}
+
+// waitStopped returns once a process is stopped, and reports one that
+// SIGSTOP never reached.
+func TestWaitStopped(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := cmd.Process.Pid
+	if err := waitStopped(pid, 50*time.Millisecond); err == nil {
+		t.Fatal("a running process reported stopped")
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitStopped(pid, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
