@@ -91,7 +91,13 @@ func TestRun_procsTieredConsumerKilled(t *testing.T) {
 		}
 		wg.Go(func() { stranded, killErr = killHolding(t.Context(), rdb, p, "consumer-1") })
 	}
+	began := time.Now()
 	r, stderr := tieredProcs(t, started, "-duration", "2s", "-claim-idle", "300ms")
+	// With tiered's default claim idle (30 s) the audit's drain would
+	// wait that long for the dead consumer's entries.
+	if took := time.Since(began); took > 25*time.Second {
+		t.Errorf("the run took %v: -claim-idle 300ms did not reach the consumers", took)
+	}
 	wg.Wait()
 	if killErr != nil {
 		t.Fatal(killErr)
