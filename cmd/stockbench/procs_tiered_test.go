@@ -78,6 +78,7 @@ func TestRun_procsTieredConsumers(t *testing.T) {
 // -claim-idle, and the audit finds every acknowledged unit on the back
 // once — nothing lost, nothing doubled.
 func TestRun_procsTieredConsumerKilled(t *testing.T) {
+	backendstest.SkipShort(t)
 	rdb := backendstest.SharedRedis(t).Client()
 	t.Cleanup(func() { rdb.Close() })
 	var (

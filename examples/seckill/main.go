@@ -66,8 +66,8 @@ func main() {
 	var cfg config
 	flag.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "listen address")
 	flag.StringVar(&cfg.strategy, "strategy", "redis-atomic", "stock strategy: "+strategyNames())
-	flag.StringVar(&cfg.mysqlDSN, "mysql-dsn", "root@tcp(127.0.0.1:3306)/test?interpolateParams=true", "MariaDB/MySQL DSN (mysql-* strategies)")
-	flag.StringVar(&cfg.redisAddr, "redis-addr", "127.0.0.1:6379", "Redis address (redis-* strategies, mutex-counterexample)")
+	flag.StringVar(&cfg.mysqlDSN, "mysql-dsn", "root@tcp(127.0.0.1:3306)/test?interpolateParams=true", "MariaDB/MySQL DSN (mysql-* and tiered-mysql)")
+	flag.StringVar(&cfg.redisAddr, "redis-addr", "127.0.0.1:6379", "Redis address (redis-*, tiered-mysql, mutex-counterexample)")
 	flag.StringVar(&cfg.table, "mysql-table", "stock", "MySQL stock table")
 	flag.StringVar(&cfg.prefix, "redis-prefix", "seckill:", "Redis key prefix")
 	flag.DurationVar(&cfg.opTimeout, "op-timeout", 5*time.Second, "bound on one inventory call")
