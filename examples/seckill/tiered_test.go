@@ -59,8 +59,9 @@ func TestSeckill_tieredTwoServicesAndConsumers(t *testing.T) {
 	stream := tiered.StreamKey(prefix)
 	stopped := make(chan error, 1)
 	go func() {
-		// Stop it while it has work: once it has applied some entries.
-		for ctx := t.Context(); ctx.Err() == nil; time.Sleep(5 * time.Millisecond) {
+		// Stop it while it has work: once it has applied some entries
+		// (or after 20 s, and the test fails below).
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 			if n, _ := scrape(first, "tiered_consumer_applied_total"); n > 0 {
 				break
 			}
