@@ -41,7 +41,8 @@ type Stocked struct {
 
 // Stock opens a fresh store of target t on servers s and stocks it for
 // workload w, as Run does, for workers that run elsewhere (see Attach).
-// Close removes it.
+// Close removes it. A store's own work (Store.Consume) is handed off: the
+// caller runs it (see Consumes).
 //
 // It returns an error wrapping ErrInvalidWorkload or ErrMissingBackend
 // before doing anything (a Checkout cannot be split: its audit follows each
@@ -68,6 +69,12 @@ func Stock(ctx context.Context, t Target, s Servers, w Workload) (*Stocked, erro
 	var err error
 	if st.store, err = t.Open(ctx, s, st.ns); err != nil {
 		return nil, fmt.Errorf("bench: %s: open: %w", t.Name, err)
+	}
+	if st.store.Handoff != nil {
+		if err := st.store.Handoff(ctx); err != nil {
+			st.Close(ctx)
+			return nil, fmt.Errorf("bench: %s: handing off its own work: %w", t.Name, err)
+		}
 	}
 	if st.inv, err = st.store.New(); err != nil {
 		err = fmt.Errorf("bench: %s: instance: %w", t.Name, err)

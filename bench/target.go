@@ -53,6 +53,18 @@ type Store struct {
 	// runner calls it after the audit and puts them in Result.Stats. Nil
 	// when it has none.
 	Stats func() map[string]float64
+	// Consume, for a store with work of its own beside the app instances
+	// (tiered: the consumer applying its stream to the back), which a Store
+	// from Open runs in its process, runs one more copy of that work in
+	// this process until ctx ends, and then returns the copy's figures,
+	// named as Stats's (see MergeStats). Copies share the work; one that
+	// dies leaves its share to the others (see Consumer). Nil when the
+	// store has no such work.
+	Consume func(ctx context.Context, c Consumer) (map[string]float64, error)
+	// Handoff stops the copy of Consume's work that a Store from Open runs
+	// in its process, whose figures then leave Stats: the caller runs the
+	// copies, where it chooses (Stock calls it). Set with Consume.
+	Handoff func(ctx context.Context) error
 }
 
 // Target is a named strategy the harness can run.

@@ -6,7 +6,9 @@
 //
 // A target's store is a key prefix on Redis and a mysqllock table, with
 // one tiered.Consumer running for the store's life in the process that
-// opened it. The audit's raw reading waits until the stream is drained and
+// opened it; a run split over processes (bench.Stock) hands it off, and
+// the caller runs consumers of the same group where it chooses
+// (bench.Store.Consume: stockbench -procs, in consumer processes). The audit's raw reading waits until the stream is drained and
 // then reads the back's table with its own SELECT: the back must hold
 // every acknowledged order, exactly once.
 package tieredtargets

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -105,6 +106,21 @@ func target(name, about string, back Back, late bool) bench.Target {
 				return tiered.New(rdb, back.New(db, table, 64), tiered.WithPrefix(prefix)), nil
 			},
 		}
+		if !late {
+			st.Consume = func(ctx context.Context, bc bench.Consumer) (map[string]float64, error) {
+				opts := []tiered.Option{tiered.WithPrefix(prefix), tiered.WithConsumerName(bc.Name)}
+				if bc.ClaimIdle > 0 {
+					opts = append(opts, tiered.WithClaimIdle(bc.ClaimIdle))
+				}
+				c := tiered.NewConsumer(rdb, back.New(db, table, tiered.DefaultBatch), opts...)
+				if err := c.Run(ctx); err != nil {
+					return nil, err
+				}
+				figs := figures(c.Stats())
+				figs["applied_by_"+bc.Name] = figs["back_applied"]
+				return figs, nil
+			}
+		}
 		if !create {
 			return st, nil
 		}
@@ -116,10 +132,23 @@ func target(name, about string, back Back, late bool) bench.Target {
 		// transaction: one fsync for all of them.
 		c := tiered.NewConsumer(rdb, back.New(db, table, tiered.DefaultBatch), tiered.WithPrefix(prefix))
 		cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		own, stopOwn := context.WithCancel(cctx)
 		done := make(chan error, 1)
-		consume := sync.OnceFunc(func() { go func() { done <- c.Run(cctx) }() })
+		consume := sync.OnceFunc(func() { go func() { done <- c.Run(own) }() })
 		if !late {
 			consume()
+		}
+		stopConsumer := sync.OnceValue(func() error {
+			consume()
+			stopOwn()
+			return <-done
+		})
+		var handedOff atomic.Bool // the caller runs the consumers (Consume)
+		if st.Consume != nil {
+			st.Handoff = func(context.Context) error {
+				handedOff.Store(true)
+				return stopConsumer()
+			}
 		}
 		var backlog atomic.Int64 // the most entries seen waiting at once
 		sampled := make(chan struct{})
@@ -128,16 +157,11 @@ func target(name, about string, back Back, late bool) bench.Target {
 			sampleBacklog(cctx, rdb, tiered.StreamKey(prefix), &backlog)
 		}()
 		st.Stats = func() map[string]float64 {
-			s := c.Stats()
-			busy := 0.0
-			if s.Busy > 0 {
-				busy = float64(s.Applied) / s.Busy.Seconds()
+			figs := map[string]float64{"backlog_max": float64(backlog.Load())}
+			if !handedOff.Load() {
+				maps.Copy(figs, figures(c.Stats()))
 			}
-			return map[string]float64{
-				"back_applied": float64(s.Applied), "back_per_s": busy,
-				"lag_p50_ms": ms(s.LagP50), "lag_p99_ms": ms(s.LagP99), "lag_max_ms": ms(s.LagMax),
-				"backlog_max": float64(backlog.Load()), "claimed": float64(s.Claimed), "deferred": float64(s.Deferred),
-			}
+			return figs
 		}
 		raw := back.Raw(table)
 		st.Raw = func(ctx context.Context, sku string) (int64, error) {
@@ -172,9 +196,8 @@ func target(name, about string, back Back, late bool) bench.Target {
 			return record, nil
 		}
 		st.Close = func(ctx context.Context) error {
-			consume()
+			errs := []error{stopConsumer()}
 			stop()
-			errs := []error{<-done}
 			<-sampled
 			for _, t := range back.Tables(table) {
 				_, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+back.Quote(t))
@@ -218,6 +241,23 @@ func sampleBacklog(ctx context.Context, rdb redis.UniversalClient, stream string
 		if err == nil && n > most.Load() {
 			most.Store(n)
 		}
+	}
+}
+
+// figures are a consumer's figures in a Store's Stats: back_applied the
+// entries it applied and acknowledged, back_per_s them per second of Steps
+// that had work, lag_* from the front's append to the back's commit,
+// claimed the redeliveries it took from an idle consumer, deferred the
+// entries the back refused for now.
+func figures(s tiered.Stats) map[string]float64 {
+	busy := 0.0
+	if s.Busy > 0 {
+		busy = float64(s.Applied) / s.Busy.Seconds()
+	}
+	return map[string]float64{
+		"back_applied": float64(s.Applied), "back_per_s": busy,
+		"lag_p50_ms": ms(s.LagP50), "lag_p99_ms": ms(s.LagP99), "lag_max_ms": ms(s.LagMax),
+		"claimed": float64(s.Claimed), "deferred": float64(s.Deferred),
 	}
 }
 

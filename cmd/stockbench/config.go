@@ -56,8 +56,12 @@ type config struct {
 	workers []int
 	// procs are the numbers of worker processes to run each worker count
 	// in (-procs); 1 runs the workers in this process.
-	procs    []int
-	workload bench.Workload
+	procs []int
+	// claimIdle is how long a consumer process's unacknowledged entries
+	// wait before another claims them, in -procs runs of tiered targets
+	// (-claim-idle); 0 is tiered's default.
+	claimIdle time.Duration
+	workload  bench.Workload
 	// openers open each backend's servers as its flags say.
 	openers map[string]bench.Opener
 	format  string
@@ -132,7 +136,10 @@ func parse(args []string, e env, stdout io.Writer) (config, error) {
 		slo   = fs.Duration("slo", 0, "with -rate: report each strategy's highest rate whose p99 stayed within this bound (e.g. 10ms)")
 		procs = fs.String("procs", "1", "comma-separated numbers of OS processes to spread each run's workers and -instances over\n"+
 			"(one instance per process at least), each with its own pools (this command re-executed); one run per count.\n"+
-			"1: the workers run in this process. Strategies whose store lives in one process, and checkout, run only at 1")
+			"1: the workers run in this process. Strategies whose store lives in one process, and checkout, run only at 1.\n"+
+			"Tiered strategies run their stream's consumers in as many consumer processes of their own")
+		claimIdle = fs.Duration("claim-idle", 0, "tiered strategies under -procs: how long a consumer process's unacknowledged entries\n"+
+			"wait before another consumer process claims them (default tiered.DefaultClaimIdle, 30s)")
 	)
 	faultList := fs.String("faults", "", "comma-separated faults to inject, or all: "+strings.Join(faultNames(), ", ")+";\n"+
 		"runs each strategy through each fault on private servers instead of the benchmark (see docs/faults.md)")
@@ -165,6 +172,10 @@ func parse(args []string, e env, stdout io.Writer) (config, error) {
 	if c.procs, err = parseProcs(*procs, c.workers[0]); err != nil {
 		return c, err
 	}
+	if *claimIdle < 0 || (*claimIdle > 0 && *claimIdle < time.Millisecond) {
+		return c, usagef("-claim-idle %v: want 1ms or more", *claimIdle)
+	}
+	c.claimIdle = *claimIdle
 	w := def
 	w.SKUs, w.Stock, w.Warmup, w.Instances, w.Seed, w.Ops = *skus, *stock, *warmup, *instances, *seed, *ops
 	w.Duration = *duration

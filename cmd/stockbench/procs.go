@@ -51,13 +51,18 @@ type job struct {
 	// Args are the backends' flags naming the parent's servers
 	// (bench.Opened.Args), so that the worker opens those, never its own.
 	Args []string `json:"args"`
+	// Consumer, when set, makes the process a consumer process: it runs
+	// that copy of the store's own work (bench.AttachConsumer) instead of
+	// workers, until its stdin says stop, then reports its figures.
+	Consumer *bench.Consumer `json:"consumer,omitempty"`
 }
 
 // message is a line a worker writes on its stdout.
 type message struct {
-	Ready bool        `json:"ready,omitempty"`
-	Part  *bench.Part `json:"part,omitempty"`
-	Err   string      `json:"error,omitempty"`
+	Ready bool               `json:"ready,omitempty"`
+	Part  *bench.Part        `json:"part,omitempty"`
+	Stats map[string]float64 `json:"stats,omitempty"`
+	Err   string             `json:"error,omitempty"`
 }
 
 // isWorker reports whether the command runs as a worker process.
@@ -111,6 +116,9 @@ func workerMain(ctx context.Context, stdin io.Reader, stdout io.Writer, backends
 		defer opened.Close()
 		conns[name] = opened.Conn
 	}
+	if j.Consumer != nil {
+		return consumerMain(ctx, in, out, t, conns, j)
+	}
 	sh, err := bench.Attach(ctx, t, conns, j.Workload, j.Namespace, j.First, j.Count)
 	if err != nil {
 		return fail("%v", err)
@@ -139,6 +147,46 @@ func workerMain(ctx context.Context, stdin io.Reader, stdout io.Writer, backends
 	return exitOK
 }
 
+// consumerMain is a consumer process, attached: it runs its copy of the
+// store's own work from the moment it is ready until its stdin has a line
+// or closes, then reports the copy's figures. It returns the exit status.
+func consumerMain(ctx context.Context, in *bufio.Reader, out *json.Encoder, t bench.Target, conns bench.Servers, j job) int {
+	consume, err := bench.AttachConsumer(ctx, t, conns, j.Namespace, *j.Consumer)
+	if err != nil {
+		out.Encode(message{Err: err.Error()})
+		return exitError
+	}
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	figs := make(chan map[string]float64, 1)
+	failed := make(chan error, 1)
+	go func() {
+		f, err := consume(rctx)
+		if err != nil {
+			failed <- err
+			return
+		}
+		figs <- f
+	}()
+	if err := out.Encode(message{Ready: true}); err != nil {
+		return exitError
+	}
+	go func() {
+		in.ReadBytes('\n')
+		stop()
+	}()
+	select {
+	case f := <-figs:
+		if err := out.Encode(message{Stats: f}); err != nil {
+			return exitError
+		}
+		return exitOK
+	case err := <-failed:
+		out.Encode(message{Err: err.Error()})
+		return exitError
+	}
+}
+
 // serverArgs returns the backend flags that reach, from a worker process,
 // the servers t needs.
 func serverArgs(t bench.Target, srv *servers) ([]string, error) {
@@ -153,9 +201,27 @@ func serverArgs(t bench.Target, srv *servers) ([]string, error) {
 	return args, nil
 }
 
+// splitPlan is how runProcs runs a store's own work (bench.Store.Consume:
+// tiered's consumers).
+type splitPlan struct {
+	// claimIdle is every consumer process's bench.Consumer.ClaimIdle.
+	claimIdle time.Duration
+	// logf reports what does not fail the run: a consumer process that
+	// died, whose share the others took over.
+	logf func(format string, args ...any)
+	// started, when set (by tests), is told each consumer process once it
+	// is ready.
+	started func(name string, p *os.Process)
+}
+
 // runProcs runs workload w of target t with its workers spread over procs
-// worker processes, and merges and audits their results.
-func runProcs(ctx context.Context, procs int, t bench.Target, srv *servers, w bench.Workload, progress func(float64)) (*bench.Result, error) {
+// worker processes, and merges and audits their results. A store with work
+// of its own (tiered's consumer) runs it in procs consumer processes beside
+// the workers', as a deployment runs its consumers apart from the service
+// (docs/tiered.md); they run until the audit is done, and their figures
+// are merged into the result's Stats, with consumer_procs and
+// consumer_procs_lost (those that died before reporting).
+func runProcs(ctx context.Context, procs int, t bench.Target, srv *servers, w bench.Workload, plan splitPlan, progress func(float64)) (*bench.Result, error) {
 	args, err := serverArgs(t, srv)
 	if err != nil {
 		return nil, err
@@ -174,13 +240,24 @@ func runProcs(ctx context.Context, procs int, t bench.Target, srv *servers, w be
 		return nil, fmt.Errorf("finding the executable to run workers: %w", err)
 	}
 	workers := make([]*workerProc, procs)
+	var consumers []*workerProc
 	defer func() {
-		for _, wp := range workers {
+		for _, wp := range append(workers, consumers...) {
 			if wp != nil {
 				wp.kill()
 			}
 		}
 	}()
+	if st.Consumes() {
+		consumers = make([]*workerProc, procs)
+		for i := range procs {
+			c := &bench.Consumer{Name: fmt.Sprintf("consumer-%d", i+1), ClaimIdle: plan.claimIdle}
+			j := job{Target: t.Name, Namespace: st.Namespace(), Workload: w, Args: args, Consumer: c}
+			if consumers[i], err = startProc(exe, fmt.Sprintf("consumer process %d of %d", i+1, procs), j); err != nil {
+				return nil, err
+			}
+		}
+	}
 	first := 0
 	for i := range procs {
 		count, insts := share(w.Workers, procs, i), share(w.Instances, procs, i)
@@ -188,13 +265,13 @@ func runProcs(ctx context.Context, procs int, t bench.Target, srv *servers, w be
 		wi.Instances = insts
 		j := job{Target: t.Name, Namespace: st.Namespace(), Workload: wi, First: first, Count: count, Args: args}
 		first += count
-		if workers[i], err = startWorker(exe, i, procs, j); err != nil {
+		if workers[i], err = startProc(exe, fmt.Sprintf("worker process %d of %d", i+1, procs), j); err != nil {
 			return nil, err
 		}
 	}
 	ready := time.NewTimer(readyTimeout)
 	defer ready.Stop()
-	for _, wp := range workers {
+	for _, wp := range append(consumers, workers...) {
 		select {
 		case m, ok := <-wp.msgs:
 			if !ok || !m.Ready {
@@ -204,6 +281,11 @@ func runProcs(ctx context.Context, procs int, t bench.Target, srv *servers, w be
 			return nil, fmt.Errorf("%s: not ready after %v", wp.name, readyTimeout)
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%s: interrupted while starting: %w", t.Name, ctx.Err())
+		}
+	}
+	if plan.started != nil {
+		for _, wp := range consumers {
+			plan.started(wp.name, wp.cmd.Process)
 		}
 	}
 	for _, wp := range workers {
@@ -233,7 +315,42 @@ func runProcs(ctx context.Context, procs int, t bench.Target, srv *servers, w be
 			return nil, err
 		}
 	}
-	return st.Finish(ctx, parts)
+	// The consumers run on through the audit, which waits for the stream
+	// to drain.
+	res, err := st.Finish(ctx, parts)
+	figs := stopConsumers(consumers, plan.logf)
+	if res != nil && consumers != nil {
+		bench.MergeStats(res, figs...)
+		res.Stats["consumer_procs"] = float64(len(consumers))
+		res.Stats["consumer_procs_lost"] = float64(len(consumers) - len(figs))
+	}
+	return res, err
+}
+
+// stopConsumers tells the consumer processes to stop and returns the
+// figures of those that reported; one that died (or failed) is told to
+// logf.
+func stopConsumers(consumers []*workerProc, logf func(string, ...any)) []map[string]float64 {
+	var figs []map[string]float64
+	for _, wp := range consumers {
+		wp.stdin.Close()
+	}
+	for _, wp := range consumers {
+		m, ok := <-wp.msgs
+		if ok && m.Stats != nil {
+			figs = append(figs, m.Stats)
+		}
+		err := wp.wait()
+		switch {
+		case m.Err != "":
+			logf("stockbench: %s: %s\n", wp.name, m.Err)
+		case !ok:
+			logf("stockbench: %s ended before reporting (%v); the others took over its entries\n", wp.name, err)
+		case err != nil:
+			logf("stockbench: %v\n", err)
+		}
+	}
+	return figs
 }
 
 // share is process i's share of n things spread over procs processes.
@@ -279,9 +396,9 @@ type workerProc struct {
 	waited bool
 }
 
-// startWorker starts worker i of n on job j.
-func startWorker(exe string, i, n int, j job) (*workerProc, error) {
-	wp := &workerProc{name: fmt.Sprintf("worker process %d of %d", i+1, n), msgs: make(chan message, 2)}
+// startProc starts a worker or consumer process, named name, on job j.
+func startProc(exe, name string, j job) (*workerProc, error) {
+	wp := &workerProc{name: name, msgs: make(chan message, 2)}
 	wp.cmd = exec.Command(exe)
 	wp.cmd.Env = append(os.Environ(), workerEnv+"=1")
 	wp.cmd.Stderr = &wp.stderr

@@ -78,6 +78,8 @@ func TestRun_procsUsage(t *testing.T) {
 		{[]string{"-procs", "65", "-workers", "100"}, "-procs"},
 		{[]string{"-procs", "1,4", "-workers", "2,8"}, "4 processes for 2 workers"},
 		{[]string{"-procs", "2", "-workers", "4", "-workload", "checkout"}, "a checkout runs in one process"},
+		{[]string{"-procs", "2", "-workers", "4", "-claim-idle", "-1s"}, "-claim-idle"},
+		{[]string{"-procs", "2", "-workers", "4", "-claim-idle", "10us"}, "-claim-idle"},
 	} {
 		code, _, stderr := invoke(t, []bench.Target{memTarget()}, append(quick, tc.args...)...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {

@@ -26,6 +26,9 @@ type env struct {
 	backends        []bench.Backend
 	strategies      []bench.Target
 	counterexamples []bench.Target
+	// consumerStarted, when set (by tests), is told each consumer process
+	// of a -procs run once it is ready.
+	consumerStarted func(name string, p *os.Process)
 }
 
 // run is the whole command; it returns the exit status.
@@ -77,7 +80,7 @@ func run(ctx context.Context, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "stockbench: %s\n", s)
 	}
 
-	results, skipped, failed := runAll(ctx, c, srv, e.stderr)
+	results, skipped, failed := runAll(ctx, c, srv, e)
 	skipped = append(slices.Clone(c.skipped), skipped...)
 
 	if err := report(e.stdout, c, bench.NewMeta(began, c.workload, c.workers, srv.info), results, skipped); err != nil {
@@ -108,8 +111,8 @@ func run(ctx context.Context, args []string, e env) int {
 // It stops at an interrupt; a target that fails to run is reported and
 // skipped. skipped says why each target that cannot run the workload
 // (bench.ErrSkipped) was left out, which is not a failure.
-func runAll(ctx context.Context, c config, srv *servers, stderr io.Writer) (results []*bench.Result, skipped []string, failed bool) {
-	p := newProgress(stderr, c.runs())
+func runAll(ctx context.Context, c config, srv *servers, e env) (results []*bench.Result, skipped []string, failed bool) {
+	p := newProgress(e.stderr, c.runs())
 	defer p.finish()
 	for _, t := range c.targets {
 	counts:
@@ -137,7 +140,8 @@ func runAll(ctx context.Context, c config, srv *servers, stderr io.Writer) (resu
 					var r *bench.Result
 					var err error
 					if procs > 1 {
-						r, err = runProcs(ctx, procs, t, srv, w, p.within)
+						plan := splitPlan{claimIdle: c.claimIdle, logf: p.printf, started: e.consumerStarted}
+						r, err = runProcs(ctx, procs, t, srv, w, plan, p.within)
 					} else {
 						r, err = bench.Run(ctx, t, srv.conns, w, bench.WithProgress(p.within))
 					}

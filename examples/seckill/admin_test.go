@@ -104,7 +104,7 @@ func TestServer_errorsCarryOrderID(t *testing.T) {
 // bench would bring its chart libraries into this module).
 func TestStrategies_namedAsTheHarness(t *testing.T) {
 	var registered []byte
-	for _, p := range []string{"../../bench/mysqltargets/register.go", "../../bench/redistargets/register.go"} {
+	for _, p := range []string{"../../bench/mysqltargets/register.go", "../../bench/redistargets/register.go", "../../bench/tieredtargets/register.go"} {
 		raw, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)

@@ -27,6 +27,7 @@ import (
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/stockotel"
+	"github.com/stockguard/stockguard/tiered"
 )
 
 // envAdminToken names the environment variable holding the admin token
@@ -34,6 +35,7 @@ import (
 const envAdminToken = "SECKILL_ADMIN_TOKEN"
 
 type config struct {
+	role        string
 	addr        string
 	strategy    string
 	mysqlDSN    string
@@ -45,14 +47,27 @@ type config struct {
 	grace       time.Duration
 	maxConns    int
 	traceStdout bool
+	// The tiered strategy's consumer (consumer.go).
+	consume      bool
+	consumerName string
+	claimIdle    time.Duration
 }
+
+// The -role values.
+const (
+	roleService  = "service"
+	roleConsumer = "consumer"
+)
+
+// tieredStrategy is the strategy with a consumer.
+const tieredStrategy = "tiered-mysql"
 
 func main() {
 	var cfg config
 	flag.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "listen address")
 	flag.StringVar(&cfg.strategy, "strategy", "redis-atomic", "stock strategy: "+strategyNames())
-	flag.StringVar(&cfg.mysqlDSN, "mysql-dsn", "root@tcp(127.0.0.1:3306)/test?interpolateParams=true", "MariaDB/MySQL DSN (mysql-* strategies)")
-	flag.StringVar(&cfg.redisAddr, "redis-addr", "127.0.0.1:6379", "Redis address (redis-* strategies, mutex-counterexample)")
+	flag.StringVar(&cfg.mysqlDSN, "mysql-dsn", "root@tcp(127.0.0.1:3306)/test?interpolateParams=true", "MariaDB/MySQL DSN (mysql-* and tiered-mysql)")
+	flag.StringVar(&cfg.redisAddr, "redis-addr", "127.0.0.1:6379", "Redis address (redis-*, tiered-mysql, mutex-counterexample)")
 	flag.StringVar(&cfg.table, "mysql-table", "stock", "MySQL stock table")
 	flag.StringVar(&cfg.prefix, "redis-prefix", "seckill:", "Redis key prefix")
 	flag.DurationVar(&cfg.opTimeout, "op-timeout", 5*time.Second, "bound on one inventory call")
@@ -60,6 +75,11 @@ func main() {
 	flag.DurationVar(&cfg.grace, "grace", 20*time.Second, "how long shutdown waits for requests in flight")
 	flag.IntVar(&cfg.maxConns, "max-conns", 64, "backend connection pool size")
 	flag.BoolVar(&cfg.traceStdout, "trace-stdout", false, "export every span to stderr")
+	flag.StringVar(&cfg.role, "role", roleService, "service (the HTTP API) or consumer (the "+tieredStrategy+" consumer alone, serving /metrics and /healthz)")
+	flag.BoolVar(&cfg.consume, "consume", true, tieredStrategy+": run the consumer in the service too; false when consumer processes (-role consumer) do")
+	flag.StringVar(&cfg.consumerName, "consumer-name", "", "the consumer's name in the stream's group, unique among the live ones; a restarted copy under its old name\n"+
+		"takes its unacknowledged entries back at once (default: a random one; those of a copy gone wait -claim-idle for another)")
+	flag.DurationVar(&cfg.claimIdle, "claim-idle", tiered.DefaultClaimIdle, "how long a consumer's unacknowledged entries wait before another consumer claims them")
 	flag.Parse()
 
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -73,7 +93,12 @@ func main() {
 
 func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	spec, ok := strategies[cfg.strategy]
-	if !ok {
+	switch {
+	case cfg.role == roleConsumer:
+		spec = strategies[tieredStrategy]
+	case cfg.role != roleService:
+		return fmt.Errorf("unknown -role %q, want %s or %s", cfg.role, roleService, roleConsumer)
+	case !ok:
 		return fmt.Errorf("unknown -strategy %q, want one of %s", cfg.strategy, strategyNames())
 	}
 	ln, err := net.Listen("tcp", cfg.addr)
@@ -92,25 +117,42 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 			return err
 		}
 		defer db.Close()
-	} else {
+	}
+	if spec.redis {
 		if rdb, err = openRedis(ctx, cfg); err != nil {
 			return err
 		}
 		defer rdb.Close()
 	}
 
-	inner := spec.build(db, rdb, cfg)
-	srv := &server{opTimeout: cfg.opTimeout, holdTTL: cfg.holdTTL, log: log, adminToken: os.Getenv(envAdminToken)}
-	opts := []stockotel.Option{stockotel.WithStrategy(cfg.strategy)}
-	if orders, ok := inner.(stockguard.Orders); ok {
-		wrapped := stockotel.WrapOrders(orders, opts...)
-		srv.inv, srv.orders = wrapped, wrapped
+	var handler http.Handler
+	var consumer *tiered.Consumer
+	if cfg.role == roleConsumer || cfg.strategy == tieredStrategy && cfg.consume {
+		if consumer, err = newConsumer(db, rdb, cfg); err != nil {
+			return err
+		}
+	}
+	if cfg.role == roleConsumer {
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+		mux.Handle("GET /metrics", tel.handler())
+		handler = mux
 	} else {
-		srv.inv = stockotel.Wrap(inner, opts...)
+		inner := spec.build(db, rdb, cfg)
+		srv := &server{opTimeout: cfg.opTimeout, holdTTL: cfg.holdTTL, log: log, adminToken: os.Getenv(envAdminToken)}
+		opts := []stockotel.Option{stockotel.WithStrategy(cfg.strategy)}
+		if orders, ok := inner.(stockguard.Orders); ok {
+			wrapped := stockotel.WrapOrders(orders, opts...)
+			srv.inv, srv.orders = wrapped, wrapped
+		} else {
+			srv.inv = stockotel.Wrap(inner, opts...)
+		}
+		handler = srv.routes(tel.handler())
+		log.Info("serving", "strategy", cfg.strategy, "orders", srv.orders != nil, "admin", srv.adminToken != "", "consumer", consumer != nil)
 	}
 
 	httpSrv := &http.Server{
-		Handler: otelhttp.NewHandler(srv.routes(tel.handler()), "seckill",
+		Handler: otelhttp.NewHandler(handler, "seckill",
 			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.Pattern })),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
@@ -121,23 +163,39 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- httpSrv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String(), "strategy", cfg.strategy, "orders", srv.orders != nil, "admin", srv.adminToken != "")
+	// The consumer stops after the HTTP server: the orders of the last
+	// requests answered are on the stream by then, and a lone copy applies
+	// them before it exits.
+	cctx, stopConsumer := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopConsumer()
+	consumed := make(chan error, 1)
+	if consumer != nil {
+		go func() { consumed <- consume(cctx, consumer, cfg.grace, log) }()
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "role", cfg.role)
 
 	select {
 	case err := <-served:
 		return err
+	case err := <-consumed:
+		return errors.Join(err, httpSrv.Close())
 	case <-ctx.Done():
 	}
 	// Shutdown stops accepting, then waits for every request in flight to
 	// be answered: a buyer told 200 has an order, and no request is cut
-	// between its inventory call and its reply. Only after that do the
-	// backends close (the deferred Close calls).
+	// between its inventory call and its reply. Then the consumer finishes
+	// its batch; only after that do the backends close (the deferred Close
+	// calls).
 	log.Info("shutting down", "grace", cfg.grace)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.grace)
 	defer cancel()
 	err = httpSrv.Shutdown(sctx)
 	if errors.Is(<-served, http.ErrServerClosed) && err == nil {
 		log.Info("stopped; every request answered")
+	}
+	if consumer != nil {
+		stopConsumer()
+		err = errors.Join(err, <-consumed)
 	}
 	return errors.Join(err, tel.shutdown(sctx))
 }

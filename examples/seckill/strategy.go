@@ -12,14 +12,15 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/mysqllock"
 	"github.com/stockguard/stockguard/redislock"
+	"github.com/stockguard/stockguard/tiered"
 	"github.com/stockguard/stockguard/watchtx"
 )
 
 // strategies are the -strategy values, each built with its package's
-// constructor; the backend each needs is opened only when it is chosen.
+// constructor; the backends each needs are opened only when it is chosen.
 var strategies = map[string]struct {
-	mysql bool
-	build func(db *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory
+	mysql, redis bool
+	build        func(db *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory
 }{
 	"mysql-atomic": {mysql: true, build: func(db *sqlx.DB, _ *redis.Client, cfg config) stockguard.Inventory {
 		return mysqllock.NewAtomic(db, mysqllock.WithTable(cfg.table))
@@ -33,19 +34,23 @@ var strategies = map[string]struct {
 	"mysql-optimistic": {mysql: true, build: func(db *sqlx.DB, _ *redis.Client, cfg config) stockguard.Inventory {
 		return mysqllock.NewOptimistic(db, mysqllock.WithTable(cfg.table))
 	}},
-	"redis-atomic": {build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
+	"redis-atomic": {redis: true, build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
 		return redislock.NewAtomic(rdb, redislock.WithPrefix(cfg.prefix))
 	}},
-	"redis-batched": {build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
+	"redis-batched": {redis: true, build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
 		return redislock.NewBatched(rdb, redislock.WithPrefix(cfg.prefix))
 	}},
-	"redis-guarded": {build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
+	"redis-guarded": {redis: true, build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
 		return redislock.NewGuarded(rdb, redislock.WithPrefix(cfg.prefix))
 	}},
-	"redis-watchtx": {build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
+	"redis-watchtx": {redis: true, build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
 		return watchtx.New(rdb, watchtx.WithPrefix(cfg.prefix))
 	}},
-	"mutex-counterexample": {build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
+	// Redis answers, a consumer writes each order to MySQL: see consumer.go.
+	"tiered-mysql": {mysql: true, redis: true, build: func(db *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
+		return tiered.New(rdb, mysqllock.NewBatched(db, mysqllock.WithTable(cfg.table)), tiered.WithPrefix(cfg.prefix))
+	}},
+	"mutex-counterexample": {redis: true, build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
 		return newMutexCounterexample(rdb, cfg.prefix)
 	}},
 }

@@ -31,6 +31,7 @@ type Result struct {
 	Status    map[int]int // responses by HTTP status
 	Failed    int         // requests with no response (refused, reset)
 	Acked     int64       // units of the buys answered 200
+	Accepted  []string    // order IDs of the buys answered 200
 	Elapsed   time.Duration
 	latencies []time.Duration // of answered requests, sorted
 }
@@ -78,14 +79,14 @@ func Run(ctx context.Context, client *http.Client, cfg Config) Result {
 			status := map[int]int{}
 			var failed int
 			var acked int64
+			var accepted []string
 			for {
 				i := int(next.Add(1)) - 1
 				if i >= cfg.Requests || ctx.Err() != nil {
 					break
 				}
-				body, _ := json.Marshal(map[string]any{
-					"order_id": fmt.Sprintf("%s%d", cfg.OrderPrefix, i), "sku": cfg.SKU, "qty": cfg.Qty,
-				})
+				id := fmt.Sprintf("%s%d", cfg.OrderPrefix, i)
+				body, _ := json.Marshal(map[string]any{"order_id": id, "sku": cfg.SKU, "qty": cfg.Qty})
 				t0 := time.Now()
 				code, err := Post(ctx, client, cfg.URLs[i%len(cfg.URLs)]+"/buy", body, nil)
 				if err != nil {
@@ -96,6 +97,7 @@ func Run(ctx context.Context, client *http.Client, cfg Config) Result {
 				status[code]++
 				if code == http.StatusOK {
 					acked += cfg.Qty
+					accepted = append(accepted, id)
 				}
 			}
 			mu.Lock()
@@ -106,6 +108,7 @@ func Run(ctx context.Context, client *http.Client, cfg Config) Result {
 			}
 			res.Failed += failed
 			res.Acked += acked
+			res.Accepted = append(res.Accepted, accepted...)
 		})
 	}
 	wg.Wait()

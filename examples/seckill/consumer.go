@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	otelmetric "go.opentelemetry.io/otel/metric"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/mysqllock"
+	"github.com/stockguard/stockguard/tiered"
+)
+
+// The tiered strategy's consumer applies the orders Redis accepted to
+// MySQL. It runs in the service (-consume, the default: one binary, one
+// process, enough for a copy or two) or as processes of their own
+// (-role consumer): then the consumers scale with the database, not with
+// the HTTP traffic, a deploy of the service does not stop them mid-batch,
+// and their CPU is not the buyers'. Every copy of either kind shares the
+// stream's consumer group.
+
+// consumerBackoff bounds the wait after a Step that failed (Redis
+// unreachable): from consumerBackoffFirst, doubling.
+const (
+	consumerBackoffFirst = 10 * time.Millisecond
+	consumerBackoffMax   = time.Second
+)
+
+// newConsumer returns the consumer of the tiered strategy's stream, with
+// its metrics registered.
+func newConsumer(db *sqlx.DB, rdb *redis.Client, cfg config) (*tiered.Consumer, error) {
+	opts := []tiered.Option{tiered.WithPrefix(cfg.prefix)}
+	if cfg.consumerName != "" {
+		opts = append(opts, tiered.WithConsumerName(cfg.consumerName))
+	}
+	if cfg.claimIdle > 0 {
+		opts = append(opts, tiered.WithClaimIdle(cfg.claimIdle))
+	}
+	// The back carries a whole batch of entries in one transaction.
+	back := mysqllock.NewBatched(db, mysqllock.WithTable(cfg.table), mysqllock.WithBatchSize(tiered.DefaultBatch))
+	c := tiered.NewConsumer(rdb, back, opts...)
+	return c, consumerMetrics(c)
+}
+
+// consume runs c until ctx ends; then the Step in hand finishes — its
+// batch applied to the back and acknowledged — within grace, and consume
+// returns. Entries it has not read are left to the group's other
+// consumers (or to itself, restarted under the same name).
+func consume(ctx context.Context, c *tiered.Consumer, grace time.Duration, log *slog.Logger) error {
+	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	defer context.AfterFunc(ctx, func() { time.AfterFunc(grace, cancel) })()
+	log.Info("consuming", "consumer", c.Name())
+	backoff := consumerBackoffFirst
+	for ctx.Err() == nil {
+		_, err := c.Step(work)
+		switch {
+		case err == nil:
+			backoff = consumerBackoffFirst
+		case errors.Is(err, stockguard.ErrInvalidRequest):
+			return err
+		case work.Err() == nil:
+			log.Warn("consumer step failed", "consumer", c.Name(), "err", err)
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+			backoff = min(2*backoff, consumerBackoffMax)
+		}
+	}
+	s := c.Stats()
+	log.Info("consumer stopped", "consumer", c.Name(), "applied", s.Applied, "claimed", s.Claimed,
+		"pending", s.Pending, "lag_p99", s.LagP99, "batch_finished", work.Err() == nil)
+	return nil
+}
+
+// consumerMetrics publishes c's Stats as OpenTelemetry instruments,
+// read at each collection (Prometheus: tiered_consumer_*).
+func consumerMetrics(c *tiered.Consumer) error {
+	m := otel.Meter("github.com/stockguard/stockguard/examples/seckill")
+	applied, err1 := m.Int64ObservableCounter("tiered.consumer.applied", otelmetric.WithDescription("entries applied to the back and acknowledged"))
+	claimed, err2 := m.Int64ObservableCounter("tiered.consumer.claimed", otelmetric.WithDescription("entries claimed from an idle consumer"))
+	deferred, err3 := m.Int64ObservableCounter("tiered.consumer.deferred", otelmetric.WithDescription("times the back refused an entry for now"))
+	pending, err4 := m.Int64ObservableGauge("tiered.consumer.pending", otelmetric.WithDescription("entries this consumer holds unacknowledged"))
+	stuck, err5 := m.Int64ObservableGauge("tiered.consumer.stuck", otelmetric.WithDescription("entries the back refuses for good"))
+	lag, err6 := m.Float64ObservableGauge("tiered.consumer.lag", otelmetric.WithUnit("s"),
+		otelmetric.WithDescription("from the front's append to the back's commit, by quantile (1: the maximum)"))
+	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
+		return err
+	}
+	name := otelmetric.WithAttributes(attribute.String("consumer", c.Name()))
+	_, err := m.RegisterCallback(func(_ context.Context, o otelmetric.Observer) error {
+		s := c.Stats()
+		o.ObserveInt64(applied, s.Applied, name)
+		o.ObserveInt64(claimed, s.Claimed, name)
+		o.ObserveInt64(deferred, s.Deferred, name)
+		o.ObserveInt64(pending, s.Pending, name)
+		o.ObserveInt64(stuck, s.Stuck, name)
+		for q, d := range map[string]time.Duration{"0.5": s.LagP50, "0.99": s.LagP99, "1": s.LagMax} {
+			o.ObserveFloat64(lag, d.Seconds(), otelmetric.WithAttributes(attribute.String("consumer", c.Name()), attribute.String("quantile", q)))
+		}
+		return nil
+	}, applied, claimed, deferred, pending, stuck, lag)
+	return err
+}
