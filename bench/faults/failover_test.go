@@ -50,17 +50,18 @@ var replicaEnvs = map[string]*struct {
 	replicatargets.ClusterName:  {},
 }
 
-// replicaEnv returns the test binary's private deployment of backend (the
-// Sentinel topology, the Cluster with replicas), started on first use,
-// apart from env's single servers: a failover test needs no other.
-func replicaEnv(t *testing.T, backend string) *faults.Env {
+// replicaEnv returns the test binary's private deployment of needs[0] (the
+// Sentinel topology, the Cluster with replicas), with the other servers of
+// needs (a tiered target's database), started on first use, apart from
+// env's single servers: the first call's needs are the env's.
+func replicaEnv(t *testing.T, needs []string) *faults.Env {
 	t.Helper()
 	backendstest.SkipShort(t)
-	r := replicaEnvs[backend]
+	r := replicaEnvs[needs[0]]
 	r.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		r.env, r.err = faults.Start(ctx, backend)
+		r.env, r.err = faults.Start(ctx, needs...)
 	})
 	if r.err != nil {
 		backendstest.Unavailable(t, r.err)
@@ -124,15 +125,26 @@ func TestFailover(t *testing.T) {
 	if want := len(defaultFailovers["failover"]) + len(defaultFailovers["partition-master"]); !full && runs != want {
 		t.Fatalf("%d of the %d default runs %v have their strategy registered", runs, want, defaultFailovers)
 	}
+	// The shared deployments carry the servers of every target on them:
+	// a tiered one's database beside its front.
+	needs := map[string][]string{}
+	for _, target := range targets {
+		b := target.Needs[0]
+		for _, n := range target.Needs {
+			if !slices.Contains(needs[b], n) {
+				needs[b] = append(needs[b], n)
+			}
+		}
+	}
 	for _, target := range targets {
 		t.Run("strategy="+target.Name, func(t *testing.T) {
 			var e *faults.Env
 			backend := target.Needs[0]
 			if full {
 				t.Parallel()
-				e = privateReplicaEnv(t, backend)
+				e = privateReplicaEnv(t, target.Needs)
 			} else {
-				e = replicaEnv(t, backend)
+				e = replicaEnv(t, needs[backend])
 			}
 			acked := replicatargets.Acked(target.Name)
 			for _, f := range replicaFaults {
@@ -174,14 +186,14 @@ func TestFailover(t *testing.T) {
 	}
 }
 
-// privateReplicaEnv starts a deployment of backend for t alone, stopped at
-// its end.
-func privateReplicaEnv(t *testing.T, backend string) *faults.Env {
+// privateReplicaEnv starts the servers of needs (a deployment with
+// replicas first) for t alone, stopped at its end.
+func privateReplicaEnv(t *testing.T, needs []string) *faults.Env {
 	t.Helper()
 	backendstest.SkipShort(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	e, err := faults.Start(ctx, backend)
+	e, err := faults.Start(ctx, needs...)
 	if err != nil {
 		backendstest.Unavailable(t, err)
 	}
