@@ -4,7 +4,6 @@ import (
 	"github.com/stockguard/stockguard/bench"
 	"github.com/stockguard/stockguard/bench/redistargets"
 	"github.com/stockguard/stockguard/bench/replicatargets"
-	"github.com/stockguard/stockguard/redislock"
 	"github.com/stockguard/stockguard/tiered"
 )
 
@@ -21,8 +20,8 @@ const (
 func init() {
 	onSentinel := map[string]string{redistargets.Name: replicatargets.SentinelName}
 	ack := target(SentinelMySQLAck,
-		"tiered-mysql with a Sentinel-watched master and replica in front; each front write acknowledged once a replica has it (WithReplicaAck(1, 250ms))",
-		MySQL, false, tiered.WithFront(redislock.WithReplicaAck(1, replicatargets.AckTimeout)))
+		"tiered-mysql with a Sentinel-watched master and replica in front; each front write acknowledged, and each entry applied, once a replica has it (tiered.WithReplicaAck(1, 250ms))",
+		MySQL, false, tiered.WithReplicaAck(1, replicatargets.AckTimeout))
 	bench.Register(bench.OrdersTarget(bench.Variant(ack, SentinelMySQLAck, onSentinel)))
 	replicatargets.RegisterAcked(SentinelMySQLAck)
 	plain := target(SentinelMySQL,
