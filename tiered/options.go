@@ -78,7 +78,9 @@ func WithPrefix(p string) Option {
 
 // WithFront adds options of the front's redislock.NewAtomic
 // (WithOrderRetention, WithReplicaAck, WithAOFAck); New sets WithPrefix and
-// WithOrderStream itself, after them.
+// WithOrderStream itself, after them. An ack given here covers the front's
+// writes, not the Consumer's reads: on replicas, use this package's
+// WithReplicaAck.
 func WithFront(opts ...redislock.Option) Option {
 	return func(o *options) { o.front = append(o.front, opts...) }
 }
