@@ -1,6 +1,7 @@
 package tiered
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -17,13 +18,8 @@ import (
 // take the order back from the front, and the back would keep an order
 // the front forgot (its units sold again by the new master).
 func TestConsumer_replicaAck_appliesOnlyReplicatedEntries(t *testing.T) {
-	backendstest.SkipShort(t)
 	ctx := t.Context()
-	rep, err := backends.StartLocalReplicated(ctx, 1)
-	if err != nil {
-		backendstest.Unavailable(t, err)
-	}
-	t.Cleanup(func() { rep.Close() })
+	rep := replicated(t)
 	rdb := rep.Client()
 	t.Cleanup(func() { rdb.Close() })
 	db := backendstest.DB(t, multi)
@@ -75,4 +71,36 @@ func TestConsumer_replicaAck_appliesOnlyReplicatedEntries(t *testing.T) {
 		t.Fatalf("the back's Order(o1) once a replica has it = %+v, %v; want taken", info, err)
 	}
 	wantStock(t, "back", back, "a", 9)
+}
+
+// A consumer on a demoted master (a replica now: every XREADGROUP is a
+// write it refuses, READONLY) backs off and goes on: ErrUnavailable, never
+// an end of Run.
+func TestConsumer_onReplica_backsOff(t *testing.T) {
+	rep := replicated(t)
+	rdb := rep.Replicas[0].Client()
+	t.Cleanup(func() { rdb.Close() })
+	db := backendstest.DB(t, multi)
+	back := mysqllock.NewBatched(db, mysqllock.WithTable(newTable(t, db)))
+	c := NewConsumer(rdb, back, WithPrefix("ro:"), WithReplicaAck(1, 100*time.Millisecond))
+	if _, err := c.Step(t.Context()); !errors.Is(err, stockguard.ErrUnavailable) {
+		t.Fatalf("Step on a replica = %v, want ErrUnavailable", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	if err := c.Run(ctx); err != nil {
+		t.Fatalf("Run on a replica = %v, want nil at the context's end", err)
+	}
+}
+
+// replicated starts a private master and replica for t.
+func replicated(t *testing.T) *backends.Replicated {
+	t.Helper()
+	backendstest.SkipShort(t)
+	rep, err := backends.StartLocalReplicated(t.Context(), 1)
+	if err != nil {
+		backendstest.Unavailable(t, err)
+	}
+	t.Cleanup(func() { rep.Close() })
+	return rep
 }
