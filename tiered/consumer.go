@@ -79,15 +79,19 @@ type Stats struct {
 
 // NewConsumer returns a Consumer of the stream of the Orders New builds
 // with the same WithPrefix, applying to back. It reads the options
-// WithPrefix, WithGroup, WithConsumerName, WithBatch, WithApplyWorkers and
-// WithClaimIdle.
+// WithPrefix, WithGroup, WithConsumerName, WithBatch, WithApplyWorkers,
+// WithClaimIdle and WithReplicaAck.
 func NewConsumer(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) *Consumer {
 	o := newOptions(opts)
-	return newConsumer(NewStreams(rdb, StreamKey(o.prefix), o.group), back, o)
+	q := NewStreams(rdb, StreamKey(o.prefix), o.group)
+	q.ack = o.ack
+	return newConsumer(q, back, o)
 }
 
 // NewQueueConsumer returns a Consumer of q applying to back. It reads the
-// options WithConsumerName, WithBatch, WithApplyWorkers and WithClaimIdle.
+// options WithConsumerName, WithBatch, WithApplyWorkers and WithClaimIdle;
+// q's Read and Claim must return only entries a failover of the front
+// keeps (WithReplicaAck does that for NewConsumer's stream).
 func NewQueueConsumer(q Queue, back stockguard.Orders, opts ...Option) *Consumer {
 	c := newConsumer(q, back, newOptions(opts))
 	c.ready = true

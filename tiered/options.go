@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/redisx"
 	"github.com/stockguard/stockguard/redislock"
 )
 
@@ -50,6 +51,7 @@ type options struct {
 	batch     int
 	workers   int
 	claimIdle time.Duration
+	ack       redisx.Ack // WithReplicaAck: what confirms the Consumer's reads
 	err       error
 }
 
@@ -76,9 +78,33 @@ func WithPrefix(p string) Option {
 
 // WithFront adds options of the front's redislock.NewAtomic
 // (WithOrderRetention, WithReplicaAck, WithAOFAck); New sets WithPrefix and
-// WithOrderStream itself, after them.
+// WithOrderStream itself, after them. An ack given here covers the front's
+// writes, not the Consumer's reads: on replicas, use this package's
+// WithReplicaAck.
 func WithFront(opts ...redislock.Option) Option {
 	return func(o *options) { o.front = append(o.front, opts...) }
+}
+
+// WithReplicaAck makes the front's writes count once n replicas have them
+// (redislock.WithReplicaAck(n, timeout), with its errors) and the
+// Consumer apply only entries n replicas have: each of its reads is
+// followed on its connection by WAIT n timeout, and entries it does not
+// confirm stay pending, read again until they are. Given to WithFront
+// instead, the option covers the front alone, and a failover can take
+// back entries the Consumer applied: the back keeps orders the front
+// forgot. n must be 1…100 and timeout whole milliseconds in 1ms…1min; the
+// go-redis client's ReadTimeout must exceed 200ms + timeout (a read and its
+// WAIT share one round trip). Default none.
+func WithReplicaAck(n int, timeout time.Duration) Option {
+	return func(o *options) {
+		a := redisx.Ack{Replicas: n, Timeout: timeout}
+		if err := a.Validate(); err != nil {
+			o.fail(err)
+			return
+		}
+		o.ack = a
+		o.front = append(o.front, redislock.WithReplicaAck(n, timeout))
+	}
 }
 
 // WithGroup sets the consumer group; default DefaultGroup. Every Consumer

@@ -65,6 +65,10 @@ type Streams struct {
 	stream string
 	group  string
 
+	// ack, when on, must confirm every read before its entries are handed
+	// out (WithReplicaAck); set by NewConsumer.
+	ack redisx.Ack
+
 	mu sync.Mutex
 	// caughtUp holds the consumers whose entries delivered and not
 	// acknowledged are all in their hands: read since their last failed
@@ -99,9 +103,9 @@ func (s *Streams) Read(ctx context.Context, consumer string, n int, block time.D
 	var err error
 	if own {
 		// Its own pending entries first (ID 0: they never block).
-		res, err = s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+		res, err = s.readGroup(ctx, &redis.XReadGroupArgs{
 			Group: s.group, Consumer: consumer, Streams: []string{s.stream, "0"}, Count: int64(n), Block: -1,
-		}).Result()
+		})
 		if err == nil && (len(res) == 0 || len(res[0].Messages) < n) {
 			s.mu.Lock()
 			s.caughtUp[consumer] = true
@@ -109,9 +113,9 @@ func (s *Streams) Read(ctx context.Context, consumer string, n int, block time.D
 		}
 	}
 	if !own || err == nil && (len(res) == 0 || len(res[0].Messages) == 0) {
-		res, err = s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+		res, err = s.readGroup(ctx, &redis.XReadGroupArgs{
 			Group: s.group, Consumer: consumer, Streams: []string{s.stream, ">"}, Count: int64(n), Block: block,
-		}).Result()
+		})
 	}
 	if err != nil && !errors.Is(err, redis.Nil) {
 		s.mu.Lock()
@@ -139,17 +143,70 @@ func (s *Streams) Read(ctx context.Context, consumer string, n int, block time.D
 	return out, nil
 }
 
+// readGroup is XREADGROUP, confirmed.
+func (s *Streams) readGroup(ctx context.Context, a *redis.XReadGroupArgs) ([]redis.XStream, error) {
+	var cmd *redis.XStreamSliceCmd
+	err := s.confirmed(ctx, func(c redis.Cmdable) redis.Cmder { cmd = c.XReadGroup(ctx, a); return cmd })
+	if err != nil {
+		return nil, err
+	}
+	return cmd.Val(), nil
+}
+
+// witnessTTL is how long the witness key of a confirmed read lives.
+const witnessTTL = time.Second
+
+// confirmed runs read, a command that hands entries to a consumer: on
+// s.rdb, or, with an ack, in a pipeline — one connection, one server —
+// where a witness write and the ack's WAIT follow it. The witness moves
+// the connection's replication mark past everything the read saw (a read
+// of entries delivered before writes nothing itself), so the WAIT confirms
+// the entries read; a read and a WAIT on different connections could
+// straddle a failover and confirm a new master that never had them. It
+// returns read's error, or an *redisx.AckError when the WAIT fell short:
+// the entries are then on the master alone, and a failover may take them
+// back from the front.
+func (s *Streams) confirmed(ctx context.Context, read func(redis.Cmdable) redis.Cmder) error {
+	if !s.ack.On() {
+		return read(s.rdb).Err()
+	}
+	p := s.rdb.Pipeline()
+	cmd := read(p)
+	witness := p.Set(ctx, s.stream+":witness", "1", witnessTTL)
+	check := redisx.Pipe(ctx, p, s.ack)
+	_, _ = p.Exec(ctx) // each command carries its own error
+	if err := cmd.Err(); err != nil {
+		return err
+	}
+	if err := witness.Err(); err != nil {
+		return &redisx.AckError{Ack: s.ack, Err: fmt.Errorf("witness write: %w", err)}
+	}
+	return check()
+}
+
 // Claim implements Queue.
 func (s *Streams) Claim(ctx context.Context, consumer string, idle time.Duration, n int) ([]Entry, error) {
-	msgs, _, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-		Stream: s.stream, Group: s.group, Consumer: consumer, MinIdle: idle, Start: "0", Count: int64(n),
-	}).Result()
+	var cmd *redis.XAutoClaimCmd
+	err := s.confirmed(ctx, func(c redis.Cmdable) redis.Cmder {
+		cmd = c.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+			Stream: s.stream, Group: s.group, Consumer: consumer, MinIdle: idle, Start: "0", Count: int64(n),
+		})
+		return cmd
+	})
+	if err != nil {
+		// What it claimed, if anything, is consumer's own pending now:
+		// its next read takes it.
+		s.mu.Lock()
+		delete(s.caughtUp, consumer)
+		s.mu.Unlock()
+	}
 	if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {
 		return nil, s.ensureGroup(ctx)
 	}
 	if err != nil {
 		return nil, redisx.Classify(ctx, err, redisx.Read)
 	}
+	msgs, _ := cmd.Val()
 	out := make([]Entry, 0, len(msgs))
 	for _, m := range msgs {
 		out = append(out, parseEntry(m))

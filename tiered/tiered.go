@@ -37,9 +37,9 @@ var (
 
 // New returns the tiered Orders over the Redis rdb (a single server, or a
 // failover client; not a Cluster or a Ring, whose orders would span slots)
-// and back. It reads the options WithPrefix and WithFront. A nil back, or
-// a Cluster or Ring client, makes every method return an error wrapping
-// stockguard.ErrInvalidRequest.
+// and back. It reads the options WithPrefix, WithFront and WithReplicaAck.
+// A nil back, or a Cluster or Ring client, makes every method return an
+// error wrapping stockguard.ErrInvalidRequest.
 func New(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) *Orders {
 	o := newOptions(opts)
 	switch rdb.(type) {

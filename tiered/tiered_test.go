@@ -36,6 +36,7 @@ func TestNew_invalid(t *testing.T) {
 		"nil back": New(r.rdb, nil, WithPrefix(r.prefix)),
 		"cluster":  New(cc, r.back),
 		"group":    New(r.rdb, r.back, WithGroup("")),
+		"ack":      New(r.rdb, r.back, WithReplicaAck(0, time.Second)),
 	} {
 		if err := o.Take(t.Context(), "x", line("a", 1)); !errors.Is(err, stockguard.ErrInvalidRequest) {
 			t.Errorf("%s: Take = %v, want ErrInvalidRequest", name, err)
@@ -43,6 +44,9 @@ func TestNew_invalid(t *testing.T) {
 	}
 	if _, err := r.consumer(nil, WithBatch(0)).Step(t.Context()); !errors.Is(err, stockguard.ErrInvalidRequest) {
 		t.Errorf("WithBatch(0): Step = %v, want ErrInvalidRequest", err)
+	}
+	if _, err := r.consumer(nil, WithReplicaAck(1, 0)).Step(t.Context()); !errors.Is(err, stockguard.ErrInvalidRequest) {
+		t.Errorf("WithReplicaAck(1, 0): Step = %v, want ErrInvalidRequest", err)
 	}
 }
 

@@ -136,6 +136,11 @@ var acked []string
 // without it is expected to lose acknowledged units in a failover.
 func Acked(name string) bool { return slices.Contains(acked, name) }
 
+// RegisterAcked records that target name, registered by another package on
+// a deployment of this one, waits for a replica's acknowledgement (see
+// Acked). Call it from init, as bench.Register.
+func RegisterAcked(name string) { acked = append(acked, name) }
+
 func init() {
 	bench.RegisterBackend(SentinelBackend)
 	bench.RegisterBackend(ClusterBackend)

@@ -2,7 +2,9 @@
 // package tiered's Orders with Redis in front and a durable Orders behind,
 // joined by a Redis Stream. It needs the backends of redistargets and
 // mysqltargets ("redis", "mysql"); -durable makes the MySQL back flush at
-// every commit.
+// every commit. tiered-sentinel-mysql-ack and tiered-sentinel-mysql put
+// replicatargets' Sentinel topology in front, with and without
+// tiered.WithReplicaAck, on request (see sentinel.go).
 //
 // A target's store is a key prefix on Redis and a mysqllock table, with
 // one tiered.Consumer running for the store's life in the process that

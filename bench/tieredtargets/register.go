@@ -87,10 +87,11 @@ var (
 // Target returns a tiered target over back.
 func Target(name, about string, back Back) bench.Target { return target(name, about, back, false) }
 
-// target returns a tiered target over back; late starts its consumer at
-// the first reading of the back (the audit's), so that the workers measure
-// the front without the consumer and the back competing for the machine.
-func target(name, about string, back Back, late bool) bench.Target {
+// target returns a tiered target over back, its front and consumer built
+// with opts besides WithPrefix; late starts its consumer at the first
+// reading of the back (the audit's), so that the workers measure the front
+// without the consumer and the back competing for the machine.
+func target(name, about string, back Back, late bool, opts ...tiered.Option) bench.Target {
 	reach := func(ctx context.Context, s bench.Servers, ns string, create bool) (*bench.Store, error) {
 		rdb, err := bench.Conn[redis.UniversalClient](s, redistargets.Name)
 		if err != nil {
@@ -101,9 +102,10 @@ func target(name, about string, back Back, late bool) bench.Target {
 			return nil, err
 		}
 		table, prefix := "stockbench_"+ns, ns+":"
+		topts := append([]tiered.Option{tiered.WithPrefix(prefix)}, opts...)
 		st := &bench.Store{
 			New: func() (stockguard.Inventory, error) {
-				return tiered.New(rdb, back.New(db, table, 64), tiered.WithPrefix(prefix)), nil
+				return tiered.New(rdb, back.New(db, table, 64), topts...), nil
 			},
 		}
 		if !late {
@@ -130,7 +132,7 @@ func target(name, about string, back Back, late bool) bench.Target {
 		q := tiered.NewStreams(rdb, tiered.StreamKey(prefix), tiered.DefaultGroup)
 		// The consumer's back carries a whole batch of entries in one
 		// transaction: one fsync for all of them.
-		c := tiered.NewConsumer(rdb, back.New(db, table, tiered.DefaultBatch), tiered.WithPrefix(prefix))
+		c := tiered.NewConsumer(rdb, back.New(db, table, tiered.DefaultBatch), topts...)
 		cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 		own, stopOwn := context.WithCancel(cctx)
 		done := make(chan error, 1)
