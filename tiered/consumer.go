@@ -80,7 +80,7 @@ type Stats struct {
 // NewConsumer returns a Consumer of the stream of the Orders New builds
 // with the same WithPrefix, applying to back. It reads the options
 // WithPrefix, WithGroup, WithConsumerName, WithBatch, WithApplyWorkers,
-// WithClaimIdle and WithReplicaAck.
+// WithClaimIdle, WithStopGrace and WithReplicaAck.
 func NewConsumer(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) *Consumer {
 	o := newOptions(opts)
 	q := NewStreams(rdb, StreamKey(o.prefix), o.group)
@@ -89,7 +89,8 @@ func NewConsumer(rdb redis.UniversalClient, back stockguard.Orders, opts ...Opti
 }
 
 // NewQueueConsumer returns a Consumer of q applying to back. It reads the
-// options WithConsumerName, WithBatch, WithApplyWorkers and WithClaimIdle;
+// options WithConsumerName, WithBatch, WithApplyWorkers, WithClaimIdle and
+// WithStopGrace;
 // q's Read and Claim must return only entries a failover of the front
 // keeps (WithReplicaAck does that for NewConsumer's stream).
 func NewQueueConsumer(q Queue, back stockguard.Orders, opts ...Option) *Consumer {
@@ -118,17 +119,35 @@ func newConsumer(q Queue, back stockguard.Orders, o options) *Consumer {
 // Name is the consumer's name within its group.
 func (c *Consumer) Name() string { return c.name }
 
-// Run applies entries until ctx ends, then returns nil. Errors of the
-// queue (Redis unreachable) are retried with a backoff up to a second;
-// only an invalid option stops Run early, with an error wrapping
+// Run applies entries until ctx ends; then the Step in hand finishes —
+// its batch applied to the back and acknowledged — within WithStopGrace,
+// no more is read, and Run returns nil. Errors of the queue (Redis
+// unreachable) are retried with a backoff up to a second; only an invalid
+// option stops Run early, with an error wrapping
 // stockguard.ErrInvalidRequest.
 func (c *Consumer) Run(ctx context.Context) error {
 	if c.err != nil {
 		return c.err
 	}
+	// Steps run detached from ctx: its end cutting a batch between the
+	// back's commit and the acknowledgement would leave the batch pending
+	// under this name, to be claimed WithClaimIdle later by another
+	// consumer (a rollout of the service would delay every batch in hand
+	// by that). The grace bounds the wait for a back that does not answer.
+	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	defer context.AfterFunc(ctx, func() {
+		t := time.NewTimer(c.o.stopGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-work.Done():
+		}
+	})()
 	backoff := backoffFirst
 	for ctx.Err() == nil {
-		if _, err := c.Step(ctx); err != nil && ctx.Err() == nil {
+		if _, err := c.Step(work); err != nil && ctx.Err() == nil {
 			if errors.Is(err, stockguard.ErrInvalidRequest) {
 				return err
 			}

@@ -1,7 +1,9 @@
 package tiered
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"slices"
@@ -341,4 +343,41 @@ func TestConsumer_lostReadReply_appliedByTheNextRead(t *testing.T) {
 		t.Fatalf("Step acknowledged %d entries, want the 5 delivered before", n)
 	}
 	wantStock(t, "back", r.back, "a", 95)
+}
+
+// Run whose context ends while a batch is in hand applies and acknowledges
+// that batch before it returns, within WithStopGrace; with no grace the
+// batch is cut, left pending under the consumer's name.
+func TestConsumer_Run_stopsAfterTheBatchInHand(t *testing.T) {
+	for _, c := range []struct {
+		grace time.Duration
+		left  int
+	}{{DefaultStopGrace, 0}, {0, 5}} {
+		t.Run(fmt.Sprint("grace=", c.grace), func(t *testing.T) {
+			r := newRig(t)
+			stock(t, r.o, 10, "a")
+			r.takeN(t, "a", 5)
+			cons := r.consumer(nil, WithStopGrace(c.grace))
+			ctx, cancel := context.WithCancel(t.Context())
+			cons.hook = func(p string) error {
+				if p == "read" {
+					cancel() // the service told to stop, five entries in hand
+				}
+				return nil
+			}
+			if err := cons.Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			left, err := r.q.Backlog(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(left) != c.left {
+				t.Fatalf("%d entries left after Run, want %d: %v", len(left), c.left, left)
+			}
+			if c.left == 0 {
+				wantStock(t, "back", r.back, "a", 5)
+			}
+		})
+	}
 }

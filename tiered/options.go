@@ -31,6 +31,12 @@ const (
 	// past a batch's time on a slow back, so a live consumer's work is not
 	// taken from it.
 	DefaultClaimIdle = 30 * time.Second
+	// DefaultStopGrace is how long a Consumer's Run, its context ended,
+	// gives the batch in hand to be applied and acknowledged
+	// (WithStopGrace): a group commit takes milliseconds, a back retried
+	// through its backoff seconds, and a rollout's SIGTERM commonly leaves
+	// 30 s before SIGKILL.
+	DefaultStopGrace = 10 * time.Second
 )
 
 // Internal pacing of a Consumer, not options: how long a read blocks for
@@ -51,12 +57,13 @@ type options struct {
 	batch     int
 	workers   int
 	claimIdle time.Duration
+	stopGrace time.Duration
 	ack       redisx.Ack // WithReplicaAck: what confirms the Consumer's reads
 	err       error
 }
 
 func newOptions(opts []Option) options {
-	o := options{prefix: DefaultPrefix, group: DefaultGroup, batch: DefaultBatch, workers: DefaultApplyWorkers, claimIdle: DefaultClaimIdle}
+	o := options{prefix: DefaultPrefix, group: DefaultGroup, batch: DefaultBatch, workers: DefaultApplyWorkers, claimIdle: DefaultClaimIdle, stopGrace: DefaultStopGrace}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -167,5 +174,19 @@ func WithClaimIdle(d time.Duration) Option {
 			return
 		}
 		o.claimIdle = d
+	}
+}
+
+// WithStopGrace sets how long Run, its context ended, lets the batch in
+// hand finish — applied and acknowledged — before it cuts it short (its
+// entries then stay pending under the consumer's name); 0 cuts at once;
+// default DefaultStopGrace.
+func WithStopGrace(d time.Duration) Option {
+	return func(o *options) {
+		if d < 0 {
+			o.fail(fmt.Errorf("stop grace %v below 0", d))
+			return
+		}
+		o.stopGrace = d
 	}
 }

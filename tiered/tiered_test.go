@@ -45,6 +45,9 @@ func TestNew_invalid(t *testing.T) {
 	if _, err := r.consumer(nil, WithBatch(0)).Step(t.Context()); !errors.Is(err, stockguard.ErrInvalidRequest) {
 		t.Errorf("WithBatch(0): Step = %v, want ErrInvalidRequest", err)
 	}
+	if err := r.consumer(nil, WithStopGrace(-time.Second)).Run(t.Context()); !errors.Is(err, stockguard.ErrInvalidRequest) {
+		t.Errorf("WithStopGrace(-1s): Run = %v, want ErrInvalidRequest", err)
+	}
 	if _, err := r.consumer(nil, WithReplicaAck(1, 0)).Step(t.Context()); !errors.Is(err, stockguard.ErrInvalidRequest) {
 		t.Errorf("WithReplicaAck(1, 0): Step = %v, want ErrInvalidRequest", err)
 	}

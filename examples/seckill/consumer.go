@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	otelmetric "go.opentelemetry.io/otel/metric"
 
-	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/mysqllock"
 	"github.com/stockguard/stockguard/tiered"
 )
@@ -25,17 +24,12 @@ import (
 // and their CPU is not the buyers'. Every copy of either kind shares the
 // stream's consumer group.
 
-// consumerBackoff bounds the wait after a Step that failed (Redis
-// unreachable): from consumerBackoffFirst, doubling.
-const (
-	consumerBackoffFirst = 10 * time.Millisecond
-	consumerBackoffMax   = time.Second
-)
-
 // newConsumer returns the consumer of the tiered strategy's stream, with
 // its metrics registered.
 func newConsumer(db *sqlx.DB, rdb *redis.Client, cfg config) (*tiered.Consumer, error) {
-	opts := []tiered.Option{tiered.WithPrefix(cfg.prefix)}
+	// On SIGTERM the batch in hand is applied and acknowledged before
+	// the process exits, within -grace.
+	opts := []tiered.Option{tiered.WithPrefix(cfg.prefix), tiered.WithStopGrace(cfg.grace)}
 	if cfg.consumerName != "" {
 		opts = append(opts, tiered.WithConsumerName(cfg.consumerName))
 	}
@@ -49,37 +43,17 @@ func newConsumer(db *sqlx.DB, rdb *redis.Client, cfg config) (*tiered.Consumer, 
 }
 
 // consume runs c until ctx ends; then the Step in hand finishes — its
-// batch applied to the back and acknowledged — within grace, and consume
-// returns. Entries it has not read are left to the group's other
-// consumers (or to itself, restarted under the same name).
-func consume(ctx context.Context, c *tiered.Consumer, grace time.Duration, log *slog.Logger) error {
-	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	defer context.AfterFunc(ctx, func() { time.AfterFunc(grace, cancel) })()
+// batch applied to the back and acknowledged — within the consumer's stop
+// grace (-grace), and consume returns. Entries it has not read are left to
+// the group's other consumers (or to itself, restarted under the same
+// name).
+func consume(ctx context.Context, c *tiered.Consumer, log *slog.Logger) error {
 	log.Info("consuming", "consumer", c.Name())
-	backoff := consumerBackoffFirst
-	for ctx.Err() == nil {
-		_, err := c.Step(work)
-		switch {
-		case err == nil:
-			backoff = consumerBackoffFirst
-		case errors.Is(err, stockguard.ErrInvalidRequest):
-			return err
-		case work.Err() == nil:
-			log.Warn("consumer step failed", "consumer", c.Name(), "err", err)
-			t := time.NewTimer(backoff)
-			select {
-			case <-ctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
-			backoff = min(2*backoff, consumerBackoffMax)
-		}
-	}
+	err := c.Run(ctx)
 	s := c.Stats()
 	log.Info("consumer stopped", "consumer", c.Name(), "applied", s.Applied, "claimed", s.Claimed,
-		"pending", s.Pending, "lag_p99", s.LagP99, "batch_finished", work.Err() == nil)
-	return nil
+		"pending", s.Pending, "lag_p99", s.LagP99)
+	return err
 }
 
 // consumerMetrics publishes c's Stats as OpenTelemetry instruments,

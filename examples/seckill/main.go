@@ -170,7 +170,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	defer stopConsumer()
 	consumed := make(chan error, 1)
 	if consumer != nil {
-		go func() { consumed <- consume(cctx, consumer, cfg.grace, log) }()
+		go func() { consumed <- consume(cctx, consumer, log) }()
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "role", cfg.role)
 
