@@ -209,9 +209,14 @@ func (b *Batched) writeOrders(ctx context.Context, conn *sqlx.Conn, calls []orde
 func (b *Batched) placeFast(ctx context.Context, conn *sqlx.Conn, multi bool, calls []orderCall) (bool, error) {
 	orders := make([]newOrder, 0, len(calls))
 	totals := map[string]int64{}
+	var settles []orderCall
 	for _, c := range calls {
 		if c.op != opPlace {
-			return false, nil
+			if !multi {
+				return false, nil
+			}
+			settles = append(settles, c)
+			continue
 		}
 		orders = append(orders, c.order)
 		for _, ln := range c.order.lines {
@@ -229,6 +234,9 @@ func (b *Batched) placeFast(ctx context.Context, conn *sqlx.Conn, multi bool, ca
 		return false, nil
 	}
 	slices.SortFunc(orders, func(x, y newOrder) int { return cmp.Compare(x.id, y.id) })
+	if len(settles) > 0 {
+		return b.settleFast(ctx, conn, orders, totals, settles)
+	}
 	slices.SortFunc(lines, func(x, y stockguard.Line) int { return cmp.Compare(x.SKU, y.SKU) })
 	err := b.placeAll(ctx, conn, multi, orders, lines)
 	if errors.Is(err, errShort) || errors.Is(err, errDuplicate) {
