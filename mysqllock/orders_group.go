@@ -202,19 +202,27 @@ func (b *Batched) writeOrders(ctx context.Context, conn *sqlx.Conn, calls []orde
 // — one round trip on a multiStatements pool, the stock rows locked only
 // by the UPDATE right before COMMIT, so a hot row is held for that UPDATE
 // and the COMMIT alone. It reports false, having changed nothing, when the
-// batch must go the locking way: it has a Confirm or Return, an order on a
-// SKU a batch lately refused an order on (see shortSKUs), a SKU's total
-// beyond stockguard.MaxQty, or its transaction rolled back because a line
-// did not fit or an ID is recorded already.
+// batch must go the locking way: it has a Confirm or Return and the pool
+// sends statement by statement (on a multiStatements pool they go
+// optimistically too, see settleFast), screen sent it there, a SKU's total
+// is beyond stockguard.MaxQty, or its transaction rolled back because a
+// line did not fit or an ID is recorded already. Orders screen refused
+// stay refused (final) and are left out.
 func (b *Batched) placeFast(ctx context.Context, conn *sqlx.Conn, multi bool, calls []orderCall) (bool, error) {
+	if !multi && slices.ContainsFunc(calls, func(c orderCall) bool { return c.op != opPlace }) {
+		return false, nil
+	}
+	if ok, err := b.screen(ctx, conn, calls); err != nil || !ok {
+		return err != nil, err
+	}
 	orders := make([]newOrder, 0, len(calls))
 	totals := map[string]int64{}
 	var settles []orderCall
 	for _, c := range calls {
-		if c.op != opPlace {
-			if !multi {
-				return false, nil
-			}
+		switch {
+		case c.final:
+			continue // refused by screen
+		case c.op != opPlace:
 			settles = append(settles, c)
 			continue
 		}
@@ -230,8 +238,8 @@ func (b *Batched) placeFast(ctx context.Context, conn *sqlx.Conn, multi bool, ca
 		}
 		lines = append(lines, stockguard.Line{SKU: sku, Qty: qty})
 	}
-	if b.short.any(lines) {
-		return false, nil
+	if len(orders) == 0 && len(settles) == 0 {
+		return true, nil
 	}
 	slices.SortFunc(orders, func(x, y newOrder) int { return cmp.Compare(x.id, y.id) })
 	if len(settles) > 0 {
@@ -247,9 +255,9 @@ func (b *Batched) placeFast(ctx context.Context, conn *sqlx.Conn, multi bool, ca
 
 // shortSKUs remembers, for shortMemory, the SKUs on which a batch refused
 // an order (too few units, or no row). A batch with an order on one of
-// them goes the locking way at once: placeFast would most likely roll
+// them reads those rows first (screen): placeFast would most likely roll
 // back, and the batch pay for both. It decides only which way a batch
-// goes, never an answer.
+// goes and which rows it reads, never an answer.
 type shortSKUs struct {
 	mu    sync.Mutex
 	until map[string]time.Time
