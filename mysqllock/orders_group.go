@@ -49,8 +49,10 @@ import (
 //	UPDATE stock SET qty = qty + CASE sku … END WHERE sku IN (…)
 //	COMMIT
 //
-// as does every batch with a Confirm or Return, and at once a batch with
-// an order on a SKU that a batch lately refused an order on (shortSKUs).
+// as does a batch with a Confirm or Return on a pool that sends statement
+// by statement (on a multiStatements pool they go optimistically too, see
+// settleFast). Orders on a SKU that a batch lately refused an order on
+// (shortSKUs) are screened by a plain read first (screen).
 //
 // The lines of the batch are aggregated per SKU, each SKU row is locked
 // once, in SKU order (one statement walking the primary key), so two
