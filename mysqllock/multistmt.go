@@ -78,7 +78,7 @@ func (m *multiStatements) check(ctx context.Context, conn *sqlx.Conn, eng Engine
 // COMMIT alone, not for the round trips or the inserts before them.
 func (l *ledger) placeMulti(ctx context.Context, conn *sqlx.Conn, orders []newOrder, lines []stockguard.Line) error {
 	ordersQ, ordersArgs, linesQ, linesArgs := l.recordStmts(orders)
-	takeQ, takeArgs := l.takeStmt(lines)
+	takeQ, takeArgs := l.takeStmt(lines, true)
 	query := "START TRANSACTION; " + ordersQ + "; " + linesQ + "; " + takeQ + "; " + rowCheck + "; COMMIT"
 	args := slices.Concat(ordersArgs, linesArgs, takeArgs, []any{len(lines)})
 	return runMulti(ctx, conn, query, args)

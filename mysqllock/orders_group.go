@@ -773,10 +773,11 @@ func (g *groupTx) change(ctx context.Context, delta map[string]int64) error {
 	}
 	slices.SortFunc(lines, func(x, y stockguard.Line) int { return cmp.Compare(x.SKU, y.SKU) })
 	cases, args := caseSKU(lines)
+	args = slices.Concat(args, args)
 	for _, ln := range lines {
 		args = append(args, ln.SKU)
 	}
-	return classify(ctx, g.exec(ctx, "UPDATE "+g.lq.stock+" SET qty = qty + "+cases+", version = version + 1 WHERE sku IN ("+list(len(lines))+")", args...), unsent)
+	return classify(ctx, g.exec(ctx, "UPDATE "+g.lq.stock+" SET "+moveUnits(cases)+", version = version + 1 WHERE sku IN ("+list(len(lines))+")", args...), unsent)
 }
 
 // settleRecorded answers the Take and Hold calls whose ID is recorded from

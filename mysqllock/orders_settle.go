@@ -131,8 +131,8 @@ func (b *Batched) settleFast(ctx context.Context, conn *sqlx.Conn, orders []newO
 		for i, ln := range lines {
 			in[i] = ln.SKU
 		}
-		q = append(q, "UPDATE "+b.lq.stock+" SET qty = qty + "+cases+", version = version + 1 WHERE sku IN ("+list(len(lines))+") AND qty + "+cases+" >= 0", rowCheck)
-		args = slices.Concat(args, caseArgs, in, caseArgs, []any{len(lines)})
+		q = append(q, "UPDATE "+b.lq.stock+" SET "+moveUnits(cases)+", version = version + 1 WHERE sku IN ("+list(len(lines))+") AND qty + "+cases+" >= 0", rowCheck)
+		args = slices.Concat(args, caseArgs, caseArgs, in, caseArgs, []any{len(lines)})
 	}
 	err = runMulti(ctx, conn, "START TRANSACTION; "+strings.Join(q, "; ")+"; COMMIT", args)
 	switch {
