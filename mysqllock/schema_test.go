@@ -119,6 +119,11 @@ func TestCreateSchema_addsOnOrders(t *testing.T) {
 	if _, err := db.ExecContext(ctx, "ALTER TABLE "+quote(table)+" DROP COLUMN on_orders"); err != nil {
 		t.Fatal(err)
 	}
+	// Before the upgrade, orders are unavailable and change nothing.
+	want(t, "Take before the upgrade", a.Take(ctx, "u", line("x", 1)), stockguard.ErrUnavailable)
+	if got := stockOf(t, a, "x"); got != 5 {
+		t.Fatalf("x: %d left, want 5", got)
+	}
 	if err := CreateSchema(ctx, db, WithTable(table)); err != nil {
 		t.Fatal(err)
 	}
