@@ -66,7 +66,7 @@ func (k orderKind) String() string {
 const (
 	erDupEntry    = 1062 // a duplicate primary key: the ID is recorded already
 	erNoSuchTable = 1146 // no ledger: a table made before the ledger existed
-	erBadField    = 1054 // no on_orders column: a stock table made before the ledger existed
+	erBadField    = 1054 // no on_orders column: a stock table made before it existed
 )
 
 func isServerError(err error, number uint16) bool {
@@ -243,19 +243,18 @@ func (l *ledger) takeStmt(lines []stockguard.Line, ordered bool) (string, []any)
 	case len(lines) == 1:
 		return l.q.take, []any{lines[0].Qty, lines[0].SKU, lines[0].Qty}
 	}
-	cases, args := caseSKU(lines)
+	cases, caseArgs := caseSKU(lines)
 	in := make([]any, 0, len(lines))
 	for _, ln := range lines {
 		in = append(in, ln.SKU)
 	}
-	set := "qty = qty - " + cases
+	set, args := "qty = qty - "+cases, caseArgs
 	if ordered {
 		set += ", on_orders = on_orders + " + cases
-		args = slices.Concat(args, args)
+		args = slices.Concat(caseArgs, caseArgs)
 	}
 	query := "UPDATE " + l.lq.stock + " SET " + set + ", version = version + 1 WHERE sku IN (" + list(len(lines)) + ") AND qty >= " + cases
-	_, condArgs := caseSKU(lines)
-	return query, slices.Concat(args, in, condArgs)
+	return query, slices.Concat(args, in, caseArgs)
 }
 
 // moveUnits is the SET of an UPDATE that adds delta — a CASE sku … END
