@@ -66,6 +66,7 @@ func (k orderKind) String() string {
 const (
 	erDupEntry    = 1062 // a duplicate primary key: the ID is recorded already
 	erNoSuchTable = 1146 // no ledger: a table made before the ledger existed
+	erBadField    = 1054 // no on_orders column: a stock table made before it existed
 )
 
 func isServerError(err error, number uint16) bool {
@@ -99,7 +100,8 @@ type ledgerQueries struct {
 	hasExpired   string // sku → whether sku has expired holds
 	lockLevel    string // sku → qty, locking the row
 	restock      string // qty, sku, MaxQty - qty
-	out          string // sku → units of sku on open orders (held or taken)
+	lockUnits    string // sku → qty, units of sku on open orders (held or taken); locks the row
+	takeOrdered  string // qty, qty, sku, qty: the conditional decrement of an order's single line
 }
 
 // candidateBatch bounds how many expired holds one reclaiming transaction
@@ -124,8 +126,8 @@ func newLedgerQueries(table string) ledgerQueries {
 		hasExpired:   "SELECT EXISTS(SELECT 1 FROM " + l + " WHERE sku = ? AND expires <= " + now + ")",
 		lockLevel:    "SELECT qty FROM " + s + " WHERE sku = ? FOR UPDATE",
 		restock:      "UPDATE " + s + " SET qty = qty + ?, version = version + 1 WHERE sku = ? AND qty <= ?",
-		out: fmt.Sprintf("SELECT COALESCE(SUM(l.qty), 0) FROM %s l JOIN %s o ON o.id = l.order_id WHERE l.sku = ? AND o.kind <> %d AND o.state IN (%d, %d)",
-			l, o, kindRestock, stockguard.OrderHeld, stockguard.OrderTaken),
+		lockUnits:    "SELECT qty, on_orders FROM " + s + " WHERE sku = ? FOR UPDATE",
+		takeOrdered:  "UPDATE " + s + " SET qty = qty - ?, on_orders = on_orders + ?, version = version + 1 WHERE sku = ? AND qty >= ?",
 	}
 }
 
@@ -213,8 +215,8 @@ func micros(d time.Duration) int64 {
 // errShort when a line did not fit, and the transaction must roll back.
 // The UPDATE walks the primary key in order, so it locks the rows in SKU
 // order, as every transaction of the package does.
-func (l *ledger) takeLines(ctx context.Context, tx *sqlx.Tx, lines []stockguard.Line) error {
-	query, args := l.takeStmt(lines)
+func (l *ledger) takeLines(ctx context.Context, tx *sqlx.Tx, lines []stockguard.Line, ordered bool) error {
+	query, args := l.takeStmt(lines, ordered)
 	res, err := tx.ExecContext(ctx, query, args...)
 	if err != nil {
 		return classify(ctx, err, unsent)
@@ -232,22 +234,35 @@ func (l *ledger) takeLines(ctx context.Context, tx *sqlx.Tx, lines []stockguard.
 
 // takeStmt returns the conditional UPDATE that takes lines (distinct SKUs,
 // in SKU order) and its arguments: it changes one row per line, or fewer
-// when a line does not fit.
-func (l *ledger) takeStmt(lines []stockguard.Line) (string, []any) {
-	if len(lines) == 1 {
+// when a line does not fit. The units of an order (ordered) go onto the
+// row's on_orders; a Decrement's are gone for good.
+func (l *ledger) takeStmt(lines []stockguard.Line, ordered bool) (string, []any) {
+	switch {
+	case len(lines) == 1 && ordered:
+		return l.lq.takeOrdered, []any{lines[0].Qty, lines[0].Qty, lines[0].SKU, lines[0].Qty}
+	case len(lines) == 1:
 		return l.q.take, []any{lines[0].Qty, lines[0].SKU, lines[0].Qty}
 	}
-	return l.multiTake(lines)
-}
-
-func (l *ledger) multiTake(lines []stockguard.Line) (string, []any) {
-	cases, args := caseSKU(lines)
+	cases, caseArgs := caseSKU(lines)
 	in := make([]any, 0, len(lines))
 	for _, ln := range lines {
 		in = append(in, ln.SKU)
 	}
-	query := "UPDATE " + l.lq.stock + " SET qty = qty - " + cases + ", version = version + 1 WHERE sku IN (" + list(len(lines)) + ") AND qty >= " + cases
-	return query, slices.Concat(args, in, args)
+	set, args := "qty = qty - "+cases, caseArgs
+	if ordered {
+		set += ", on_orders = on_orders + " + cases
+		args = slices.Concat(caseArgs, caseArgs)
+	}
+	query := "UPDATE " + l.lq.stock + " SET " + set + ", version = version + 1 WHERE sku IN (" + list(len(lines)) + ") AND qty >= " + cases
+	return query, slices.Concat(args, in, caseArgs)
+}
+
+// moveUnits is the SET of an UPDATE that adds delta — a CASE sku … END
+// whose arguments come twice — to the rows' qty and takes it off their
+// on_orders: units of orders that closed (delta > 0) or were placed
+// (delta < 0) move between the two.
+func moveUnits(delta string) string {
+	return "qty = qty + " + delta + ", on_orders = on_orders - " + delta
 }
 
 // caseSKU returns CASE sku WHEN ? THEN ? … END and its arguments.
@@ -263,16 +278,18 @@ func caseSKU(lines []stockguard.Line) (string, []any) {
 	return b.String(), args
 }
 
-// credit gives lines (distinct SKUs, in SKU order) back to the stock.
+// credit gives the lines (distinct SKUs, in SKU order) of orders that
+// closed back to the stock, off the rows' on_orders.
 func (l *ledger) credit(ctx context.Context, tx *sqlx.Tx, lines []stockguard.Line) error {
 	if len(lines) == 0 {
 		return nil
 	}
 	cases, args := caseSKU(lines)
-	for _, ln := range lines {
-		args = append(args, ln.SKU)
+	in := make([]any, len(lines))
+	for i, ln := range lines {
+		in[i] = ln.SKU
 	}
-	_, err := tx.ExecContext(ctx, "UPDATE "+l.lq.stock+" SET qty = qty + "+cases+", version = version + 1 WHERE sku IN ("+list(len(lines))+")", args...)
+	_, err := tx.ExecContext(ctx, "UPDATE "+l.lq.stock+" SET "+moveUnits(cases)+", version = version + 1 WHERE sku IN ("+list(len(lines))+")", slices.Concat(args, args, in)...)
 	return classify(ctx, err, unsent)
 }
 
@@ -304,7 +321,7 @@ func (l *ledger) short(ctx context.Context, conn *sqlx.Conn, o *newOrder, lines 
 				return err
 			}
 		}
-		err := l.takeLines(ctx, tx, lines)
+		err := l.takeLines(ctx, tx, lines, o != nil)
 		if errors.Is(err, errShort) {
 			fits = false
 			_, err = tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT reclaimed")

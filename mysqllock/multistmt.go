@@ -78,10 +78,20 @@ func (m *multiStatements) check(ctx context.Context, conn *sqlx.Conn, eng Engine
 // COMMIT alone, not for the round trips or the inserts before them.
 func (l *ledger) placeMulti(ctx context.Context, conn *sqlx.Conn, orders []newOrder, lines []stockguard.Line) error {
 	ordersQ, ordersArgs, linesQ, linesArgs := l.recordStmts(orders)
-	takeQ, takeArgs := l.takeStmt(lines)
-	query := "START TRANSACTION; " + ordersQ + "; " + linesQ + "; " + takeQ +
-		"; SELECT (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two WHERE ROW_COUNT() <> ?) INTO @stockguard_taken; COMMIT"
+	takeQ, takeArgs := l.takeStmt(lines, true)
+	query := "START TRANSACTION; " + ordersQ + "; " + linesQ + "; " + takeQ + "; " + rowCheck + "; COMMIT"
 	args := slices.Concat(ordersArgs, linesArgs, takeArgs, []any{len(lines)})
+	return runMulti(ctx, conn, query, args)
+}
+
+// rowCheck fails with "subquery returns more than 1 row" unless the
+// statement before it changed as many rows as its argument says.
+const rowCheck = "SELECT (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two WHERE ROW_COUNT() <> ?) INTO @stockguard_taken"
+
+// runMulti sends query, a whole transaction ending in COMMIT, in one round
+// trip: errShort when a rowCheck failed, errDuplicate when an INSERT met a
+// recorded ID — rolled back, nothing changed — else the classified error.
+func runMulti(ctx context.Context, conn *sqlx.Conn, query string, args []any) error {
 	done, err := enter(ctx, phaseWrite)
 	if err != nil {
 		return err

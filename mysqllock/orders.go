@@ -85,7 +85,7 @@ func (l *ledger) placeAll(ctx context.Context, conn *sqlx.Conn, multi bool, orde
 		if err := l.record(ctx, tx, orders); err != nil {
 			return err
 		}
-		return l.takeLines(ctx, tx, lines)
+		return l.takeLines(ctx, tx, lines, true)
 	})
 }
 
@@ -240,16 +240,13 @@ func (l *ledger) room(ctx context.Context, tx *sqlx.Tx, sku string, qty int64) e
 }
 
 // units locks sku's row in tx, which runs under READ COMMITTED, and reads
-// its level and the units out on open orders (held or taken): ErrUnknownSKU
-// without a row. Every Take, Hold, Return and reclaim of sku changes its
-// row, so while tx holds the lock the two move together or not at all.
+// its level and the units out on open orders (held or taken), the row's
+// on_orders: ErrUnknownSKU without a row. Every Take, Hold, Return and
+// reclaim of sku moves units between the two in one UPDATE of the row.
 func (l *ledger) units(ctx context.Context, tx *sqlx.Tx, sku string) (have, out int64, err error) {
-	err = tx.QueryRowxContext(ctx, l.lq.lockLevel, sku).Scan(&have)
+	err = tx.QueryRowxContext(ctx, l.lq.lockUnits, sku).Scan(&have, &out)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, 0, unknownSKU(sku)
-	}
-	if err == nil {
-		err = tx.QueryRowxContext(ctx, l.lq.out, sku).Scan(&out)
 	}
 	return have, out, classify(ctx, err, unsent)
 }
@@ -271,8 +268,9 @@ func (l *ledger) SetStock(ctx context.Context, sku string, qty int64) error {
 			return inTxOpts(ctx, conn, readCommitted, func(tx *sqlx.Tx) error {
 				_, out, err := l.units(ctx, tx, sku)
 				switch {
-				case errors.Is(err, stockguard.ErrUnknownSKU), isServerError(err, erNoSuchTable):
-					// A new SKU, or a table without a ledger: no units out.
+				case errors.Is(err, stockguard.ErrUnknownSKU), isServerError(err, erBadField):
+					// A new SKU, or a stock table made before the ledger
+					// (no on_orders; CreateSchema adds it): no units out.
 				case err != nil:
 					return err
 				default:

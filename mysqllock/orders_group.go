@@ -49,8 +49,10 @@ import (
 //	UPDATE stock SET qty = qty + CASE sku … END WHERE sku IN (…)
 //	COMMIT
 //
-// as does every batch with a Confirm or Return, and at once a batch with
-// an order on a SKU that a batch lately refused an order on (shortSKUs).
+// as does a batch with a Confirm or Return on a pool that sends statement
+// by statement (on a multiStatements pool they go optimistically too, see
+// settleFast). Orders on a SKU that a batch lately refused an order on
+// (shortSKUs) are screened by a plain read first (screen).
 //
 // The lines of the batch are aggregated per SKU, each SKU row is locked
 // once, in SKU order (one statement walking the primary key), so two
@@ -202,16 +204,29 @@ func (b *Batched) writeOrders(ctx context.Context, conn *sqlx.Conn, calls []orde
 // — one round trip on a multiStatements pool, the stock rows locked only
 // by the UPDATE right before COMMIT, so a hot row is held for that UPDATE
 // and the COMMIT alone. It reports false, having changed nothing, when the
-// batch must go the locking way: it has a Confirm or Return, an order on a
-// SKU a batch lately refused an order on (see shortSKUs), a SKU's total
-// beyond stockguard.MaxQty, or its transaction rolled back because a line
-// did not fit or an ID is recorded already.
+// batch must go the locking way: it has a Confirm or Return and the pool
+// sends statement by statement (on a multiStatements pool they go
+// optimistically too, see settleFast), screen sent it there, a SKU's total
+// is beyond stockguard.MaxQty, or its transaction rolled back because a
+// line did not fit or an ID is recorded already. Orders screen refused
+// stay refused (final) and are left out.
 func (b *Batched) placeFast(ctx context.Context, conn *sqlx.Conn, multi bool, calls []orderCall) (bool, error) {
+	if !multi && slices.ContainsFunc(calls, func(c orderCall) bool { return c.op != opPlace }) {
+		return false, nil
+	}
+	if ok, err := b.screen(ctx, conn, calls); err != nil || !ok {
+		return err != nil, err
+	}
 	orders := make([]newOrder, 0, len(calls))
 	totals := map[string]int64{}
+	var settles []orderCall
 	for _, c := range calls {
-		if c.op != opPlace {
-			return false, nil
+		switch {
+		case c.final:
+			continue // refused by screen
+		case c.op != opPlace:
+			settles = append(settles, c)
+			continue
 		}
 		orders = append(orders, c.order)
 		for _, ln := range c.order.lines {
@@ -225,10 +240,13 @@ func (b *Batched) placeFast(ctx context.Context, conn *sqlx.Conn, multi bool, ca
 		}
 		lines = append(lines, stockguard.Line{SKU: sku, Qty: qty})
 	}
-	if b.short.any(lines) {
-		return false, nil
+	if len(orders) == 0 && len(settles) == 0 {
+		return true, nil
 	}
 	slices.SortFunc(orders, func(x, y newOrder) int { return cmp.Compare(x.id, y.id) })
+	if len(settles) > 0 {
+		return b.settleFast(ctx, conn, orders, totals, settles)
+	}
 	slices.SortFunc(lines, func(x, y stockguard.Line) int { return cmp.Compare(x.SKU, y.SKU) })
 	err := b.placeAll(ctx, conn, multi, orders, lines)
 	if errors.Is(err, errShort) || errors.Is(err, errDuplicate) {
@@ -239,9 +257,9 @@ func (b *Batched) placeFast(ctx context.Context, conn *sqlx.Conn, multi bool, ca
 
 // shortSKUs remembers, for shortMemory, the SKUs on which a batch refused
 // an order (too few units, or no row). A batch with an order on one of
-// them goes the locking way at once: placeFast would most likely roll
+// them reads those rows first (screen): placeFast would most likely roll
 // back, and the batch pay for both. It decides only which way a batch
-// goes, never an answer.
+// goes and which rows it reads, never an answer.
 type shortSKUs struct {
 	mu    sync.Mutex
 	until map[string]time.Time
@@ -755,10 +773,11 @@ func (g *groupTx) change(ctx context.Context, delta map[string]int64) error {
 	}
 	slices.SortFunc(lines, func(x, y stockguard.Line) int { return cmp.Compare(x.SKU, y.SKU) })
 	cases, args := caseSKU(lines)
+	args = slices.Concat(args, args)
 	for _, ln := range lines {
 		args = append(args, ln.SKU)
 	}
-	return classify(ctx, g.exec(ctx, "UPDATE "+g.lq.stock+" SET qty = qty + "+cases+", version = version + 1 WHERE sku IN ("+list(len(lines))+")", args...), unsent)
+	return classify(ctx, g.exec(ctx, "UPDATE "+g.lq.stock+" SET "+moveUnits(cases)+", version = version + 1 WHERE sku IN ("+list(len(lines))+")", args...), unsent)
 }
 
 // settleRecorded answers the Take and Hold calls whose ID is recorded from

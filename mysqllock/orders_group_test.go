@@ -174,9 +174,9 @@ func retriedAfterSoldOut(t *testing.T, db *sqlx.DB) {
 }
 
 // A Take refused for want of units is refused by the locking way after
-// the optimistic way rolled back, leaves no record, and sends the next
-// batches with its SKU the locking way at once; other SKUs stay
-// optimistic.
+// the optimistic way rolled back, leaves no record, and has the next
+// batches with its SKU screen it by a plain read first (see screen); other
+// SKUs stay optimistic.
 func TestBatched_Take_refusedSKUGoesLockingWay(t *testing.T) { bothPaths(t, refusedSKUGoesLockingWay) }
 
 func refusedSKUGoesLockingWay(t *testing.T, db *sqlx.DB) {

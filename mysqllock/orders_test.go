@@ -501,14 +501,40 @@ func TestOrders_invalid(t *testing.T) {
 // takes, holds left to expire, confirms, returns, restocks — retrying IDs
 // concurrently; afterwards every SKU's units add up and every
 // acknowledged order is in a state it may be in.
+// The same over a multiStatements pool, whose batches and orders go the
+// one-round-trip ways; and each SKU's on_orders matches the ledger.
 func TestOrders_concurrentConservation(t *testing.T) {
-	db := orderDB(t)
-	for _, name := range orderStrategyNames {
-		t.Run(name, func(t *testing.T) {
-			table := newTable(t, db)
-			insts := []stockguard.Orders{orderStrategies(db, WithTable(table))[name], orderStrategies(db, WithTable(table))[name]}
-			conservation(t, insts, 64, 1500)
-		})
+	bothPaths(t, func(t *testing.T, db *sqlx.DB) {
+		db.SetMaxOpenConns(32) // see orderDB
+		for _, name := range orderStrategyNames {
+			t.Run(name, func(t *testing.T) {
+				table := newTable(t, db)
+				insts := []stockguard.Orders{orderStrategies(db, WithTable(table))[name], orderStrategies(db, WithTable(table))[name]}
+				conservation(t, insts, 64, 1500)
+				onOrdersMatchLedger(t, db, table)
+			})
+		}
+	})
+}
+
+// onOrdersMatchLedger fails t unless every stock row's on_orders is the
+// units of its SKU's open orders in the ledger.
+func onOrdersMatchLedger(t *testing.T, db *sqlx.DB, table string) {
+	t.Helper()
+	var rows []struct {
+		SKU    string `db:"sku"`
+		Column int64  `db:"on_orders"`
+		Ledger int64  `db:"ledger"`
+	}
+	err := db.SelectContext(t.Context(), &rows, fmt.Sprintf("SELECT s.sku, s.on_orders, (SELECT COALESCE(SUM(l.qty), 0) FROM %s l JOIN %s o ON o.id = l.order_id WHERE l.sku = s.sku AND o.kind <> %d AND o.state IN (%d, %d)) AS ledger FROM %s s",
+		quote(OrderLinesTable(table)), quote(OrdersTable(table)), kindRestock, stockguard.OrderHeld, stockguard.OrderTaken, quote(table)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.Column != r.Ledger {
+			t.Errorf("%s: on_orders %d, the ledger's open orders %d", r.SKU, r.Column, r.Ledger)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/stockguard/stockguard"
 )
 
 // CreateSchema creates every table the package uses, unless it exists
@@ -28,6 +29,15 @@ import (
 //	qty     BIGINT NOT NULL                  units left
 //	version BIGINT NOT NULL DEFAULT 0        bumped by every write (NewOptimistic's CAS)
 //	fence   BIGINT NOT NULL DEFAULT 0        highest lock token that wrote the row (FencedStore)
+//	on_orders BIGINT NOT NULL DEFAULT 0      units out on open orders (held or taken), moved
+//	                                         with qty by every Orders call; Restock's and
+//	                                         SetStock's room check reads it
+//
+// A stock table made before on_orders existed gets it here: CreateSchema
+// adds the column and fills it from the ledger in one statement. Run it
+// while no Orders call writes (stop the writers, run CreateSchema, start
+// the new version): an order placed or closed by an older version
+// meanwhile would not be counted.
 //
 // The ledger records one row per order ID (Take, Hold or Restock) and one
 // per line, with IDs and SKUs binary for the same reasons; times are UTC by
@@ -59,8 +69,13 @@ func CreateSchema(ctx context.Context, db sqlx.ExecerContext, opts ...Option) er
 	qty BIGINT NOT NULL,
 	version BIGINT NOT NULL DEFAULT 0,
 	fence BIGINT NOT NULL DEFAULT 0,
+	on_orders BIGINT NOT NULL DEFAULT 0,
 	CHECK (qty BETWEEN 0 AND 9007199254740991)
 `); err != nil {
+		return err
+	}
+	added, err := addOnOrders(ctx, db, o.table)
+	if err != nil {
 		return err
 	}
 	if err := CreateSegmentedSchema(ctx, db, WithTable(o.table)); err != nil {
@@ -79,14 +94,43 @@ func CreateSchema(ctx context.Context, db sqlx.ExecerContext, opts ...Option) er
 `); err != nil {
 		return err
 	}
-	return createTable(ctx, db, OrderLinesTable(o.table), `
+	if err := createTable(ctx, db, OrderLinesTable(o.table), `
 	order_id VARBINARY(128) NOT NULL,
 	sku VARBINARY(64) NOT NULL,
 	qty BIGINT NOT NULL,
 	expires DATETIME(6) NULL,
 	PRIMARY KEY (order_id, sku),
 	KEY held (sku, expires)
-`)
+`); err != nil {
+		return err
+	}
+	if !added {
+		return nil
+	}
+	// The units out on open orders that the ledger holds already.
+	s, l, ord := quote(o.table), quote(OrderLinesTable(o.table)), quote(OrdersTable(o.table))
+	_, err = db.ExecContext(ctx, fmt.Sprintf("UPDATE %s s SET on_orders = (SELECT COALESCE(SUM(l.qty), 0) FROM %s l JOIN %s o ON o.id = l.order_id WHERE l.sku = s.sku AND o.kind <> %d AND o.state IN (%d, %d))",
+		s, l, ord, kindRestock, stockguard.OrderHeld, stockguard.OrderTaken))
+	if err != nil {
+		return fmt.Errorf("mysqllock: fill %s.on_orders: %w", o.table, err)
+	}
+	return nil
+}
+
+// addOnOrders adds the on_orders column to a stock table made before it
+// existed, and reports whether it did.
+func addOnOrders(ctx context.Context, db sqlx.ExecerContext, table string) (bool, error) {
+	_, err := db.ExecContext(ctx, "SELECT on_orders FROM "+quote(table)+" LIMIT 0")
+	switch {
+	case err == nil:
+		return false, nil
+	case !isServerError(err, erBadField):
+		return false, fmt.Errorf("mysqllock: read table %s: %w", table, err)
+	}
+	if _, err := db.ExecContext(ctx, "ALTER TABLE "+quote(table)+" ADD COLUMN on_orders BIGINT NOT NULL DEFAULT 0"); err != nil {
+		return false, fmt.Errorf("mysqllock: add %s.on_orders: %w", table, err)
+	}
+	return true, nil
 }
 
 // OrdersTable returns the name of the ledger's orders table for the stock
