@@ -48,15 +48,9 @@ func AttachConsumer(ctx context.Context, t Target, s Servers, ns string, c Consu
 	case c.Name == "" || c.ClaimIdle < 0:
 		return nil, fmt.Errorf("%w: consumer %+v", ErrInvalidShare, c)
 	}
-	if err := t.check(s); err != nil {
-		return nil, err
-	}
-	if t.Attach == nil {
-		return nil, fmt.Errorf("bench: %w: %s keeps its stock inside one process, so it cannot run split over processes", ErrSkipped, t.Name)
-	}
-	store, err := t.Attach(ctx, s, ns)
+	store, err := attach(ctx, t, s, ns)
 	if err != nil {
-		return nil, fmt.Errorf("bench: %s: attach: %w", t.Name, err)
+		return nil, err
 	}
 	if store.Consume == nil {
 		return nil, fmt.Errorf("bench: %w: %s has no work of its own to run in a process", ErrSkipped, t.Name)

@@ -231,15 +231,9 @@ func Attach(ctx context.Context, t Target, s Servers, w Workload, ns string, fir
 	case w.Shape == Checkout:
 		return nil, fmt.Errorf("%w: a checkout cannot be split over processes", ErrInvalidWorkload)
 	}
-	if err := t.check(s); err != nil {
-		return nil, err
-	}
-	if t.Attach == nil {
-		return nil, fmt.Errorf("bench: %w: %s keeps its stock inside one process, so it cannot run split over processes", ErrSkipped, t.Name)
-	}
-	store, err := t.Attach(ctx, s, ns)
+	store, err := attach(ctx, t, s, ns)
 	if err != nil {
-		return nil, fmt.Errorf("bench: %s: attach: %w", t.Name, err)
+		return nil, err
 	}
 	sh := &Share{r: newRun(w)}
 	sh.r.first, sh.r.count = first, count
@@ -337,3 +331,21 @@ func (p *Part) MarshalJSON() ([]byte, error) { return json.Marshal(p.d) }
 
 // UnmarshalJSON decodes what MarshalJSON encoded.
 func (p *Part) UnmarshalJSON(b []byte) error { return json.Unmarshal(b, &p.d) }
+
+// attach reaches the store Stock opened in namespace ns through t's
+// Attach, on servers s: an error wrapping ErrMissingBackend or ErrSkipped
+// (t keeps its stock in one process) before doing anything, or the
+// Attach's.
+func attach(ctx context.Context, t Target, s Servers, ns string) (*Store, error) {
+	if err := t.check(s); err != nil {
+		return nil, err
+	}
+	if t.Attach == nil {
+		return nil, fmt.Errorf("bench: %w: %s keeps its stock inside one process, so it cannot run split over processes", ErrSkipped, t.Name)
+	}
+	store, err := t.Attach(ctx, s, ns)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %s: attach: %w", t.Name, err)
+	}
+	return store, nil
+}

@@ -46,6 +46,30 @@ func queueBehind(t *testing.T, b *Batched, table, sku string) func() {
 	}
 }
 
+// stockAll sets the stock of each SKU of levels through o.
+func stockAll(t *testing.T, o stockguard.Orders, levels map[string]int64) {
+	t.Helper()
+	for sku, qty := range levels {
+		if err := o.SetStock(t.Context(), sku, qty); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// queueCalls starts each call in its own goroutine, in order, each once
+// the one before is queued in b's only lane (b from WithOrderLanes(1),
+// its batches held up by queueBehind), and returns their answers' channels.
+func queueCalls(t *testing.T, b *Batched, calls ...func() error) []chan error {
+	t.Helper()
+	results := make([]chan error, len(calls))
+	for i, call := range calls {
+		results[i] = make(chan error, 1)
+		go func() { results[i] <- call() }()
+		combinetest.Queued(t, b.orders, b.lanes[0], i+1)
+	}
+	return results
+}
+
 // Carts of several lines from many buyers share one transaction: each is
 // granted or refused whole, in arrival order, and a refused cart leaves
 // its batch-mates alone.
@@ -55,25 +79,20 @@ func groupCommitAcrossSKUs(t *testing.T, db *sqlx.DB) {
 	table := newTable(t, db)
 	ctx := t.Context()
 	b := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the calls below share a batch
-	for sku, qty := range map[string]int64{"gate": 10, "a": 100, "b": 100, "scarce": 3} {
-		if err := b.SetStock(ctx, sku, qty); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stockAll(t, b, map[string]int64{"gate": 10, "a": 100, "b": 100, "scarce": 3})
 	release := queueBehind(t, b, table, "gate")
 	// Queued in this order: carts 0–3 take one "scarce" unit each (the
 	// fourth is refused whole), carts 4–7 take "a" and "b" only.
 	const carts = 8
-	results := make([]chan error, carts)
-	for i := range carts {
-		results[i] = make(chan error, 1)
+	calls := make([]func() error, carts)
+	for i := range calls {
 		lines := []stockguard.Line{line("a", 2), line("b", 1)}
 		if i < 4 {
 			lines = append(lines, line("scarce", 1))
 		}
-		go func() { results[i] <- b.Take(ctx, fmt.Sprintf("cart-%d", i), lines...) }()
-		combinetest.Queued(t, b.orders, b.lanes[0], i+1)
+		calls[i] = func() error { return b.Take(ctx, fmt.Sprintf("cart-%d", i), lines...) }
 	}
+	results := queueCalls(t, b, calls...)
 	before := b.Stats()
 	release()
 	for i, ch := range results {
@@ -107,11 +126,7 @@ func unitsServeLaterCallsInBatch(t *testing.T, db *sqlx.DB) {
 	table := newTable(t, db)
 	ctx := t.Context()
 	b := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the calls below share a batch
-	for _, sku := range []string{"gate", "x"} {
-		if err := b.SetStock(ctx, sku, 2); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stockAll(t, b, map[string]int64{"gate": 2, "x": 2})
 	want(t, "Hold", b.Hold(ctx, "held", stockguard.MaxHoldTTL, line("x", 2)), nil)
 	release := queueBehind(t, b, table, "gate")
 	calls := []func() error{
@@ -120,12 +135,7 @@ func unitsServeLaterCallsInBatch(t *testing.T, db *sqlx.DB) {
 		func() error { return b.Take(ctx, "late", line("x", 2)) },
 		func() error { return b.Confirm(ctx, "held") },
 	}
-	results := make([]chan error, len(calls))
-	for i, call := range calls {
-		results[i] = make(chan error, 1)
-		go func() { results[i] <- call() }()
-		combinetest.Queued(t, b.orders, b.lanes[0], i+1)
-	}
+	results := queueCalls(t, b, calls...)
 	release()
 	for i, target := range []error{stockguard.ErrInsufficientStock, nil, nil, stockguard.ErrOrderClosed} {
 		want(t, fmt.Sprintf("call %d", i), <-results[i], target)
@@ -147,11 +157,7 @@ func retriedAfterSoldOut(t *testing.T, db *sqlx.DB) {
 	table := newTable(t, db)
 	ctx := t.Context()
 	b := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the calls below share a batch
-	for _, sku := range []string{"gate", "x"} {
-		if err := b.SetStock(ctx, sku, 2); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stockAll(t, b, map[string]int64{"gate": 2, "x": 2})
 	want(t, "Take", b.Take(ctx, "o", line("x", 2)), nil)
 	if err := b.SetStock(ctx, "x", 1); err != nil {
 		t.Fatal(err)
@@ -183,11 +189,7 @@ func refusedSKUGoesLockingWay(t *testing.T, db *sqlx.DB) {
 	table := newTable(t, db)
 	ctx := t.Context()
 	b := NewBatched(db, WithTable(table))
-	for sku, qty := range map[string]int64{"x": 1, "y": 5} {
-		if err := b.SetStock(ctx, sku, qty); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stockAll(t, b, map[string]int64{"x": 1, "y": 5})
 	want(t, "Take a", b.Take(ctx, "a", line("x", 1), line("y", 1)), nil)
 	if b.short.any([]stockguard.Line{line("x", 1)}) {
 		t.Fatal("x remembered as short before any refusal")

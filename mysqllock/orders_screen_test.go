@@ -18,11 +18,7 @@ func TestBatched_Take_shortSKURefusedWithoutLock(t *testing.T) {
 		table := newTable(t, db)
 		ctx := t.Context()
 		b := NewBatched(db, WithTable(table))
-		for sku, qty := range map[string]int64{"x": 1, "y": 5} {
-			if err := b.SetStock(ctx, sku, qty); err != nil {
-				t.Fatal(err)
-			}
-		}
+		stockAll(t, b, map[string]int64{"x": 1, "y": 5})
 		want(t, "Take a", b.Take(ctx, "a", line("x", 1)), nil)
 		want(t, "Take b", b.Take(ctx, "b", line("x", 1)), stockguard.ErrInsufficientStock)
 		holdRow(t, db, table, "x", "FOR UPDATE")

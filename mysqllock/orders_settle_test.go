@@ -7,7 +7,6 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
-	"github.com/stockguard/stockguard/internal/combine/combinetest"
 )
 
 // A batch with a Confirm and a Return goes the optimistic way on a
@@ -20,11 +19,7 @@ func TestBatched_Return_optimisticBatchGrantsOnNetUnits(t *testing.T) {
 		table := newTable(t, db)
 		ctx := t.Context()
 		b := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the calls below share a batch
-		for _, sku := range []string{"gate", "x", "y"} {
-			if err := b.SetStock(ctx, sku, 2); err != nil {
-				t.Fatal(err)
-			}
-		}
+		stockAll(t, b, map[string]int64{"gate": 2, "x": 2, "y": 2})
 		want(t, "Hold back", b.Hold(ctx, "back", stockguard.MaxHoldTTL, line("x", 2)), nil)
 		want(t, "Hold keep", b.Hold(ctx, "keep", stockguard.MaxHoldTTL, line("y", 1)), nil)
 		release := queueBehind(t, b, table, "gate")
@@ -33,12 +28,7 @@ func TestBatched_Return_optimisticBatchGrantsOnNetUnits(t *testing.T) {
 			func() error { return b.Return(ctx, "back") },
 			func() error { return b.Confirm(ctx, "keep") },
 		}
-		results := make([]chan error, len(calls))
-		for i, call := range calls {
-			results[i] = make(chan error, 1)
-			go func() { results[i] <- call() }()
-			combinetest.Queued(t, b.orders, b.lanes[0], i+1)
-		}
+		results := queueCalls(t, b, calls...)
 		release()
 		optimistic := t.Name() == "TestBatched_Return_optimisticBatchGrantsOnNetUnits/multiStatements"
 		early, left := error(stockguard.ErrInsufficientStock), int64(2)
