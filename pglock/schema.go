@@ -34,8 +34,9 @@ import (
 // adds the column and fills it from the ledger, in one transaction. Run it
 // while no Orders call writes (stop the writers, run CreateSchema, start
 // the new version): an order placed or closed by an older version
-// afterwards would not be counted. Until then the Orders methods on that
-// table fail with ErrUnavailable.
+// afterwards would not be counted. Until then every call on that table
+// that moves units onto or off an order (Take, Hold, Return, Restock, and
+// Stock or Order reclaiming an expired hold) fails with ErrUnavailable.
 //
 //	<table>_segments: NewSegmented's rows, sku + seg PRIMARY KEY, qty
 //
