@@ -1,15 +1,18 @@
 package pglock
 
 import (
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stockguard/stockguard"
 )
 
 // CreateSchema over a stock table made before on_orders existed adds the
 // column and fills it with the units of the ledger's open orders, so that
-// Restock's room check counts them; before the upgrade, orders on the
-// table are unavailable and change nothing.
+// Restock's room check counts them, also when several run at once;
+// before the upgrade, orders on the table are unavailable and change
+// nothing.
 func TestCreateSchema_addsOnOrders(t *testing.T) {
 	db := testDB(t)
 	table := newTable(t, db)
@@ -34,9 +37,37 @@ func TestCreateSchema_addsOnOrders(t *testing.T) {
 	if got := stockOf(t, a, "x"); got != 5 {
 		t.Fatalf("x: %d left, want 5", got)
 	}
-	if err := CreateSchema(ctx, db, WithTable(table)); err != nil {
+	// Several at once, as several processes starting: a reader holds the
+	// table until every one has found no column and waits for its ALTER;
+	// then one adds the column and the others' ALTERs fail and are undone.
+	reader, err := db.BeginTxx(ctx, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer reader.Rollback()
+	if _, err := reader.ExecContext(ctx, "SELECT 1 FROM "+quote(table)+" LIMIT 1"); err != nil {
+		t.Fatal(err)
+	}
+	const upgraders = 4
+	var wg sync.WaitGroup
+	for range upgraders {
+		wg.Go(func() {
+			if err := CreateSchema(ctx, db, WithTable(table)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	for waiting, began := 0, time.Now(); waiting < upgraders; {
+		if time.Since(began) > 30*time.Second {
+			t.Fatalf("%d of %d upgraders wait for the table after 30s", waiting, upgraders)
+		}
+		if err := db.GetContext(ctx, &waiting, "SELECT count(*) FROM pg_locks WHERE relation = to_regclass($1) AND NOT granted", quote(table)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	reader.Rollback()
+	wg.Wait()
 	if err := CreateSchema(ctx, db, WithTable(table)); err != nil {
 		t.Fatal("again:", err)
 	}
