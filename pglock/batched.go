@@ -251,13 +251,14 @@ func (b *Batched) grant(ctx context.Context, tx *sqlx.Tx, sku string, members []
 		}
 	}
 	var granted int64
-	var refused []*request
+	var refused, ok []*request
 	for _, r := range members {
 		if left := have - granted; r.qty > left {
 			r.refused = insufficient(sku, r.qty, left)
 			refused = append(refused, r)
 		} else {
 			granted += r.qty
+			ok = append(ok, r)
 		}
 	}
 	if granted == 0 {
@@ -267,7 +268,13 @@ func (b *Batched) grant(ctx context.Context, tx *sqlx.Tx, sku string, members []
 	if err := b.unrecord(ctx, tx, refused); err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, b.q.takeHeld, granted, sku)
+	// The granted orders' units go onto on_orders. A batch of Decrements
+	// alone leaves the column be: it serves stock tables made before it.
+	if ordered := onOrders(ok); ordered > 0 {
+		_, err = tx.ExecContext(ctx, b.lq.takeGranted, granted, sku, ordered)
+	} else {
+		_, err = tx.ExecContext(ctx, b.q.takeHeld, granted, sku)
+	}
 	return classify(ctx, err, unsent)
 }
 

@@ -167,3 +167,47 @@ func calls(b *testing.B, workers int, call func(ctx context.Context, i int64) er
 	b.ReportMetric(float64(lat.ValueAtQuantile(99))/1000, "p99-ms")
 	b.ReportMetric(float64(errs)/float64(b.N), "errors/op")
 }
+
+// BenchmarkRestock times Restock (one at a time, fresh IDs) on a SKU whose
+// ledger holds orders=N taken orders: the room check's cost as the ledger
+// grows, which the row's lock is held for. The ledger is filled by SQL and
+// on_orders by CreateSchema's upgrade.
+//
+//	go test -run '^$' -bench BenchmarkRestock -benchtime 2s ./pglock/
+func BenchmarkRestock(b *testing.B) {
+	db := testDB(b)
+	for _, n := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("orders=%d", n), func(b *testing.B) {
+			table := newTable(b, db)
+			ctx := b.Context()
+			a := NewAtomic(db, WithTable(table))
+			if err := a.SetStock(ctx, "hot", 1_000_000); err != nil {
+				b.Fatal(err)
+			}
+			for _, q := range []string{
+				fmt.Sprintf("INSERT INTO %s (id, kind, state, created_at, changed_at) SELECT 'fill-' || g, %d, %d, now(), now() FROM generate_series(1, %d) g",
+					quote(OrdersTable(table)), kindTake, stockguard.OrderTaken, n),
+				fmt.Sprintf("INSERT INTO %s (order_id, sku, qty) SELECT 'fill-' || g, 'hot', 1 FROM generate_series(1, %d) g", quote(OrderLinesTable(table)), n),
+				"ALTER TABLE " + quote(table) + " DROP COLUMN IF EXISTS on_orders",
+			} {
+				if _, err := db.ExecContext(ctx, q); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := CreateSchema(ctx, db, WithTable(table)); err != nil {
+				b.Fatal(err)
+			}
+			for _, t := range Tables(table) {
+				if _, err := db.ExecContext(ctx, "ANALYZE "+quote(t)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				if err := a.Restock(ctx, fmt.Sprintf("restock-%d", i), "hot", 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

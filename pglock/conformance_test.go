@@ -114,6 +114,7 @@ func TestOrders_conformance(t *testing.T) {
 			suite.RunOrders(t, func(*testing.T) stockguard.Orders {
 				return orderStrategies(db, WithTable(table))[name]
 			})
+			onOrdersMatchLedger(t, db, table)
 		})
 	}
 }

@@ -22,6 +22,7 @@ const (
 	sqlstateQueryCanceled   = "57014" // query_canceled: a cancel request, or statement_timeout
 	sqlstateUniqueViolation = "23505" // unique_violation: an order ID recorded already
 	sqlstateUndefinedTable  = "42P01" // undefined_table: no ledger (a table from before it)
+	sqlstateUndefinedColumn = "42703" // undefined_column: no on_orders (a stock table from before it)
 	sqlstateReadOnly        = "25006" // read_only_sql_transaction
 	sqlstateTooManyConns    = "53300" // too_many_connections
 )

@@ -91,16 +91,19 @@ type ledgerQueries struct {
 	level        string // sku → qty, whether sku has expired holds
 	hasExpired   string // sku → whether sku has expired holds
 	lockLevel    string // sku → qty, locking the row
+	lockUnits    string // sku → qty, units of sku on open orders (held or taken); locks the row
 	restock      string // qty, sku, MaxQty - qty
 	lockSKUs     string // skus: locks their rows in SKU order
-	multiTake    string // skus, qtys: takes every line that fits
-	credit       string // skus, qtys: gives lines back
+	takeOrdered  string // qty, sku: the conditional decrement of an order's single line
+	takeBatch    string // qty, sku, ordered: a batch's conditional decrement, ordered of its units on orders
+	takeGranted  string // qty, sku, ordered: a batch's decrement of a row this transaction has locked
+	multiTake    string // skus, qtys: takes every line (of an order) that fits
+	credit       string // skus, qtys: gives lines of orders that closed back
 	explain      string // skus → sku, qty, whether sku has expired holds
 	dueOrders    string // ids → those held past their deadline, locked in ID order
 	expire       string // ids
 	linesOf      string // ids → sku, SUM(qty) in SKU order
 	clearAll     string // ids
-	out          string // sku → units of sku on open orders (held or taken)
 }
 
 // candidateBatch bounds how many expired holds one reclaiming transaction
@@ -135,18 +138,23 @@ func newLedgerQueries(table string) ledgerQueries {
 		hasExpired:   "SELECT EXISTS(SELECT 1 FROM " + l + " WHERE sku = $1 AND expires <= " + now + ")",
 		lockLevel:    "SELECT qty FROM " + s + " WHERE sku = $1 FOR UPDATE",
 		restock:      "UPDATE " + s + " SET qty = qty + $1, version = version + 1 WHERE sku = $2 AND qty <= $3",
+		lockUnits:    "SELECT qty, on_orders FROM " + s + " WHERE sku = $1 FOR UPDATE",
 		lockSKUs:     "SELECT sku FROM " + s + " WHERE sku = ANY($1) ORDER BY sku FOR UPDATE",
-		multiTake: "UPDATE " + s + " t SET qty = t.qty - v.qty, version = t.version + 1 " +
+		// Every statement that takes units for an order, or gives back
+		// those of an order that closed, moves them between qty and
+		// on_orders in the same UPDATE of the row.
+		takeOrdered: "UPDATE " + s + " SET qty = qty - $1, on_orders = on_orders + $1, version = version + 1 WHERE sku = $2 AND qty >= $1",
+		takeBatch:   "UPDATE " + s + " SET qty = qty - $1, on_orders = on_orders + $3, version = version + 1 WHERE sku = $2 AND qty >= $1",
+		takeGranted: "UPDATE " + s + " SET qty = qty - $1, on_orders = on_orders + $3, version = version + 1 WHERE sku = $2",
+		multiTake: "UPDATE " + s + " t SET qty = t.qty - v.qty, on_orders = t.on_orders + v.qty, version = t.version + 1 " +
 			"FROM unnest($1::text[], $2::bigint[]) AS v(sku, qty) WHERE t.sku = v.sku AND t.qty >= v.qty",
-		credit: "UPDATE " + s + " t SET qty = t.qty + v.qty, version = t.version + 1 " +
+		credit: "UPDATE " + s + " t SET qty = t.qty + v.qty, on_orders = t.on_orders - v.qty, version = t.version + 1 " +
 			"FROM unnest($1::text[], $2::bigint[]) AS v(sku, qty) WHERE t.sku = v.sku",
 		explain:   "SELECT sku, qty, " + expired + " FROM " + s + " s WHERE sku = ANY($1)",
 		dueOrders: fmt.Sprintf("SELECT id FROM %s WHERE id = ANY($1) AND state = %d AND deadline <= %s ORDER BY id FOR UPDATE", o, stockguard.OrderHeld, now),
 		expire:    fmt.Sprintf("UPDATE %s SET state = %d, changed_at = %s WHERE id = ANY($1)", o, stockguard.OrderExpired, now),
 		linesOf:   "SELECT sku, SUM(qty)::bigint FROM " + l + " WHERE order_id = ANY($1) GROUP BY sku ORDER BY sku",
 		clearAll:  "UPDATE " + l + " SET expires = NULL WHERE order_id = ANY($1)",
-		out: fmt.Sprintf("SELECT COALESCE(SUM(l.qty), 0)::bigint FROM %s l JOIN %s o ON o.id = l.order_id WHERE l.sku = $1 AND o.kind <> %d AND o.state IN (%d, %d)",
-			l, o, kindRestock, stockguard.OrderHeld, stockguard.OrderTaken),
 	}
 }
 
@@ -195,8 +203,9 @@ func split(lines []stockguard.Line) ([]string, []int64) {
 	return skus, qtys
 }
 
-// takeLines takes every line (in SKU order) in tx: errShort when a line
-// did not fit, and the transaction must roll back. Several lines are
+// takeLines takes every line (in SKU order) of an order in tx, onto the
+// rows' on_orders: errShort when a line did not fit, and the transaction
+// must roll back. Several lines are
 // locked in SKU order first, as every transaction of the package does: an
 // UPDATE … FROM locks rows in whatever order its plan visits them, and two
 // carts locking in different orders would deadlock until the server's
@@ -205,7 +214,7 @@ func (l *ledger) takeLines(ctx context.Context, tx *sqlx.Tx, lines []stockguard.
 	var res sql.Result
 	var err error
 	if len(lines) == 1 {
-		res, err = tx.ExecContext(ctx, l.q.take, lines[0].Qty, lines[0].SKU)
+		res, err = tx.ExecContext(ctx, l.lq.takeOrdered, lines[0].Qty, lines[0].SKU)
 	} else {
 		skus, qtys := split(lines)
 		if _, err := tx.ExecContext(ctx, l.lq.lockSKUs, skus); err != nil {
@@ -226,7 +235,8 @@ func (l *ledger) takeLines(ctx context.Context, tx *sqlx.Tx, lines []stockguard.
 	return nil
 }
 
-// credit gives lines (distinct SKUs, in SKU order) back to the stock.
+// credit gives the lines (distinct SKUs, in SKU order) of orders that
+// closed back to the stock, off the rows' on_orders.
 func (l *ledger) credit(ctx context.Context, tx *sqlx.Tx, lines []stockguard.Line) error {
 	if len(lines) == 0 {
 		return nil

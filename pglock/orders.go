@@ -219,21 +219,13 @@ func (l *ledger) room(ctx context.Context, tx *sqlx.Tx, sku string, qty int64) e
 }
 
 // units locks sku's row in tx and reads its level and the units out on
-// open orders (held or taken): ErrUnknownSKU without a row, errNoLedger
-// without the ledger's tables (which aborts tx). Every Take,
-// Hold, Return and reclaim of sku changes its row, so while tx holds the
-// lock the two move together or not at all (READ COMMITTED: the second
-// statement sees what committed before the lock was granted).
+// open orders (held or taken), the row's on_orders: ErrUnknownSKU without
+// a row. Every Take, Hold, Return and reclaim of sku moves units between
+// the two in one UPDATE of the row.
 func (l *ledger) units(ctx context.Context, tx *sqlx.Tx, sku string) (have, out int64, err error) {
-	err = tx.QueryRowxContext(ctx, l.lq.lockLevel, sku).Scan(&have)
+	err = tx.QueryRowxContext(ctx, l.lq.lockUnits, sku).Scan(&have, &out)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, 0, unknownSKU(sku)
-	}
-	if err == nil {
-		err = tx.QueryRowxContext(ctx, l.lq.out, sku).Scan(&out)
-		if sqlstate(err) == sqlstateUndefinedTable {
-			return have, 0, errNoLedger
-		}
 	}
 	return have, out, classify(ctx, err, unsent)
 }
@@ -255,10 +247,12 @@ func (l *ledger) SetStock(ctx context.Context, sku string, qty int64) error {
 			err := inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
 				_, out, err := l.units(ctx, tx, sku)
 				switch {
-				case errors.Is(err, errNoLedger):
-					// A table without a ledger: no units out. The failed
-					// statement aborted tx, so the write goes without it.
-					return err
+				case sqlstate(err) == sqlstateUndefinedColumn:
+					// A stock table made before the ledger, or before
+					// on_orders (CreateSchema adds it): no units out. The
+					// failed statement aborted tx, so the write goes
+					// without it.
+					return errOldTable
 				case errors.Is(err, stockguard.ErrUnknownSKU):
 					// A new SKU: no units out.
 				case err != nil:
@@ -271,7 +265,7 @@ func (l *ledger) SetStock(ctx context.Context, sku string, qty int64) error {
 				_, err = tx.ExecContext(ctx, l.q.setStock, sku, qty)
 				return classify(ctx, err, unsent)
 			})
-			if errors.Is(err, errNoLedger) {
+			if errors.Is(err, errOldTable) {
 				return l.store.SetStock(ctx, sku, qty)
 			}
 			return err
@@ -279,9 +273,9 @@ func (l *ledger) SetStock(ctx context.Context, sku string, qty int64) error {
 	})
 }
 
-// errNoLedger stops a transaction that found the stock table without its
-// ledger tables.
-var errNoLedger = errors.New("pglock: no order ledger")
+// errOldTable stops a transaction that found the stock table without its
+// on_orders column.
+var errOldTable = errors.New("pglock: a stock table without on_orders")
 
 // Order reports the order applied under id; a hold past its deadline is
 // OrderExpired, and its units go back now if nothing has reclaimed them

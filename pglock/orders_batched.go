@@ -62,7 +62,9 @@ func (b *Batched) applyOrders(ctx context.Context, conn *sqlx.Conn, sku string, 
 				return err
 			}
 			if total <= stockguard.MaxQty {
-				res, err := tx.ExecContext(ctx, b.q.take, total, sku)
+				// The orders' units go onto on_orders; the Decrements' are
+				// gone for good.
+				res, err := tx.ExecContext(ctx, b.lq.takeBatch, total, sku, onOrders(members))
 				if err != nil {
 					return classify(ctx, err, unsent)
 				}
@@ -77,6 +79,17 @@ func (b *Batched) applyOrders(ctx context.Context, conn *sqlx.Conn, sku string, 
 		return b.settleRecorded(ctx, conn, members)
 	}
 	return err
+}
+
+// onOrders is the units of the members that carry orders.
+func onOrders(members []*request) int64 {
+	var n int64
+	for _, r := range members {
+		if r.order != nil {
+			n += r.qty
+		}
+	}
+	return n
 }
 
 // settleRecorded answers the members whose ID is recorded from their

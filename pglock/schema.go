@@ -15,7 +15,7 @@ import (
 // (SegmentsTable), and the two tables of the order ledger that NewAtomic's
 // and NewBatched's Orders methods keep (OrdersTable, OrderLinesTable).
 // Tables lists their names. It is idempotent and leaves an existing table
-// as it is.
+// as it is, but for the upgrade below.
 //
 // Text columns use the "C" collation: comparison by bytes, so every
 // distinct SKU or ID is its own row whatever the database's default
@@ -26,6 +26,17 @@ import (
 //	qty     bigint NOT NULL                 units left
 //	version bigint NOT NULL DEFAULT 0       bumped by every write (NewOptimistic's CAS)
 //	fence   bigint NOT NULL DEFAULT 0       kept for parity with mysqllock's table
+//	on_orders bigint NOT NULL DEFAULT 0     units out on open orders (held or taken), moved
+//	                                        with qty by every Orders call; Restock's and
+//	                                        SetStock's room check reads it
+//
+// A stock table made before on_orders existed gets it here: one statement
+// adds the column and fills it from the ledger, in one transaction. Run it
+// while no Orders call writes (stop the writers, run CreateSchema, start
+// the new version): an order placed or closed by an older version
+// afterwards would not be counted. Until then every call on that table
+// that moves units onto or off an order (Take, Hold, Return, Restock, and
+// Stock or Order reclaiming an expired hold) fails with ErrUnavailable.
 //
 //	<table>_segments: NewSegmented's rows, sku + seg PRIMARY KEY, qty
 //
@@ -54,7 +65,8 @@ func CreateSchema(ctx context.Context, db sqlx.ExecerContext, opts ...Option) er
 	sku text COLLATE "C" PRIMARY KEY,
 	qty bigint NOT NULL CHECK (qty BETWEEN 0 AND ` + max + `),
 	version bigint NOT NULL DEFAULT 0,
-	fence bigint NOT NULL DEFAULT 0)`,
+	fence bigint NOT NULL DEFAULT 0,
+	on_orders bigint NOT NULL DEFAULT 0)`,
 		`CREATE TABLE IF NOT EXISTS ` + quote(SegmentsTable(o.table)) + ` (
 	sku text COLLATE "C" NOT NULL,
 	seg int NOT NULL,
@@ -74,6 +86,7 @@ func CreateSchema(ctx context.Context, db sqlx.ExecerContext, opts ...Option) er
 	expires timestamptz NULL,
 	PRIMARY KEY (order_id, sku))`,
 		`CREATE INDEX IF NOT EXISTS ` + quote(o.table+"_held") + ` ON ` + quote(OrderLinesTable(o.table)) + ` (sku, expires) WHERE expires IS NOT NULL`,
+		addOnOrders(o.table),
 	}
 	for _, s := range stmts {
 		if _, err := db.ExecContext(ctx, s); err != nil {
@@ -81,6 +94,27 @@ func CreateSchema(ctx context.Context, db sqlx.ExecerContext, opts ...Option) er
 		}
 	}
 	return nil
+}
+
+// addOnOrders is the statement that gives a stock table made before
+// on_orders existed the column, filled with the units of the ledger's open
+// orders. It looks in the catalog first, so that on a table that has it
+// nothing takes the lock ALTER TABLE needs; a concurrent CreateSchema that
+// added it first makes the ALTER fail with duplicate_column, and the
+// block's exception handler undoes this one's part.
+func addOnOrders(table string) string {
+	s, l, o := quote(table), quote(OrderLinesTable(table)), quote(OrdersTable(table))
+	return `DO $$
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('` + s + `') AND attname = 'on_orders' AND NOT attisdropped) THEN
+		ALTER TABLE ` + s + ` ADD COLUMN on_orders bigint NOT NULL DEFAULT 0;
+		UPDATE ` + s + ` t SET on_orders = u.units FROM (` + fmt.Sprintf(
+		"SELECT l.sku, SUM(l.qty) AS units FROM %s l JOIN %s o ON o.id = l.order_id WHERE o.kind <> %d AND o.state IN (%d, %d) GROUP BY l.sku",
+		l, o, kindRestock, stockguard.OrderHeld, stockguard.OrderTaken) + `) u WHERE t.sku = u.sku;
+	END IF;
+EXCEPTION WHEN duplicate_column THEN
+	NULL;
+END $$`
 }
 
 // SegmentsTable returns the name of NewSegmented's table for the stock
