@@ -55,8 +55,10 @@ func WithBatchSize(n int) Option {
 // Single-line Take and Hold orders of a SKU join its batches too (see
 // Take): the batch's transaction records their orders and lines in the
 // ledger, with one multi-row INSERT each, before the same conditional
-// UPDATE of the total; multi-line orders go through Atomic's one
-// transaction per order.
+// UPDATE of the total. Orders of several lines join one queue of their
+// own, whatever their SKUs, and a batch of them is one transaction that
+// locks their SKU rows in SKU order and grants or refuses each order whole,
+// in arrival order (see orders_group.go).
 //
 // Nothing waits to fill a batch: a request that finds its SKU idle goes
 // out alone at once, and batches grow only as long as the writes take. So
@@ -71,7 +73,8 @@ func WithBatchSize(n int) Option {
 // one instance per process, or it has nothing to combine.
 type Batched struct {
 	ledger
-	writes *combine.Combiner[request]
+	writes *combine.Combiner[request] // per SKU: Decrements and single-line orders
+	orders *combine.Combiner[request] // one queue: orders of several lines (see orders_group.go)
 }
 
 var (
@@ -95,6 +98,12 @@ func NewBatched(db *sqlx.DB, opts ...Option) *Batched {
 		Answer: (*request).result,
 		Apart:  orderID,
 	})
+	b.orders = combine.New(combine.Config[request]{
+		Size:   o.batchSize,
+		Write:  b.sendOrders,
+		Answer: (*request).result,
+		Apart:  orderID,
+	})
 	return b
 }
 
@@ -102,13 +111,17 @@ func NewBatched(db *sqlx.DB, opts ...Option) *Batched {
 type BatchStats struct {
 	Batches  int64 // writes attempted, each one transaction
 	Requests int64 // requests those writes carried
+
+	OrderBatches  int64 // of Batches, the group commits of orders of several lines
+	OrderRequests int64 // of Requests, the orders those carried
 }
 
 // Stats returns the counts since the instance was created;
 // Requests/Batches is the mean batch size.
 func (b *Batched) Stats() BatchStats {
 	batches, requests := b.writes.Stats()
-	return BatchStats{Batches: batches, Requests: requests}
+	ob, or := b.orders.Stats()
+	return BatchStats{Batches: batches + ob, Requests: requests + or, OrderBatches: ob, OrderRequests: or}
 }
 
 // Retries returns how many times a request or batch was tried again:
@@ -116,10 +129,10 @@ func (b *Batched) Stats() BatchStats {
 // batch turned out to be recorded already.
 func (b *Batched) Retries() int64 { return b.retrier.Retries() }
 
-// request is one Decrement, or one single-line order, for a batch.
+// request is one Decrement, or one order, for a batch.
 type request struct {
-	qty     int64
-	order   *newOrder // a single-line order; nil for a Decrement
+	qty     int64     // a Decrement's or single-line order's units
+	order   *newOrder // the order; nil for a Decrement
 	refused error     // set by the write that refused it
 	settled bool      // answered from the ledger: its ID was recorded already
 	answer  error     // a settled request's answer
@@ -165,12 +178,19 @@ func (b *Batched) Decrement(ctx context.Context, sku string, qty int64) error {
 	return b.writes.Do(ctx, sku, request{qty: qty})
 }
 
-// send writes bt's members, claimed right before the first write (see
-// combine.Batch.Members), retrying after a deadlock. An attempt works on
-// copies of the members, so that a refusal by an attempt that then failed
-// and was retried does not stick to a member; send copies the outcome of
-// the attempt that returned last.
+// send writes bt's members, the requests of sku; see sendWith.
 func (b *Batched) send(ctx context.Context, sku string, bt *combine.Batch[request]) error {
+	return b.sendWith(ctx, bt, func(ctx context.Context, conn *sqlx.Conn, m []*request) error {
+		return b.apply(ctx, conn, sku, m)
+	})
+}
+
+// sendWith writes bt's members with apply, claimed right before the first
+// write (see combine.Batch.Members), retrying after a deadlock. An attempt
+// works on copies of the members, so that a refusal by an attempt that then
+// failed and was retried does not stick to a member; sendWith copies the
+// outcome of the attempt that returned last.
+func (b *Batched) sendWith(ctx context.Context, bt *combine.Batch[request], apply func(context.Context, *sqlx.Conn, []*request) error) error {
 	return b.retrier.Do(ctx, func(ctx context.Context) error {
 		var of []*request
 		var work []request
@@ -188,7 +208,7 @@ func (b *Batched) send(ctx context.Context, sku string, bt *combine.Batch[reques
 			m[i] = &work[i]
 		}
 		err := b.pinned(ctx, b.session, func(conn *sqlx.Conn) error {
-			return b.apply(ctx, conn, sku, m)
+			return apply(ctx, conn, m)
 		})
 		for i, r := range of {
 			r.refused, r.settled, r.answer = work[i].refused, work[i].settled, work[i].answer
@@ -215,7 +235,7 @@ func (b *Batched) apply(ctx context.Context, conn *sqlx.Conn, sku string, member
 			return classify(ctx, err, sent)
 		}
 	}
-	return b.withReclaim(ctx, conn, sku, func(mayReclaim bool) error {
+	return b.withReclaim(ctx, conn, one(sku), func(mayReclaim bool) error {
 		return inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
 			return b.grant(ctx, tx, sku, members, mayReclaim)
 		})
@@ -282,10 +302,11 @@ func (b *Batched) grant(ctx context.Context, tx *sqlx.Tx, sku string, members []
 var errReclaim = errors.New("pglock: expired holds to reclaim first")
 
 // withReclaim runs write(true), a batch's transaction; when it asks for
-// expired holds to be reclaimed, reclaims them in a transaction of its own
-// and has the batch tried again, or, when another request reclaimed them
-// meanwhile, runs write(false) at once.
-func (b *Batched) withReclaim(ctx context.Context, conn *sqlx.Conn, sku string, write func(mayReclaim bool) error) error {
+// expired holds to be reclaimed, reclaims those of skus() (the SKUs it
+// found short) in a transaction of its own and has the batch tried again,
+// or, when another request reclaimed them meanwhile, runs write(false) at
+// once.
+func (b *Batched) withReclaim(ctx context.Context, conn *sqlx.Conn, skus func() []string, write func(mayReclaim bool) error) error {
 	err := write(true)
 	if !errors.Is(err, errReclaim) {
 		return err
@@ -293,7 +314,7 @@ func (b *Batched) withReclaim(ctx context.Context, conn *sqlx.Conn, sku string, 
 	n := 0
 	err = inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
 		var err error
-		n, err = b.reclaimIn(ctx, tx, sku)
+		n, err = b.reclaimIn(ctx, tx, skus()...)
 		return err
 	})
 	switch {
@@ -304,6 +325,9 @@ func (b *Batched) withReclaim(ctx context.Context, conn *sqlx.Conn, sku string, 
 	}
 	return write(false)
 }
+
+// one returns sku as withReclaim's skus.
+func one(sku string) func() []string { return func() []string { return []string{sku} } }
 
 // total is the units members ask for, at most MaxQty + 1.
 func total(members []*request) int64 {

@@ -94,6 +94,8 @@ type ledgerQueries struct {
 	lockUnits    string // sku → qty, units of sku on open orders (held or taken); locks the row
 	restock      string // qty, sku, MaxQty - qty
 	lockSKUs     string // skus: locks their rows in SKU order
+	lockLevels   string // skus → sku, qty, locking the rows in SKU order
+	expiredOf    string // skus → those with expired holds
 	takeOrdered  string // qty, sku: the conditional decrement of an order's single line
 	takeBatch    string // qty, sku, ordered: a batch's conditional decrement, ordered of its units on orders
 	takeGranted  string // qty, sku, ordered: a batch's decrement of a row this transaction has locked
@@ -140,6 +142,8 @@ func newLedgerQueries(table string) ledgerQueries {
 		restock:      "UPDATE " + s + " SET qty = qty + $1, version = version + 1 WHERE sku = $2 AND qty <= $3",
 		lockUnits:    "SELECT qty, on_orders FROM " + s + " WHERE sku = $1 FOR UPDATE",
 		lockSKUs:     "SELECT sku FROM " + s + " WHERE sku = ANY($1) ORDER BY sku FOR UPDATE",
+		lockLevels:   "SELECT sku, qty FROM " + s + " WHERE sku = ANY($1) ORDER BY sku FOR UPDATE",
+		expiredOf:    "SELECT DISTINCT sku FROM " + l + " WHERE sku = ANY($1) AND expires <= " + now,
 		// Every statement that takes units for an order, or gives back
 		// those of an order that closed, moves them between qty and
 		// on_orders in the same UPDATE of the row.

@@ -13,10 +13,10 @@ import (
 
 // Take takes every line, or none, for good under id. An order of one line
 // joins the batch of its SKU, like a Decrement; an order of several lines
-// is one transaction of its own, as for NewAtomic. It returns as
-// Atomic.Take does; a single-line order the batch refuses is answered
-// ErrInsufficientStock and recorded nowhere, even if the batch's COMMIT
-// fails.
+// joins a batch of such orders, whatever their SKUs, written in one
+// transaction. It returns as Atomic.Take does; an order the batch refuses
+// is answered ErrInsufficientStock or ErrUnknownSKU and recorded nowhere,
+// even if the batch's COMMIT fails.
 func (b *Batched) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
 	if err := b.check(ctx, stockguard.ValidateTake(id, lines)); err != nil {
 		return err
@@ -35,7 +35,7 @@ func (b *Batched) Hold(ctx context.Context, id string, ttl time.Duration, lines 
 
 func (b *Batched) order(ctx context.Context, o newOrder) error {
 	if len(o.lines) > 1 {
-		return b.place(ctx, o)
+		return b.orders.Do(ctx, orderQueue, request{order: &o})
 	}
 	return b.writes.Do(ctx, o.lines[0].SKU, request{qty: o.lines[0].Qty, order: &o})
 }
@@ -56,7 +56,7 @@ func (b *Batched) applyOrders(ctx context.Context, conn *sqlx.Conn, sku string, 
 		}
 	}
 	slices.SortFunc(orders, func(x, y newOrder) int { return cmp.Compare(x.id, y.id) })
-	err := b.withReclaim(ctx, conn, sku, func(mayReclaim bool) error {
+	err := b.withReclaim(ctx, conn, one(sku), func(mayReclaim bool) error {
 		return inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
 			if err := b.record(ctx, tx, orders); err != nil {
 				return err
