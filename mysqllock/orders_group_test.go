@@ -109,11 +109,7 @@ func groupCommitAcrossSKUs(t *testing.T, db *sqlx.DB) {
 	if n := ledgerRows(t, db, table, "cart-3"); n != 0 {
 		t.Errorf("the refused cart left %d ledger rows", n)
 	}
-	for sku, left := range map[string]int64{"a": 100 - 7*2, "b": 100 - 7, "scarce": 0, "gate": 9} {
-		if got := stockOf(t, b, sku); got != left {
-			t.Errorf("%s: %d left, want %d", sku, got, left)
-		}
-	}
+	wantLevels(t, b, map[string]int64{"a": 100 - 7*2, "b": 100 - 7, "scarce": 0, "gate": 9})
 }
 
 // A Return's units come back within its batch: a Take queued after it in
@@ -203,9 +199,5 @@ func refusedSKUGoesLockingWay(t *testing.T, db *sqlx.DB) {
 	}
 	want(t, "Take c", b.Take(ctx, "c", line("x", 1)), stockguard.ErrInsufficientStock)
 	want(t, "Take d", b.Take(ctx, "d", line("y", 2)), nil)
-	for sku, left := range map[string]int64{"x": 0, "y": 2} {
-		if got := stockOf(t, b, sku); got != left {
-			t.Errorf("%s: %d left, want %d", sku, got, left)
-		}
-	}
+	wantLevels(t, b, map[string]int64{"x": 0, "y": 2})
 }

@@ -124,11 +124,7 @@ func TestBatched_Take_groupCommitAcrossSKUs(t *testing.T) {
 	if n := ledgerRows(t, db, table, "cart-3"); n != 0 {
 		t.Errorf("the refused cart left %d ledger rows", n)
 	}
-	for sku, left := range map[string]int64{"a": 100 - 7*2, "b": 100 - 7, "scarce": 0, "gate": 9, "gate2": 9} {
-		if got := stockOf(t, b, sku); got != left {
-			t.Errorf("%s: %d left, want %d", sku, got, left)
-		}
-	}
+	wantLevels(t, b, map[string]int64{"a": 100 - 7*2, "b": 100 - 7, "scarce": 0, "gate": 9, "gate2": 9})
 	onOrdersMatchLedger(t, db, table)
 }
 
@@ -154,11 +150,7 @@ func TestBatched_Take_retriedIDTakesOnce(t *testing.T) {
 	for i, target := range []error{nil, nil, nil, stockguard.ErrOrderMismatch} {
 		want(t, fmt.Sprintf("call %d", i), <-results[i], target)
 	}
-	for sku, left := range map[string]int64{"a": 100 - 5 - 2, "b": 100 - 5 - 2} {
-		if got := stockOf(t, b, sku); got != left {
-			t.Errorf("%s: %d left, want %d", sku, got, left)
-		}
-	}
+	wantLevels(t, b, map[string]int64{"a": 100 - 5 - 2, "b": 100 - 5 - 2})
 	onOrdersMatchLedger(t, db, table)
 }
 

@@ -42,6 +42,16 @@ func stockOf(t testing.TB, o stockguard.Orders, sku string) int64 {
 	return n
 }
 
+// wantLevels fails t unless o's stock of each SKU of levels is its level.
+func wantLevels(t testing.TB, o stockguard.Orders, levels map[string]int64) {
+	t.Helper()
+	for sku, left := range levels {
+		if got := stockOf(t, o, sku); got != left {
+			t.Errorf("%s: %d left, want %d", sku, got, left)
+		}
+	}
+}
+
 // 64 goroutines over two instances place multi-line orders over 8 SKUs —
 // takes, holds left to expire, confirms, returns, restocks — retrying IDs
 // concurrently (a call may run out of retries: ErrContention, nothing
@@ -64,22 +74,6 @@ func TestOrders_concurrentConservation(t *testing.T) {
 // units of its SKU's open orders in the ledger.
 func onOrdersMatchLedger(t *testing.T, db *sqlx.DB, table string) {
 	t.Helper()
-	var rows []struct {
-		SKU    string `db:"sku"`
-		Column int64  `db:"on_orders"`
-		Ledger int64  `db:"ledger"`
-	}
-	err := db.SelectContext(t.Context(), &rows, fmt.Sprintf("SELECT s.sku, s.on_orders, (SELECT COALESCE(SUM(l.qty), 0)::bigint FROM %s l JOIN %s o ON o.id = l.order_id WHERE l.sku = s.sku AND o.kind <> %d AND o.state IN (%d, %d)) AS ledger FROM %s s",
+	ordersload.OnOrdersMatchLedger(t, db, fmt.Sprintf("SELECT s.sku, s.on_orders, (SELECT COALESCE(SUM(l.qty), 0)::bigint FROM %s l JOIN %s o ON o.id = l.order_id WHERE l.sku = s.sku AND o.kind <> %d AND o.state IN (%d, %d)) AS ledger FROM %s s",
 		quote(OrderLinesTable(table)), quote(OrdersTable(table)), kindRestock, stockguard.OrderHeld, stockguard.OrderTaken, quote(table)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rows) == 0 {
-		t.Fatal("no stock rows to check")
-	}
-	for _, r := range rows {
-		if r.Column != r.Ledger {
-			t.Errorf("%s: on_orders %d, the ledger's open orders %d", r.SKU, r.Column, r.Ledger)
-		}
-	}
 }

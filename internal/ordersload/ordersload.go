@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/stockguard/stockguard"
 )
 
@@ -171,6 +173,30 @@ func Conservation(t *testing.T, insts []stockguard.Orders, workers, ops int) {
 		}
 		if initial+in[s] != left+out[s] {
 			t.Errorf("%s: initial %d + restocked %d != stock %d + taken %d", s, initial, in[s], left, out[s])
+		}
+	}
+}
+
+// OnOrdersMatchLedger fails t unless every row query returns — a SKU
+// (column sku), its stock row's on_orders and the units of its open orders
+// in the ledger (column ledger) — has the two equal, and unless there is a
+// row at all.
+func OnOrdersMatchLedger(t *testing.T, db *sqlx.DB, query string) {
+	t.Helper()
+	var rows []struct {
+		SKU    string `db:"sku"`
+		Column int64  `db:"on_orders"`
+		Ledger int64  `db:"ledger"`
+	}
+	if err := db.SelectContext(t.Context(), &rows, query); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) == 0 {
+		t.Fatal("no stock rows to check")
+	}
+	for _, r := range rows {
+		if r.Column != r.Ledger {
+			t.Errorf("%s: on_orders %d, the ledger's open orders %d", r.SKU, r.Column, r.Ledger)
 		}
 	}
 }
