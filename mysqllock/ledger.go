@@ -1,11 +1,14 @@
 package mysqllock
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -64,9 +67,10 @@ func (k orderKind) String() string {
 
 // Server error numbers of the ledger (MySQL and MariaDB share them).
 const (
-	erDupEntry    = 1062 // a duplicate primary key: the ID is recorded already
-	erNoSuchTable = 1146 // no ledger: a table made before the ledger existed
-	erBadField    = 1054 // no on_orders column: a stock table made before it existed
+	erDupEntry     = 1062 // a duplicate primary key: the ID is recorded already
+	erNoSuchTable  = 1146 // no ledger: a table made before the ledger existed
+	erBadField     = 1054 // no on_orders or line_list column: a table made before it existed
+	erDupFieldName = 1060 // a column added already
 )
 
 func isServerError(err error, number uint16) bool {
@@ -88,13 +92,13 @@ const now = "UTC_TIMESTAMP(6)"
 type ledgerQueries struct {
 	stock, orders, lines string // quoted table names
 
-	insertOrder  string // (id, kind, state, ttl µs or NULL) per row: see insertOrders
-	record       string // id → kind, state, expired, deadline µs, sku, qty: one row per line
-	lockOrder    string // id → kind, state, expired; locks the order row
+	insertOrder  string // (id, kind, state, ttl µs or NULL, line_list) per row: see recordStmts
+	record       string // id → kind, state, expired, deadline µs, then recordLines' columns
+	lockOrder    string // id → kind, state, expired, line_list; locks the order row
 	confirm      string // id: held → taken, before the deadline
 	setState     string // state, id
 	clearExpires string // id
-	orderLines   string // id → sku, qty in SKU order
+	orderLines   string // id → sku, qty in SKU order: the line rows
 	candidates   string // sku, after → IDs past after of held orders with a line of sku whose deadline passed
 	level        string // sku → qty, whether sku has expired holds
 	hasExpired   string // sku → whether sku has expired holds
@@ -103,6 +107,12 @@ type ledgerQueries struct {
 	lockUnits    string // sku → qty, units of sku on open orders (held or taken); locks the row
 	takeOrdered  string // qty, qty, sku, qty: the conditional decrement of an order's single line
 }
+
+// recordLines are the columns, of the orders table o LEFT JOIN the lines
+// table l, that every read of an order's lines selects: its line_list,
+// and one line row — an order has the one or the others (see CreateSchema),
+// so an order of line_list comes in one row, its line columns NULL.
+const recordLines = "o.line_list, l.sku, l.qty"
 
 // candidateBatch bounds how many expired holds one reclaiming transaction
 // takes on.
@@ -113,10 +123,10 @@ func newLedgerQueries(table string) ledgerQueries {
 	expired := "EXISTS(SELECT 1 FROM " + l + " WHERE " + l + ".sku = " + s + ".sku AND expires <= " + now + ")"
 	return ledgerQueries{
 		stock: s, orders: o, lines: l,
-		insertOrder: "(?, ?, ?, " + now + " + INTERVAL ? MICROSECOND, " + now + ", " + now + ")",
-		record: "SELECT o.kind, o.state, COALESCE(o.deadline <= " + now + ", FALSE), TIMESTAMPDIFF(MICROSECOND, '1970-01-01', o.deadline), l.sku, l.qty FROM " +
-			o + " o JOIN " + l + " l ON l.order_id = o.id WHERE o.id = ? ORDER BY l.sku",
-		lockOrder:    "SELECT kind, state, COALESCE(deadline <= " + now + ", FALSE) FROM " + o + " WHERE id = ? FOR UPDATE",
+		insertOrder: "(?, ?, ?, " + now + " + INTERVAL ? MICROSECOND, " + now + ", " + now + ", ?)",
+		record: "SELECT o.kind, o.state, COALESCE(o.deadline <= " + now + ", FALSE), TIMESTAMPDIFF(MICROSECOND, '1970-01-01', o.deadline), " +
+			recordLines + " FROM " + o + " o LEFT JOIN " + l + " l ON l.order_id = o.id WHERE o.id = ? ORDER BY l.sku",
+		lockOrder:    "SELECT kind, state, COALESCE(deadline <= " + now + ", FALSE), line_list FROM " + o + " WHERE id = ? FOR UPDATE",
 		confirm:      fmt.Sprintf("UPDATE %s SET state = %d, changed_at = %s WHERE id = ? AND kind = %d AND state = %d AND deadline > %s", o, stockguard.OrderTaken, now, kindHold, stockguard.OrderHeld, now),
 		setState:     "UPDATE " + o + " SET state = ?, changed_at = " + now + " WHERE id = ?",
 		clearExpires: "UPDATE " + l + " SET expires = NULL WHERE order_id = ?",
@@ -145,11 +155,11 @@ type newOrder struct {
 	lines []stockguard.Line
 }
 
-// record inserts orders, sorted by ID, and their lines in tx: errDuplicate
-// when an ID is recorded already (by a transaction that committed; one
-// that has not makes the INSERT wait for it), so that of two calls with one
-// ID at most one commits. Order rows go first: a concurrent duplicate waits
-// on its ID before it has locked anything else.
+// record inserts orders, sorted by ID, and the line rows of holds in tx:
+// errDuplicate when an ID is recorded already (by a transaction that
+// committed; one that has not makes the INSERT wait for it), so that of
+// two calls with one ID at most one commits. Order rows go first: a
+// concurrent duplicate waits on its ID before it has locked anything else.
 func (l *ledger) record(ctx context.Context, tx *sqlx.Tx, orders []newOrder) error {
 	ordersQ, ordersArgs, linesQ, linesArgs := l.recordStmts(orders)
 	if _, err := tx.ExecContext(ctx, ordersQ, ordersArgs...); err != nil {
@@ -158,29 +168,37 @@ func (l *ledger) record(ctx context.Context, tx *sqlx.Tx, orders []newOrder) err
 		}
 		return classify(ctx, err, unsent)
 	}
+	if linesQ == "" {
+		return nil
+	}
 	_, err := tx.ExecContext(ctx, linesQ, linesArgs...)
 	return classify(ctx, err, unsent)
 }
 
-// recordStmts returns record's two INSERTs and their arguments.
+// recordStmts returns record's INSERTs and their arguments: the order
+// rows, a Take's and a Restock's lines in its row (line_list), and the
+// line rows of the holds among orders — linesQ is "" when there are none.
 func (l *ledger) recordStmts(orders []newOrder) (ordersQ string, ordersArgs []any, linesQ string, linesArgs []any) {
 	var b strings.Builder
-	b.WriteString("INSERT INTO " + l.lq.orders + " (id, kind, state, deadline, created_at, changed_at) VALUES ")
-	args := make([]any, 0, 4*len(orders))
+	b.WriteString("INSERT INTO " + l.lq.orders + " (id, kind, state, deadline, created_at, changed_at, line_list) VALUES ")
+	args := make([]any, 0, 5*len(orders))
 	nlines := 0
 	for i, o := range orders {
 		if i > 0 {
 			b.WriteString(", ")
 		}
 		b.WriteString(l.lq.insertOrder)
-		state, ttl := stockguard.OrderTaken, sql.NullInt64{}
+		state, ttl, list := stockguard.OrderTaken, sql.NullInt64{}, lineList(o)
 		if o.kind == kindHold {
 			state, ttl = stockguard.OrderHeld, sql.NullInt64{Int64: micros(o.ttl), Valid: true}
+			nlines += len(o.lines)
 		}
-		args = append(args, o.id, o.kind, state, ttl)
-		nlines += len(o.lines)
+		args = append(args, o.id, o.kind, state, ttl, list)
 	}
 	ordersQ, ordersArgs = b.String(), args
+	if nlines == 0 {
+		return ordersQ, ordersArgs, "", nil
+	}
 	// A held line's expires is its order's deadline, read back from the row
 	// just written, so that the two are one value.
 	b.Reset()
@@ -188,21 +206,67 @@ func (l *ledger) recordStmts(orders []newOrder) (ordersQ string, ordersArgs []an
 	args = make([]any, 0, 4*nlines)
 	first := true
 	for _, o := range orders {
+		if o.kind != kindHold {
+			continue
+		}
 		for _, ln := range o.lines {
 			if !first {
 				b.WriteString(", ")
 			}
 			first = false
-			args = append(args, o.id, ln.SKU, ln.Qty)
-			if o.kind == kindHold {
-				b.WriteString("(?, ?, ?, (SELECT deadline FROM " + l.lq.orders + " WHERE id = ?))")
-				args = append(args, o.id)
-			} else {
-				b.WriteString("(?, ?, ?, NULL)")
-			}
+			b.WriteString("(?, ?, ?, (SELECT deadline FROM " + l.lq.orders + " WHERE id = ?))")
+			args = append(args, o.id, ln.SKU, ln.Qty, o.id)
 		}
 	}
 	return ordersQ, ordersArgs, b.String(), args
+}
+
+// lineList returns the line_list column of o's row: its lines encoded
+// (see appendLineList), or nil — NULL — for a hold, whose lines are rows of
+// the lines table.
+func lineList(o newOrder) []byte {
+	if o.kind == kindHold {
+		return nil
+	}
+	return appendLineList(nil, o.lines)
+}
+
+// appendLineList appends lines (in SKU order) to dst as line_list holds
+// them: per line the SKU in hexadecimal, a colon and the units in decimal,
+// lines separated by commas — "736b75:3,736b76:1". Text the server splits
+// too (SUBSTRING_INDEX, UNHEX: see ledgerLinesSQL), whatever bytes a SKU
+// has.
+func appendLineList(dst []byte, lines []stockguard.Line) []byte {
+	for i, ln := range lines {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = hex.AppendEncode(dst, []byte(ln.SKU))
+		dst = append(dst, ':')
+		dst = strconv.AppendInt(dst, ln.Qty, 10)
+	}
+	return dst
+}
+
+// parseLineList returns the lines appendLineList encoded in b.
+func parseLineList(b []byte) ([]stockguard.Line, error) {
+	lines := make([]stockguard.Line, 0, 1+bytes.Count(b, []byte{','}))
+	for item := range bytes.SplitSeq(b, []byte{','}) {
+		sku, qty, ok := bytes.Cut(item, []byte{':'})
+		if !ok {
+			return nil, fmt.Errorf("mysqllock: malformed line_list %q", b)
+		}
+		s, err := hex.AppendDecode(nil, sku)
+		if err != nil {
+			return nil, fmt.Errorf("mysqllock: malformed line_list %q: %w", b, err)
+		}
+		n, err := strconv.ParseInt(string(qty), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("mysqllock: malformed line_list %q: %w", b, err)
+		}
+		lines = append(lines, stockguard.Line{SKU: string(s), Qty: n})
+	}
+	return lines, nil
 }
 
 // micros returns d in whole microseconds, rounded up: a hold never ends
@@ -506,6 +570,19 @@ type orderRecord struct {
 	lines    []stockguard.Line // in SKU order
 }
 
+// addLines adds the lines of one row of recordLines to rec.
+func (rec *orderRecord) addLines(list []byte, sku sql.NullString, qty sql.NullInt64) error {
+	switch {
+	case list != nil:
+		lines, err := parseLineList(list)
+		rec.lines = append(rec.lines, lines...)
+		return err
+	case sku.Valid:
+		rec.lines = append(rec.lines, stockguard.Line{SKU: sku.String, Qty: qty.Int64})
+	}
+	return nil
+}
+
 // effective is the record's state by the clock: a hold past its deadline
 // is expired even before anyone has reclaimed it.
 func (r orderRecord) effective() stockguard.OrderState {
@@ -515,16 +592,37 @@ func (r orderRecord) effective() stockguard.OrderState {
 	return r.state
 }
 
+// scanRecord adds a row of id, kind, state, expired and recordLines to the
+// record of id in records.
+func scanRecord(rows *sql.Rows, records map[string]orderRecord) error {
+	var id string
+	var rec orderRecord
+	var list []byte
+	var sku sql.NullString
+	var qty sql.NullInt64
+	if err := rows.Scan(&id, &rec.kind, &rec.state, &rec.expired, &list, &sku, &qty); err != nil {
+		return err
+	}
+	rec.lines = records[id].lines
+	err := rec.addLines(list, sku, qty)
+	records[id] = rec
+	return err
+}
+
 // read reads id's record in one statement (one consistent snapshot); ok is
 // false when there is none.
 func (l *ledger) read(ctx context.Context, conn *sqlx.Conn, id string) (rec orderRecord, ok bool, err error) {
 	err = eachRow(ctx, conn, l.lq.record, []any{id}, func(rows *sql.Rows) error {
-		var ln stockguard.Line
-		err := rows.Scan(&rec.kind, &rec.state, &rec.expired, &rec.deadline, &ln.SKU, &ln.Qty)
-		rec.lines = append(rec.lines, ln)
-		return err
+		var list []byte
+		var sku sql.NullString
+		var qty sql.NullInt64
+		if err := rows.Scan(&rec.kind, &rec.state, &rec.expired, &rec.deadline, &list, &sku, &qty); err != nil {
+			return err
+		}
+		ok = true
+		return rec.addLines(list, sku, qty)
 	})
-	return rec, err == nil && len(rec.lines) > 0, err
+	return rec, err == nil && ok, err
 }
 
 // eachRow runs query, a read, on q (a connection or a transaction) and

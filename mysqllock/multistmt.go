@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/go-sql-driver/mysql"
@@ -65,9 +66,10 @@ func (m *multiStatements) check(ctx context.Context, conn *sqlx.Conn, eng Engine
 // placeMulti is placeAll's transaction in one round trip, for a pool that
 // sends several statements at once (see multiStatements):
 //
-//	START TRANSACTION; INSERT orders; INSERT lines; UPDATE stock …;
+//	START TRANSACTION; INSERT orders; [INSERT lines;] UPDATE stock …;
 //	SELECT (a subquery of two rows unless every line was taken) INTO @…; COMMIT
 //
+// (the lines INSERT only for holds: a Take's lines are in its order row).
 // The check fails with "subquery returns more than 1 row" when the
 // conditional UPDATE took fewer rows than there are lines — an unknown
 // SKU or too few units — so COMMIT never runs; a duplicate ID fails its
@@ -79,7 +81,11 @@ func (m *multiStatements) check(ctx context.Context, conn *sqlx.Conn, eng Engine
 func (l *ledger) placeMulti(ctx context.Context, conn *sqlx.Conn, orders []newOrder, lines []stockguard.Line) error {
 	ordersQ, ordersArgs, linesQ, linesArgs := l.recordStmts(orders)
 	takeQ, takeArgs := l.takeStmt(lines, true)
-	query := "START TRANSACTION; " + ordersQ + "; " + linesQ + "; " + takeQ + "; " + rowCheck + "; COMMIT"
+	q := []string{"START TRANSACTION", ordersQ}
+	if linesQ != "" {
+		q = append(q, linesQ)
+	}
+	query := strings.Join(append(q, takeQ, rowCheck, "COMMIT"), "; ")
 	args := slices.Concat(ordersArgs, linesArgs, takeArgs, []any{len(lines)})
 	return runMulti(ctx, conn, query, args)
 }
@@ -110,7 +116,9 @@ func runMulti(ctx context.Context, conn *sqlx.Conn, query string, args []any) er
 		return errDuplicate
 	case erSubqueryRows:
 		return errShort
-	case erLockDeadlock, erLockWaitTimeout:
+	case erLockDeadlock, erLockWaitTimeout, erBadField, erNoSuchTable:
+		// Refused before COMMIT ran; a missing column or table: a ledger
+		// that CreateSchema has not upgraded yet.
 		return classify(ctx, err, unsent)
 	}
 	// Any other error may have come from COMMIT itself.

@@ -160,15 +160,17 @@ func (l *ledger) Return(ctx context.Context, id string) error {
 				case !h.state.Open():
 					return errNoChange
 				}
-				var lines []stockguard.Line
-				err = eachRow(ctx, tx, l.lq.orderLines, []any{id}, func(rows *sql.Rows) error {
-					var ln stockguard.Line
-					err := rows.Scan(&ln.SKU, &ln.Qty)
-					lines = append(lines, ln)
-					return err
-				})
-				if err != nil {
-					return err
+				lines := h.lines // a Take's, from its row; a hold's are rows of their own
+				if len(lines) == 0 {
+					err = eachRow(ctx, tx, l.lq.orderLines, []any{id}, func(rows *sql.Rows) error {
+						var ln stockguard.Line
+						err := rows.Scan(&ln.SKU, &ln.Qty)
+						lines = append(lines, ln)
+						return err
+					})
+					if err != nil {
+						return err
+					}
 				}
 				if _, err := tx.ExecContext(ctx, l.lq.setState, stockguard.OrderReturned, id); err != nil {
 					return classify(ctx, err, unsent)
@@ -189,12 +191,17 @@ func (l *ledger) Return(ctx context.Context, id string) error {
 }
 
 // lockOrder reads and locks id's order row in tx: ErrUnknownOrder when
-// there is none.
+// there is none. The record's lines are those of its line_list, none for
+// an order whose lines are rows of the lines table.
 func (l *ledger) lockOrder(ctx context.Context, tx *sqlx.Tx, id string) (orderRecord, error) {
 	var h orderRecord
-	err := tx.QueryRowxContext(ctx, l.lq.lockOrder, id).Scan(&h.kind, &h.state, &h.expired)
+	var list []byte
+	err := tx.QueryRowxContext(ctx, l.lq.lockOrder, id).Scan(&h.kind, &h.state, &h.expired, &list)
 	if errors.Is(err, sql.ErrNoRows) {
 		return h, unknownOrder(id)
+	}
+	if err == nil {
+		err = h.addLines(list, sql.NullString{}, sql.NullInt64{})
 	}
 	return h, classify(ctx, err, unsent)
 }

@@ -359,7 +359,7 @@ func (g *groupTx) commit(ctx context.Context) error {
 		return nil
 	case isServerError(err, erDupEntry):
 		return errDuplicate
-	case errors.As(err, &me) && (me.Number == erLockDeadlock || me.Number == erLockWaitTimeout):
+	case errors.As(err, &me) && slices.Contains([]uint16{erLockDeadlock, erLockWaitTimeout, erBadField, erNoSuchTable}, me.Number):
 		return classify(ctx, err, unsent)
 	case errors.As(err, &me):
 		return fmt.Errorf("%w: the batch's writes and COMMIT failed: %w", stockguard.ErrOutcomeUnknown, err)
@@ -462,21 +462,10 @@ func (g *groupTx) read(ctx context.Context) error {
 	g.records = make(map[string]orderRecord, len(ids))
 	if len(ids) > 0 {
 		slices.SortFunc(ids, func(x, y any) int { return cmp.Compare(x.(string), y.(string)) })
-		q := "SELECT o.id, o.kind, o.state, COALESCE(o.deadline <= " + now + ", FALSE), l.sku, l.qty FROM " +
-			g.lq.orders + " o JOIN " + g.lq.lines + " l ON l.order_id = o.id WHERE o.id IN (" + list(len(ids)) + ") ORDER BY o.id, l.sku FOR UPDATE"
+		q := "SELECT o.id, o.kind, o.state, COALESCE(o.deadline <= " + now + ", FALSE), " + recordLines + " FROM " +
+			g.lq.orders + " o LEFT JOIN " + g.lq.lines + " l ON l.order_id = o.id WHERE o.id IN (" + list(len(ids)) + ") ORDER BY o.id, l.sku FOR UPDATE"
 		err := g.each(ctx, q, ids, func(rows *sql.Rows) error {
-			var id string
-			var rec orderRecord
-			var ln stockguard.Line
-			if err := rows.Scan(&id, &rec.kind, &rec.state, &rec.expired, &ln.SKU, &ln.Qty); err != nil {
-				return err
-			}
-			if have, ok := g.records[id]; ok {
-				rec.lines = have.lines
-			}
-			rec.lines = append(rec.lines, ln)
-			g.records[id] = rec
-			return nil
+			return scanRecord(rows, g.records)
 		})
 		if err != nil {
 			return err
@@ -707,9 +696,10 @@ func (g *groupTx) write(ctx context.Context) error {
 	return g.change(ctx, delta)
 }
 
-// insert records orders (granted in this batch) and their lines with one
-// multi-row INSERT each, IDs in order. A hold's deadline is the server's
-// clock at the stock read plus its ttl, the same value in both tables.
+// insert records orders (granted in this batch) with one multi-row
+// INSERT, IDs in order, a Take's lines in its row, and the holds' line rows
+// with another. A hold's deadline is the server's clock at the stock read
+// plus its ttl, the same value in both tables.
 func (g *groupTx) insert(ctx context.Context, placed []*orderCall) error {
 	if len(placed) == 0 {
 		return nil
@@ -717,20 +707,20 @@ func (g *groupTx) insert(ctx context.Context, placed []*orderCall) error {
 	slices.SortFunc(placed, func(x, y *orderCall) int { return cmp.Compare(x.order.id, y.order.id) })
 	const at = "'1970-01-01' + INTERVAL ? MICROSECOND"
 	var b strings.Builder
-	b.WriteString("INSERT INTO " + g.lq.orders + " (id, kind, state, deadline, created_at, changed_at) VALUES ")
-	args := make([]any, 0, 4*len(placed))
+	b.WriteString("INSERT INTO " + g.lq.orders + " (id, kind, state, deadline, created_at, changed_at, line_list) VALUES ")
+	args := make([]any, 0, 5*len(placed))
 	nlines := 0
 	for i, c := range placed {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("(?, ?, ?, " + at + ", " + now + ", " + now + ")")
+		b.WriteString("(?, ?, ?, " + at + ", " + now + ", " + now + ", ?)")
 		state, deadline := stockguard.OrderTaken, sql.NullInt64{}
 		if c.order.kind == kindHold {
 			state, deadline = stockguard.OrderHeld, sql.NullInt64{Int64: g.nowUS + micros(c.order.ttl), Valid: true}
+			nlines += len(c.order.lines)
 		}
-		args = append(args, c.order.id, c.order.kind, state, deadline)
-		nlines += len(c.order.lines)
+		args = append(args, c.order.id, c.order.kind, state, deadline, lineList(c.order))
 	}
 	if err := g.exec(ctx, b.String(), args...); err != nil {
 		if isServerError(err, erDupEntry) {
@@ -738,15 +728,18 @@ func (g *groupTx) insert(ctx context.Context, placed []*orderCall) error {
 		}
 		return classify(ctx, err, unsent)
 	}
+	if nlines == 0 {
+		return nil
+	}
 	b.Reset()
 	b.WriteString("INSERT INTO " + g.lq.lines + " (order_id, sku, qty, expires) VALUES ")
 	args = make([]any, 0, 4*nlines)
 	first := true
 	for _, c := range placed {
-		var expires sql.NullInt64
-		if c.order.kind == kindHold {
-			expires = sql.NullInt64{Int64: g.nowUS + micros(c.order.ttl), Valid: true}
+		if c.order.kind != kindHold {
+			continue
 		}
+		expires := sql.NullInt64{Int64: g.nowUS + micros(c.order.ttl), Valid: true}
 		for _, ln := range c.order.lines {
 			if !first {
 				b.WriteString(", ")

@@ -20,7 +20,7 @@ import (
 // read:
 //
 //	START TRANSACTION
-//	INSERT INTO orders …; INSERT INTO order_lines …      -- the batch's Takes and Holds
+//	INSERT INTO orders …; INSERT INTO order_lines …      -- the batch's Takes and Holds (lines: holds only)
 //	UPDATE orders SET state = … WHERE id IN (…) AND (the state read, a Confirm's hold not expired)
 //	SELECT (fails unless ROW_COUNT() = the calls) INTO @…
 //	UPDATE order_lines SET expires = NULL WHERE order_id IN (…)   -- the holds settled
@@ -44,17 +44,9 @@ func (b *Batched) settleFast(ctx context.Context, conn *sqlx.Conn, orders []newO
 	}
 	slices.SortFunc(ids, func(x, y any) int { return cmp.Compare(x.(string), y.(string)) })
 	records := make(map[string]orderRecord, len(ids))
-	err := eachRow(ctx, conn, "SELECT o.id, o.kind, o.state, COALESCE(o.deadline <= "+now+", FALSE), l.sku, l.qty FROM "+
-		b.lq.orders+" o JOIN "+b.lq.lines+" l ON l.order_id = o.id WHERE o.id IN ("+list(len(ids))+")", ids, func(rows *sql.Rows) error {
-		var id string
-		var rec orderRecord
-		var ln stockguard.Line
-		if err := rows.Scan(&id, &rec.kind, &rec.state, &rec.expired, &ln.SKU, &ln.Qty); err != nil {
-			return err
-		}
-		rec.lines = append(records[id].lines, ln)
-		records[id] = rec
-		return nil
+	err := eachRow(ctx, conn, "SELECT o.id, o.kind, o.state, COALESCE(o.deadline <= "+now+", FALSE), "+recordLines+" FROM "+
+		b.lq.orders+" o LEFT JOIN "+b.lq.lines+" l ON l.order_id = o.id WHERE o.id IN ("+list(len(ids))+")", ids, func(rows *sql.Rows) error {
+		return scanRecord(rows, records)
 	})
 	if err != nil {
 		return true, err
@@ -88,7 +80,10 @@ func (b *Batched) settleFast(ctx context.Context, conn *sqlx.Conn, orders []newO
 	var args []any
 	if len(orders) > 0 {
 		ordersQ, ordersArgs, linesQ, linesArgs := b.recordStmts(orders)
-		q = append(q, ordersQ, linesQ)
+		q = append(q, ordersQ)
+		if linesQ != "" {
+			q = append(q, linesQ)
+		}
 		args = slices.Concat(ordersArgs, linesArgs)
 	}
 	// A Return of a hold that expires meanwhile ends it expired: its units

@@ -3,6 +3,8 @@ package mysqllock
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
@@ -39,9 +41,11 @@ import (
 // the new version): an order placed or closed by an older version
 // meanwhile would not be counted.
 //
-// The ledger records one row per order ID (Take, Hold or Restock) and one
-// per line, with IDs and SKUs binary for the same reasons; times are UTC by
-// the server's clock:
+// The ledger records one row per order ID (Take, Hold or Restock), with
+// IDs and SKUs binary for the same reasons; times are UTC by the server's
+// clock. A Take's or a Restock's lines are a column of its row; a Hold's
+// are rows of the lines table, one per line, where the held index finds a
+// SKU's expired holds:
 //
 //	<table>_orders: one row per ID
 //	id         VARBINARY(128) PRIMARY KEY
@@ -50,12 +54,22 @@ import (
 //	deadline   DATETIME(6) NULL       holds: when the hold expires unless confirmed
 //	created_at DATETIME(6) NOT NULL
 //	changed_at DATETIME(6) NOT NULL   last change of state; retention counts from it
+//	line_list  VARBINARY(9344) NULL   a Take's or Restock's lines, in SKU order:
+//	                                  hex(sku):qty, comma-separated ("61:3,62:1");
+//	                                  NULL for a hold, whose lines are rows
 //
-//	<table>_order_lines: one row per line
+//	<table>_order_lines: one row per line of a hold
 //	order_id   VARBINARY(128), sku VARBINARY(64), PRIMARY KEY (order_id, sku)
 //	qty        BIGINT NOT NULL
 //	expires    DATETIME(6) NULL       the order's deadline while it is held, else NULL
 //	KEY held (sku, expires)           finds a SKU's expired holds without a sweeper
+//
+// A ledger made before line_list existed gets the column here; its orders
+// keep their line rows, which every reader still reads, so no row moves.
+// Run it while no Orders call writes (stop the writers, run CreateSchema,
+// start the new version): until then the new version's Orders calls fail
+// with stockguard.ErrUnavailable (an unknown column), and an older version
+// would not see the lines of an order recorded in the new layout.
 //
 // It returns an error wrapping stockguard.ErrInvalidRequest for an invalid
 // option, else the driver's error.
@@ -74,7 +88,7 @@ func CreateSchema(ctx context.Context, db sqlx.ExecerContext, opts ...Option) er
 `); err != nil {
 		return err
 	}
-	added, err := addOnOrders(ctx, db, o.table)
+	added, err := addColumn(ctx, db, o.table, "on_orders", "BIGINT NOT NULL DEFAULT 0")
 	if err != nil {
 		return err
 	}
@@ -90,8 +104,12 @@ func CreateSchema(ctx context.Context, db sqlx.ExecerContext, opts ...Option) er
 	state TINYINT NOT NULL,
 	deadline DATETIME(6) NULL,
 	created_at DATETIME(6) NOT NULL,
-	changed_at DATETIME(6) NOT NULL
+	changed_at DATETIME(6) NOT NULL,
+	line_list VARBINARY(`+strconv.Itoa(lineListLen)+`) NULL
 `); err != nil {
+		return err
+	}
+	if _, err := addColumn(ctx, db, OrdersTable(o.table), "line_list", "VARBINARY("+strconv.Itoa(lineListLen)+") NULL"); err != nil {
 		return err
 	}
 	if err := createTable(ctx, db, OrderLinesTable(o.table), `
@@ -108,29 +126,59 @@ func CreateSchema(ctx context.Context, db sqlx.ExecerContext, opts ...Option) er
 		return nil
 	}
 	// The units out on open orders that the ledger holds already.
-	s, l, ord := quote(o.table), quote(OrderLinesTable(o.table)), quote(OrdersTable(o.table))
-	_, err = db.ExecContext(ctx, fmt.Sprintf("UPDATE %s s SET on_orders = (SELECT COALESCE(SUM(l.qty), 0) FROM %s l JOIN %s o ON o.id = l.order_id WHERE l.sku = s.sku AND o.kind <> %d AND o.state IN (%d, %d))",
-		s, l, ord, kindRestock, stockguard.OrderHeld, stockguard.OrderTaken))
+	_, err = db.ExecContext(ctx, "UPDATE "+quote(o.table)+" s JOIN ("+openUnitsSQL(o.table)+") u ON u.sku = s.sku SET s.on_orders = u.units")
 	if err != nil {
 		return fmt.Errorf("mysqllock: fill %s.on_orders: %w", o.table, err)
 	}
 	return nil
 }
 
-// addOnOrders adds the on_orders column to a stock table made before it
-// existed, and reports whether it did.
-func addOnOrders(ctx context.Context, db sqlx.ExecerContext, table string) (bool, error) {
-	_, err := db.ExecContext(ctx, "SELECT on_orders FROM "+quote(table)+" LIMIT 0")
+// lineListLen is the longest line_list: stockguard.MaxLines lines of the
+// longest SKU (two hex digits a byte) and the most units.
+const lineListLen = stockguard.MaxLines * (2*stockguard.MaxSKULen + len(":9007199254740991,"))
+
+// addColumn adds column, of definition, to table made before it existed,
+// and reports whether it did. Run by several processes at once, one adds
+// it, and the others find it there.
+func addColumn(ctx context.Context, db sqlx.ExecerContext, table, column, definition string) (bool, error) {
+	_, err := db.ExecContext(ctx, "SELECT "+column+" FROM "+quote(table)+" LIMIT 0")
 	switch {
 	case err == nil:
 		return false, nil
 	case !isServerError(err, erBadField):
 		return false, fmt.Errorf("mysqllock: read table %s: %w", table, err)
 	}
-	if _, err := db.ExecContext(ctx, "ALTER TABLE "+quote(table)+" ADD COLUMN on_orders BIGINT NOT NULL DEFAULT 0"); err != nil {
-		return false, fmt.Errorf("mysqllock: add %s.on_orders: %w", table, err)
+	_, err = db.ExecContext(ctx, "ALTER TABLE "+quote(table)+" ADD COLUMN "+column+" "+definition)
+	switch {
+	case isServerError(err, erDupFieldName):
+		return false, nil // added meanwhile by another CreateSchema
+	case err != nil:
+		return false, fmt.Errorf("mysqllock: add %s.%s: %w", table, column, err)
 	}
 	return true, nil
+}
+
+// openUnitsSQL is a query of the units out on the open orders (held or
+// taken) of table's ledger, per SKU: columns sku and units. It reads both
+// layouts of an order's lines (see CreateSchema), splitting line_list on
+// the server.
+func openUnitsSQL(table string) string {
+	o, l := quote(OrdersTable(table)), quote(OrderLinesTable(table))
+	open := fmt.Sprintf("o.kind <> %d AND o.state IN (%d, %d)", kindRestock, stockguard.OrderHeld, stockguard.OrderTaken)
+	var n strings.Builder
+	n.WriteString("SELECT 1 AS i")
+	for i := 2; i <= stockguard.MaxLines; i++ {
+		fmt.Fprintf(&n, " UNION ALL SELECT %d", i)
+	}
+	// The n-th line of line_list, n = 1…stockguard.MaxLines: the text
+	// after the (n-1)-th comma and before the n-th.
+	upTo := "SUBSTRING_INDEX(o.line_list, ',', n.i)"
+	return "SELECT sku, SUM(qty) AS units FROM (" +
+		"SELECT l.sku, l.qty FROM " + l + " l JOIN " + o + " o ON o.id = l.order_id WHERE " + open +
+		" UNION ALL SELECT UNHEX(SUBSTRING_INDEX(SUBSTRING_INDEX(" + upTo + ", ',', -1), ':', 1)), CAST(SUBSTRING_INDEX(" + upTo + ", ':', -1) AS SIGNED) FROM " +
+		o + " o JOIN (" + n.String() + ") n" +
+		" ON n.i <= 1 + LENGTH(o.line_list) - LENGTH(REPLACE(o.line_list, ',', '')) WHERE o.line_list IS NOT NULL AND " + open +
+		") x GROUP BY sku"
 }
 
 // OrdersTable returns the name of the ledger's orders table for the stock
