@@ -14,13 +14,13 @@ import (
 
 // The Orders methods of NewAtomic and NewBatched. Each call is one
 // transaction that records the order and its lines in the ledger
-// (CreateSchema's <table>_orders and <table>_order_lines) and changes the
-// stock, or changes nothing; a call whose ID is recorded already is
-// answered from the record. Holds keep a deadline by the server's clock
-// and need no sweeper: an expired hold's units go back, exactly once, as
-// soon as anything — Stock, Order, Return, or a request that would
-// otherwise be refused for want of them — looks at it. How long IDs are
-// remembered: see PurgeOrders.
+// (CreateSchema's <table>_orders, and <table>_order_lines for a hold's
+// lines) and changes the stock, or changes nothing; a call whose ID is
+// recorded already is answered from the record. Holds keep a deadline by
+// the server's clock and need no sweeper: an expired hold's units go back,
+// exactly once, as soon as anything — Stock, Order, Return, or a request
+// that would otherwise be refused for want of them — looks at it. How long
+// IDs are remembered: see PurgeOrders.
 //
 // Every method returns nil or an error satisfying errors.Is for exactly one
 // of: the errors the stockguard.Orders contract names for it,

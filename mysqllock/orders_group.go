@@ -29,8 +29,8 @@ import (
 // with no read at all:
 //
 //	START TRANSACTION
-//	INSERT INTO orders VALUES (…), (…), …       -- every order, IDs in order
-//	INSERT INTO order_lines VALUES (…), (…), …  -- their lines
+//	INSERT INTO orders VALUES (…), (…), …       -- every order, IDs in order, a Take's lines in its row
+//	INSERT INTO order_lines VALUES (…), (…), …  -- the lines of its holds, if any
 //	UPDATE stock SET qty = qty - CASE sku … END WHERE sku IN (…) AND qty >= CASE sku … END
 //	-- fails unless the UPDATE changed a row per SKU: ROLLBACK
 //	COMMIT
@@ -44,7 +44,7 @@ import (
 //	SELECT sku, qty FROM stock WHERE sku IN (…) ORDER BY sku FOR UPDATE
 //	-- decide each call in arrival order, in memory
 //	INSERT INTO orders VALUES (…), (…), …       -- the orders granted
-//	INSERT INTO order_lines VALUES (…), (…), …  -- their lines
+//	INSERT INTO order_lines VALUES (…), (…), …  -- the lines of the holds among them
 //	UPDATE orders SET state = CASE id … END     -- only for Confirm/Return
 //	UPDATE stock SET qty = qty + CASE sku … END WHERE sku IN (…)
 //	COMMIT

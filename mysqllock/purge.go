@@ -17,8 +17,9 @@ const purgeBatch = 500
 // held and have not changed for the retention, and reclaims on the way
 // every hold whose deadline has passed. It returns how many records it
 // deleted. Nothing else ever deletes a record: without PurgeOrders every ID
-// is remembered for good, and the ledger grows by one order row and a row
-// per line with every order (see the package benchmarks for their size).
+// is remembered for good, and the ledger grows by one order row with every
+// order, and a row per line with every hold (see the package benchmarks
+// for their size).
 //
 // What it deletes is safe to forget: a returned or expired order has given
 // its units back, a restock has added its units, and a taken order's units
