@@ -17,7 +17,9 @@ import (
 // never sells out and 64 workers sharing one instance (interpolateParams
 // and multiStatements on): plain one-unit Decrements against one-unit single-line Take orders
 // under fresh IDs, for NewAtomic, NewBatched and NewBatched with 4 order
-// lanes; then 5-line carts over 8 SKUs. b.N is the number of calls.
+// lanes; single-line Holds (never released: a Hold's lines are rows of the
+// lines table, a Take's a column of its order row, see CreateSchema); then
+// 5-line carts over 8 SKUs. b.N is the number of calls.
 // Metrics: calls/s (successful ones), p50-ms and p99-ms, errors/op; the
 // server's own counts per call — stmts/op (statements, Questions),
 // commits/op, fsyncs/op (redo log), lock-waits/op and lock-ms/op (row-lock
@@ -33,7 +35,7 @@ func BenchmarkOrders(b *testing.B) {
 	db.SetMaxOpenConns(96) // 64 workers and Batched's drainers, within the shared server's limit
 	const workers = 64
 	for _, name := range []string{"atomic", "batched", "batched-lanes4"} {
-		for _, op := range []string{"decrement", "take", "cart5"} {
+		for _, op := range []string{"decrement", "take", "hold", "cart5"} {
 			b.Run(fmt.Sprintf("strategy=%s/op=%s/workers=%d", name, op, workers), func(b *testing.B) {
 				table := newTable(b, db)
 				o := orderStrategies(db, WithTable(table))[name]
@@ -64,6 +66,8 @@ func ordersBench(b *testing.B, db *sqlx.DB, table string, o stockguard.Orders, o
 			return o.Decrement(ctx, "hot", 1)
 		case "take":
 			return o.Take(ctx, id, stockguard.Line{SKU: "hot", Qty: 1})
+		case "hold":
+			return o.Hold(ctx, id, stockguard.MaxHoldTTL, stockguard.Line{SKU: "hot", Qty: 1})
 		}
 		lines := make([]stockguard.Line, 5)
 		for k := range lines {
