@@ -234,7 +234,7 @@ func lineList(o newOrder) []byte {
 // appendLineList appends lines (in SKU order) to dst as line_list holds
 // them: per line the SKU in hexadecimal, a colon and the units in decimal,
 // lines separated by commas — "736b75:3,736b76:1". Text the server splits
-// too (SUBSTRING_INDEX, UNHEX: see ledgerLinesSQL), whatever bytes a SKU
+// too (SUBSTRING_INDEX, UNHEX: see openUnitsSQL), whatever bytes a SKU
 // has.
 func appendLineList(dst []byte, lines []stockguard.Line) []byte {
 	for i, ln := range lines {
