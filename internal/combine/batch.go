@@ -42,6 +42,13 @@ func (b *Batch[T]) Members() []*T {
 	return vals
 }
 
+// Queued reports whether b is a drainer's batch of queued requests: its
+// context is its own, not a caller's, and when it ends every member has
+// already been answered (see Combiner), so a Write need not answer early.
+// It is false for a request written alone, on its caller's goroutine and
+// context.
+func (b *Batch[T]) Queued() bool { return b.reqs != nil }
+
 func (b *Batch[T]) leave() {
 	if b.live.Add(-1) == 0 {
 		b.cancel()

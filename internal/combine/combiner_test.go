@@ -318,10 +318,13 @@ func TestCombiner_Do_aloneWaitsForItsWrite(t *testing.T) {
 
 // A batch's context is its own: no caller's values, alive while any
 // member waits, ended when every member has left, and ended once the write
-// returns.
+// returns; Queued tells it from a request written alone.
 func TestCombiner_Do_batchContext(t *testing.T) {
 	c, s := newStub(64, nil)
 	alone, first := stalled(t, c, s)
+	if alone.batch.Queued() {
+		t.Error("a request written alone reports a queued batch")
+	}
 	var cancels []context.CancelFunc
 	var done []<-chan error
 	for i := range 2 {
@@ -336,6 +339,9 @@ func TestCombiner_Do_batchContext(t *testing.T) {
 	ids(w)
 	if w.ctx.Value(ctxKey{}) != nil {
 		t.Error("the batch's write sees a caller's context")
+	}
+	if !w.batch.Queued() {
+		t.Error("a drainer's batch does not report itself queued")
 	}
 	cancels[0]()
 	answered(t, done[0])
