@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -626,5 +627,40 @@ func TestCombiner_Members_lateCallAfterWriteReturned(t *testing.T) {
 	combinetest.Idle(t, c) // the drainer is done with the batch
 	if m := b.Members(); len(m) != 0 {
 		t.Fatalf("late Members = %v, want none: both members gave up", m)
+	}
+}
+
+// The callers a batch answers and that call again at once join the next
+// batch, with those that queued during the write, instead of leaving it
+// to whoever queued meanwhile: callers in a loop are not split into two
+// halves that take turns. One P, so that the answered callers run only
+// when the drainer lets them.
+func TestCombiner_Do_answeredCallersJoinTheNextBatch(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	c := New(Config[item]{
+		Size: 64,
+		Write: func(_ context.Context, _ string, b *Batch[item]) error {
+			b.Members()
+			time.Sleep(200 * time.Microsecond) // every caller is back in the queue or waiting
+			return nil
+		},
+		Answer: answer,
+	})
+	const callers, calls = 8, 100
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for range calls {
+				if err := c.Do(t.Context(), "k", item{}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	batches, requests := c.Stats()
+	if mean := float64(requests) / float64(batches); mean < 0.75*callers {
+		t.Errorf("%.1f requests per batch from %d callers in a loop, want ≥ %.0f", mean, callers, 0.75*callers)
 	}
 }
