@@ -190,21 +190,24 @@ func (b *Batched) Decrement(ctx context.Context, sku string, qty int64) error {
 //
 // An attempt works on copies of the members and publishes them when it
 // returns; send copies their outcome back only from an attempt that
-// returned to it. A supervised attempt whose context ended goes on in a
-// goroutine of its own after send was answered (see supervise), and its
-// late refusals must not race with — or change — the answers already
-// given.
+// returned to it. A request written alone is supervised on its caller's
+// context: an attempt whose context ended goes on in a goroutine of its
+// own after send was answered (see supervise), and its late refusals must
+// not race with — or change — the answers already given. A drainer's
+// batch has no caller to answer early and runs in place (pinnedInPlace).
 func (b *Batched) send(ctx context.Context, sku string, bt *combine.Batch[request]) error {
+	pinned := b.pinned
+	if bt.Queued() {
+		pinned = b.pinnedInPlace
+	}
 	return b.retrier.Do(ctx, func(ctx context.Context) error {
 		var done atomic.Pointer[attempt]
-		err := b.pinned(ctx, b.session, func(ctx context.Context, conn *sqlx.Conn) error {
-			var a attempt
-			for _, r := range bt.Members() {
-				a.of = append(a.of, r)
-				a.work = append(a.work, request{qty: r.qty})
-			}
-			m := make([]*request, len(a.work))
-			for i := range a.work {
+		err := pinned(ctx, b.session, func(ctx context.Context, conn *sqlx.Conn) error {
+			of := bt.Members()
+			a := attempt{of: of, work: make([]request, len(of))}
+			m := make([]*request, len(of))
+			for i, r := range of {
+				a.work[i].qty = r.qty
 				m[i] = &a.work[i]
 			}
 			err := b.apply(ctx, conn, sku, m)

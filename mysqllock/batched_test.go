@@ -341,3 +341,61 @@ func TestBatched_Decrement_batchSizeBound(t *testing.T) {
 		t.Errorf("stats %+v, want %+v", got, want)
 	}
 }
+
+// A drainer's batch runs on the drainer's goroutine (pinnedInPlace), not a
+// supervisor's: when every member leaves while its UPDATE waits for the
+// row, each is answered ErrOutcomeUnknown at once, the UPDATE finishes on
+// its connection once the row is free (no connection is lost, none
+// dialled), and the drainer goes on.
+func TestBatched_Decrement_abandonedBatchKeepsItsConnection(t *testing.T) {
+	var d dialCounter
+	const conns = 4 // at most in use at once: tx, the first UPDATE, tx2, waitingOn's query
+	db := countedDB(t, &d, conns)
+	table := newTable(t, db)
+	mustSet(t, db, table, "hot", 10)
+	b := NewBatched(db, WithTable(table))
+	tx, first := stalled(t, db, b, table, "hot")
+	ctx, cancel := context.WithCancel(t.Context())
+	queued := []<-chan error{combinetest.Go(ctx, b, "hot", 2), nil}
+	combinetest.Queued(t, b.writes, "hot", 1)
+	queued[1] = combinetest.Go(ctx, b, "hot", 3)
+	combinetest.Queued(t, b.writes, "hot", 2)
+	// A second locker queues on the row behind the first UPDATE, so that
+	// the drainer's batch finds the row locked in its turn.
+	tx2, err := db.BeginTxx(context.WithoutCancel(t.Context()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx2.Rollback() })
+	locked := make(chan error, 1)
+	go func() {
+		var qty int64
+		locked <- tx2.QueryRowx("SELECT qty FROM "+quote(table)+" WHERE sku = ? FOR UPDATE", "hot").Scan(&qty)
+	}()
+	waitingOn(t, db, "SELECT qty FROM "+quote(table))
+	tx.Rollback()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-locked; err != nil {
+		t.Fatal(err)
+	}
+	waitingOn(t, db, "UPDATE "+quote(table))
+	dials := d.n.Load()
+	cancel()
+	for _, done := range queued {
+		contractOne(t, <-done, stockguard.ErrOutcomeUnknown)
+	}
+	tx2.Rollback() // well within detachedGrace
+	if err := b.Decrement(t.Context(), "hot", 1); err != nil {
+		t.Fatal(err)
+	}
+	combinetest.Idle(t, b.writes)
+	if qty, _ := level(t, db, table, "hot"); qty != 3 {
+		t.Errorf("%d left, want 3: the abandoned batch's UPDATE finishes once the row is free", qty)
+	}
+	warm(t, db, conns) // the pool's every connection at once: a lost one is dialled again
+	if n := d.n.Load() - dials; n != 0 {
+		t.Errorf("%d connections dialled after the batch was abandoned, want 0", n)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,7 +30,9 @@ func hotRowStrategies(db *sqlx.DB, table string) map[string]stockguard.Inventory
 // the other, so their ratios are measured side by side. b.N is the number
 // of Decrement calls. Metrics: decrements/s (successful ones), p50-ms and
 // p99-ms (latency of a call, from per-worker HDR histograms), errors/op,
-// retries/op, and for batched requests/batch.
+// retries/op, client-cpu-us/op (the test process's user and system CPU
+// per call: what the client costs a machine it shares with the server),
+// and for batched requests/batch.
 //
 //	go test -run '^$' -bench BenchmarkHotRow -benchtime 2s ./mysqllock/
 func BenchmarkHotRow(b *testing.B) {
@@ -70,6 +73,7 @@ func hotRow(b *testing.B, inv stockguard.Inventory, sku string, workers int) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	b.ResetTimer()
+	cpu0 := processCPU(b)
 	began := time.Now()
 	for w := range tallies {
 		wg.Go(func() {
@@ -89,6 +93,7 @@ func hotRow(b *testing.B, inv stockguard.Inventory, sku string, workers int) {
 	}
 	wg.Wait()
 	elapsed := time.Since(began)
+	cpu := processCPU(b) - cpu0
 	b.StopTimer()
 
 	lat := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 2)
@@ -112,6 +117,7 @@ func hotRow(b *testing.B, inv stockguard.Inventory, sku string, workers int) {
 	b.ReportMetric(float64(lat.ValueAtQuantile(50))/1000, "p50-ms")
 	b.ReportMetric(float64(lat.ValueAtQuantile(99))/1000, "p99-ms")
 	b.ReportMetric(float64(failed)/float64(b.N), "errors/op")
+	b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(b.N), "client-cpu-us/op")
 	if rc != nil {
 		b.ReportMetric(float64(rc.Retries()-retries0)/float64(b.N), "retries/op")
 	}
@@ -119,4 +125,13 @@ func hotRow(b *testing.B, inv stockguard.Inventory, sku string, workers int) {
 		s := bt.Stats()
 		b.ReportMetric(float64(s.Requests)/float64(max(1, s.Batches)), "requests/batch")
 	}
+}
+
+// processCPU returns the user and system CPU time the process has used.
+func processCPU(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

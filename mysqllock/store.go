@@ -141,6 +141,26 @@ func (s *store) pinned(ctx context.Context, sess *sessionInit, fn func(context.C
 	return supervise(ctx, func(sctx context.Context) error { return s.pinnedOn(sctx, sess, fn) })
 }
 
+// pinnedInPlace is pinned for a request that nobody waits on once ctx
+// ends: a drainer's batch (combine.Batch.Queued), whose context ends only
+// after every member was answered. fn runs on the calling goroutine, not
+// one of its own: there is no one to answer early, so ctx's end needs no
+// goroutine hand-off per request. It is handled as supervise handles it —
+// no statement is sent after it, and one in flight finishes on its
+// connection, ended the driver's way after detachedGrace — under a context
+// detached from ctx.
+func (s *store) pinnedInPlace(ctx context.Context, sess *sessionInit, fn func(context.Context, *sqlx.Conn) error) error {
+	if err := ended(ctx); err != nil {
+		return err
+	}
+	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	r := &supervision{caller: ctx, cancel: cancel}
+	stop := context.AfterFunc(ctx, func() { r.abandon() })
+	defer stop()
+	return s.pinnedOn(context.WithValue(base, requestKey{}, r), sess, fn)
+}
+
 func (s *store) pinnedOn(ctx context.Context, sess *sessionInit, fn func(context.Context, *sqlx.Conn) error) error {
 	conn, err := s.connOn(ctx)
 	if err != nil {

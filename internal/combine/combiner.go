@@ -34,7 +34,9 @@ type Config[T any] struct {
 // caller's goroutine and context; requests arriving meanwhile queue, and
 // when that write returns, one drainer goroutine per busy key writes the
 // queue batch after batch (at most Size requests each, in arrival order)
-// until it finds it empty, then forgets the key. A batch's write runs
+// until it finds it empty, then forgets the key. Between batches the
+// drainer yields once, so that callers it answered who call again at once
+// join the next batch. A batch's write runs
 // under a context of its own, which ends only when every member has
 // stopped waiting for it: one caller giving up must not abort the others'
 // write. A Combiner is safe for concurrent use.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -318,10 +319,13 @@ func TestCombiner_Do_aloneWaitsForItsWrite(t *testing.T) {
 
 // A batch's context is its own: no caller's values, alive while any
 // member waits, ended when every member has left, and ended once the write
-// returns.
+// returns; Queued tells it from a request written alone.
 func TestCombiner_Do_batchContext(t *testing.T) {
 	c, s := newStub(64, nil)
 	alone, first := stalled(t, c, s)
+	if alone.batch.Queued() {
+		t.Error("a request written alone reports a queued batch")
+	}
 	var cancels []context.CancelFunc
 	var done []<-chan error
 	for i := range 2 {
@@ -336,6 +340,9 @@ func TestCombiner_Do_batchContext(t *testing.T) {
 	ids(w)
 	if w.ctx.Value(ctxKey{}) != nil {
 		t.Error("the batch's write sees a caller's context")
+	}
+	if !w.batch.Queued() {
+		t.Error("a drainer's batch does not report itself queued")
 	}
 	cancels[0]()
 	answered(t, done[0])
@@ -620,5 +627,40 @@ func TestCombiner_Members_lateCallAfterWriteReturned(t *testing.T) {
 	combinetest.Idle(t, c) // the drainer is done with the batch
 	if m := b.Members(); len(m) != 0 {
 		t.Fatalf("late Members = %v, want none: both members gave up", m)
+	}
+}
+
+// The callers a batch answers and that call again at once join the next
+// batch, with those that queued during the write, instead of leaving it
+// to whoever queued meanwhile: callers in a loop are not split into two
+// halves that take turns. One P, so that the answered callers run only
+// when the drainer lets them.
+func TestCombiner_Do_answeredCallersJoinTheNextBatch(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	c := New(Config[item]{
+		Size: 64,
+		Write: func(_ context.Context, _ string, b *Batch[item]) error {
+			b.Members()
+			time.Sleep(200 * time.Microsecond) // every caller is back in the queue or waiting
+			return nil
+		},
+		Answer: answer,
+	})
+	const callers, calls = 8, 100
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for range calls {
+				if err := c.Do(t.Context(), "k", item{}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	batches, requests := c.Stats()
+	if mean := float64(requests) / float64(batches); mean < 0.75*callers {
+		t.Errorf("%.1f requests per batch from %d callers in a loop, want ≥ %.0f", mean, callers, 0.75*callers)
 	}
 }
