@@ -114,6 +114,14 @@ type ledgerQueries struct {
 // so an order of line_list comes in one row, its line columns NULL.
 const recordLines = "o.line_list, l.sku, l.qty"
 
+// records returns the query for the records of n orders, id IN (n
+// placeholders): id, kind, state, expired and recordLines, a row per line
+// row or one for an order of line_list (see scanRecord).
+func (q ledgerQueries) records(n int) string {
+	return "SELECT o.id, o.kind, o.state, COALESCE(o.deadline <= " + now + ", FALSE), " + recordLines + " FROM " +
+		q.orders + " o LEFT JOIN " + q.lines + " l ON l.order_id = o.id WHERE o.id IN (" + list(n) + ")"
+}
+
 // candidateBatch bounds how many expired holds one reclaiming transaction
 // takes on.
 const candidateBatch = 256

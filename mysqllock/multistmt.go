@@ -116,13 +116,24 @@ func runMulti(ctx context.Context, conn *sqlx.Conn, query string, args []any) er
 		return errDuplicate
 	case erSubqueryRows:
 		return errShort
-	case erLockDeadlock, erLockWaitTimeout, erBadField, erNoSuchTable:
-		// Refused before COMMIT ran; a missing column or table: a ledger
-		// that CreateSchema has not upgraded yet.
+	}
+	if refusedBeforeCommit(me.Number) {
 		return classify(ctx, err, unsent)
 	}
 	// Any other error may have come from COMMIT itself.
 	return fmt.Errorf("%w: the orders' statements and COMMIT failed: %w", stockguard.ErrOutcomeUnknown, err)
+}
+
+// refusedBeforeCommit reports whether a transaction sent with its COMMIT
+// failed with number before the COMMIT ran, having changed nothing: a
+// deadlock or lock wait timeout, or a missing column or table — a ledger
+// that CreateSchema has not upgraded yet.
+func refusedBeforeCommit(number uint16) bool {
+	switch number {
+	case erLockDeadlock, erLockWaitTimeout, erBadField, erNoSuchTable:
+		return true
+	}
+	return false
 }
 
 // erSubqueryRows is "subquery returns more than 1 row": placeMulti's

@@ -359,7 +359,7 @@ func (g *groupTx) commit(ctx context.Context) error {
 		return nil
 	case isServerError(err, erDupEntry):
 		return errDuplicate
-	case errors.As(err, &me) && slices.Contains([]uint16{erLockDeadlock, erLockWaitTimeout, erBadField, erNoSuchTable}, me.Number):
+	case errors.As(err, &me) && refusedBeforeCommit(me.Number):
 		return classify(ctx, err, unsent)
 	case errors.As(err, &me):
 		return fmt.Errorf("%w: the batch's writes and COMMIT failed: %w", stockguard.ErrOutcomeUnknown, err)
@@ -462,8 +462,7 @@ func (g *groupTx) read(ctx context.Context) error {
 	g.records = make(map[string]orderRecord, len(ids))
 	if len(ids) > 0 {
 		slices.SortFunc(ids, func(x, y any) int { return cmp.Compare(x.(string), y.(string)) })
-		q := "SELECT o.id, o.kind, o.state, COALESCE(o.deadline <= " + now + ", FALSE), " + recordLines + " FROM " +
-			g.lq.orders + " o LEFT JOIN " + g.lq.lines + " l ON l.order_id = o.id WHERE o.id IN (" + list(len(ids)) + ") ORDER BY o.id, l.sku FOR UPDATE"
+		q := g.lq.records(len(ids)) + " ORDER BY o.id, l.sku FOR UPDATE"
 		err := g.each(ctx, q, ids, func(rows *sql.Rows) error {
 			return scanRecord(rows, g.records)
 		})

@@ -44,8 +44,7 @@ func (b *Batched) settleFast(ctx context.Context, conn *sqlx.Conn, orders []newO
 	}
 	slices.SortFunc(ids, func(x, y any) int { return cmp.Compare(x.(string), y.(string)) })
 	records := make(map[string]orderRecord, len(ids))
-	err := eachRow(ctx, conn, "SELECT o.id, o.kind, o.state, COALESCE(o.deadline <= "+now+", FALSE), "+recordLines+" FROM "+
-		b.lq.orders+" o LEFT JOIN "+b.lq.lines+" l ON l.order_id = o.id WHERE o.id IN ("+list(len(ids))+")", ids, func(rows *sql.Rows) error {
+	err := eachRow(ctx, conn, b.lq.records(len(ids)), ids, func(rows *sql.Rows) error {
 		return scanRecord(rows, records)
 	})
 	if err != nil {
