@@ -6,13 +6,14 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
 )
 
 // hotRowStrategies builds every strategy of the package, with its default
@@ -42,7 +43,7 @@ func BenchmarkHotRow(b *testing.B) {
 	for _, workers := range []int{1, 8, 64} {
 		for _, name := range names {
 			b.Run(fmt.Sprintf("strategy=%s/workers=%d", name, workers), func(b *testing.B) {
-				hotRow(b, hotRowStrategies(db, table)[name], fmt.Sprintf("hot-%s-%d", name, workers), workers)
+				hotRow(b, backendstest.SharedMySQL(b).Proc, hotRowStrategies(db, table)[name], fmt.Sprintf("hot-%s-%d", name, workers), workers)
 			})
 		}
 	}
@@ -50,8 +51,9 @@ func BenchmarkHotRow(b *testing.B) {
 
 // hotRow shares b.N one-unit decrements of sku among workers goroutines,
 // timing each, then checks that the stock went down by exactly the units
-// acknowledged.
-func hotRow(b *testing.B, inv stockguard.Inventory, sku string, workers int) {
+// acknowledged. srv is the server's process when the tests started it
+// (server-cpu-us/op), else nil.
+func hotRow(b *testing.B, srv *backends.Process, inv stockguard.Inventory, sku string, workers int) {
 	ctx := context.Background()
 	if err := inv.SetStock(ctx, sku, stockguard.MaxQty); err != nil {
 		b.Fatal(err)
@@ -73,7 +75,7 @@ func hotRow(b *testing.B, inv stockguard.Inventory, sku string, workers int) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	b.ResetTimer()
-	cpu0 := processCPU(b)
+	cpu := backendstest.StartCPU(b, srv)
 	began := time.Now()
 	for w := range tallies {
 		wg.Go(func() {
@@ -93,7 +95,7 @@ func hotRow(b *testing.B, inv stockguard.Inventory, sku string, workers int) {
 	}
 	wg.Wait()
 	elapsed := time.Since(began)
-	cpu := processCPU(b) - cpu0
+	cpu.Report(b)
 	b.StopTimer()
 
 	lat := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 2)
@@ -117,7 +119,6 @@ func hotRow(b *testing.B, inv stockguard.Inventory, sku string, workers int) {
 	b.ReportMetric(float64(lat.ValueAtQuantile(50))/1000, "p50-ms")
 	b.ReportMetric(float64(lat.ValueAtQuantile(99))/1000, "p99-ms")
 	b.ReportMetric(float64(failed)/float64(b.N), "errors/op")
-	b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(b.N), "client-cpu-us/op")
 	if rc != nil {
 		b.ReportMetric(float64(rc.Retries()-retries0)/float64(b.N), "retries/op")
 	}
@@ -125,13 +126,4 @@ func hotRow(b *testing.B, inv stockguard.Inventory, sku string, workers int) {
 		s := bt.Stats()
 		b.ReportMetric(float64(s.Requests)/float64(max(1, s.Batches)), "requests/batch")
 	}
-}
-
-// processCPU returns the user and system CPU time the process has used.
-func processCPU(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -92,20 +92,22 @@ const now = "UTC_TIMESTAMP(6)"
 type ledgerQueries struct {
 	stock, orders, lines string // quoted table names
 
-	insertOrder  string // (id, kind, state, ttl µs or NULL, line_list) per row: see recordStmts
-	record       string // id → kind, state, expired, deadline µs, then recordLines' columns
-	lockOrder    string // id → kind, state, expired, line_list; locks the order row
-	confirm      string // id: held → taken, before the deadline
-	setState     string // state, id
-	clearExpires string // id
-	orderLines   string // id → sku, qty in SKU order: the line rows
-	candidates   string // sku, after → IDs past after of held orders with a line of sku whose deadline passed
-	level        string // sku → qty, whether sku has expired holds
-	hasExpired   string // sku → whether sku has expired holds
-	lockLevel    string // sku → qty, locking the row
-	restock      string // qty, sku, MaxQty - qty
-	lockUnits    string // sku → qty, units of sku on open orders (held or taken); locks the row
-	takeOrdered  string // qty, qty, sku, qty: the conditional decrement of an order's single line
+	insertTaken    string // (id, kind, state, line_list): a row of a Take or a Restock, see recordStmts
+	insertHeld     string // (id, kind, state, ttl µs): a row of a Hold, its deadline from holdClock
+	insertHeldLine string // (order_id, sku, qty, ttl µs): a hold's line row, its expires from holdClock
+	record         string // id → kind, state, expired, deadline µs, then recordLines' columns
+	lockOrder      string // id → kind, state, expired, line_list; locks the order row
+	confirm        string // id: held → taken, before the deadline
+	setState       string // state, id
+	clearExpires   string // id
+	orderLines     string // id → sku, qty in SKU order: the line rows
+	candidates     string // sku, after → IDs past after of held orders with a line of sku whose deadline passed
+	level          string // sku → qty, whether sku has expired holds
+	hasExpired     string // sku → whether sku has expired holds
+	lockLevel      string // sku → qty, locking the row
+	restock        string // qty, sku, MaxQty - qty
+	lockUnits      string // sku → qty, units of sku on open orders (held or taken); locks the row
+	takeOrdered    string // qty, qty, sku, qty: the conditional decrement of an order's single line
 }
 
 // recordLines are the columns, of the orders table o LEFT JOIN the lines
@@ -131,7 +133,9 @@ func newLedgerQueries(table string) ledgerQueries {
 	expired := "EXISTS(SELECT 1 FROM " + l + " WHERE " + l + ".sku = " + s + ".sku AND expires <= " + now + ")"
 	return ledgerQueries{
 		stock: s, orders: o, lines: l,
-		insertOrder: "(?, ?, ?, " + now + " + INTERVAL ? MICROSECOND, " + now + ", " + now + ", ?)",
+		insertTaken:    "(?, ?, ?, NULL, " + now + ", " + now + ", ?)",
+		insertHeld:     "(?, ?, ?, " + holdClock + " + INTERVAL ? MICROSECOND, " + holdClock + ", " + holdClock + ", NULL)",
+		insertHeldLine: "(?, ?, ?, " + holdClock + " + INTERVAL ? MICROSECOND)",
 		record: "SELECT o.kind, o.state, COALESCE(o.deadline <= " + now + ", FALSE), TIMESTAMPDIFF(MICROSECOND, '1970-01-01', o.deadline), " +
 			recordLines + " FROM " + o + " o LEFT JOIN " + l + " l ON l.order_id = o.id WHERE o.id = ? ORDER BY l.sku",
 		lockOrder:    "SELECT kind, state, COALESCE(deadline <= " + now + ", FALSE), line_list FROM " + o + " WHERE id = ? FOR UPDATE",
@@ -169,46 +173,76 @@ type newOrder struct {
 // two calls with one ID at most one commits. Order rows go first: a
 // concurrent duplicate waits on its ID before it has locked anything else.
 func (l *ledger) record(ctx context.Context, tx *sqlx.Tx, orders []newOrder) error {
-	ordersQ, ordersArgs, linesQ, linesArgs := l.recordStmts(orders)
-	if _, err := tx.ExecContext(ctx, ordersQ, ordersArgs...); err != nil {
-		if isServerError(err, erDupEntry) {
-			return errDuplicate
-		}
-		return classify(ctx, err, unsent)
-	}
-	if linesQ == "" {
-		return nil
-	}
-	_, err := tx.ExecContext(ctx, linesQ, linesArgs...)
-	return classify(ctx, err, unsent)
+	return l.recordStmts(orders).run(ctx, func(ctx context.Context, q string, args ...any) error {
+		_, err := tx.ExecContext(ctx, q, args...)
+		return err
+	})
 }
 
-// recordStmts returns record's INSERTs and their arguments: the order
-// rows, a Take's and a Restock's lines in its row (line_list), and the
-// line rows of the holds among orders — linesQ is "" when there are none.
-func (l *ledger) recordStmts(orders []newOrder) (ordersQ string, ordersArgs []any, linesQ string, linesArgs []any) {
+// recordSQL is record's statements, in the order they run, and the
+// arguments of each.
+type recordSQL struct {
+	stmts []string
+	args  [][]any
+}
+
+func (r *recordSQL) add(q string, args []any) {
+	r.stmts = append(r.stmts, q)
+	r.args = append(r.args, args)
+}
+
+// allArgs returns the arguments of every statement, in order: those of
+// the statements joined into one multi-statement query.
+func (r recordSQL) allArgs() []any { return slices.Concat(r.args...) }
+
+// run sends the statements one by one through exec: errDuplicate when an
+// ID is recorded already, else the classified error.
+func (r recordSQL) run(ctx context.Context, exec func(ctx context.Context, q string, args ...any) error) error {
+	for i, q := range r.stmts {
+		if err := exec(ctx, q, r.args[i]...); err != nil {
+			if isServerError(err, erDupEntry) {
+				return errDuplicate
+			}
+			return classify(ctx, err, unsent)
+		}
+	}
+	return nil
+}
+
+// holdClock is the session variable that carries the server's clock from
+// the statement that reads it to the rows of the holds: a hold's deadline
+// and its lines' expires are then one value, written without a subquery
+// per line.
+const holdClock = "@stockguard_now"
+
+// recordStmts returns record's statements: the order rows, a Take's and a
+// Restock's lines in its row (line_list), and, when orders has holds,
+// their line rows, after the statement that sets holdClock.
+func (l *ledger) recordStmts(orders []newOrder) recordSQL {
+	var r recordSQL
 	var b strings.Builder
 	b.WriteString("INSERT INTO " + l.lq.orders + " (id, kind, state, deadline, created_at, changed_at, line_list) VALUES ")
-	args := make([]any, 0, 5*len(orders))
+	args := make([]any, 0, 4*len(orders))
 	nlines := 0
 	for i, o := range orders {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString(l.lq.insertOrder)
-		state, ttl, list := stockguard.OrderTaken, sql.NullInt64{}, lineList(o)
 		if o.kind == kindHold {
-			state, ttl = stockguard.OrderHeld, sql.NullInt64{Int64: micros(o.ttl), Valid: true}
+			b.WriteString(l.lq.insertHeld)
+			args = append(args, o.id, o.kind, stockguard.OrderHeld, micros(o.ttl))
 			nlines += len(o.lines)
+			continue
 		}
-		args = append(args, o.id, o.kind, state, ttl, list)
+		b.WriteString(l.lq.insertTaken)
+		args = append(args, o.id, o.kind, stockguard.OrderTaken, lineList(o))
 	}
-	ordersQ, ordersArgs = b.String(), args
 	if nlines == 0 {
-		return ordersQ, ordersArgs, "", nil
+		r.add(b.String(), args)
+		return r
 	}
-	// A held line's expires is its order's deadline, read back from the row
-	// just written, so that the two are one value.
+	r.add("SET "+holdClock+" = "+now, nil)
+	r.add(b.String(), args)
 	b.Reset()
 	b.WriteString("INSERT INTO " + l.lq.lines + " (order_id, sku, qty, expires) VALUES ")
 	args = make([]any, 0, 4*nlines)
@@ -222,11 +256,12 @@ func (l *ledger) recordStmts(orders []newOrder) (ordersQ string, ordersArgs []an
 				b.WriteString(", ")
 			}
 			first = false
-			b.WriteString("(?, ?, ?, (SELECT deadline FROM " + l.lq.orders + " WHERE id = ?))")
-			args = append(args, o.id, ln.SKU, ln.Qty, o.id)
+			b.WriteString(l.lq.insertHeldLine)
+			args = append(args, o.id, ln.SKU, ln.Qty, micros(o.ttl))
 		}
 	}
-	return ordersQ, ordersArgs, b.String(), args
+	r.add(b.String(), args)
+	return r
 }
 
 // lineList returns the line_list column of o's row: its lines encoded

@@ -66,33 +66,33 @@ func (m *multiStatements) check(ctx context.Context, conn *sqlx.Conn, eng Engine
 // placeMulti is placeAll's transaction in one round trip, for a pool that
 // sends several statements at once (see multiStatements):
 //
-//	START TRANSACTION; INSERT orders; [INSERT lines;] UPDATE stock …;
-//	SELECT (a subquery of two rows unless every line was taken) INTO @…; COMMIT
+//	START TRANSACTION; [SET @…;] INSERT orders; [INSERT lines;] UPDATE stock …;
+//	SET @… = (an overflow unless every line was taken); COMMIT
 //
-// (the lines INSERT only for holds: a Take's lines are in its order row).
-// The check fails with "subquery returns more than 1 row" when the
-// conditional UPDATE took fewer rows than there are lines — an unknown
-// SKU or too few units — so COMMIT never runs; a duplicate ID fails its
-// INSERT the same way. Either way the transaction is rolled back here and
-// errShort or errDuplicate returned; a connection that cannot roll back is
-// discarded. The stock rows are locked only by the UPDATE, the last
-// statement before COMMIT: a hot row is held for the UPDATE and the
-// COMMIT alone, not for the round trips or the inserts before them.
+// (the SET and the lines INSERT only for holds: a Take's lines are in its
+// order row, see recordStmts). The check fails with "BIGINT value is out
+// of range" when the conditional UPDATE took fewer rows than there are
+// lines — an unknown SKU or too few units — so COMMIT never runs; a
+// duplicate ID fails its INSERT the same way. Either way the transaction
+// is rolled back here and errShort or errDuplicate returned; a connection
+// that cannot roll back is discarded. The stock rows are locked only by
+// the UPDATE, the last statement before COMMIT: a hot row is held for the
+// UPDATE and the COMMIT alone, not for the round trips or the inserts
+// before them.
 func (l *ledger) placeMulti(ctx context.Context, conn *sqlx.Conn, orders []newOrder, lines []stockguard.Line) error {
-	ordersQ, ordersArgs, linesQ, linesArgs := l.recordStmts(orders)
+	r := l.recordStmts(orders)
 	takeQ, takeArgs := l.takeStmt(lines, true)
-	q := []string{"START TRANSACTION", ordersQ}
-	if linesQ != "" {
-		q = append(q, linesQ)
-	}
-	query := strings.Join(append(q, takeQ, rowCheck, "COMMIT"), "; ")
-	args := slices.Concat(ordersArgs, linesArgs, takeArgs, []any{len(lines)})
-	return runMulti(ctx, conn, query, args)
+	q := slices.Concat([]string{"START TRANSACTION"}, r.stmts, []string{takeQ, rowCheck, "COMMIT"})
+	args := slices.Concat(r.allArgs(), takeArgs, []any{len(lines)})
+	return runMulti(ctx, conn, strings.Join(q, "; "), args)
 }
 
-// rowCheck fails with "subquery returns more than 1 row" unless the
-// statement before it changed as many rows as its argument says.
-const rowCheck = "SELECT (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two WHERE ROW_COUNT() <> ?) INTO @stockguard_taken"
+// rowCheck fails with "BIGINT value is out of range" (erOutOfRange) unless
+// the statement before it changed as many rows as its argument says,
+// whatever the sql_mode: the cheapest statement found that fails, rather
+// than warns, on a condition (DO only warns; a subquery of two rows cost
+// the server about twice as much).
+const rowCheck = "SET @stockguard_taken = 9223372036854775807 + (ROW_COUNT() <> ?)"
 
 // runMulti sends query, a whole transaction ending in COMMIT, in one round
 // trip: errShort when a rowCheck failed, errDuplicate when an INSERT met a
@@ -114,7 +114,7 @@ func runMulti(ctx context.Context, conn *sqlx.Conn, query string, args []any) er
 	switch me.Number {
 	case erDupEntry:
 		return errDuplicate
-	case erSubqueryRows:
+	case erOutOfRange:
 		return errShort
 	}
 	if refusedBeforeCommit(me.Number) {
@@ -136,6 +136,5 @@ func refusedBeforeCommit(number uint16) bool {
 	return false
 }
 
-// erSubqueryRows is "subquery returns more than 1 row": placeMulti's
-// check that every line was taken.
-const erSubqueryRows = 1242
+// erOutOfRange is "BIGINT value is out of range": rowCheck's failure.
+const erOutOfRange = 1690

@@ -11,6 +11,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
 )
 
 // BenchmarkOrders compares, side by side in one run, on one hot SKU that
@@ -23,7 +24,9 @@ import (
 // Metrics: calls/s (successful ones), p50-ms and p99-ms, errors/op; the
 // server's own counts per call — stmts/op (statements, Questions),
 // commits/op, fsyncs/op (redo log), lock-waits/op and lock-ms/op (row-lock
-// waits and the time spent in them); for NewBatched requests/batch or
+// waits and the time spent in them); CPU per call, client-cpu-us/op of
+// this process (the workers included) and server-cpu-us/op of the server
+// when the tests started it; for NewBatched requests/batch or
 // orders/commit; and for orders ledger-B/order: the bytes the two ledger
 // tables take per recorded order, from information_schema.TABLES
 // (data_length + index_length, after ANALYZE TABLE) — pages, so
@@ -80,6 +83,7 @@ func ordersBench(b *testing.B, db *sqlx.DB, table string, o stockguard.Orders, o
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	before := serverStatus(b, db)
+	cpu := backendstest.StartCPU(b, backendstest.SharedMySQL(b).Proc)
 	b.ResetTimer()
 	began := time.Now()
 	for w := range workers {
@@ -100,6 +104,7 @@ func ordersBench(b *testing.B, db *sqlx.DB, table string, o stockguard.Orders, o
 	}
 	wg.Wait()
 	elapsed := time.Since(began)
+	cpu.Report(b)
 	b.StopTimer()
 	after := serverStatus(b, db)
 

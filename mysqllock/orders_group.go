@@ -29,6 +29,7 @@ import (
 // with no read at all:
 //
 //	START TRANSACTION
+//	SET @stockguard_now = UTC_TIMESTAMP(6)      -- with holds: their deadlines and their lines' expires
 //	INSERT INTO orders VALUES (…), (…), …       -- every order, IDs in order, a Take's lines in its row
 //	INSERT INTO order_lines VALUES (…), (…), …  -- the lines of its holds, if any
 //	UPDATE stock SET qty = qty - CASE sku … END WHERE sku IN (…) AND qty >= CASE sku … END
@@ -385,7 +386,6 @@ type groupTx struct {
 
 	records map[string]orderRecord // Confirm/Return IDs, locked
 	levels  map[string]int64       // the batch's SKU rows, locked
-	nowUS   int64                  // the server's clock at the stock read, µs since 1970 (UTC)
 }
 
 func (g *groupTx) run(ctx context.Context) error {
@@ -488,17 +488,16 @@ func (g *groupTx) read(ctx context.Context) error {
 		}
 	}
 	g.levels = make(map[string]int64, len(skus))
-	g.nowUS = 0
 	if len(skus) == 0 {
 		return nil
 	}
 	slices.SortFunc(skus, func(x, y any) int { return cmp.Compare(x.(string), y.(string)) })
-	q := "SELECT sku, qty, TIMESTAMPDIFF(MICROSECOND, '1970-01-01', " + now + ") FROM " + g.lq.stock +
+	q := "SELECT sku, qty FROM " + g.lq.stock +
 		" WHERE sku IN (" + list(len(skus)) + ") ORDER BY sku FOR UPDATE"
 	scans := []func(*sql.Rows) error{func(rows *sql.Rows) error {
 		var sku string
 		var qty int64
-		err := rows.Scan(&sku, &qty, &g.nowUS)
+		err := rows.Scan(&sku, &qty)
 		g.levels[sku] = qty
 		return err
 	}}
@@ -526,11 +525,6 @@ func (g *groupTx) read(ctx context.Context) error {
 	err := g.each(ctx, q, skus, scans...)
 	if err == nil && len(g.recorded) > 0 {
 		return errDuplicate
-	}
-	if err == nil && g.nowUS == 0 {
-		// No SKU of the batch is stocked: nothing is granted, and no clock
-		// is needed.
-		return nil
 	}
 	return err
 }
@@ -695,60 +689,18 @@ func (g *groupTx) write(ctx context.Context) error {
 	return g.change(ctx, delta)
 }
 
-// insert records orders (granted in this batch) with one multi-row
-// INSERT, IDs in order, a Take's lines in its row, and the holds' line rows
-// with another. A hold's deadline is the server's clock at the stock read
-// plus its ttl, the same value in both tables.
+// insert records the orders granted in this batch, IDs in order, as
+// placeAll records its orders (recordStmts).
 func (g *groupTx) insert(ctx context.Context, placed []*orderCall) error {
 	if len(placed) == 0 {
 		return nil
 	}
-	slices.SortFunc(placed, func(x, y *orderCall) int { return cmp.Compare(x.order.id, y.order.id) })
-	const at = "'1970-01-01' + INTERVAL ? MICROSECOND"
-	var b strings.Builder
-	b.WriteString("INSERT INTO " + g.lq.orders + " (id, kind, state, deadline, created_at, changed_at, line_list) VALUES ")
-	args := make([]any, 0, 5*len(placed))
-	nlines := 0
+	orders := make([]newOrder, len(placed))
 	for i, c := range placed {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("(?, ?, ?, " + at + ", " + now + ", " + now + ", ?)")
-		state, deadline := stockguard.OrderTaken, sql.NullInt64{}
-		if c.order.kind == kindHold {
-			state, deadline = stockguard.OrderHeld, sql.NullInt64{Int64: g.nowUS + micros(c.order.ttl), Valid: true}
-			nlines += len(c.order.lines)
-		}
-		args = append(args, c.order.id, c.order.kind, state, deadline, lineList(c.order))
+		orders[i] = c.order
 	}
-	if err := g.exec(ctx, b.String(), args...); err != nil {
-		if isServerError(err, erDupEntry) {
-			return errDuplicate
-		}
-		return classify(ctx, err, unsent)
-	}
-	if nlines == 0 {
-		return nil
-	}
-	b.Reset()
-	b.WriteString("INSERT INTO " + g.lq.lines + " (order_id, sku, qty, expires) VALUES ")
-	args = make([]any, 0, 4*nlines)
-	first := true
-	for _, c := range placed {
-		if c.order.kind != kindHold {
-			continue
-		}
-		expires := sql.NullInt64{Int64: g.nowUS + micros(c.order.ttl), Valid: true}
-		for _, ln := range c.order.lines {
-			if !first {
-				b.WriteString(", ")
-			}
-			first = false
-			b.WriteString("(?, ?, ?, " + at + ")")
-			args = append(args, c.order.id, ln.SKU, ln.Qty, expires)
-		}
-	}
-	return classify(ctx, g.exec(ctx, b.String(), args...), unsent)
+	slices.SortFunc(orders, func(x, y newOrder) int { return cmp.Compare(x.id, y.id) })
+	return g.recordStmts(orders).run(ctx, g.exec)
 }
 
 // change adds delta to each SKU row in one UPDATE; rows are locked

@@ -20,12 +20,12 @@ import (
 // read:
 //
 //	START TRANSACTION
-//	INSERT INTO orders …; INSERT INTO order_lines …      -- the batch's Takes and Holds (lines: holds only)
+//	[SET @stockguard_now …;] INSERT INTO orders …; INSERT INTO order_lines …  -- the batch's Takes and Holds (lines: holds only)
 //	UPDATE orders SET state = … WHERE id IN (…) AND (the state read, a Confirm's hold not expired)
-//	SELECT (fails unless ROW_COUNT() = the calls) INTO @…
+//	SET @… = (overflows unless ROW_COUNT() = the calls): rowCheck
 //	UPDATE order_lines SET expires = NULL WHERE order_id IN (…)   -- the holds settled
 //	UPDATE stock SET qty = qty + CASE sku … END WHERE sku IN (…) AND qty + CASE sku … END >= 0
-//	SELECT (fails unless ROW_COUNT() = the SKUs) INTO @…
+//	SET @… = (overflows unless ROW_COUNT() = the SKUs)
 //	COMMIT
 //
 // Lines never change once recorded, so the units a Return gives back are
@@ -78,12 +78,8 @@ func (b *Batched) settleFast(ctx context.Context, conn *sqlx.Conn, orders []newO
 	var q []string
 	var args []any
 	if len(orders) > 0 {
-		ordersQ, ordersArgs, linesQ, linesArgs := b.recordStmts(orders)
-		q = append(q, ordersQ)
-		if linesQ != "" {
-			q = append(q, linesQ)
-		}
-		args = slices.Concat(ordersArgs, linesArgs)
+		r := b.recordStmts(orders)
+		q, args = r.stmts, r.allArgs()
 	}
 	// A Return of a hold that expires meanwhile ends it expired: its units
 	// come back all the same, as on the locking way.

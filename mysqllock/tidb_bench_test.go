@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
 )
 
 // BenchmarkTiDBHotRow runs NewAtomic on one hot TiDB row at 64 buyers two
@@ -31,7 +32,7 @@ func BenchmarkTiDBHotRow(b *testing.B) {
 			{"batched", func() stockguard.Inventory { return NewBatched(db, WithTable(table)) }},
 		} {
 			b.Run(fmt.Sprintf("strategy=%s/workers=64/round=%d", c.name, round+1), func(b *testing.B) {
-				hotRow(b, c.new(), fmt.Sprintf("hot-%s-%d", c.name, round), 64)
+				hotRow(b, backendstest.SharedTiDB(b).Proc, c.new(), fmt.Sprintf("hot-%s-%d", c.name, round), 64)
 			})
 		}
 	}

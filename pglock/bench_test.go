@@ -126,8 +126,10 @@ func acked(b *testing.B) int64 {
 }
 
 // calls shares b.N calls of call among workers goroutines, timing each,
-// and reports calls/s (successful ones), p50-ms, p99-ms and errors/op. A
-// failed call must fail with a contract error.
+// and reports calls/s (successful ones), p50-ms, p99-ms, errors/op and the
+// CPU per call of this process (client-cpu-us/op) and of PostgreSQL's
+// processes when the tests started it (server-cpu-us/op). A failed call
+// must fail with a contract error.
 func calls(b *testing.B, workers int, call func(ctx context.Context, i int64) error) {
 	ctx := context.Background()
 	lats := make([]*hdrhistogram.Histogram, workers)
@@ -135,6 +137,7 @@ func calls(b *testing.B, workers int, call func(ctx context.Context, i int64) er
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	b.ResetTimer()
+	cpu := backendstest.StartCPU(b, backendstest.SharedPostgres(b).Proc)
 	began := time.Now()
 	for w := range workers {
 		lats[w] = hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 2)
@@ -154,6 +157,7 @@ func calls(b *testing.B, workers int, call func(ctx context.Context, i int64) er
 	}
 	wg.Wait()
 	elapsed := time.Since(began)
+	cpu.Report(b)
 	b.StopTimer()
 	lat := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 2)
 	var errs int64

@@ -18,10 +18,11 @@ import (
 //
 // Every transaction takes its locks in one order — order rows (by ID),
 // then their lines, then stock rows (by SKU) — so that two of them never
-// deadlock; the few paths that cannot keep to it (reclaiming an expired
-// hold while a refusal is explained) roll back first and reclaim in a
-// transaction of their own, and a deadlock the server breaks (40P01) is
-// retried.
+// deadlock. Two paths depart from it: a refusal that finds expired holds
+// rolls back first and reclaims them in a transaction of its own, and an
+// order of one line (placeOne) locks its stock row before its ID, which
+// can make it wait only for another call placing the same ID. A deadlock
+// the server breaks (40P01) is retried.
 type ledger struct {
 	store
 	lq      ledgerQueries
@@ -81,6 +82,7 @@ type ledgerQueries struct {
 	stock, orders, lines string // quoted table names
 
 	record       string // ids, kinds, ttls µs; ids', skus, qtys: records orders and their lines in one statement
+	placeOne     string // id, kind, sku, qty, ttl µs: takes an order's single line and records both, or changes nothing
 	read         string // id → kind, state, expired, deadline, sku, qty: one row per line
 	lockOrder    string // id → kind, state, expired; locks the order row
 	confirm      string // id: held → taken, before the deadline
@@ -123,11 +125,24 @@ func newLedgerQueries(table string) ledgerQueries {
 		// written, so that the two are one value.
 		record: "WITH c AS (SELECT clock_timestamp() AS t), " +
 			"o AS (INSERT INTO " + o + " (id, kind, state, deadline, created_at, changed_at) " +
-			fmt.Sprintf("SELECT u.id, u.kind, CASE WHEN u.kind = %d THEN %d ELSE %d END, ", kindHold, stockguard.OrderHeld, stockguard.OrderTaken) +
-			fmt.Sprintf("CASE WHEN u.kind = %d THEN c.t + u.ttl * interval '1 microsecond' END, c.t, c.t ", kindHold) +
+			"SELECT u.id, u.kind, " + orderColumns("u.kind", "u.ttl") + " " +
 			"FROM unnest($1::text[], $2::smallint[], $3::bigint[]) AS u(id, kind, ttl), c ORDER BY u.id RETURNING id, deadline) " +
 			"INSERT INTO " + l + " (order_id, sku, qty, expires) SELECT v.id, v.sku, v.qty, o.deadline " +
 			"FROM unnest($4::text[], $5::text[], $6::bigint[]) AS v(id, sku, qty) JOIN o ON o.id = v.id",
+		// An order of one line in one autocommit statement: the stock row's
+		// conditional UPDATE, then — only if it took the units — the order
+		// and its line, which read the UPDATE's result and so run after it.
+		// The row stays locked for the statement and its commit alone, not
+		// for a transaction's round trips: on a hot SKU, where buyers queue
+		// on that lock, its hold time is what a Take costs next to a
+		// Decrement. A refused line writes nothing; an ID recorded already
+		// fails the INSERT and the statement with it.
+		placeOne: "WITH t AS (UPDATE " + s + " SET qty = qty - $4::bigint, on_orders = on_orders + $4::bigint, version = version + 1 " +
+			"WHERE sku = $3::text AND qty >= $4::bigint RETURNING 1), c AS (SELECT clock_timestamp() AS t), " +
+			"o AS (INSERT INTO " + o + " (id, kind, state, deadline, created_at, changed_at) " +
+			"SELECT $1::text, $2::smallint, " + orderColumns("$2::smallint", "$5::bigint") + " " +
+			"FROM c WHERE EXISTS (SELECT 1 FROM t) RETURNING id, deadline) " +
+			"INSERT INTO " + l + " (order_id, sku, qty, expires) SELECT o.id, $3::text, $4::bigint, o.deadline FROM o",
 		read: "SELECT o.kind, o.state, COALESCE(o.deadline <= " + now + ", FALSE), o.deadline, l.sku, l.qty FROM " +
 			o + " o JOIN " + l + " l ON l.order_id = o.id WHERE o.id = $1 ORDER BY l.sku",
 		lockOrder:    "SELECT kind, state, COALESCE(deadline <= " + now + ", FALSE) FROM " + o + " WHERE id = $1 FOR UPDATE",
@@ -162,6 +177,14 @@ func newLedgerQueries(table string) ledgerQueries {
 	}
 }
 
+// orderColumns is the state, deadline, created_at and changed_at of a new
+// order row of kind (an SQL expression) with a hold's ttl in µs, at c.t:
+// the one rule of both statements that record orders.
+func orderColumns(kind, ttl string) string {
+	return fmt.Sprintf("CASE WHEN %s = %d THEN %d ELSE %d END, ", kind, kindHold, stockguard.OrderHeld, stockguard.OrderTaken) +
+		fmt.Sprintf("CASE WHEN %s = %d THEN c.t + %s * interval '1 microsecond' END, c.t, c.t", kind, kindHold, ttl)
+}
+
 // newOrder is an order to record: its ID, kind, hold ttl, and lines in SKU
 // order.
 type newOrder struct {
@@ -190,6 +213,39 @@ func (l *ledger) record(ctx context.Context, tx *sqlx.Tx, orders []newOrder) err
 		return errDuplicate
 	}
 	return classify(ctx, err, unsent)
+}
+
+// placeOne records an order of one line and takes its units with one
+// autocommit statement (ledgerQueries.placeOne): errDuplicate when its ID
+// is recorded already (by a statement that committed; one that has not
+// makes the INSERT wait for it), errShort when the line did not fit and
+// nothing changed.
+//
+// The statement tries the stock before the ID, so a refusal is checked
+// against the record: a retry of an order placed already is answered from
+// it, as the contract wants, even when the stock is short by now.
+func (l *ledger) placeOne(ctx context.Context, conn *sqlx.Conn, o newOrder) error {
+	ln := o.lines[0]
+	res, err := conn.ExecContext(ctx, l.lq.placeOne, o.id, int16(o.kind), ln.SKU, ln.Qty, micros(o.ttl))
+	if sqlstate(err) == sqlstateUniqueViolation {
+		return errDuplicate
+	}
+	if err != nil {
+		return classify(ctx, err, sent)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		return classify(ctx, err, sent)
+	}
+	// IDs are never deleted: absent now, it was absent when the UPDATE
+	// refused.
+	rec, ok, err := l.read(ctx, conn, o.id)
+	switch {
+	case err != nil:
+		return err
+	case ok:
+		return resolve(o.id, rec, o.kind, o.lines)
+	}
+	return errShort
 }
 
 // micros returns d in whole microseconds, rounded up: a hold never ends

@@ -55,10 +55,14 @@ func (l *ledger) Hold(ctx context.Context, id string, ttl time.Duration, lines .
 	return l.place(ctx, newOrder{id: id, kind: kindHold, ttl: ttl, lines: stockguard.SortedLines(lines)})
 }
 
-// place records o and takes its lines in one transaction.
+// place records o and takes its lines: an order of one line in one
+// statement, one of several in one transaction.
 func (l *ledger) place(ctx context.Context, o newOrder) error {
 	return l.retrier.Do(ctx, func(ctx context.Context) error {
 		return l.pinned(ctx, l.session, func(conn *sqlx.Conn) error {
+			if len(o.lines) == 1 {
+				return l.settle(ctx, conn, l.placeOne(ctx, conn, o), o)
+			}
 			err := inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
 				if err := l.record(ctx, tx, []newOrder{o}); err != nil {
 					return err

@@ -85,6 +85,7 @@ func (s Suite) OrdersCases() []OrdersCase {
 		s.ordersCase("Take", checkTake),
 		s.ordersCase("Hold", checkHold),
 		s.ordersCase("Retry", checkRetry),
+		s.ordersCase("RetrySoldOut", checkRetrySoldOut),
 		s.ordersCase("Closed", checkClosed),
 		s.ordersCase("Mismatch", checkMismatch),
 		s.ordersCase("Confirm", checkConfirm),

@@ -86,6 +86,39 @@ func checkRetry(o *orders) {
 	o.levels(map[string]int64{a: 5, b: 9})
 }
 
+// checkRetrySoldOut: the answers of checkRetry, checkClosed and
+// checkMismatch come from the order's record also once its SKU is sold
+// out: a retry of an order held or taken is nil, not ErrInsufficientStock
+// (a path that tries the stock before the ID must still read the record),
+// and nothing changes.
+func checkRetrySoldOut(o *orders) {
+	skus, ok := o.stock("retry-soldout", 3, 2, 2)
+	if !ok {
+		return
+	}
+	a, b, c := skus[0], skus[1], skus[2]
+	take, hold := o.subj.ID("retry-soldout-take"), o.subj.ID("retry-soldout-hold")
+	closed, drain := o.subj.ID("retry-soldout-closed"), o.subj.ID("retry-soldout-drain")
+	if o.take(o.a, take, nil, line(a, 3)) {
+		o.take(o.a, take, nil, line(a, 3))
+		o.take(o.b, take, nil, line(a, 3))
+		o.take(o.b, take, stockguard.ErrOrderMismatch, line(a, 2))
+		o.hold(o.a, take, longTTL, stockguard.ErrOrderMismatch, line(a, 3))
+		o.order(take, stockguard.OrderTaken, line(a, 3))
+	}
+	if o.hold(o.a, hold, longTTL, nil, line(b, 2)) {
+		o.hold(o.b, hold, longTTL, nil, line(b, 2))
+		o.take(o.a, hold, stockguard.ErrOrderMismatch, line(b, 2))
+		o.order(hold, stockguard.OrderHeld, line(b, 2))
+	}
+	if o.take(o.a, closed, nil, line(c, 2)) && o.giveBack(o.a, closed, nil) && o.take(o.b, drain, nil, line(c, 2)) {
+		o.take(o.a, closed, stockguard.ErrOrderClosed, line(c, 2))
+		o.take(o.b, closed, stockguard.ErrOrderClosed, line(c, 2))
+		o.order(closed, stockguard.OrderReturned, line(c, 2))
+	}
+	o.levels(map[string]int64{a: 0, b: 0, c: 0})
+}
+
 // checkClosed: Take or Hold again, or Confirm, of a returned order is
 // ErrOrderClosed and changes nothing.
 func checkClosed(o *orders) {

@@ -138,6 +138,21 @@ func TestCheckOrders_reportsBrokenOrders(t *testing.T) {
 			wantText: "Stock(",
 		},
 		{
+			name: "stock tried before the record",
+			orders: func() stockguard.Orders {
+				return &brokenOrders{Store: memorders.New(), take: func(s *memorders.Store, ctx context.Context, id string, lines []stockguard.Line) error {
+					for _, l := range lines {
+						if have, err := s.Stock(ctx, l.SKU); err == nil && have < l.Qty {
+							return fmt.Errorf("%w: %s", stockguard.ErrInsufficientStock, l.SKU)
+						}
+					}
+					return s.Take(ctx, id, lines...)
+				}}
+			},
+			wantCase: "RetrySoldOut",
+			wantText: "want success, got " + stockguard.ErrInsufficientStock.Error(),
+		},
+		{
 			name: "concurrent retries take again",
 			orders: func() stockguard.Orders {
 				return &brokenOrders{Store: memorders.New(), take: func(s *memorders.Store, ctx context.Context, id string, lines []stockguard.Line) error {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/bench"
+	"github.com/stockguard/stockguard/internal/backends"
 )
 
 // okSample bounds the acknowledged orders checked through Order.
@@ -359,7 +360,9 @@ func (r *runner) checkLeaks(before int, proxy *Proxy) {
 	}
 }
 
-func countGoroutines() int { return runtime.NumGoroutine() }
+// countGoroutines counts the process's goroutines but the deployments'
+// Links' (see backends.Forwarding).
+func countGoroutines() int { return runtime.NumGoroutine() - backends.Forwarding() }
 
 // parallel calls f(0…n-1) from 8 goroutines.
 func parallel(n int, f func(i int)) {

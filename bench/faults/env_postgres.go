@@ -108,8 +108,17 @@ func pgReadOnly(ctx context.Context, admin *sql.DB, d time.Duration) error {
 		return err
 	}
 	sleep(ctx, d)
-	// Reset even when ctx ended: the window must close.
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	// Reset even when ctx ended, and again until it takes: the window must
+	// close, or every run after this one meets a read-only server. On a
+	// loaded machine a new connection can time out (the admin pool keeps
+	// none idle).
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	return set(uctx, "ALTER SYSTEM RESET default_transaction_read_only")
+	for {
+		err := set(uctx, "ALTER SYSTEM RESET default_transaction_read_only")
+		if err == nil || uctx.Err() != nil {
+			return err
+		}
+		sleep(uctx, 100*time.Millisecond)
+	}
 }

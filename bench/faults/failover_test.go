@@ -181,9 +181,7 @@ func TestFailover(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					var b strings.Builder
-					faults.WriteTable(&b, []*faults.Report{rep})
-					t.Log("\n" + b.String())
+					logReport(t, rep)
 					if want := max(cfg.Failovers, 1); rep.Injected != want {
 						t.Errorf("%d failovers, want %d", rep.Injected, want)
 					}

@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/stockguard/stockguard/bench"
 	"github.com/stockguard/stockguard/bench/mysqltargets"
 	"github.com/stockguard/stockguard/bench/redistargets"
+	"github.com/stockguard/stockguard/internal/backends"
 	"github.com/stockguard/stockguard/internal/memorders"
 )
 
@@ -132,6 +134,53 @@ func TestRun_catches(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRun_peersReconnectingIsNoLeak: a failover changes how many peer
+// connections (Sentinels, replicas) the topology's Links forward — the
+// Sentinels reconnect to a restarted node when they get to it, before or
+// during the next run. Those forwarding goroutines are the deployment's,
+// not the target's, and a run during which peers connect is not a leak.
+func TestRun_peersReconnectingIsNoLeak(t *testing.T) {
+	node, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { node.Close() })
+	go func() {
+		for {
+			c, err := node.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	link, err := backends.NewLink(node.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { link.Close() })
+	e := memEnv(t, "mem")
+	mem := memorders.New()
+	target := bench.Target{Name: "mem-peers", Needs: []string{"mem"},
+		Open: func(context.Context, bench.Servers, string) (*bench.Store, error) {
+			return &bench.Store{New: func() (stockguard.Inventory, error) { return mem, nil }}, nil
+		}}
+	fault := Fault{Name: "fake-reconnect", span: half(0),
+		strike: func(ctx context.Context, s *scene, span time.Duration) (int, error) {
+			// Three Sentinels, each with a command and a pub/sub connection.
+			for range 6 {
+				c, err := net.Dial("tcp", link.Addr)
+				if err != nil {
+					return 0, err
+				}
+				t.Cleanup(func() { c.Close() })
+			}
+			sleep(ctx, span)
+			return 1, nil
+		}}
+	runSelf(t, e, target, fault, "")
 }
 
 // lateWrite is how long after its caller was answered a write of the

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // Link is the network between a Redis node and its peers — its replicas and
@@ -45,6 +46,27 @@ func listenLink() (*Link, error) {
 	}
 	k := &Link{Addr: l.Addr().String(), l: l, pairs: map[*linkPair]struct{}{}}
 	k.wg.Go(k.accept)
+	return k, nil
+}
+
+// forwarding counts the goroutines every Link of the process runs for its
+// peers' connections.
+var forwarding atomic.Int64
+
+// Forwarding returns how many goroutines the process's Links run to
+// forward their peers' connections. A leak check leaves them out: they
+// belong to the deployment, and a failover changes how many there are —
+// the Sentinels reconnect to a restarted node when they get to it, which
+// may be during the next run.
+func Forwarding() int { return int(forwarding.Load()) }
+
+// NewLink returns a Link that forwards its peers to the node at target.
+func NewLink(target string) (*Link, error) {
+	k, err := listenLink()
+	if err != nil {
+		return nil, err
+	}
+	k.connect(target)
 	return k, nil
 }
 
@@ -160,8 +182,12 @@ func (k *Link) held() chan struct{} {
 }
 
 func (k *Link) forward(p *linkPair) {
+	forwarding.Add(1)
+	defer forwarding.Add(-1)
 	var wg sync.WaitGroup
 	wg.Go(func() {
+		forwarding.Add(1)
+		defer forwarding.Add(-1)
 		defer p.close()
 		buf := make([]byte, 32<<10)
 		for {

@@ -41,6 +41,16 @@ func TestStartLocalPostgres_durableRespawnClose(t *testing.T) {
 			if d.Full() != durable {
 				t.Fatalf("durability %v, Full()=%v, want %v", d, d.Full(), durable)
 			}
+			// A durable server's crash recovery flushes the data directory
+			// once per file system, not once per file (a minute and more on
+			// a disk with slow flushes).
+			var syncMethod string
+			if err := db.QueryRowContext(ctx, "SHOW recovery_init_sync_method").Scan(&syncMethod); err != nil {
+				t.Fatal(err)
+			}
+			if want := map[bool]string{false: "fsync", true: "syncfs"}[durable]; syncMethod != want {
+				t.Errorf("recovery_init_sync_method %q, want %q", syncMethod, want)
+			}
 			for _, q := range []string{"CREATE TABLE kept (n int)", "INSERT INTO kept VALUES (7)", "CHECKPOINT"} {
 				if _, err := db.ExecContext(ctx, q); err != nil {
 					t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -151,7 +152,7 @@ func (p *Process) Restart(ctx context.Context, ready func(context.Context) error
 
 // Respawn stops whatever runs now (SIGTERM, SIGKILL after 15s; a server
 // crashed with Kill is already gone) and starts the same command line again
-// in the same dir, then waits up to a minute for ready: the server comes
+// in the same dir, then waits up to respawnWithin for ready: the server comes
 // back on the same port with the data it had made durable, as after a crash
 // — MySQL recovers its redo log, Redis replays its append-only file when it
 // was started with one.
@@ -172,29 +173,147 @@ func (p *Process) Respawn(ctx context.Context, ready func(context.Context) error
 	if err := p.spawn(); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, respawnWithin)
 	defer cancel()
 	return p.waitReady(ctx, ready)
 }
 
+// respawnWithin bounds a crashed server's recovery: its redo and its
+// flushes, which on a loaded machine with a slow disk took a durable
+// PostgreSQL a minute.
+const respawnWithin = 2 * time.Minute
+
 // Alive reports whether the server is still running (not exited, not a
 // zombie).
 func (p *Process) Alive() bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(b))
-	return len(f) > 2 && f[2] != "Z"
+	f, err := statFields(p.Pid())
+	return err == nil && f[0] != "Z"
 }
+
+// statFields returns the fields of /proc/<pid>/stat after the command
+// name, which is in parentheses and may hold spaces: the state (field 3)
+// first, so field n is at n-3. There are at least 15 (up to cstime).
+func statFields(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 15 {
+		return nil, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
+	}
+	return f, nil
+}
+
+// CPU returns the processor time the server's processes have used so
+// far, user and system, as /proc counts it: the server's own, that of the
+// children it has reaped, and that of its children still running (one
+// PostgreSQL backend per connection). A benchmark's server-side cost per
+// call is the difference over its run divided by its calls.
+func (p *Process) CPU() (time.Duration, error) {
+	ticks, err := procTicks(p.Pid())
+	if err != nil {
+		return 0, fmt.Errorf("backends: %s's CPU time: %w", p.Args[0], err)
+	}
+	return time.Duration(ticks) * (time.Second / userHZ), nil
+}
+
+// procTicks returns the clock ticks pid and its children have used: its
+// utime and stime, the cutime and cstime of the children it reaped, and
+// the same of each child still running.
+func procTicks(pid int) (int64, error) {
+	f, err := statFields(pid)
+	if err != nil {
+		return 0, err
+	}
+	var ticks int64
+	for _, v := range f[11:15] { // utime, stime, cutime, cstime: fields 14 to 17
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += n
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, t := range tasks {
+		// Absent without CONFIG_PROC_CHILDREN, or once the task ended.
+		kids, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
+		if err != nil {
+			continue
+		}
+		for _, k := range strings.Fields(string(kids)) {
+			kid, err := strconv.Atoi(k)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/%d/task/%s/children: %w", pid, t.Name(), err)
+			}
+			n, err := procTicks(kid)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // gone meanwhile: its parent's cutime counts it once reaped
+			}
+			if err != nil {
+				return 0, err
+			}
+			ticks += n
+		}
+	}
+	return ticks, nil
+}
+
+// userHZ is the unit of the times in /proc/<pid>/stat: USER_HZ, 100 a
+// second on every Linux architecture's user ABI.
+const userHZ = 100
 
 // logTail returns the end of the server log, for error messages.
 func (p *Process) logTail() string {
 	b, _ := os.ReadFile(p.Log())
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
+	return lastLines(string(b), 2000)
+}
+
+// lastLines returns the last lines of log, up to limit bytes, each message
+// once: a line that differs from a later one only in its digits (time,
+// pid, counters) is left out and counted on the later one. A server that
+// refuses connections while it starts logs a line per attempt — ours, a
+// fault run's buyers — which would push out of a tail the few lines that
+// say what it spent its start on.
+func lastLines(log string, limit int) string {
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	keys := map[string]int{} // message without digits → its index in kept
+	var kept []string
+	var more []int
+	size := 0
+	for i := len(lines) - 1; i >= 0; i-- {
+		key := strings.Map(func(r rune) rune {
+			if '0' <= r && r <= '9' {
+				return -1
+			}
+			return r
+		}, lines[i])
+		if k, ok := keys[key]; ok {
+			more[k]++
+			continue
+		}
+		if size += len(lines[i]) + 1; size > limit && len(kept) > 0 {
+			break
+		}
+		keys[key] = len(kept)
+		kept = append(kept, lines[i])
+		more = append(more, 0)
 	}
-	return strings.TrimSpace(string(b))
+	var b strings.Builder
+	for k := len(kept) - 1; k >= 0; k-- {
+		b.WriteString(kept[k])
+		if more[k] > 0 {
+			fmt.Fprintf(&b, " (and %d more like it)", more[k])
+		}
+		if k > 0 {
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
 }
 
 // waitReady polls check until it succeeds, the server dies or ctx ends.

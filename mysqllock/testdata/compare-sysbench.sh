@@ -1,20 +1,24 @@
 #!/bin/sh
 # compare-sysbench.sh: NewAtomic at THREADS workers vs. sysbench running the
 # same conditional UPDATE (hotsku.lua) with THREADS threads against the same
-# server, ROUNDS rounds. Needs sysbench (Debian: apt-get install sysbench)
-# and a server you can drop tables in; the normal test run needs neither.
+# server, ROUNDS rounds, and next to both BenchmarkHotSKU's strategy=driver:
+# the same UPDATE sent straight through database/sql, the floor under any
+# Go client. Needs sysbench (Debian: apt-get install sysbench) and a server
+# you can drop tables in; the normal test run needs neither.
 #
 #   MYSQL_HOST=127.0.0.1 MYSQL_PORT=3306 MYSQL_USER=root MYSQL_DB=test \
 #     ROUNDS=5 SECS=5 THREADS=16 sh mysqllock/testdata/compare-sysbench.sh
 #
-# Both use one round trip per decrement: sysbench a prepared statement, the
-# Go side interpolateParams=true; both THREADS connections. The two sides
-# run one after the other, so a machine whose load changes between them
-# moves the ratio: the order alternates round by round (sysbench first in
-# odd rounds), each round prints both rates, their ratio, each client's CPU
-# per call (user + system, the Go side's from BenchmarkHotSKU's
-# client-cpu-us/op, sysbench's from its process times) and the load
-# average, and the last line is the median of the rounds' ratios. The test
+# All use one round trip per decrement: sysbench a prepared statement, the
+# Go sides interpolateParams=true; all THREADS connections. The sides run
+# one after the other, so a machine whose load changes between them moves
+# the ratios: the order reverses round by round (sysbench first in odd
+# rounds), each round prints the three rates, each client's CPU per call
+# (user + system, the Go sides' from BenchmarkHotSKU's client-cpu-us/op,
+# sysbench's from its process times), the load average and three ratios —
+# atomic ÷ sysbench (the figure), driver ÷ sysbench (what the Go driver and
+# runtime cost against a C client) and atomic ÷ driver (what the package
+# adds) — and the last lines are their medians over the rounds. The test
 # binary is built once, before the first round.
 set -eu
 host=${MYSQL_HOST:-127.0.0.1} port=${MYSQL_PORT:-3306} user=${MYSQL_USER:-root} db=${MYSQL_DB:-test}
@@ -48,13 +52,24 @@ sysbench_side() {
 	sb_cpu=$(awk -v b="$before" -v a="$after" '/transactions:/ { printf "%.1f", (a - b) * 1e6 / $2 }' "$tmp/sb.out")
 }
 
-# go_side sets go_rate (decrements/s) and go_cpu (µs per call).
+# go_side STRATEGY sets go_rate (decrements/s) and go_cpu (µs per call) of
+# BenchmarkHotSKU's STRATEGY.
 go_side() {
 	STOCKGUARD_MYSQL_DSN="$user${MYSQL_PASSWORD:+:$MYSQL_PASSWORD}@tcp($host:$port)/$db" \
-		"$tmp/mysqllock.test" -test.run '^$' -test.bench "BenchmarkHotSKU/strategy=atomic/workers=$threads\$" \
+		"$tmp/mysqllock.test" -test.run '^$' -test.bench "BenchmarkHotSKU/strategy=$1/workers=$threads\$" \
 		-test.benchtime "${secs}s" -test.count 1 >"$tmp/go.out"
 	go_rate=$(awk '/^Benchmark/ { for (i = 1; i < NF; i++) if ($(i + 1) == "decrements/s") print $i }' "$tmp/go.out")
 	go_cpu=$(awk '/^Benchmark/ { for (i = 1; i < NF; i++) if ($(i + 1) == "client-cpu-us/op") print $i }' "$tmp/go.out")
+}
+
+atomic_side() {
+	go_side atomic
+	at_rate=$go_rate at_cpu=$go_cpu
+}
+
+driver_side() {
+	go_side driver
+	dr_rate=$go_rate dr_cpu=$go_cpu
 }
 
 : >"$tmp/ratios"
@@ -62,14 +77,23 @@ for i in $(seq "$rounds"); do
 	load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?')
 	if [ $((i % 2)) -eq 1 ]; then
 		sysbench_side
-		go_side
+		driver_side
+		atomic_side
 	else
-		go_side
+		atomic_side
+		driver_side
 		sysbench_side
 	fi
-	ratio=$(awk -v g="$go_rate" -v s="$sb_rate" 'BEGIN { printf "%.2f", g / s }')
-	echo "$ratio" >>"$tmp/ratios"
-	printf 'round %s (load %s): sysbench %s/s (%s µs CPU/call), go %s/s (%s µs CPU/call): %s×\n' \
-		"$i" "$load" "$sb_rate" "$sb_cpu" "$go_rate" "$go_cpu" "$ratio"
+	ratios=$(awk -v a="$at_rate" -v d="$dr_rate" -v s="$sb_rate" 'BEGIN { printf "%.2f %.2f %.2f", a / s, d / s, a / d }')
+	echo "$ratios" >>"$tmp/ratios"
+	set -- $ratios
+	printf 'round %s (load %s): sysbench %s/s (%s µs CPU/call), atomic %s/s (%s µs), driver %s/s (%s µs): atomic ÷ sysbench %s×, driver ÷ sysbench %s×, atomic ÷ driver %s×\n' \
+		"$i" "$load" "$sb_rate" "$sb_cpu" "$at_rate" "$at_cpu" "$dr_rate" "$dr_cpu" "$1" "$2" "$3"
 done
-sort -n "$tmp/ratios" | awk '{ r[NR] = $1 } END { m = NR % 2 ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2; printf "median of %d rounds: %.2f×\n", NR, m }'
+for col in '1 atomic ÷ sysbench' '2 driver ÷ sysbench' '3 atomic ÷ driver'; do
+	set -- $col
+	n=$1
+	shift
+	cut -d' ' -f"$n" "$tmp/ratios" | sort -n |
+		awk -v what="$*" '{ r[NR] = $1 } END { m = NR % 2 ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2; printf "median of %d rounds, %s: %.2f×\n", NR, what, m }'
+done
