@@ -125,7 +125,8 @@ func (r *Retrier) Retries() int64 { return r.retries.Load() }
 
 // Do calls op until it returns an error not made by Retry (nil included) and
 // returns that error. When the attempts run out it returns an error wrapping
-// ErrContention and the last reason; when ctx ends while backing off it
+// ErrContention and the last reason, or the last reason alone when it wraps
+// ErrUnavailable; when ctx ends while backing off it
 // returns ctx's error (Canceled): the caller gave up, and nothing was
 // applied. op must have applied nothing when it asks for a retry.
 func (r *Retrier) Do(ctx context.Context, op func(ctx context.Context) error) error {
@@ -142,6 +143,11 @@ func (r *Retrier) Do(ctx context.Context, op func(ctx context.Context) error) er
 			r.observe(time.Since(began))
 		}
 		if attempt >= p.MaxAttempts {
+			if errors.Is(re.reason, ErrUnavailable) {
+				// The last attempt met a server that could not serve: "busy,
+				// try again" would hide an outage from the caller.
+				return fmt.Errorf("gave up after %d attempts: %w", attempt, re.reason)
+			}
 			if re.reason == nil {
 				return fmt.Errorf("%w after %d attempts", ErrContention, attempt)
 			}

@@ -3,6 +3,7 @@ package stockguard_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -33,6 +34,15 @@ func TestRetrier_Do_exhaustedIsContention(t *testing.T) {
 	err := r.Do(t.Context(), func(context.Context) error { calls++; return stockguard.Retry(errConflict) })
 	if !errors.Is(err, stockguard.ErrContention) || !errors.Is(err, errConflict) || calls != 3 {
 		t.Fatalf("err=%v calls=%d, want ErrContention wrapping the reason after 3 calls", err, calls)
+	}
+}
+
+func TestRetrier_Do_exhaustedWhileUnavailableIsUnavailable(t *testing.T) {
+	r := stockguard.NewRetrier(stockguard.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Microsecond})
+	down := fmt.Errorf("%w: a master did not answer", stockguard.ErrUnavailable)
+	err := r.Do(t.Context(), func(context.Context) error { return stockguard.Retry(down) })
+	if !errors.Is(err, stockguard.ErrUnavailable) || errors.Is(err, stockguard.ErrContention) {
+		t.Fatalf("err=%v, want ErrUnavailable and not ErrContention: the last attempt failed for a server that could not serve", err)
 	}
 }
 

@@ -183,7 +183,9 @@ func (r *Redlock) lockKeys(key string) lockKeys { return lockKeys{lock: r.keys.L
 //   - ErrNotObtained: the rounds allowed by the retry strategy all failed —
 //     the lock is held elsewhere, too many masters failed (their errors are
 //     joined), or obtaining took so long that no validity was left; joined
-//     with ctx's error when ctx ended meanwhile.
+//     with ctx's error when ctx ended meanwhile. It also wraps
+//     stockguard.ErrUnavailable when a master failed or did not answer in
+//     the last round.
 func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...ObtainOption) (*QuorumLock, error) {
 	if r.err != nil {
 		return nil, r.err
@@ -254,7 +256,18 @@ func (r *Redlock) round(ctx context.Context, key, owner string, ttl time.Duratio
 	if t.ok >= r.quorum {
 		return nil, fmt.Errorf("set on %d of %d masters, but obtaining took %v of the %v ttl", t.ok, n, time.Since(sent).Round(time.Millisecond), ttl)
 	}
-	return nil, t.err(fmt.Sprintf("set on %d of %d masters, %d needed", t.ok, n, r.quorum))
+	// The round ended once the refusal was certain; wait for the rest
+	// (bounded by the node timeout, as the round was) to tell a refusal by
+	// holders from one by masters that failed.
+	awaitAll(calls, sent.Add(r.nodeTimeout(ttl)))
+	t = tally(calls)
+	err := t.err(fmt.Sprintf("set on %d of %d masters, %d needed", t.ok, n, r.quorum))
+	if t.unanswered > 0 || len(t.errs) > 0 {
+		// With a master lost, the survivors' split votes refuse everyone:
+		// the refusal is the outage's, not a holder's.
+		err = fmt.Errorf("%w: %w", stockguard.ErrUnavailable, err)
+	}
+	return nil, err
 }
 
 // nodeCall is one command to one master. done is closed when it has
@@ -330,6 +343,22 @@ wait:
 		go func() { wg.Wait(); cancel() }()
 	}
 	return calls
+}
+
+// awaitAll waits until every call has returned or deadline passes.
+func awaitAll(calls []*nodeCall, deadline time.Time) {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for _, c := range calls {
+		if c == nil {
+			continue
+		}
+		select {
+		case <-c.done:
+		case <-timer.C:
+			return
+		}
+	}
 }
 
 // callTally counts the calls of a fanout that have returned; those that

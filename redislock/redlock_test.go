@@ -150,6 +150,34 @@ func TestRedlock_Obtain_refusesWithThreeMastersKilled(t *testing.T) {
 	}
 }
 
+// A lock held elsewhere on the live masters while one master is down
+// cannot be told from a lock that the dead master's vote would have
+// granted: split votes among the survivors are what a lost master causes.
+// The refusal says the service was degraded (ErrUnavailable), so that a
+// caller does not read a dead master as "busy, try again".
+func TestRedlock_Obtain_refusedWithAMasterDownIsUnavailable(t *testing.T) {
+	servers, clients := masters(t, 3)
+	// A live master that misses the node timeout would read as failed:
+	// give the loaded test machine a second.
+	r := NewRedlock(clients, WithNodeTimeout(time.Second))
+	ctx := t.Context()
+	held, err := r.Obtain(ctx, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Obtain(ctx, "k", 10*time.Second); !errors.Is(err, ErrNotObtained) || errors.Is(err, stockguard.ErrUnavailable) {
+		t.Fatalf("Obtain of a held lock, every master up = %v, want ErrNotObtained alone", err)
+	}
+	if err := servers[0].Proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Obtain(ctx, "k", 10*time.Second)
+	if !errors.Is(err, ErrNotObtained) || !errors.Is(err, stockguard.ErrUnavailable) {
+		t.Fatalf("Obtain of a held lock with a master down = %v, want ErrNotObtained and ErrUnavailable", err)
+	}
+	_ = held.Release(ctx)
+}
+
 func TestRedlock_expiredLockIsReportedAsSuch(t *testing.T) {
 	_, clients := masters(t, 3)
 	r := NewRedlock(clients, WithNodeTimeout(100*time.Millisecond))
