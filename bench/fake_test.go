@@ -28,16 +28,17 @@ func memTarget() Target {
 type fault int
 
 const (
-	faultNone         fault = iota
-	faultRacy               // read, yield, write the computed level: lost updates
-	faultLie                // every 7th success is reported as ErrContention
-	faultUnknown            // every 7th success is reported as ErrOutcomeUnknown (honest)
-	faultStockLies          // Stock reports one unit more than there is
-	faultFalseRefusal       // every 7th request is refused as insufficient, stock untouched
-	faultNoCheck            // decrements below zero
-	faultOther              // every 7th request fails with a non-contract error, nothing applied
-	faultSlowRetries        // counts one retry per request
-	faultLocalMutex         // faultRacy under a mutex of the instance's own: sound only as one instance
+	faultNone             fault = iota
+	faultRacy                   // read, yield, write the computed level: lost updates (the first two calls overlap)
+	faultLie                    // every 7th success is reported as ErrContention
+	faultUnknown                // every 7th success is reported as ErrOutcomeUnknown (honest)
+	faultStockLies              // Stock reports one unit more than there is
+	faultFalseRefusal           // every 7th request is refused as insufficient, stock untouched
+	faultNoCheck                // decrements below zero
+	faultOther                  // every 7th request fails with a non-contract error, nothing applied
+	faultSlowRetries            // counts one retry per request
+	faultLocalMutex             // faultRacy under a mutex of the instance's own: sound only as one instance
+	faultLocalMutexAcross       // faultLocalMutex whose first calls on two instances overlap
 )
 
 // fakeStore is an in-memory store whose levels are atomics, so that Raw
@@ -45,6 +46,28 @@ const (
 type fakeStore struct {
 	mu     sync.Mutex
 	levels map[string]*atomic.Int64
+
+	// meet makes the first two racy calls overlap between their read and
+	// their write, so that a counterexample fails whatever the scheduler
+	// does (on a loaded machine two calls may otherwise never overlap).
+	meetMu  sync.Mutex
+	arrived int
+	met     chan struct{}
+}
+
+// meet blocks the first caller until a second arrives; later callers pass.
+func (s *fakeStore) meet() {
+	s.meetMu.Lock()
+	if s.met == nil {
+		s.met = make(chan struct{})
+	}
+	s.arrived++
+	met := s.met
+	if s.arrived == 2 {
+		close(met)
+	}
+	s.meetMu.Unlock()
+	<-met
 }
 
 func (s *fakeStore) level(sku string) *atomic.Int64 {
@@ -98,12 +121,17 @@ func (i *fakeInv) Decrement(ctx context.Context, sku string, qty int64) error {
 		return errWeird
 	case i.f == faultSlowRetries:
 		i.retries.Add(1)
-	case i.f == faultLocalMutex:
+	case i.f == faultLocalMutex, i.f == faultLocalMutexAcross:
 		i.mu.Lock()
 		defer i.mu.Unlock()
 		have := l.Load()
 		if have < qty {
 			return stockguard.ErrInsufficientStock
+		}
+		if i.f == faultLocalMutexAcross {
+			// Held under this instance's mutex: only another instance's
+			// call can arrive second.
+			i.s.meet()
 		}
 		runtime.Gosched()
 		l.Store(have - qty)
@@ -116,7 +144,7 @@ func (i *fakeInv) Decrement(ctx context.Context, sku string, qty int64) error {
 		if have < qty {
 			return stockguard.ErrInsufficientStock
 		}
-		runtime.Gosched()
+		i.s.meet()
 		l.Store(have - qty)
 		return nil
 	}
