@@ -44,13 +44,24 @@ func init() {
 
 	// Known-broken patterns (package internal/counterexample says how each
 	// breaks): they run only when asked for, and every report labels them.
+	// Each forces its race, so that every run catches it.
 	bench.Register(broken(Target("broken-local-mutex", "in-process mutex around SELECT/UPDATE: one lock per app instance",
 		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
-			return counterexample.NewLocalMutex(db, table)
+			c, err := counterexample.NewLocalMutex(db, table)
+			if err != nil {
+				return nil, err
+			}
+			c.ForceOverlap()
+			return c, nil
 		})))
 	bench.Register(broken(Target("broken-mysql-repeatable-read", "REPEATABLE READ transaction: snapshot SELECT, UPDATE to the computed level",
 		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
-			return counterexample.NewRepeatableRead(db, table)
+			c, err := counterexample.NewRepeatableRead(db, table)
+			if err != nil {
+				return nil, err
+			}
+			c.ForceOverlap()
+			return c, nil
 		})))
 
 	// Broken checkout clients over mysqllock.NewAtomic's sound Orders: they

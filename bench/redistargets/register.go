@@ -44,21 +44,30 @@ func init() {
 
 	// Known-broken patterns (package internal/counterexample says how each
 	// breaks): they run only when asked for, and every report labels them.
+	// Each forces its race, so that every run catches it.
 	bench.Register(broken(Target("broken-redis-check-then-act", "GET, check, SET the computed level: no lock at all",
 		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
-			return counterexample.NewCheckThenAct(rdb, prefix), nil
+			c := counterexample.NewCheckThenAct(rdb, prefix)
+			c.ForceOverlap()
+			return c, nil
 		})))
 	bench.Register(broken(Target("broken-redis-setnx-expire", "SETNX then a separate EXPIRE; waiters delete TTL-less \"orphan\" locks",
 		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
-			return counterexample.NewSetNXExpire(rdb, prefix), nil
+			c := counterexample.NewSetNXExpire(rdb, prefix)
+			c.ForceOverlap()
+			return c, nil
 		})))
 	bench.Register(broken(Target("broken-redis-del-unlock", "SET NX PX lock released by DEL without an owner check",
 		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
-			return counterexample.NewDelUnlock(rdb, prefix), nil
+			c := counterexample.NewDelUnlock(rdb, prefix)
+			c.ForceOverlap()
+			return c, nil
 		})))
 	bench.Register(broken(Target("broken-redis-getset-lock", "SETNX lock holding an expiry time, taken over with GETSET once it looks expired",
 		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
-			return counterexample.NewGetSetLock(rdb, prefix), nil
+			c := counterexample.NewGetSetLock(rdb, prefix)
+			c.ForceOverlap()
+			return c, nil
 		})))
 }
 

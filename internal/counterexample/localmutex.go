@@ -50,5 +50,7 @@ func (l *LocalMutex) Decrement(ctx context.Context, sku string, qty int64) error
 	if have < qty {
 		return insufficient(sku, have, qty)
 	}
+	// Under this instance's mutex: only another instance can meet it.
+	l.meet(ctx, "read", sku)
 	return l.write(ctx, l.db, sku, have-qty)
 }

@@ -17,7 +17,15 @@ import (
 type mysqlStock struct {
 	db                              *sqlx.DB
 	setQuery, readQuery, writeQuery string
+	table                           string
+	overlap
 }
+
+// ForceOverlap makes the pattern's race certain: the first two requests on
+// each SKU of this table, in any instance, are held between their read and
+// their write until both have read. The harness's registrations force it;
+// one request at a time, nothing changes but a wait of up to 10s.
+func (s *mysqlStock) ForceOverlap() { s.force("mysql\x00" + s.table) }
 
 var plainIdentifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
 
@@ -28,6 +36,7 @@ func newMySQLStock(db *sqlx.DB, table string) (mysqlStock, error) {
 	t := "`" + table + "`"
 	return mysqlStock{
 		db:         db,
+		table:      table,
 		setQuery:   "INSERT INTO " + t + " (sku, qty) VALUES (?, ?) ON DUPLICATE KEY UPDATE qty = VALUES(qty)",
 		readQuery:  "SELECT qty FROM " + t + " WHERE sku = ?",
 		writeQuery: "UPDATE " + t + " SET qty = ? WHERE sku = ?",

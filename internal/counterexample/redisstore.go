@@ -19,7 +19,14 @@ import (
 type redisStock struct {
 	rdb  redis.UniversalClient
 	keys rediskeys.Keys
+	overlap
 }
+
+// ForceOverlap makes the pattern's race certain: the first two requests on
+// each SKU of this key prefix, in any instance, are held at the pattern's
+// window until both are in it. The harness's registrations force it; one
+// request at a time, nothing changes but a wait of up to 10s at a window.
+func (s *redisStock) ForceOverlap() { s.force("redis\x00" + s.keys.Prefix) }
 
 func newRedisStock(rdb redis.UniversalClient, prefix string) redisStock {
 	return redisStock{rdb: rdb, keys: rediskeys.Keys{Prefix: prefix}}
@@ -60,6 +67,7 @@ func (s redisStock) takeUnlocked(ctx context.Context, sku string, qty int64, sta
 	if have < qty {
 		return insufficient(sku, have, qty)
 	}
+	s.meet(ctx, "read", sku)
 	stall.maybe()
 	return s.write(ctx, sku, have-qty)
 }

@@ -58,6 +58,7 @@ func (r *RepeatableRead) Decrement(ctx context.Context, sku string, qty int64) e
 	if have < qty {
 		return insufficient(sku, have, qty)
 	}
+	r.meet(ctx, "read", sku)
 	if err := r.write(ctx, tx, sku, have-qty); err != nil {
 		return err
 	}

@@ -62,6 +62,8 @@ func (s *SetNXExpire) tryLock(ctx context.Context, lock string) (bool, error) {
 			return false, redisx.Classify(ctx, err, redisx.Write)
 		}
 		if ok {
+			// The window: a waiter that comes now finds no TTL.
+			s.meet(ctx, "setnx", lock)
 			if err := s.rdb.Expire(ctx, lock, s.ttl).Err(); err != nil {
 				return false, redisx.Classify(ctx, err, redisx.Write)
 			}
