@@ -66,13 +66,21 @@ func TestRetrier_Do_stopsWhenContextEnds(t *testing.T) {
 }
 
 func TestRetryPolicy_delaysStayWithinCeiling(t *testing.T) {
-	// Adaptive with no contention history behaves as plain exponential.
-	r := stockguard.NewRetrier(stockguard.RetryPolicy{MaxAttempts: 4, BaseDelay: time.Millisecond, MaxDelay: 2 * time.Millisecond, Adaptive: true})
-	start := time.Now()
-	r.Do(t.Context(), func(context.Context) error { return stockguard.Retry(nil) })
-	// 3 backoffs, each below 2ms (plus scheduling slack).
-	if d := time.Since(start); d > 200*time.Millisecond {
-		t.Fatalf("3 backoffs capped at 2ms took %v", d)
+	// Adaptive with no contention history behaves as plain exponential:
+	// doubling from BaseDelay, never above MaxDelay, whatever the retry.
+	p := stockguard.RetryPolicy{MaxAttempts: 40, BaseDelay: time.Millisecond, MaxDelay: 2 * time.Millisecond, Adaptive: true}
+	for retry, want := range []time.Duration{time.Millisecond, 2 * time.Millisecond, 2 * time.Millisecond} {
+		if got := stockguard.Ceiling(p, retry, 0); got != want {
+			t.Errorf("ceiling before retry %d = %v, want %v", retry, got, want)
+		}
+	}
+	for retry := range 64 {
+		if got := stockguard.Ceiling(p, retry, 0); got <= 0 || got > p.MaxDelay {
+			t.Fatalf("ceiling before retry %d = %v, want in (0, %v]", retry, got, p.MaxDelay)
+		}
+	}
+	if got := stockguard.Ceiling(p, 0, time.Second); got != p.MaxDelay {
+		t.Errorf("ceiling with a 1s contention floor = %v, want MaxDelay %v", got, p.MaxDelay)
 	}
 }
 

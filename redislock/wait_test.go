@@ -30,7 +30,8 @@ func TestNotify_wakesOnRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d < 90*time.Millisecond || d > 2*time.Second {
+	// Only the announcement can wake the waiter before the minute's fallback.
+	if d := time.Since(start); d < 90*time.Millisecond || d > 30*time.Second {
 		t.Fatalf("obtained after %v; the holder released at 100ms", d)
 	}
 	if err := l.Release(ctx); err != nil {
@@ -50,7 +51,7 @@ func TestNotify_wakesWhenHolderLeaseRunsOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d > 2*time.Second {
+	if d := time.Since(start); d > 30*time.Second {
 		t.Fatalf("obtained after %v; the holder's lease ended at 200ms", d)
 	}
 	if err := l.Release(ctx); err != nil {
