@@ -14,9 +14,7 @@ import (
 	"github.com/stockguard/stockguard/mysqllock"
 )
 
-// A complete program on MySQL or MariaDB: connect, create the tables, stock
-// a SKU, take an order twice under one ID (as a retry after a lost reply
-// would) and see the units taken once.
+// A complete program on MySQL or MariaDB: an order taken twice, its units once.
 func Example() {
 	ctx := context.Background()
 	// MYSQL_DSN: e.g. "root@tcp(127.0.0.1:3306)/shop?interpolateParams=true"
@@ -54,7 +52,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	fmt.Println("left:", left)
-	// It prints (TestExamples_run runs it on a private server):
+	// It prints:
 	//
 	//	order-1001 taken
 	//	order-1001 taken

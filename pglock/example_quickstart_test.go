@@ -14,9 +14,7 @@ import (
 	"github.com/stockguard/stockguard/pglock"
 )
 
-// A complete program on PostgreSQL: connect, create the tables, stock a
-// SKU, take an order twice under one ID (as a retry after a lost reply
-// would) and see the units taken once.
+// A complete program on PostgreSQL: an order taken twice, its units once.
 func Example() {
 	ctx := context.Background()
 	// DATABASE_URL: e.g. "postgres://postgres@127.0.0.1:5432/shop"
@@ -55,7 +53,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	fmt.Println("left:", left)
-	// It prints (TestExamples_run runs it on a private server):
+	// It prints:
 	//
 	//	order-1001 taken
 	//	order-1001 taken

@@ -13,9 +13,7 @@ import (
 	"github.com/stockguard/stockguard/redislock"
 )
 
-// A complete program on Redis: connect, stock a SKU, take an order twice
-// under one ID (as a retry after a lost reply would) and see the units
-// taken once.
+// A complete program on Redis: an order taken twice, its units once.
 func Example() {
 	ctx := context.Background()
 	// REDIS_ADDR: e.g. "127.0.0.1:6379"
@@ -48,7 +46,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	fmt.Println("left:", left)
-	// It prints (TestExamples_run runs it on a private server):
+	// It prints:
 	//
 	//	order-1001 taken
 	//	order-1001 taken
