@@ -2,7 +2,6 @@ package stockguard_test
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -96,23 +95,7 @@ func anchor(heading string) string {
 // that exists, and every #fragment a heading (or an <a name>) of its target.
 func TestDocs_linksResolve(t *testing.T) {
 	files := map[string]markdown{}
-	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if p != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(p, ".md") {
-			return nil
-		}
-		src, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
+	err := repoFiles(".md", func(p string, src []byte) error {
 		files[p] = parseMarkdown(string(src))
 		return nil
 	})

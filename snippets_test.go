@@ -21,23 +21,7 @@ func quotable(t *testing.T) map[string]string {
 	t.Helper()
 	texts := map[string]string{}
 	fset := token.NewFileSet()
-	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if p != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		src, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
+	err := repoFiles("_test.go", func(p string, src []byte) error {
 		f, err := parser.ParseFile(fset, p, src, parser.ParseComments)
 		if err != nil {
 			return err
@@ -68,6 +52,31 @@ func quotable(t *testing.T) map[string]string {
 		t.Fatal(err)
 	}
 	return texts
+}
+
+// repoFiles calls fn with the path and contents of every file of the
+// repository (nested modules included) whose name ends in suffix, skipping
+// hidden directories and testdata.
+func repoFiles(suffix string, fn func(path string, src []byte) error) error {
+	return filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, suffix) {
+			return nil
+		}
+		src, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return fn(p, src)
+	})
 }
 
 // asMain returns an example file holding one Example function as the

@@ -151,4 +151,3 @@ func lookup(name string) (Target, bool) {
 	}
 	return Target{}, false
 }
-
