@@ -1,11 +1,7 @@
 package mysqllock_test
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"testing"
-	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
@@ -49,23 +45,10 @@ func freshDatabase(t *testing.T, dsn string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	var b [4]byte
-	rand.Read(b[:])
-	name := "example_" + hex.EncodeToString(b[:])
-	if _, err := db.ExecContext(t.Context(), "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := db.ExecContext(ctx, "DROP DATABASE "+name); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-	})
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.DBName = name
+	cfg.DBName = examplerun.Database(t, db, "")
 	return cfg.FormatDSN()
 }

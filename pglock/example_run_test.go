@@ -1,12 +1,8 @@
 package pglock_test
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/url"
 	"testing"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
@@ -50,23 +46,11 @@ func freshDatabase(t *testing.T, dsn string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	var b [4]byte
-	rand.Read(b[:])
-	name := "example_" + hex.EncodeToString(b[:])
-	if _, err := db.ExecContext(t.Context(), "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := db.ExecContext(ctx, "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-	})
 	u, err := url.Parse(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.Path = "/" + name
+	// WITH (FORCE): the example's pool may not have let go of its sessions.
+	u.Path = "/" + examplerun.Database(t, db, " WITH (FORCE)")
 	return u.String()
 }
