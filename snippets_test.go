@@ -14,34 +14,24 @@ import (
 
 // quotable collects, from every example file of the repository (nested
 // modules included), the text a document may quote: the body of each
-// Example function, dedented, and each whole top-level function of an
-// example_*_test.go file (the helpers an example calls).
+// Example function, dedented, each whole top-level function of an
+// example_*_test.go file (the helpers an example calls), and each example
+// file of one Example function as the main.go it shows (asMain).
 func quotable(t *testing.T) map[string]string {
 	t.Helper()
 	texts := map[string]string{}
 	fset := token.NewFileSet()
-	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if p != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		src, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
+	err := repoFiles("_test.go", func(p string, src []byte) error {
 		f, err := parser.ParseFile(fset, p, src, parser.ParseComments)
 		if err != nil {
 			return err
 		}
 		exampleFile := strings.HasPrefix(filepath.Base(p), "example")
+		if exampleFile {
+			if main, ok := asMain(fset, f, src); ok {
+				texts[main] = p + " as main.go"
+			}
+		}
 		for _, decl := range f.Decls {
 			fn, ok := decl.(*ast.FuncDecl)
 			if !ok || fn.Body == nil {
@@ -62,6 +52,52 @@ func quotable(t *testing.T) map[string]string {
 		t.Fatal(err)
 	}
 	return texts
+}
+
+// repoFiles calls fn with the path and contents of every file of the
+// repository (nested modules included) whose name ends in suffix, skipping
+// hidden directories and testdata.
+func repoFiles(suffix string, fn func(path string, src []byte) error) error {
+	return filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, suffix) {
+			return nil
+		}
+		src, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return fn(p, src)
+	})
+}
+
+// asMain returns an example file holding one Example function as the
+// complete program it shows: package main, the file's imports, and the
+// Example renamed main. A document may quote that whole.
+func asMain(fset *token.FileSet, f *ast.File, src []byte) (string, bool) {
+	var example *ast.FuncDecl
+	for _, decl := range f.Decls {
+		if fn, ok := decl.(*ast.FuncDecl); ok {
+			if example != nil || !strings.HasPrefix(fn.Name.Name, "Example") {
+				return "", false
+			}
+			example = fn
+		}
+	}
+	if example == nil {
+		return "", false
+	}
+	off := func(p token.Pos) int { return fset.Position(p).Offset }
+	return "package main" + string(src[off(f.Name.End()):off(example.Name.Pos())]) + "main" +
+		strings.TrimRight(string(src[off(example.Name.End()):]), "\n"), true
 }
 
 // dedent drops the body's outer newlines and one tab from each line.
@@ -138,8 +174,9 @@ func rootTypes(t *testing.T) map[string]bool {
 }
 
 // Every Go snippet of README.md and docs/ is the text of an example the
-// tests compile (and, for mysqllock's, run: TestExamples_run), so a snippet
-// cannot drift from code that works.
+// tests compile (and, for the examples that need a server, run: each
+// package's TestExamples_run), so a snippet cannot drift from code that
+// works.
 func TestSnippets_quoteExamples(t *testing.T) {
 	texts := quotable(t)
 	types := rootTypes(t)
@@ -164,7 +201,7 @@ func TestSnippets_quoteExamples(t *testing.T) {
 				}
 				continue
 			}
-			t.Errorf("%s, Go block %d is not the body of an Example (or a function of an example file):\n%s", path, i+1, block)
+			t.Errorf("%s, Go block %d is not the body of an Example, a function of an example file, or an example file as main.go:\n%s", path, i+1, block)
 		}
 	}
 	if readme == 0 {
@@ -179,6 +216,27 @@ func TestDedent(t *testing.T) {
 	} {
 		if got := dedent(tc.in); got != tc.want {
 			t.Errorf("dedent(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestAsMain(t *testing.T) {
+	for _, tc := range []struct {
+		src, want string
+		ok        bool
+	}{
+		{"package x_test\n\nimport \"fmt\"\n\n// Shows.\nfunc Example() {\n\tfmt.Println()\n}\n",
+			"package main\n\nimport \"fmt\"\n\n// Shows.\nfunc main() {\n\tfmt.Println()\n}", true},
+		{"package x_test\n\nfunc ExampleA() {}\n\nfunc ExampleB() {}\n", "", false},
+		{"package x_test\n\nfunc Example() {}\n\nfunc helper() {}\n", "", false},
+	} {
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, "", tc.src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := asMain(fset, f, []byte(tc.src)); got != tc.want || ok != tc.ok {
+			t.Errorf("asMain(%q) = %q, %v; want %q, %v", tc.src, got, ok, tc.want, tc.ok)
 		}
 	}
 }

@@ -36,26 +36,63 @@ const (
 	pngDPI  = 110
 )
 
-// palette holds colours that stay apart for up to a dozen lines (Tableau's
-// 10 plus two). A target keeps its colour from chart to chart: it is picked
-// by the target's place in the registry (colourFor).
+// palette holds 20 colours that stay apart on white, the first 16 — as
+// many lines as a default run draws — the most distinct. A target keeps
+// its colour from chart to chart: it is picked by the target's place in
+// the registry (colourIndex).
 var palette = []color.RGBA{
 	{31, 119, 180, 255}, {255, 127, 14, 255}, {44, 160, 44, 255}, {214, 39, 40, 255},
 	{148, 103, 189, 255}, {140, 86, 75, 255}, {227, 119, 194, 255}, {127, 127, 127, 255},
-	{188, 189, 34, 255}, {23, 190, 207, 255}, {0, 0, 128, 255}, {128, 128, 0, 255},
+	{188, 189, 34, 255}, {23, 190, 207, 255}, {0, 0, 128, 255}, {128, 0, 0, 255},
+	{0, 0, 0, 255}, {240, 50, 230, 255}, {70, 153, 144, 255}, {230, 171, 2, 255},
+	{107, 110, 207, 255}, {255, 152, 150, 255}, {102, 194, 165, 255}, {166, 118, 29, 255},
 }
 
-// colourFor returns the colour of a target: by its registration order among
-// the strategies (or, apart, among the counterexamples, which are dashed),
+// colourFor returns the colour of a target, by its place among the
+// strategies (or, apart, among the counterexamples, which are dashed),
 // else by a hash of its name, so that it does not depend on which other
 // targets a chart shows.
 func colourFor(target string, counterexample bool) color.RGBA {
-	if i := rank(target, counterexample); i >= 0 {
-		return palette[i%len(palette)]
+	if i := colourIndex(target, counterexample); i >= 0 {
+		return palette[i]
 	}
 	h := fnv.New32a()
 	h.Write([]byte(target))
 	return palette[h.Sum32()%uint32(len(palette))]
+}
+
+// colourIndex picks target's colour, or -1 for a target not registered.
+// The targets of a default run take the palette in registration order, so
+// that their lines differ; those that run on request take, in
+// registration order, first the colours no default has, then those of the
+// defaults last in line — so that neighbours in the registry, which are
+// charted together (mysql-* beside tidb-*), differ too.
+func colourIndex(target string, counterexample bool) int {
+	list := Targets()
+	if counterexample {
+		list = Counterexamples()
+	}
+	var defaults, onRequest []string
+	for _, t := range list {
+		if t.OnRequest {
+			onRequest = append(onRequest, t.Name)
+		} else {
+			defaults = append(defaults, t.Name)
+		}
+	}
+	n := len(palette)
+	if i := slices.Index(defaults, target); i >= 0 {
+		return i % n
+	}
+	k := slices.Index(onRequest, target)
+	if k < 0 {
+		return -1
+	}
+	d := min(len(defaults), n)
+	if k %= n; k < n-d {
+		return d + k
+	}
+	return d - 1 - (k - (n - d))
 }
 
 // series is one line: a target's results by worker count.
@@ -152,14 +189,11 @@ func WriteChart(w io.Writer, results []*Result, format ChartFormat) error {
 	lat := newPanel("p99 latency (lower is better)", "ms")
 	legend := newLegend()
 	var workers []int
-	var glyphsUsed []int
+	var stores []string
 	for _, s := range ss {
 		style := draw.LineStyle{Color: colourFor(s.target, s.broken), Width: vg.Points(2), Dashes: s.dashes()}
-		g := glyphIndex(s.needs)
-		if !slices.Contains(glyphsUsed, g) {
-			glyphsUsed = append(glyphsUsed, g)
-		}
-		glyph := draw.GlyphStyle{Color: style.Color, Radius: vg.Points(3.5), Shape: glyphs[g].shape}
+		stores = append(stores, store(s.needs))
+		glyph := draw.GlyphStyle{Color: style.Color, Radius: vg.Points(3.5), Shape: markerOf(store(s.needs)).shape}
 		var fxy, lxy plotter.XYs
 		for _, r := range s.points {
 			x := float64(r.Workload.Workers)
@@ -188,9 +222,9 @@ func WriteChart(w io.Writer, results []*Result, format ChartFormat) error {
 		setValueAxis(p)
 	}
 
-	// The notes under the legend: which glyph is which backend, and what
-	// the dashes mean.
-	notes := glyphNotes(glyphsUsed)
+	// The notes under the legend: which marker is which store, and what
+	// the colours and dashes mean.
+	notes := markerNotes(stores)
 	if slices.ContainsFunc(ss, func(s series) bool { return s.broken }) {
 		notes = append(notes, "dashed: known-broken counterexample")
 	}
@@ -211,19 +245,25 @@ func newLegend() *plot.Legend {
 	return &legend
 }
 
-// glyphNotes says which glyph is which backend, for the glyphs used.
-func glyphNotes(glyphsUsed []int) []string {
-	slices.Sort(glyphsUsed)
+// markerNotes says which marker is which store, for the stores charted,
+// and that a colour is a strategy.
+func markerNotes(stores []string) []string {
 	var signs []string
-	for _, g := range glyphsUsed {
-		if name, ok := glyphName(g); ok {
-			signs = append(signs, glyphs[g].sign+" "+name)
+	for _, m := range markers {
+		var names []string
+		for _, st := range stores {
+			if markerOf(st).sign == m.sign && !slices.Contains(names, st) {
+				names = append(names, st)
+			}
+		}
+		if len(names) > 0 {
+			signs = append(signs, m.sign+": "+strings.Join(names, ", "))
 		}
 	}
 	if len(signs) == 0 {
 		return nil
 	}
-	return []string{strings.Join(signs, "   ")}
+	return []string{"one colour per strategy; marker = store holding the stock", strings.Join(signs, "   ")}
 }
 
 // drawChart writes a chart: the title, the two panels side by side, and the
@@ -278,38 +318,44 @@ func drawChart(w io.Writer, format ChartFormat, title string, left, right *plot.
 	return err
 }
 
-// glyphName names the backend drawn with glyph g, if it is one backend's.
-func glyphName(g int) (string, bool) {
-	bs := Backends()
-	if g < len(bs) && len(bs) <= len(glyphs) {
-		return bs[g].Name, true
+// marker is the point shape of the targets whose stock a kind of store
+// holds.
+type marker struct {
+	shape    draw.GlyphDrawer
+	sign     string   // for the note under the legend
+	backends []string // the bench backends of that kind
+}
+
+// markers tell the stores apart at a glance, by the backend that holds a
+// target's stock (its first need): filled dots for MySQL and what speaks
+// its protocol, triangles for PostgreSQL, open rings for Redis and what
+// speaks its protocol; squares for any other (an in-memory reference). The
+// signs are words, not symbols: an SVG viewer's substitute font lacks most
+// of the outlined shapes.
+var markers = []marker{
+	{draw.CircleGlyph{}, "filled dots", []string{"mysql", "tidb"}},
+	{draw.TriangleGlyph{}, "triangles", []string{"postgres"}},
+	{draw.RingGlyph{}, "rings", []string{"redis", "redlock", "redis-sentinel", "redis-cluster", "valkey", "valkey-redlock"}},
+	{draw.SquareGlyph{}, "squares", nil},
+}
+
+// markerOf returns the marker of the targets whose stock backend holds.
+func markerOf(backend string) marker {
+	for _, m := range markers {
+		if slices.Contains(m.backends, backend) {
+			return m
+		}
 	}
-	return "", false
+	return markers[len(markers)-1]
 }
 
-// glyphs tell the backends apart, in registration order: circles for the
-// first (MySQL), squares for the second (Redis), and so on.
-var glyphs = []struct {
-	shape draw.GlyphDrawer
-	sign  string // for the note under the legend
-}{
-	// Words, not symbols: an SVG viewer's substitute font lacks most of
-	// the outlined shapes, and a note mixing both reads oddly.
-	{draw.CircleGlyph{}, "dots:"}, {draw.BoxGlyph{}, "boxes:"}, {draw.TriangleGlyph{}, "triangles:"},
-	{draw.RingGlyph{}, "rings:"}, {draw.SquareGlyph{}, "squares:"}, {draw.PyramidGlyph{}, "pyramids:"},
-}
-
-// glyphIndex picks the glyph of a target's main backend (its first need);
-// a target without one (an in-memory reference) gets the last glyph.
-func glyphIndex(needs []string) int {
+// store names the backend holding a target's stock: its first need, or
+// "memory" for a target that needs none.
+func store(needs []string) string {
 	if len(needs) == 0 {
-		return len(glyphs) - 1
+		return "memory"
 	}
-	i := backendRank(needs[0])
-	if i < 0 {
-		return len(glyphs) - 1
-	}
-	return i % len(glyphs)
+	return needs[0]
 }
 
 // panelXYs is one series' points on one panel.

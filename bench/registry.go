@@ -151,23 +151,3 @@ func lookup(name string) (Target, bool) {
 	}
 	return Target{}, false
 }
-
-// rank returns t's place among the registered targets (counterexamples
-// counted apart), or -1; the chart keys a target's colour on it.
-func rank(name string, counterexample bool) int {
-	registry.mu.Lock()
-	defer registry.mu.Unlock()
-	list := registry.targets
-	if counterexample {
-		list = registry.counterexamples
-	}
-	return slices.IndexFunc(list, func(t Target) bool { return t.Name == name })
-}
-
-// backendRank returns the backend's place in registration order, or -1;
-// the chart keys a point's shape on it.
-func backendRank(name string) int {
-	registry.mu.Lock()
-	defer registry.mu.Unlock()
-	return slices.IndexFunc(registry.backends, func(b Backend) bool { return b.Name == name })
-}

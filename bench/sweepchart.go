@@ -103,14 +103,11 @@ func WriteSweepChart(w io.Writer, results []*Result, slo time.Duration, format C
 	lat := newPanel("p99 latency from the intended start", "ms")
 	legend := newLegend()
 	labels := make([]string, 0, len(ss)+2)
-	var glyphsUsed []int
+	var stores []string
 	for _, s := range ss {
 		style := draw.LineStyle{Color: colourFor(s.target, s.broken), Width: vg.Points(2), Dashes: workerDashes(slices.Index(shapes, counts{s.workers, s.procs}))}
-		g := glyphIndex(s.needs)
-		if !slices.Contains(glyphsUsed, g) {
-			glyphsUsed = append(glyphsUsed, g)
-		}
-		glyph := draw.GlyphStyle{Color: style.Color, Radius: vg.Points(3.5), Shape: glyphs[g].shape}
+		stores = append(stores, store(s.needs))
+		glyph := draw.GlyphStyle{Color: style.Color, Radius: vg.Points(3.5), Shape: markerOf(store(s.needs)).shape}
 		var sxy, lxy plotter.XYs
 		for _, r := range s.points {
 			if r.AttemptRate > 0 {
@@ -155,7 +152,7 @@ func WriteSweepChart(w io.Writer, results []*Result, slo time.Duration, format C
 		setValueAxis(p)
 	}
 
-	notes := glyphNotes(glyphsUsed)
+	notes := markerNotes(stores)
 	if len(shapes) > 1 {
 		notes = append(notes, "solid, dotted, dash-dotted: worker (then process) counts in rising order")
 	}

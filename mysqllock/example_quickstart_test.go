@@ -6,52 +6,55 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"time"
 
+	_ "github.com/go-sql-driver/mysql" // registers the "mysql" driver with database/sql
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/mysqllock"
 )
 
-// dsn names the server Example uses; TestExamples_run points it
-// at the test binary's server.
-var dsn = os.Getenv("STOCKGUARD_MYSQL_DSN")
-
-// The everyday choice, one conditional UPDATE per purchase; README.md quotes
-// this body: stock a SKU, sell 3 units, tell the buyer what happened.
+// A complete program on MySQL or MariaDB: an order taken twice, its units once.
 func Example() {
 	ctx := context.Background()
-	// dsn: e.g. "root@tcp(127.0.0.1:3306)/test?interpolateParams=true"
-	db, err := sqlx.Connect("mysql", dsn)
+	// MYSQL_DSN: e.g. "root@tcp(127.0.0.1:3306)/shop?interpolateParams=true"
+	dial, cancel := context.WithTimeout(ctx, 5*time.Second) // a server that never answers fails here
+	defer cancel()
+	db, err := sqlx.ConnectContext(dial, "mysql", os.Getenv("MYSQL_DSN"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(64) // at least as many connections as concurrent buyers
+	// The stock and order tables, if they do not exist yet.
 	if err := mysqllock.CreateSchema(ctx, db); err != nil {
 		log.Fatal(err)
 	}
-	inv := mysqllock.NewAtomic(db) // or NewBatched(db), redislock.NewAtomic(rdb), …
-	if err := inv.SetStock(ctx, "sku-42", 10); err != nil {
+	shop := mysqllock.NewAtomic(db) // every constructor takes the *sqlx.DB
+	if err := shop.SetStock(ctx, "sku-42", 10); err != nil {
 		log.Fatal(err)
 	}
 
-	switch err := inv.Decrement(ctx, "sku-42", 3); {
-	case err == nil:
-		fmt.Println("sold 3")
-	case errors.Is(err, stockguard.ErrInsufficientStock):
-		fmt.Println("sold out; nothing taken")
-	case errors.Is(err, stockguard.ErrOutcomeUnknown):
-		fmt.Println("reply lost after the write was sent: reconcile (or use Orders) before answering")
-	default:
-		fmt.Println("nothing was taken:", err) // unknown SKU, bad request, context ended, busy, unavailable
+	for range 2 { // the same order ID twice: the units are taken once
+		switch err := shop.Take(ctx, "order-1001", stockguard.Line{SKU: "sku-42", Qty: 3}); {
+		case err == nil:
+			fmt.Println("order-1001 taken")
+		case errors.Is(err, stockguard.ErrInsufficientStock):
+			fmt.Println("sold out; nothing taken")
+		case errors.Is(err, stockguard.ErrOutcomeUnknown):
+			fmt.Println("reply lost: repeat the Take with the same ID")
+		default: // ErrUnknownSKU, ErrOrderMismatch, ErrContention, ErrUnavailable, ...: nothing taken
+			log.Fatal(err)
+		}
 	}
-	left, err := inv.Stock(ctx, "sku-42")
+	left, err := shop.Stock(ctx, "sku-42")
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("left:", left)
-	// It prints (TestExamples_run runs it on a private server):
+	// It prints:
 	//
-	//	sold 3
+	//	order-1001 taken
+	//	order-1001 taken
 	//	left: 7
 }

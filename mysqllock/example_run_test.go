@@ -3,6 +3,8 @@ package mysqllock_test
 import (
 	"testing"
 
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/examplerun"
 )
@@ -14,16 +16,16 @@ func TestExamples_run(t *testing.T) {
 	cfg := backendstest.SharedMySQL(t).Config()
 	cfg.InterpolateParams = true
 	t.Setenv("STOCKGUARD_MYSQL_DSN", cfg.FormatDSN()) // for open, which the other examples use
-	old := dsn
-	dsn = cfg.FormatDSN()
-	t.Cleanup(func() { dsn = old })
+	// Example takes a fixed order ID, so it gets a database of its own: a
+	// second run (-count=2) starts as empty as the first.
+	t.Setenv("MYSQL_DSN", freshDatabase(t, cfg.FormatDSN()))
 
 	for _, tc := range []struct {
 		name    string
 		example func()
 		want    string
 	}{
-		{"Example", Example, "sold 3\nleft: 7\n"},
+		{"Example", Example, "order-1001 taken\norder-1001 taken\nleft: 7\n"},
 		{"Example_checkout", Example_checkout, "held: tee-m 3, mug 1\nconfirmed: taken [{mug 1} {tee-m 2}]\nreturned: tee-m 5, mug 2\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -32,4 +34,21 @@ func TestExamples_run(t *testing.T) {
 			}
 		})
 	}
+}
+
+// freshDatabase creates an empty database on dsn's server, dropped when t
+// ends, and returns dsn naming it.
+func freshDatabase(t *testing.T, dsn string) string {
+	t.Helper()
+	db, err := sqlx.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DBName = examplerun.Database(t, db, "")
+	return cfg.FormatDSN()
 }

@@ -1,8 +1,10 @@
 package pglock_test
 
 import (
+	"net/url"
 	"testing"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/examplerun"
 )
@@ -11,10 +13,44 @@ import (
 // them; this runs them on the test binary's server and checks what they
 // print, so a quoted example cannot rot.
 func TestExamples_run(t *testing.T) {
+	shared := backendstest.SharedPostgres(t).DSN
 	old := dsn
-	dsn = backendstest.SharedPostgres(t).DSN
+	dsn = shared
 	t.Cleanup(func() { dsn = old })
-	if got, want := examplerun.Stdout(t, ExampleNewBatched), "left: 7\n"; got != want {
-		t.Errorf("ExampleNewBatched printed\n%s\nwant\n%s", got, want)
+	// Example takes a fixed order ID, so it gets a database of its own: a
+	// second run (-count=2) starts as empty as the first.
+	t.Setenv("DATABASE_URL", freshDatabase(t, shared))
+
+	for _, tc := range []struct {
+		name    string
+		example func()
+		want    string
+	}{
+		{"Example", Example, "order-1001 taken\norder-1001 taken\nleft: 7\n"},
+		{"ExampleNewBatched", ExampleNewBatched, "left: 7\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := examplerun.Stdout(t, tc.example); got != tc.want {
+				t.Errorf("%s printed\n%s\nwant\n%s", tc.name, got, tc.want)
+			}
+		})
 	}
+}
+
+// freshDatabase creates an empty database on dsn's server, dropped when t
+// ends, and returns dsn naming it.
+func freshDatabase(t *testing.T, dsn string) string {
+	t.Helper()
+	db, err := sqlx.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// WITH (FORCE): the example's pool may not have let go of its sessions.
+	u.Path = "/" + examplerun.Database(t, db, " WITH (FORCE)")
+	return u.String()
 }

@@ -1,0 +1,61 @@
+package pglock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver with database/sql
+	"github.com/jmoiron/sqlx"
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/pglock"
+)
+
+// A complete program on PostgreSQL: an order taken twice, its units once.
+func Example() {
+	ctx := context.Background()
+	// DATABASE_URL: e.g. "postgres://postgres@127.0.0.1:5432/shop"
+	dial, cancel := context.WithTimeout(ctx, 5*time.Second) // a server that never answers fails here
+	defer cancel()
+	db, err := sqlx.ConnectContext(dial, "pgx", os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(64) // at least as many connections as concurrent buyers
+	db.SetMaxIdleConns(64)
+	// The stock and order tables, if they do not exist yet.
+	if err := pglock.CreateSchema(ctx, db); err != nil {
+		log.Fatal(err)
+	}
+	shop := pglock.NewAtomic(db) // every constructor takes the *sqlx.DB
+	if err := shop.SetStock(ctx, "sku-42", 10); err != nil {
+		log.Fatal(err)
+	}
+
+	for range 2 { // the same order ID twice: the units are taken once
+		switch err := shop.Take(ctx, "order-1001", stockguard.Line{SKU: "sku-42", Qty: 3}); {
+		case err == nil:
+			fmt.Println("order-1001 taken")
+		case errors.Is(err, stockguard.ErrInsufficientStock):
+			fmt.Println("sold out; nothing taken")
+		case errors.Is(err, stockguard.ErrOutcomeUnknown):
+			fmt.Println("reply lost: repeat the Take with the same ID")
+		default: // ErrUnknownSKU, ErrOrderMismatch, ErrContention, ErrUnavailable, ...: nothing taken
+			log.Fatal(err)
+		}
+	}
+	left, err := shop.Stock(ctx, "sku-42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("left:", left)
+	// It prints:
+	//
+	//	order-1001 taken
+	//	order-1001 taken
+	//	left: 7
+}
