@@ -39,12 +39,11 @@ import (
 //
 // A Consumer is for one goroutine: Run it, or call Step.
 type Consumer struct {
-	q     Queue
-	back  stockguard.Orders
-	name  string
-	o     options
-	err   error
-	ready bool // the group exists
+	q    Queue
+	back stockguard.Orders
+	name string
+	o    options
+	err  error
 
 	deferred  map[string]Entry // own pending entries the back refused, for now or for good
 	stuck     map[string]bool  // those refused for good
@@ -59,6 +58,8 @@ type Consumer struct {
 	// acknowledged); an error stops the Step there, as if the consumer had
 	// died.
 	hook func(point string) error
+	// now is the clock that paces retries; tests set it.
+	now func() time.Time
 }
 
 // Stats are a Consumer's counts since it was made.
@@ -68,6 +69,9 @@ type Stats struct {
 	Deferred int64 // times an entry was left for later: the back refused it for now
 	Stuck    int64 // entries the back refuses for good, pending now
 	Pending  int64 // entries this consumer holds unacknowledged now
+	// FrontLost is how many Steps found the front had lost its data
+	// (ErrFrontLost).
+	FrontLost int64
 	// Busy is the time spent in Steps that acknowledged entries: Applied /
 	// Busy is the back's sustained rate while there was work.
 	Busy time.Duration
@@ -94,9 +98,7 @@ func NewConsumer(rdb redis.UniversalClient, back stockguard.Orders, opts ...Opti
 // q's Read and Claim must return only entries a failover of the front
 // keeps (WithReplicaAck does that for NewConsumer's stream).
 func NewQueueConsumer(q Queue, back stockguard.Orders, opts ...Option) *Consumer {
-	c := newConsumer(q, back, newOptions(opts))
-	c.ready = true
-	return c
+	return newConsumer(q, back, newOptions(opts))
 }
 
 func newConsumer(q Queue, back stockguard.Orders, o options) *Consumer {
@@ -113,6 +115,7 @@ func newConsumer(q Queue, back stockguard.Orders, o options) *Consumer {
 		deferred: map[string]Entry{},
 		stuck:    map[string]bool{},
 		lag:      hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3),
+		now:      time.Now,
 	}
 }
 
@@ -170,18 +173,14 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 	if c.err != nil {
 		return 0, c.err
 	}
-	if !c.ready {
-		if s, ok := c.q.(*Streams); ok {
-			if err := s.ensureGroup(ctx); err != nil {
-				return 0, err
-			}
-		}
-		c.ready = true
-	}
 	claimed, err := c.q.Claim(ctx, c.name, c.o.claimIdle, c.o.batch)
 	if err != nil {
-		return 0, err
+		return 0, c.failed(err)
 	}
+	// Entries left for later are tried again every retryEvery, whether
+	// they are in hand already or come back by a claim or a read: a batch
+	// the back keeps refusing does not go to it in a loop.
+	due := len(c.deferred) > 0 && c.now().Sub(c.lastRetry) >= retryEvery
 	var work []Entry
 	seen := map[string]bool{}
 	add := func(e Entry) {
@@ -194,26 +193,36 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 	for _, e := range claimed {
 		if _, mine := c.deferred[e.ID]; !mine {
 			fresh++
-		}
-		add(e)
-	}
-	c.count(func(s *Stats) { s.Claimed += int64(fresh) })
-	if len(c.deferred) > 0 && time.Since(c.lastRetry) >= retryEvery {
-		for _, e := range c.deferred {
 			add(e)
 		}
-		c.lastRetry = time.Now()
 	}
+	c.count(func(s *Stats) { s.Claimed += int64(fresh) })
 	block := readBlock
-	if len(work) > 0 {
+	if len(work) > 0 || due {
 		block = -1 // do not wait: there is work in hand
 	}
 	read, err := c.q.Read(ctx, c.name, c.o.batch, block)
-	if err != nil && len(work) == 0 {
-		return 0, err
+	if err != nil && (len(work) == 0 && !due || errors.Is(err, ErrFrontLost)) {
+		return 0, c.failed(err)
 	}
 	for _, e := range read {
-		add(e)
+		if _, mine := c.deferred[e.ID]; !mine {
+			add(e)
+		}
+	}
+	// An order's entries left for later go with any entry of the order in
+	// hand, before it: a return never lands while its take waits.
+	orders := map[string]bool{}
+	for _, e := range work {
+		orders[e.Order] = true
+	}
+	for _, e := range c.deferred {
+		if due || orders[e.Order] {
+			add(e)
+		}
+	}
+	if due {
+		c.lastRetry = c.now()
 	}
 	if len(work) == 0 {
 		return 0, nil
@@ -223,7 +232,7 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 			return 0, err
 		}
 	}
-	start := time.Now()
+	start := c.now()
 	done, later, stuck := c.apply(ctx, work)
 	if ctx.Err() != nil {
 		return 0, ctx.Err()
@@ -247,7 +256,7 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 	if err := c.q.Ack(ctx, ids...); err != nil {
 		return 0, err // pending: applied again, a no-op, once claimed
 	}
-	now := time.Now()
+	now := c.now()
 	c.count(func(s *Stats) {
 		s.Applied += int64(len(done))
 		s.Deferred += int64(len(later))
@@ -263,6 +272,21 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 		}
 	})
 	return len(done), err
+}
+
+// failed is Step's error err of the queue: on ErrFrontLost the entries
+// left for later are dropped (the front that had them is gone; Recover
+// re-seeds it from the back) and the loss is counted.
+func (c *Consumer) failed(err error) error {
+	if errors.Is(err, ErrFrontLost) {
+		clear(c.deferred)
+		clear(c.stuck)
+		c.count(func(s *Stats) {
+			s.FrontLost++
+			s.Stuck, s.Pending = 0, 0
+		})
+	}
+	return err
 }
 
 // Stats returns the consumer's counts so far.

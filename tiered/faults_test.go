@@ -325,9 +325,6 @@ func TestConsumer_lostReadReply_appliedByTheNextRead(t *testing.T) {
 	r := newRig(t)
 	stock(t, r.o, 100, "a")
 	r.takeN(t, "a", 5)
-	if err := r.rdb.XGroupCreateMkStream(t.Context(), r.q.stream, DefaultGroup, "0").Err(); err != nil {
-		t.Fatal(err)
-	}
 	// The read whose reply is lost: delivered to c1, never seen by it.
 	if err := r.rdb.XReadGroup(t.Context(), &redis.XReadGroupArgs{
 		Group: DefaultGroup, Consumer: "c1", Streams: []string{r.q.stream, ">"}, Count: 100, Block: -1,

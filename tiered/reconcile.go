@@ -93,7 +93,7 @@ func (r *Reconciler) Check(ctx context.Context, skus ...string) (Report, error) 
 func (r *Reconciler) drift(ctx context.Context, sku string, backlog []Entry) (Drift, error) {
 	d := Drift{SKU: sku}
 	level, held, err := r.o.front.Held(ctx, sku)
-	if err != nil {
+	if err = r.o.gone(ctx, err); err != nil {
 		return d, errtext.Wrap(err, "tiered: check %q on the front", sku)
 	}
 	d.Front = level + held

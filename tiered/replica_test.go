@@ -26,6 +26,9 @@ func TestConsumer_replicaAck_appliesOnlyReplicatedEntries(t *testing.T) {
 	back := mysqllock.NewBatched(db, mysqllock.WithTable(newTable(t, db)))
 	opts := []Option{WithPrefix("ack:"), WithReplicaAck(1, 100*time.Millisecond)}
 	o := New(rdb, back, opts...)
+	if err := o.Setup(ctx); err != nil {
+		t.Fatal(err)
+	}
 	stock(t, o, 10, "a")
 	c := NewConsumer(rdb, back, append(opts, WithClaimIdle(time.Millisecond))...)
 
