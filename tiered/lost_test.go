@@ -109,3 +109,72 @@ func TestOrders_frontRestartedEmpty_refusesWithErrFrontLost(t *testing.T) {
 	}
 	wantStock(t, "back", r.back, "a", 8)
 }
+
+// Recover re-seeds a front restarted empty from the back: the back's
+// levels, and the back's orders recorded, so a retry is answered and not
+// taken again; the Consumer goes on, and the tiers agree.
+func TestOrders_Recover_reseedsTheFrontFromTheBack(t *testing.T) {
+	ctx := t.Context()
+	r := newLostRig(t)
+	stock(t, r.o, 10, "a", "b")
+	if err := r.o.Take(ctx, "applied-1", line("a", 2), line("b", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.o.Take(ctx, "returned-1", line("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.o.Return(ctx, "returned-1"); err != nil {
+		t.Fatal(err)
+	}
+	r.applied(t)
+	if err := r.o.Take(ctx, "acked-1", line("a", 3)); err != nil { // lost with the front
+		t.Fatal(err)
+	}
+	if err := r.o.Hold(ctx, "held-1", time.Minute, line("b", 1)); err != nil { // lost too
+		t.Fatal(err)
+	}
+	r.restart(t)
+	if _, err := r.c.Step(ctx); !errors.Is(err, ErrFrontLost) {
+		t.Fatalf("Step = %v, want ErrFrontLost", err)
+	}
+
+	ids := []string{"applied-1", "returned-1", "acked-1", "held-1"}
+	if err := r.o.Recover(ctx, []string{"a"}, ids); err != nil {
+		t.Fatal(err)
+	}
+	wantStock(t, "front", r.o, "a", 8)
+	wantStock(t, "front", r.o, "b", 9)
+	// Retries are answered from the records Recover wrote.
+	if err := r.o.Take(ctx, "applied-1", line("a", 2), line("b", 1)); err != nil {
+		t.Errorf("retried Take of an order the back took = %v, want nil", err)
+	}
+	if err := r.o.Take(ctx, "applied-1", line("a", 1)); !errors.Is(err, stockguard.ErrOrderMismatch) {
+		t.Errorf("Take of an order the back took, other lines = %v, want ErrOrderMismatch", err)
+	}
+	if err := r.o.Take(ctx, "returned-1", line("a", 1)); !errors.Is(err, stockguard.ErrOrderClosed) {
+		t.Errorf("retried Take of an order the back returned = %v, want ErrOrderClosed", err)
+	}
+	if info, err := r.o.Order(ctx, "applied-1"); err != nil || info.State != stockguard.OrderTaken {
+		t.Errorf("Order(applied-1) = %+v, %v; want taken", info, err)
+	}
+	wantStock(t, "front after the retries", r.o, "a", 8)
+	wantStock(t, "front after the retries", r.o, "b", 9)
+
+	// The Consumer goes on with the new stream; the tiers agree.
+	if err := r.o.Take(ctx, "new-1", line("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	r.applied(t)
+	wantStock(t, "back", r.back, "a", 7)
+	wantStock(t, "back", r.back, "b", 9)
+	rep, err := NewReconciler(r.o, r.q).Check(ctx, "a", "b")
+	if err != nil || len(rep.Drifts) != 0 || len(rep.Backlog) != 0 {
+		t.Errorf("Check = %+v, %v; want the tiers in agreement", rep, err)
+	}
+	if s := r.c.Stats(); s.FrontLost != 1 || s.Applied != 4 {
+		t.Errorf("consumer stats %+v; want 1 loss, 4 entries applied", s)
+	}
+	if err := r.o.Recover(ctx, []string{"a"}, ids); !errors.Is(err, stockguard.ErrInvalidRequest) {
+		t.Errorf("Recover of a front with its epoch = %v, want ErrInvalidRequest", err)
+	}
+}
