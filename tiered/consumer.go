@@ -366,6 +366,9 @@ func (c *Consumer) apply(ctx context.Context, work []Entry) (done, retry, refuse
 		progress = false
 		blocked := map[string]bool{}
 		for i, e := range work {
+			if results[i] == stuck {
+				blocked[e.Order] = true // its later entries wait behind it
+			}
 			if results[i] != later || blocked[e.Order] {
 				continue
 			}
@@ -405,7 +408,7 @@ func (c *Consumer) applyOne(ctx context.Context, e Entry) outcome {
 				err = nil
 			}
 		case OpReturn:
-			err = c.back.Return(ctx, e.Order)
+			err = c.returnOne(ctx, e)
 		default:
 			return stuck
 		}
@@ -426,6 +429,22 @@ func (c *Consumer) applyOne(ctx context.Context, e Entry) outcome {
 		redisx.Sleep(ctx, backoff)
 		backoff = min(2*backoff, backoffMax)
 	}
+}
+
+// returnOne returns e's order on the back, only if the back took it with
+// e's lines: under an ID reused after the front's retention, the back may
+// hold another order, whose units are not the front's to give back.
+func (c *Consumer) returnOne(ctx context.Context, e Entry) error {
+	info, err := c.back.Order(ctx, e.Order)
+	switch {
+	case err != nil:
+		return err
+	case !slices.Equal(info.Lines, e.Lines):
+		return fmt.Errorf("%w: tiered: the back has %q for other lines %v", stockguard.ErrOrderMismatch, e.Order, info.Lines)
+	case info.State == stockguard.OrderReturned:
+		return nil
+	}
+	return c.back.Return(ctx, e.Order)
 }
 
 // compareIDs orders stream IDs ("<ms>-<seq>") numerically.
