@@ -164,7 +164,9 @@ func (o *Orders) Stock(ctx context.Context, sku string) (int64, error) {
 
 // Restock adds qty units to the stocked sku once under id: on the back
 // first, then on the front, so the front never sells a unit the back does
-// not have. An id the front knows is answered by the front alone. A back that refuses leaves the front alone (the back's error);
+// not have. An id the front knows is answered by the front alone; a SKU
+// the front lacks is ErrUnknownSKU, nothing changed. A back that refuses
+// leaves the front alone (the back's error);
 // a front that fails after the back restocked is ErrOutcomeUnknown: repeat
 // the call, which the back's ledger makes a no-op there. Errors wrap
 // stockguard.ErrUnknownSKU, ErrOrderMismatch, ErrInvalidRequest,
@@ -190,6 +192,12 @@ func (o *Orders) Restock(ctx context.Context, id, sku string, qty int64) error {
 		return o.front.Restock(ctx, id, sku, qty)
 	case !errors.Is(err, stockguard.ErrUnknownOrder):
 		return errtext.Wrap(err, "tiered: restock %q under %q", sku, id)
+	}
+	// A SKU the front lacks is refused before the back is changed: the
+	// front's refusal after the back restocked would be final, and the
+	// back would keep units the front never gets.
+	if _, err := o.front.Stock(ctx, sku); err != nil {
+		return errtext.Wrap(o.gone(ctx, err), "tiered: restock %q under %q", sku, id)
 	}
 	if err := o.back.Restock(ctx, id, sku, qty); err != nil {
 		return errtext.Wrap(err, "tiered: restock %q under %q on the back", sku, id)
@@ -277,10 +285,11 @@ func (o *Orders) gone(ctx context.Context, err error) error {
 // afterBack is the error of the second tier's step when the first one has
 // changed its tier: a refusal of the second (nothing changed there) is
 // ErrOutcomeUnknown as well, since the call as a whole is now half done
-// and only its repetition finishes it.
+// and only its repetition finishes it; the refusal stays wrapped, for
+// the record.
 func afterBack(err error, format string, args ...any) error {
 	if errors.Is(err, stockguard.ErrOutcomeUnknown) {
 		return errtext.Wrap(err, format, args...)
 	}
-	return fmt.Errorf("%w: %s: %v", stockguard.ErrOutcomeUnknown, fmt.Sprintf(format, args...), err)
+	return fmt.Errorf("%w: %s: %w", stockguard.ErrOutcomeUnknown, fmt.Sprintf(format, args...), err)
 }

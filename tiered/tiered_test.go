@@ -181,3 +181,20 @@ func TestConsumer_backDown_backlogDrains(t *testing.T) {
 		t.Errorf("applied %d entries, want 220: %+v", s.Applied, s)
 	}
 }
+
+// Restock of a SKU the back has and the front lacks is refused for good,
+// ErrUnknownSKU, before the back is changed: not ErrOutcomeUnknown, whose
+// repetition would never succeed while the back kept the units.
+func TestOrders_Restock_skuOnlyOnTheBack_unknownSKU(t *testing.T) {
+	r := newRig(t)
+	if err := r.back.SetStock(t.Context(), "b", 5); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		err := r.o.Restock(t.Context(), "r1", "b", 3)
+		if !errors.Is(err, stockguard.ErrUnknownSKU) || errors.Is(err, stockguard.ErrOutcomeUnknown) {
+			t.Errorf("Restock of a SKU the front lacks = %v, want ErrUnknownSKU alone", err)
+		}
+	}
+	wantStock(t, "back", r.back, "b", 5)
+}
