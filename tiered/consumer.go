@@ -167,8 +167,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 // entries left for later when due, reads new ones (waiting up to 200 ms
 // when there is nothing else to do), applies them all to the back and
 // acknowledges those it committed. It returns how many it acknowledged,
-// and an error of the queue, or the context's, or one wrapping
-// stockguard.ErrInvalidRequest (an invalid option).
+// and an error of the queue (ErrFrontLost when the front lost its data:
+// its group or epoch key is gone; the Consumer waits for Recover), or the
+// context's, or one wrapping stockguard.ErrInvalidRequest (an invalid
+// option).
 func (c *Consumer) Step(ctx context.Context) (int, error) {
 	if c.err != nil {
 		return 0, c.err
@@ -236,6 +238,9 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 	done, later, stuck := c.apply(ctx, work)
 	if ctx.Err() != nil {
 		return 0, ctx.Err()
+	}
+	if len(c.deferred) == 0 {
+		c.lastRetry = c.now() // the first entries left for later wait retryEvery
 	}
 	for _, e := range later {
 		c.deferred[e.ID] = e

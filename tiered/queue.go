@@ -42,13 +42,16 @@ type Entry struct {
 type Queue interface {
 	// Read returns up to n entries delivered to no consumer of the group
 	// yet, now delivered to consumer, waiting up to block for the first.
-	// On consumer's first read, and on the read after one that failed, it
-	// returns first the entries already delivered to consumer and not
-	// acknowledged: those of a reply lost on its way, or of a process that
-	// ran under the same name before.
+	// On consumer's first read, and on the read after a read, claim or
+	// Ack that failed, it returns first the entries already delivered to
+	// consumer and not acknowledged — those of a reply lost on its way, of
+	// a process that ran under the same name before, of an Ack lost — a
+	// batch at a time, each read going on from the last, and new entries
+	// in the rest of the batch.
 	Read(ctx context.Context, consumer string, n int, block time.Duration) ([]Entry, error)
 	// Claim hands consumer up to n entries delivered to any consumer and
-	// unacknowledged for at least idle.
+	// unacknowledged for at least idle, going on through the pending
+	// entries from where the last Claim stopped.
 	Claim(ctx context.Context, consumer string, idle time.Duration, n int) ([]Entry, error)
 	// Ack acknowledges entries applied: they are never delivered again.
 	Ack(ctx context.Context, ids ...string) error
