@@ -208,7 +208,8 @@ func (o *Orders) Restock(ctx context.Context, id, sku string, qty int64) error {
 	return nil
 }
 
-// SetStock sets sku's level to qty on the front, then on the back. It is
+// SetStock sets sku's level to qty on the front, then the back's to qty
+// plus the units held on the front (the back never sees holds). It is
 // for stocking a SKU, or resetting one with no orders in flight: a level
 // overwritten while entries of sku are on their way to the back leaves the
 // back off by them (the Reconciler reports it); add units to a live SKU
@@ -231,7 +232,13 @@ func (o *Orders) SetStock(ctx context.Context, sku string, qty int64) error {
 	if err := o.front.SetStock(ctx, sku, qty); err != nil {
 		return errtext.Wrap(err, "tiered: set stock of %q on the front", sku)
 	}
-	if err := o.back.SetStock(ctx, sku, qty); err != nil {
+	// The back never hears of holds: its level is the front's plus the
+	// units held there, which a Confirm takes from both tiers.
+	_, held, err := o.front.Held(ctx, sku)
+	if err != nil {
+		return afterBack(err, "tiered: set stock of %q: held units on the front", sku)
+	}
+	if err := o.back.SetStock(ctx, sku, qty+held); err != nil {
 		return afterBack(err, "tiered: set stock of %q on the back", sku)
 	}
 	return nil
