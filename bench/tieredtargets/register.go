@@ -129,6 +129,9 @@ func target(name, about string, back Back, late bool, opts ...tiered.Option) ben
 		if err := back.Create(ctx, db, table); err != nil {
 			return nil, err
 		}
+		if err := tiered.New(rdb, back.New(db, table, 64), topts...).Setup(ctx); err != nil {
+			return nil, err
+		}
 		q := tiered.NewStreams(rdb, tiered.StreamKey(prefix), tiered.DefaultGroup)
 		// The consumer's back carries a whole batch of entries in one
 		// transaction: one fsync for all of them.
