@@ -84,7 +84,8 @@ type Stats struct {
 // NewConsumer returns a Consumer of the stream of the Orders New builds
 // with the same WithPrefix, applying to back. It reads the options
 // WithPrefix, WithGroup, WithConsumerName, WithBatch, WithApplyWorkers,
-// WithClaimIdle, WithStopGrace and WithReplicaAck.
+// WithClaimIdle, WithStopGrace and WithReplicaAck. It creates nothing: until
+// the front is set up (Orders.Setup), its Steps return ErrFrontLost.
 func NewConsumer(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) *Consumer {
 	o := newOptions(opts)
 	q := NewStreams(rdb, StreamKey(o.prefix), o.group)

@@ -43,7 +43,8 @@ var (
 
 // New returns the tiered Orders over the Redis rdb (a single server, or a
 // failover client; not a Cluster or a Ring, whose orders would span slots)
-// and back. It reads the options WithPrefix, WithFront and WithReplicaAck.
+// and back. It reads the options WithPrefix, WithFront, WithReplicaAck and
+// WithGroup (the group Setup creates).
 // A nil back, or a Cluster or Ring client, makes every method return an
 // error wrapping stockguard.ErrInvalidRequest.
 func New(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) *Orders {
@@ -104,7 +105,7 @@ var ErrFrontLost = fmt.Errorf("%w: tiered: the front lost its data (its epoch ke
 
 // Take takes every line, or none, on the front, for good, under id; the
 // back takes them when the Consumer applies the entry. Its errors are
-// redislock.Atomic.Take's.
+// redislock.Atomic.Take's, or ErrFrontLost.
 func (o *Orders) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
 	if o.err != nil {
 		return o.err
@@ -114,7 +115,7 @@ func (o *Orders) Take(ctx context.Context, id string, lines ...stockguard.Line) 
 
 // Hold holds every line, or none, on the front, until Confirm, Return or
 // ttl; the back hears of it only once it is confirmed. Its errors are
-// redislock.Atomic.Hold's.
+// redislock.Atomic.Hold's, or ErrFrontLost.
 func (o *Orders) Hold(ctx context.Context, id string, ttl time.Duration, lines ...stockguard.Line) error {
 	if o.err != nil {
 		return o.err
@@ -124,7 +125,7 @@ func (o *Orders) Hold(ctx context.Context, id string, ttl time.Duration, lines .
 
 // Confirm makes the hold under id taken for good on the front, and the
 // back takes its lines when the Consumer applies the entry. Its errors are
-// redislock.Atomic.Confirm's.
+// redislock.Atomic.Confirm's, or ErrFrontLost.
 func (o *Orders) Confirm(ctx context.Context, id string) error {
 	if o.err != nil {
 		return o.err
@@ -134,7 +135,7 @@ func (o *Orders) Confirm(ctx context.Context, id string) error {
 
 // Return gives the units of the order under id back on the front, and, for
 // an order taken, on the back when the Consumer applies the entry. Its
-// errors are redislock.Atomic.Return's.
+// errors are redislock.Atomic.Return's, or ErrFrontLost.
 func (o *Orders) Return(ctx context.Context, id string) error {
 	if o.err != nil {
 		return o.err
@@ -143,7 +144,7 @@ func (o *Orders) Return(ctx context.Context, id string) error {
 }
 
 // Order reports the order under id as the front knows it. Its errors are
-// redislock.Atomic.Order's.
+// redislock.Atomic.Order's, or ErrFrontLost.
 func (o *Orders) Order(ctx context.Context, id string) (stockguard.OrderInfo, error) {
 	if o.err != nil {
 		return stockguard.OrderInfo{}, o.err
@@ -153,7 +154,7 @@ func (o *Orders) Order(ctx context.Context, id string) (stockguard.OrderInfo, er
 }
 
 // Stock reports the front's level of sku: the units a buyer can have now.
-// Its errors are redislock.Atomic.Stock's.
+// Its errors are redislock.Atomic.Stock's, or ErrFrontLost.
 func (o *Orders) Stock(ctx context.Context, sku string) (int64, error) {
 	if o.err != nil {
 		return 0, o.err
@@ -170,8 +171,8 @@ func (o *Orders) Stock(ctx context.Context, sku string) (int64, error) {
 // a front that fails after the back restocked is ErrOutcomeUnknown: repeat
 // the call, which the back's ledger makes a no-op there. Errors wrap
 // stockguard.ErrUnknownSKU, ErrOrderMismatch, ErrInvalidRequest,
-// ErrContention, ErrUnavailable, ErrOutcomeUnknown or the context's error,
-// as the tiers report them.
+// ErrContention, ErrUnavailable (ErrFrontLost), ErrOutcomeUnknown or the
+// context's error, as the tiers report them.
 func (o *Orders) Restock(ctx context.Context, id, sku string, qty int64) error {
 	if o.err != nil {
 		return o.err
@@ -217,8 +218,8 @@ func (o *Orders) Restock(ctx context.Context, id, sku string, qty int64) error {
 // open orders, held ones included, must fit under MaxQty) is the stricter:
 // a level it accepts the back accepts too. A back that fails after the
 // front was set is ErrOutcomeUnknown (repeat the call). Errors wrap
-// stockguard.ErrInvalidRequest, ErrContention, ErrUnavailable,
-// ErrOutcomeUnknown or the context's error.
+// stockguard.ErrInvalidRequest, ErrContention, ErrUnavailable
+// (ErrFrontLost), ErrOutcomeUnknown or the context's error.
 func (o *Orders) SetStock(ctx context.Context, sku string, qty int64) error {
 	if o.err != nil {
 		return o.err
@@ -248,8 +249,8 @@ func (o *Orders) SetStock(ctx context.Context, sku string, qty int64) error {
 // ("dec-" and 24 hex digits), so the back applies it exactly once too; the
 // order is remembered like any other (see redislock.WithOrderRetention). Its
 // errors are Take's: ErrInvalidRequest, ErrInsufficientStock,
-// ErrUnknownSKU, ErrContention, ErrUnavailable, ErrOutcomeUnknown or the
-// context's error.
+// ErrUnknownSKU, ErrContention, ErrUnavailable (ErrFrontLost),
+// ErrOutcomeUnknown or the context's error.
 func (o *Orders) Decrement(ctx context.Context, sku string, qty int64) error {
 	if o.err != nil {
 		return o.err
