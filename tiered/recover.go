@@ -49,6 +49,9 @@ func (o *Orders) Recover(ctx context.Context, skus, ids []string) error {
 			return err
 		}
 	}
+	if err := stockguard.Canceled(ctx); err != nil {
+		return err
+	}
 	switch n, err := o.rdb.Exists(ctx, EpochKey(o.stream)).Result(); {
 	case err != nil:
 		return errtext.Wrap(redisx.Classify(ctx, err, redisx.Read), "tiered: recover")

@@ -74,6 +74,9 @@ func (o *Orders) Setup(ctx context.Context) error {
 	if o.err != nil {
 		return o.err
 	}
+	if err := stockguard.Canceled(ctx); err != nil {
+		return err
+	}
 	if err := NewStreams(o.rdb, o.stream, o.group).create(ctx); err != nil {
 		return errtext.Wrap(err, "tiered: setup")
 	}
@@ -267,6 +270,9 @@ func (o *Orders) Decrement(ctx context.Context, sku string, qty int64) error {
 // call that would stock the front: levels written on a front that lost its
 // data would sell again units the back sold.
 func (o *Orders) guard(ctx context.Context) error {
+	if err := stockguard.Canceled(ctx); err != nil {
+		return err
+	}
 	n, err := o.rdb.Exists(ctx, EpochKey(o.stream)).Result()
 	switch {
 	case err != nil:
