@@ -33,8 +33,8 @@ import (
 // that order's error; run it again). A front that has its epoch key is
 // refused with an error wrapping stockguard.ErrInvalidRequest: Recover
 // would overwrite live levels. Errors wrap stockguard.ErrInvalidRequest,
-// ErrUnavailable, ErrContention or the context's error, as the tiers report
-// them; Recover can be repeated.
+// ErrUnknownSKU (a SKU the back lacks), ErrUnavailable, ErrContention or
+// the context's error, as the tiers report them; Recover can be repeated.
 func (o *Orders) Recover(ctx context.Context, skus, ids []string) error {
 	if o.err != nil {
 		return o.err
