@@ -39,12 +39,11 @@ import (
 //
 // A Consumer is for one goroutine: Run it, or call Step.
 type Consumer struct {
-	q     Queue
-	back  stockguard.Orders
-	name  string
-	o     options
-	err   error
-	ready bool // the group exists
+	q    Queue
+	back stockguard.Orders
+	name string
+	o    options
+	err  error
 
 	deferred  map[string]Entry // own pending entries the back refused, for now or for good
 	stuck     map[string]bool  // those refused for good
@@ -59,6 +58,8 @@ type Consumer struct {
 	// acknowledged); an error stops the Step there, as if the consumer had
 	// died.
 	hook func(point string) error
+	// now is the clock that paces retries; tests set it.
+	now func() time.Time
 }
 
 // Stats are a Consumer's counts since it was made.
@@ -68,6 +69,9 @@ type Stats struct {
 	Deferred int64 // times an entry was left for later: the back refused it for now
 	Stuck    int64 // entries the back refuses for good, pending now
 	Pending  int64 // entries this consumer holds unacknowledged now
+	// FrontLost is how many Steps found the front had lost its data
+	// (ErrFrontLost).
+	FrontLost int64
 	// Busy is the time spent in Steps that acknowledged entries: Applied /
 	// Busy is the back's sustained rate while there was work.
 	Busy time.Duration
@@ -80,7 +84,8 @@ type Stats struct {
 // NewConsumer returns a Consumer of the stream of the Orders New builds
 // with the same WithPrefix, applying to back. It reads the options
 // WithPrefix, WithGroup, WithConsumerName, WithBatch, WithApplyWorkers,
-// WithClaimIdle, WithStopGrace and WithReplicaAck.
+// WithClaimIdle, WithStopGrace and WithReplicaAck. It creates nothing: until
+// the front is set up (Orders.Setup), its Steps return ErrFrontLost.
 func NewConsumer(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) *Consumer {
 	o := newOptions(opts)
 	q := NewStreams(rdb, StreamKey(o.prefix), o.group)
@@ -94,9 +99,7 @@ func NewConsumer(rdb redis.UniversalClient, back stockguard.Orders, opts ...Opti
 // q's Read and Claim must return only entries a failover of the front
 // keeps (WithReplicaAck does that for NewConsumer's stream).
 func NewQueueConsumer(q Queue, back stockguard.Orders, opts ...Option) *Consumer {
-	c := newConsumer(q, back, newOptions(opts))
-	c.ready = true
-	return c
+	return newConsumer(q, back, newOptions(opts))
 }
 
 func newConsumer(q Queue, back stockguard.Orders, o options) *Consumer {
@@ -113,6 +116,7 @@ func newConsumer(q Queue, back stockguard.Orders, o options) *Consumer {
 		deferred: map[string]Entry{},
 		stuck:    map[string]bool{},
 		lag:      hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3),
+		now:      time.Now,
 	}
 }
 
@@ -164,24 +168,22 @@ func (c *Consumer) Run(ctx context.Context) error {
 // entries left for later when due, reads new ones (waiting up to 200 ms
 // when there is nothing else to do), applies them all to the back and
 // acknowledges those it committed. It returns how many it acknowledged,
-// and an error of the queue, or the context's, or one wrapping
-// stockguard.ErrInvalidRequest (an invalid option).
+// and an error of the queue (ErrFrontLost when the front lost its data:
+// its group or epoch key is gone; the Consumer waits for Recover), or the
+// context's, or one wrapping stockguard.ErrInvalidRequest (an invalid
+// option).
 func (c *Consumer) Step(ctx context.Context) (int, error) {
 	if c.err != nil {
 		return 0, c.err
 	}
-	if !c.ready {
-		if s, ok := c.q.(*Streams); ok {
-			if err := s.ensureGroup(ctx); err != nil {
-				return 0, err
-			}
-		}
-		c.ready = true
-	}
 	claimed, err := c.q.Claim(ctx, c.name, c.o.claimIdle, c.o.batch)
 	if err != nil {
-		return 0, err
+		return 0, c.failed(err)
 	}
+	// Entries left for later are tried again every retryEvery, whether
+	// they are in hand already or come back by a claim or a read: a batch
+	// the back keeps refusing does not go to it in a loop.
+	due := len(c.deferred) > 0 && c.now().Sub(c.lastRetry) >= retryEvery
 	var work []Entry
 	seen := map[string]bool{}
 	add := func(e Entry) {
@@ -194,26 +196,36 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 	for _, e := range claimed {
 		if _, mine := c.deferred[e.ID]; !mine {
 			fresh++
-		}
-		add(e)
-	}
-	c.count(func(s *Stats) { s.Claimed += int64(fresh) })
-	if len(c.deferred) > 0 && time.Since(c.lastRetry) >= retryEvery {
-		for _, e := range c.deferred {
 			add(e)
 		}
-		c.lastRetry = time.Now()
 	}
+	c.count(func(s *Stats) { s.Claimed += int64(fresh) })
 	block := readBlock
-	if len(work) > 0 {
+	if len(work) > 0 || due {
 		block = -1 // do not wait: there is work in hand
 	}
 	read, err := c.q.Read(ctx, c.name, c.o.batch, block)
-	if err != nil && len(work) == 0 {
-		return 0, err
+	if err != nil && (len(work) == 0 && !due || errors.Is(err, ErrFrontLost)) {
+		return 0, c.failed(err)
 	}
 	for _, e := range read {
-		add(e)
+		if _, mine := c.deferred[e.ID]; !mine {
+			add(e)
+		}
+	}
+	// An order's entries left for later go with any entry of the order in
+	// hand, before it: a return never lands while its take waits.
+	orders := map[string]bool{}
+	for _, e := range work {
+		orders[e.Order] = true
+	}
+	for _, e := range c.deferred {
+		if due || orders[e.Order] {
+			add(e)
+		}
+	}
+	if due {
+		c.lastRetry = c.now()
 	}
 	if len(work) == 0 {
 		return 0, nil
@@ -223,10 +235,13 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 			return 0, err
 		}
 	}
-	start := time.Now()
+	start := c.now()
 	done, later, stuck := c.apply(ctx, work)
 	if ctx.Err() != nil {
 		return 0, ctx.Err()
+	}
+	if len(c.deferred) == 0 {
+		c.lastRetry = c.now() // the first entries left for later wait retryEvery
 	}
 	for _, e := range later {
 		c.deferred[e.ID] = e
@@ -247,7 +262,7 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 	if err := c.q.Ack(ctx, ids...); err != nil {
 		return 0, err // pending: applied again, a no-op, once claimed
 	}
-	now := time.Now()
+	now := c.now()
 	c.count(func(s *Stats) {
 		s.Applied += int64(len(done))
 		s.Deferred += int64(len(later))
@@ -263,6 +278,21 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 		}
 	})
 	return len(done), err
+}
+
+// failed is Step's error err of the queue: on ErrFrontLost the entries
+// left for later are dropped (the front that had them is gone; Recover
+// re-seeds it from the back) and the loss is counted.
+func (c *Consumer) failed(err error) error {
+	if errors.Is(err, ErrFrontLost) {
+		clear(c.deferred)
+		clear(c.stuck)
+		c.count(func(s *Stats) {
+			s.FrontLost++
+			s.Stuck, s.Pending = 0, 0
+		})
+	}
+	return err
 }
 
 // Stats returns the consumer's counts so far.
@@ -342,6 +372,9 @@ func (c *Consumer) apply(ctx context.Context, work []Entry) (done, retry, refuse
 		progress = false
 		blocked := map[string]bool{}
 		for i, e := range work {
+			if results[i] == stuck {
+				blocked[e.Order] = true // its later entries wait behind it
+			}
 			if results[i] != later || blocked[e.Order] {
 				continue
 			}
@@ -381,7 +414,7 @@ func (c *Consumer) applyOne(ctx context.Context, e Entry) outcome {
 				err = nil
 			}
 		case OpReturn:
-			err = c.back.Return(ctx, e.Order)
+			err = c.returnOne(ctx, e)
 		default:
 			return stuck
 		}
@@ -402,6 +435,22 @@ func (c *Consumer) applyOne(ctx context.Context, e Entry) outcome {
 		redisx.Sleep(ctx, backoff)
 		backoff = min(2*backoff, backoffMax)
 	}
+}
+
+// returnOne returns e's order on the back, only if the back took it with
+// e's lines: under an ID reused after the front's retention, the back may
+// hold another order, whose units are not the front's to give back.
+func (c *Consumer) returnOne(ctx context.Context, e Entry) error {
+	info, err := c.back.Order(ctx, e.Order)
+	switch {
+	case err != nil:
+		return err
+	case !slices.Equal(info.Lines, e.Lines):
+		return fmt.Errorf("%w: tiered: the back has %q for other lines %v", stockguard.ErrOrderMismatch, e.Order, info.Lines)
+	case info.State == stockguard.OrderReturned:
+		return nil
+	}
+	return c.back.Return(ctx, e.Order)
 }
 
 // compareIDs orders stream IDs ("<ms>-<seq>") numerically.

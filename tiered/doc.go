@@ -17,5 +17,10 @@
 // becomes a Take there; a Return of a taken order a Return. Holds,
 // expiries and Returns of holds stay on the front: their units never left
 // for good, so the back, whose holds could expire on their own before a
-// Confirm arrived, never sees them. See docs/tiered.md.
+// Confirm arrived, never sees them.
+//
+// Setup prepares a front once, at deployment; a front that lost its data
+// (restarted without persistence) is refused with ErrFrontLost until
+// Recover re-seeds it from the back. See docs/tiered.md for what the front
+// must run and what each setting survives.
 package tiered

@@ -37,6 +37,11 @@ func ExampleNew() {
 
 	back := mysqllock.NewBatched(db) // the ledger of record
 	shop := tiered.New(rdb, back)    // what the service calls
+	// Once, when the front is deployed (not at each start): its stream,
+	// group and epoch, whose loss tells a restarted, empty front.
+	if err := shop.Setup(ctx); err != nil {
+		log.Fatal(err)
+	}
 	// The consumer: here in the service; several, in processes of their
 	// own, share the stream (tiered.WithConsumerName).
 	run, stop := context.WithCancel(ctx)

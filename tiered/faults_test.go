@@ -325,9 +325,6 @@ func TestConsumer_lostReadReply_appliedByTheNextRead(t *testing.T) {
 	r := newRig(t)
 	stock(t, r.o, 100, "a")
 	r.takeN(t, "a", 5)
-	if err := r.rdb.XGroupCreateMkStream(t.Context(), r.q.stream, DefaultGroup, "0").Err(); err != nil {
-		t.Fatal(err)
-	}
 	// The read whose reply is lost: delivered to c1, never seen by it.
 	if err := r.rdb.XReadGroup(t.Context(), &redis.XReadGroupArgs{
 		Group: DefaultGroup, Consumer: "c1", Streams: []string{r.q.stream, ">"}, Count: 100, Block: -1,
@@ -380,4 +377,60 @@ func TestConsumer_Run_stopsAfterTheBatchInHand(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A Return entry whose Take the back refuses for good (the back has the ID
+// for another order) is never applied: not in the Take's batch, not in a
+// later one; the back's order keeps its units.
+func TestConsumer_returnOfAMismatchedOrder_neverReturnsTheBacksOrder(t *testing.T) {
+	ctx := t.Context()
+	r := newRig(t)
+	stock(t, r.o, 10, "a", "b")
+	if err := r.back.Take(ctx, "x", line("a", 1)); err != nil { // the back's own order under x
+		t.Fatal(err)
+	}
+	if err := r.o.Take(ctx, "x", line("b", 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.o.Return(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	c := r.consumer(nil)
+	now := time.Now()
+	c.now = func() time.Time { return now }
+	for range 3 {
+		if _, err := c.Step(ctx); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(retryEvery) // the refused entries are due again
+	}
+	if info, err := r.back.Order(ctx, "x"); err != nil || info.State != stockguard.OrderTaken {
+		t.Errorf("the back's Order(x) = %+v, %v; want its own order, taken", info, err)
+	}
+	wantStock(t, "back", r.back, "a", 9)
+	wantStock(t, "back", r.back, "b", 10)
+	if s := c.Stats(); s.Applied != 0 || s.Stuck != 1 || s.Pending != 2 {
+		t.Errorf("stats %+v; want nothing applied, the take stuck, the return waiting behind it", s)
+	}
+
+	// The back takes the ID for another order after the front did: the
+	// return is refused as well.
+	if err := r.o.Take(ctx, "y", line("b", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.back.Take(ctx, "y", line("a", 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.o.Return(ctx, "y"); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := c.Step(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if info, err := r.back.Order(ctx, "y"); err != nil || info.State != stockguard.OrderTaken {
+		t.Errorf("the back's Order(y) = %+v, %v; want its own order, taken", info, err)
+	}
+	wantStock(t, "back", r.back, "a", 7)
 }

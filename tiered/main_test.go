@@ -62,6 +62,9 @@ func newRig(t *testing.T) *rig {
 	r.back = mysqllock.NewBatched(r.db, mysqllock.WithTable(r.table))
 	r.o = New(r.rdb, r.back, WithPrefix(r.prefix))
 	r.q = NewStreams(r.rdb, StreamKey(r.prefix), DefaultGroup)
+	if err := r.o.Setup(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	return r
 }
 

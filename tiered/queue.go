@@ -42,13 +42,16 @@ type Entry struct {
 type Queue interface {
 	// Read returns up to n entries delivered to no consumer of the group
 	// yet, now delivered to consumer, waiting up to block for the first.
-	// On consumer's first read, and on the read after one that failed, it
-	// returns first the entries already delivered to consumer and not
-	// acknowledged: those of a reply lost on its way, or of a process that
-	// ran under the same name before.
+	// On consumer's first read, and on the read after a read, claim or
+	// Ack that failed, it returns first the entries already delivered to
+	// consumer and not acknowledged — those of a reply lost on its way, of
+	// a process that ran under the same name before, of an Ack lost — a
+	// batch at a time, each read going on from the last, and new entries
+	// in the rest of the batch.
 	Read(ctx context.Context, consumer string, n int, block time.Duration) ([]Entry, error)
 	// Claim hands consumer up to n entries delivered to any consumer and
-	// unacknowledged for at least idle.
+	// unacknowledged for at least idle, going on through the pending
+	// entries from where the last Claim stopped.
 	Claim(ctx context.Context, consumer string, idle time.Duration, n int) ([]Entry, error)
 	// Ack acknowledges entries applied: they are never delivered again.
 	Ack(ctx context.Context, ids ...string) error
@@ -75,18 +78,25 @@ type Streams struct {
 	// read. Without it, a lost XREADGROUP reply would leave its entries
 	// to XAUTOCLAIM, a claim-idle later.
 	caughtUp map[string]bool
+	// ownFrom is, for consumers paging through their own pending entries,
+	// the ID after which the next page starts.
+	ownFrom map[string]string
+	// claimFrom is where each consumer's next XAUTOCLAIM starts ("" or
+	// absent: the start).
+	claimFrom map[string]string
 }
 
 var _ Queue = (*Streams)(nil)
 
 // NewStreams returns the Queue of the stream key read by group.
 func NewStreams(rdb redis.UniversalClient, stream, group string) *Streams {
-	return &Streams{rdb: rdb, stream: stream, group: group, caughtUp: map[string]bool{}}
+	return &Streams{rdb: rdb, stream: stream, group: group, caughtUp: map[string]bool{}, ownFrom: map[string]string{}, claimFrom: map[string]string{}}
 }
 
-// ensureGroup creates the group at the start of the stream (and the stream,
-// empty, if need be); a group that exists is left as it is.
-func (s *Streams) ensureGroup(ctx context.Context) error {
+// create creates the group at the start of the stream (and the stream,
+// empty, if need be); a group that exists is left as it is. Only Setup and
+// Recover call it: a Consumer that finds no group reports ErrFrontLost.
+func (s *Streams) create(ctx context.Context) error {
 	err := s.rdb.XGroupCreateMkStream(ctx, s.stream, s.group, "0").Err()
 	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
 		return redisx.Classify(ctx, err, redisx.Read)
@@ -94,59 +104,84 @@ func (s *Streams) ensureGroup(ctx context.Context) error {
 	return nil
 }
 
-// Read implements Queue.
+// Read implements Queue. Until consumer is caught up it pages through its
+// own pending entries, a batch a call from where the last call stopped, and
+// fills the rest of the batch with new entries: entries the back keeps
+// refusing never hold back the ones behind them.
 func (s *Streams) Read(ctx context.Context, consumer string, n int, block time.Duration) ([]Entry, error) {
 	s.mu.Lock()
-	own := !s.caughtUp[consumer]
+	from, own := s.ownFrom[consumer]
+	if !own && !s.caughtUp[consumer] {
+		from, own = "0", true
+	}
 	s.mu.Unlock()
-	var res []redis.XStream
-	var err error
+	var out []Entry
 	if own {
-		// Its own pending entries first (ID 0: they never block).
-		res, err = s.readGroup(ctx, &redis.XReadGroupArgs{
-			Group: s.group, Consumer: consumer, Streams: []string{s.stream, "0"}, Count: int64(n), Block: -1,
+		// Its own pending entries after from (an ID: they never block).
+		res, err := s.readGroup(ctx, &redis.XReadGroupArgs{
+			Group: s.group, Consumer: consumer, Streams: []string{s.stream, from}, Count: int64(n), Block: -1,
 		})
-		if err == nil && (len(res) == 0 || len(res[0].Messages) < n) {
-			s.mu.Lock()
-			s.caughtUp[consumer] = true
-			s.mu.Unlock()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, s.readFailed(ctx, consumer, err)
 		}
-	}
-	if !own || err == nil && (len(res) == 0 || len(res[0].Messages) == 0) {
-		res, err = s.readGroup(ctx, &redis.XReadGroupArgs{
-			Group: s.group, Consumer: consumer, Streams: []string{s.stream, ">"}, Count: int64(n), Block: block,
-		})
-	}
-	if err != nil && !errors.Is(err, redis.Nil) {
+		out = entries(res)
 		s.mu.Lock()
-		delete(s.caughtUp, consumer)
-		s.mu.Unlock()
-	}
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
-	}
-	if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {
-		if err := s.ensureGroup(ctx); err != nil {
-			return nil, err
+		if len(out) < n {
+			delete(s.ownFrom, consumer)
+			s.caughtUp[consumer] = true
+		} else {
+			s.ownFrom[consumer] = out[len(out)-1].ID
 		}
-		return nil, nil
+		s.mu.Unlock()
+		if len(out) == n {
+			return out, nil
+		}
+		if len(out) > 0 {
+			block = -1 // do not wait: there are entries in hand
+		}
 	}
-	if err != nil {
-		return nil, redisx.Classify(ctx, err, redisx.Read)
+	res, err := s.readGroup(ctx, &redis.XReadGroupArgs{
+		Group: s.group, Consumer: consumer, Streams: []string{s.stream, ">"}, Count: int64(n - len(out)), Block: block,
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		// The entries read before stay in out: a failed read leaves the
+		// consumer to read its own pending entries again anyway.
+		return out, s.readFailed(ctx, consumer, err)
 	}
+	return append(out, entries(res)...), nil
+}
+
+// readFailed is the error of a failed read or claim of consumer's, whose
+// reply may have carried entries that are now consumer's own pending ones:
+// its next Read reads them from the start.
+func (s *Streams) readFailed(ctx context.Context, consumer string, err error) error {
+	s.mu.Lock()
+	delete(s.caughtUp, consumer)
+	delete(s.ownFrom, consumer)
+	s.mu.Unlock()
+	if errors.Is(err, errNoEpoch) || strings.HasPrefix(err.Error(), "NOGROUP") {
+		return fmt.Errorf("%w: stream %q: %v", ErrFrontLost, s.stream, err)
+	}
+	return redisx.Classify(ctx, err, redisx.Read)
+}
+
+// errNoEpoch: the front's epoch key is gone.
+var errNoEpoch = errors.New("no epoch key")
+
+func entries(res []redis.XStream) []Entry {
 	var out []Entry
 	for _, st := range res {
 		for _, m := range st.Messages {
 			out = append(out, parseEntry(m))
 		}
 	}
-	return out, nil
+	return out
 }
 
 // readGroup is XREADGROUP, confirmed.
 func (s *Streams) readGroup(ctx context.Context, a *redis.XReadGroupArgs) ([]redis.XStream, error) {
 	var cmd *redis.XStreamSliceCmd
-	err := s.confirmed(ctx, func(c redis.Cmdable) redis.Cmder { cmd = c.XReadGroup(ctx, a); return cmd })
+	err := s.confirmed(ctx, false, func(c redis.Cmdable) redis.Cmder { cmd = c.XReadGroup(ctx, a); return cmd })
 	if err != nil {
 		return nil, err
 	}
@@ -156,57 +191,80 @@ func (s *Streams) readGroup(ctx context.Context, a *redis.XReadGroupArgs) ([]red
 // witnessTTL is how long the witness key of a confirmed read lives.
 const witnessTTL = time.Second
 
-// confirmed runs read, a command that hands entries to a consumer: on
-// s.rdb, or, with an ack, in a pipeline — one connection, one server —
-// where a witness write and the ack's WAIT follow it. The witness moves
-// the connection's replication mark past everything the read saw (a read
-// of entries delivered before writes nothing itself), so the WAIT confirms
-// the entries read; a read and a WAIT on different connections could
-// straddle a failover and confirm a new master that never had them. It
-// returns read's error, or an *redisx.AckError when the WAIT fell short:
-// the entries are then on the master alone, and a failover may take them
-// back from the front.
-func (s *Streams) confirmed(ctx context.Context, read func(redis.Cmdable) redis.Cmder) error {
-	if !s.ack.On() {
+// confirmed runs read, a command that hands entries to a consumer, after a
+// check that the front's epoch key exists when epoch is set (errNoEpoch
+// when not): on s.rdb, or in a pipeline — one connection, one server —
+// where, with an ack, a witness write and the ack's WAIT follow it. The
+// witness moves the connection's replication mark past everything the read
+// saw (a read of entries delivered before writes nothing itself), so the
+// WAIT confirms the entries read; a read and a WAIT on different
+// connections could straddle a failover and confirm a new master that never
+// had them. It returns read's error, or an *redisx.AckError when the WAIT
+// fell short: the entries are then on the master alone, and a failover may
+// take them back from the front.
+func (s *Streams) confirmed(ctx context.Context, epoch bool, read func(redis.Cmdable) redis.Cmder) error {
+	if !s.ack.On() && !epoch {
 		return read(s.rdb).Err()
 	}
 	p := s.rdb.Pipeline()
+	var exists *redis.IntCmd
+	if epoch {
+		exists = p.Exists(ctx, EpochKey(s.stream))
+	}
 	cmd := read(p)
-	witness := p.Set(ctx, s.stream+":witness", "1", witnessTTL)
-	check := redisx.Pipe(ctx, p, s.ack)
+	var witness *redis.StatusCmd
+	check := func() error { return nil }
+	if s.ack.On() {
+		witness = p.Set(ctx, s.stream+":witness", "1", witnessTTL)
+		check = redisx.Pipe(ctx, p, s.ack)
+	}
 	_, _ = p.Exec(ctx) // each command carries its own error
+	if exists != nil && exists.Err() == nil && exists.Val() == 0 {
+		return errNoEpoch
+	}
 	if err := cmd.Err(); err != nil {
 		return err
 	}
-	if err := witness.Err(); err != nil {
-		return &redisx.AckError{Ack: s.ack, Err: fmt.Errorf("witness write: %w", err)}
+	if witness != nil {
+		if err := witness.Err(); err != nil {
+			return &redisx.AckError{Ack: s.ack, Err: fmt.Errorf("witness write: %w", err)}
+		}
 	}
 	return check()
 }
 
-// Claim implements Queue.
+// Claim implements Queue. Each call goes on from where the last one
+// stopped in the group's pending entries, from the start again once it
+// went through them: entries that stay pending at the head (refused by the
+// back, claimed back and forth) never hide those behind them. It checks
+// the front's epoch key first: ErrFrontLost when it is gone.
 func (s *Streams) Claim(ctx context.Context, consumer string, idle time.Duration, n int) ([]Entry, error) {
+	s.mu.Lock()
+	start := s.claimFrom[consumer]
+	s.mu.Unlock()
+	if start == "" {
+		start = "0"
+	}
 	var cmd *redis.XAutoClaimCmd
-	err := s.confirmed(ctx, func(c redis.Cmdable) redis.Cmder {
+	err := s.confirmed(ctx, true, func(c redis.Cmdable) redis.Cmder {
 		cmd = c.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-			Stream: s.stream, Group: s.group, Consumer: consumer, MinIdle: idle, Start: "0", Count: int64(n),
+			Stream: s.stream, Group: s.group, Consumer: consumer, MinIdle: idle, Start: start, Count: int64(n),
 		})
 		return cmd
 	})
 	if err != nil {
 		// What it claimed, if anything, is consumer's own pending now:
 		// its next read takes it.
-		s.mu.Lock()
-		delete(s.caughtUp, consumer)
-		s.mu.Unlock()
+		return nil, s.readFailed(ctx, consumer, err)
 	}
-	if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {
-		return nil, s.ensureGroup(ctx)
+	msgs, next := cmd.Val()
+	s.mu.Lock()
+	if next == "0-0" {
+		delete(s.claimFrom, consumer)
+	} else {
+		s.claimFrom[consumer] = next
 	}
-	if err != nil {
-		return nil, redisx.Classify(ctx, err, redisx.Read)
-	}
-	msgs, _ := cmd.Val()
+	s.mu.Unlock()
 	out := make([]Entry, 0, len(msgs))
 	for _, m := range msgs {
 		out = append(out, parseEntry(m))
@@ -225,6 +283,13 @@ func (s *Streams) Ack(ctx context.Context, ids ...string) error {
 		return nil
 	})
 	if err != nil {
+		// The entries stay pending under their consumers: each rereads
+		// its own at its next Read, applies them again (no-ops on the
+		// back) and acknowledges them, instead of waiting for a claim.
+		s.mu.Lock()
+		clear(s.caughtUp)
+		clear(s.ownFrom)
+		s.mu.Unlock()
 		return redisx.Classify(ctx, err, redisx.Write)
 	}
 	return nil

@@ -59,8 +59,8 @@ func NewReconciler(o *Orders, q Queue) *Reconciler {
 // reports the SKUs where they differ, with the orders in flight. Under
 // traffic it reads up to three times and reports only a drift seen every
 // time. Its error wraps the tiers' or the queue's (stockguard.ErrUnknownSKU
-// for a SKU one tier lacks, ErrUnavailable, ErrContention, the context's
-// error).
+// for a SKU one tier lacks, ErrUnavailable — ErrFrontLost for a front that
+// lost its data —, ErrContention, the context's error).
 func (r *Reconciler) Check(ctx context.Context, skus ...string) (Report, error) {
 	if r.o.err != nil {
 		return Report{}, r.o.err
@@ -93,7 +93,7 @@ func (r *Reconciler) Check(ctx context.Context, skus ...string) (Report, error) 
 func (r *Reconciler) drift(ctx context.Context, sku string, backlog []Entry) (Drift, error) {
 	d := Drift{SKU: sku}
 	level, held, err := r.o.front.Held(ctx, sku)
-	if err != nil {
+	if err = r.o.gone(ctx, err); err != nil {
 		return d, errtext.Wrap(err, "tiered: check %q on the front", sku)
 	}
 	d.Front = level + held

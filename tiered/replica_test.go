@@ -3,6 +3,7 @@ package tiered
 import (
 	"context"
 	"errors"
+	"github.com/redis/go-redis/v9"
 	"testing"
 	"time"
 
@@ -26,6 +27,9 @@ func TestConsumer_replicaAck_appliesOnlyReplicatedEntries(t *testing.T) {
 	back := mysqllock.NewBatched(db, mysqllock.WithTable(newTable(t, db)))
 	opts := []Option{WithPrefix("ack:"), WithReplicaAck(1, 100*time.Millisecond)}
 	o := New(rdb, back, opts...)
+	if err := o.Setup(ctx); err != nil {
+		t.Fatal(err)
+	}
 	stock(t, o, 10, "a")
 	c := NewConsumer(rdb, back, append(opts, WithClaimIdle(time.Millisecond))...)
 
@@ -103,4 +107,51 @@ func replicated(t *testing.T) *backends.Replicated {
 	}
 	t.Cleanup(func() { rep.Close() })
 	return rep
+}
+
+// Under an ACL user confined to the prefix's keys (~shop:*), every write of
+// a front with a replica's acknowledgement, and every read of its
+// Consumer, succeed: their witness keys are under the prefix too.
+func TestOrders_replicaAck_aclConfinedToThePrefix(t *testing.T) {
+	ctx := t.Context()
+	rep := replicated(t)
+	admin := rep.Client()
+	t.Cleanup(func() { admin.Close() })
+	if err := admin.Do(ctx, "ACL", "SETUSER", "shop", "on", ">pw", "resetkeys", "~shop:*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: rep.Master.Addr, Username: "shop", Password: "pw"})
+	t.Cleanup(func() { rdb.Close() })
+	db := backendstest.DB(t, multi)
+	back := mysqllock.NewBatched(db, mysqllock.WithTable(newTable(t, db)))
+	opts := []Option{WithPrefix("shop:"), WithReplicaAck(1, 5*time.Second)}
+	o := New(rdb, back, opts...)
+	if err := o.Setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stock(t, o, 10, "a")
+	if err := o.Take(ctx, "o1", line("a", 2)); err != nil {
+		t.Fatalf("Take = %v, want nil", err)
+	}
+	if err := o.Return(ctx, "o1"); err != nil {
+		t.Fatalf("Return = %v, want nil", err)
+	}
+	c := NewConsumer(rdb, back, opts...)
+	q := NewStreams(rdb, StreamKey("shop:"), DefaultGroup)
+	for {
+		left, err := q.Backlog(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left) == 0 {
+			break
+		}
+		if _, err := c.Step(ctx); err != nil {
+			t.Fatalf("Step = %v, want nil", err)
+		}
+	}
+	wantStock(t, "back", back, "a", 10)
+	if info, err := back.Order(ctx, "o1"); err != nil || info.State != stockguard.OrderReturned {
+		t.Errorf("the back's Order(o1) = %+v, %v; want returned", info, err)
+	}
 }

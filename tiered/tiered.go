@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/errtext"
+	"github.com/stockguard/stockguard/internal/redisx"
 	"github.com/stockguard/stockguard/redislock"
 )
 
@@ -24,10 +26,14 @@ const DefaultPrefix = "stockguard:"
 //
 // An Orders is safe for concurrent use.
 type Orders struct {
+	rdb    redis.UniversalClient
 	front  *redislock.Atomic
 	back   stockguard.Orders
 	stream string
+	group  string
 	err    error // the first invalid option or argument
+
+	lost atomic.Int64 // calls refused with ErrFrontLost
 }
 
 var (
@@ -37,7 +43,8 @@ var (
 
 // New returns the tiered Orders over the Redis rdb (a single server, or a
 // failover client; not a Cluster or a Ring, whose orders would span slots)
-// and back. It reads the options WithPrefix, WithFront and WithReplicaAck.
+// and back. It reads the options WithPrefix, WithFront, WithReplicaAck and
+// WithGroup (the group Setup creates).
 // A nil back, or a Cluster or Ring client, makes every method return an
 // error wrapping stockguard.ErrInvalidRequest.
 func New(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) *Orders {
@@ -52,83 +59,131 @@ func New(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) *Ord
 	stream := StreamKey(o.prefix)
 	front := append([]redislock.Option{redislock.WithPrefix(o.prefix)}, o.front...)
 	front = append(front, redislock.WithOrderStream(stream))
-	return &Orders{front: redislock.NewAtomic(rdb, front...), back: back, stream: stream, err: o.err}
+	return &Orders{rdb: rdb, front: redislock.NewAtomic(rdb, front...), back: back, stream: stream, group: o.group, err: o.err}
 }
+
+// Setup makes the front ready to sell: it creates the stream, its consumer
+// group, and the front's epoch key (EpochKey), whose absence tells every
+// Orders and Consumer of the front that the front lost its data. It is a
+// step of the front's deployment, like a schema's creation: a front that
+// has its epoch is left as it is, but Setup run on a front that restarted
+// empty arms it again without the orders it lost; recover such a front
+// with Recover. Errors wrap stockguard.ErrUnavailable or the context's
+// error.
+func (o *Orders) Setup(ctx context.Context) error {
+	if o.err != nil {
+		return o.err
+	}
+	if err := stockguard.Canceled(ctx); err != nil {
+		return err
+	}
+	if err := NewStreams(o.rdb, o.stream, o.group).create(ctx); err != nil {
+		return errtext.Wrap(err, "tiered: setup")
+	}
+	var b [12]byte
+	rand.Read(b[:]) // documented never to return an error
+	if err := o.rdb.SetNX(ctx, EpochKey(o.stream), hex.EncodeToString(b[:]), 0).Err(); err != nil {
+		return errtext.Wrap(redisx.Classify(ctx, err, redisx.Write), "tiered: setup")
+	}
+	return nil
+}
+
+// FrontLost is how many calls the Orders refused with ErrFrontLost.
+func (o *Orders) FrontLost() int64 { return o.lost.Load() }
 
 // StreamKey is the key of the stream under prefix: "<prefix>tiered:effects".
 func StreamKey(prefix string) string { return prefix + "tiered:effects" }
 
+// EpochKey is the key of the front's epoch next to stream:
+// "<stream>:epoch". Setup and Recover write it; its absence means the
+// front lost its data.
+func EpochKey(stream string) string { return stream + ":epoch" }
+
+// ErrFrontLost is the error, wrapping stockguard.ErrUnavailable, of every
+// call on a front that lost its data: its epoch key (EpochKey) is gone, as
+// after a restart without persistence. The orders acknowledged by the front
+// and not yet applied to the back are lost with it, and the front would
+// sell again units the back already sold; recover it with Recover.
+var ErrFrontLost = fmt.Errorf("%w: tiered: the front lost its data (its epoch key is gone); recover it from the back", stockguard.ErrUnavailable)
+
 // Take takes every line, or none, on the front, for good, under id; the
 // back takes them when the Consumer applies the entry. Its errors are
-// redislock.Atomic.Take's.
+// redislock.Atomic.Take's, or ErrFrontLost.
 func (o *Orders) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
 	if o.err != nil {
 		return o.err
 	}
-	return o.front.Take(ctx, id, lines...)
+	return o.gone(ctx, o.front.Take(ctx, id, lines...))
 }
 
 // Hold holds every line, or none, on the front, until Confirm, Return or
 // ttl; the back hears of it only once it is confirmed. Its errors are
-// redislock.Atomic.Hold's.
+// redislock.Atomic.Hold's, or ErrFrontLost.
 func (o *Orders) Hold(ctx context.Context, id string, ttl time.Duration, lines ...stockguard.Line) error {
 	if o.err != nil {
 		return o.err
 	}
-	return o.front.Hold(ctx, id, ttl, lines...)
+	return o.gone(ctx, o.front.Hold(ctx, id, ttl, lines...))
 }
 
 // Confirm makes the hold under id taken for good on the front, and the
 // back takes its lines when the Consumer applies the entry. Its errors are
-// redislock.Atomic.Confirm's.
+// redislock.Atomic.Confirm's, or ErrFrontLost.
 func (o *Orders) Confirm(ctx context.Context, id string) error {
 	if o.err != nil {
 		return o.err
 	}
-	return o.front.Confirm(ctx, id)
+	return o.gone(ctx, o.front.Confirm(ctx, id))
 }
 
 // Return gives the units of the order under id back on the front, and, for
 // an order taken, on the back when the Consumer applies the entry. Its
-// errors are redislock.Atomic.Return's.
+// errors are redislock.Atomic.Return's, or ErrFrontLost.
 func (o *Orders) Return(ctx context.Context, id string) error {
 	if o.err != nil {
 		return o.err
 	}
-	return o.front.Return(ctx, id)
+	return o.gone(ctx, o.front.Return(ctx, id))
 }
 
 // Order reports the order under id as the front knows it. Its errors are
-// redislock.Atomic.Order's.
+// redislock.Atomic.Order's, or ErrFrontLost.
 func (o *Orders) Order(ctx context.Context, id string) (stockguard.OrderInfo, error) {
 	if o.err != nil {
 		return stockguard.OrderInfo{}, o.err
 	}
-	return o.front.Order(ctx, id)
+	info, err := o.front.Order(ctx, id)
+	return info, o.gone(ctx, err)
 }
 
 // Stock reports the front's level of sku: the units a buyer can have now.
-// Its errors are redislock.Atomic.Stock's.
+// Its errors are redislock.Atomic.Stock's, or ErrFrontLost.
 func (o *Orders) Stock(ctx context.Context, sku string) (int64, error) {
 	if o.err != nil {
 		return 0, o.err
 	}
-	return o.front.Stock(ctx, sku)
+	n, err := o.front.Stock(ctx, sku)
+	return n, o.gone(ctx, err)
 }
 
 // Restock adds qty units to the stocked sku once under id: on the back
 // first, then on the front, so the front never sells a unit the back does
-// not have. An id the front knows is answered by the front alone. A back that refuses leaves the front alone (the back's error);
+// not have. An id the front knows is answered by the front alone; a SKU
+// the front lacks is ErrUnknownSKU, nothing changed. A back that refuses
+// leaves the front alone (the back's error);
 // a front that fails after the back restocked is ErrOutcomeUnknown: repeat
 // the call, which the back's ledger makes a no-op there. Errors wrap
 // stockguard.ErrUnknownSKU, ErrOrderMismatch, ErrInvalidRequest,
-// ErrContention, ErrUnavailable, ErrOutcomeUnknown or the context's error,
-// as the tiers report them.
+// ErrContention, ErrUnavailable (ErrFrontLost), ErrOutcomeUnknown or the
+// context's error, as the tiers report them.
 func (o *Orders) Restock(ctx context.Context, id, sku string, qty int64) error {
 	if o.err != nil {
 		return o.err
 	}
 	if err := stockguard.ValidateRestock(id, sku, qty); err != nil {
+		return err
+	}
+	if err := o.guard(ctx); err != nil {
 		return err
 	}
 	// An ID the front knows is answered there: an order's is a mismatch
@@ -142,6 +197,12 @@ func (o *Orders) Restock(ctx context.Context, id, sku string, qty int64) error {
 	case !errors.Is(err, stockguard.ErrUnknownOrder):
 		return errtext.Wrap(err, "tiered: restock %q under %q", sku, id)
 	}
+	// A SKU the front lacks is refused before the back is changed: the
+	// front's refusal after the back restocked would be final, and the
+	// back would keep units the front never gets.
+	if _, err := o.front.Stock(ctx, sku); err != nil {
+		return errtext.Wrap(o.gone(ctx, err), "tiered: restock %q under %q", sku, id)
+	}
 	if err := o.back.Restock(ctx, id, sku, qty); err != nil {
 		return errtext.Wrap(err, "tiered: restock %q under %q on the back", sku, id)
 	}
@@ -151,7 +212,8 @@ func (o *Orders) Restock(ctx context.Context, id, sku string, qty int64) error {
 	return nil
 }
 
-// SetStock sets sku's level to qty on the front, then on the back. It is
+// SetStock sets sku's level to qty on the front, then the back's to qty
+// plus the units held on the front (the back never sees holds). It is
 // for stocking a SKU, or resetting one with no orders in flight: a level
 // overwritten while entries of sku are on their way to the back leaves the
 // back off by them (the Reconciler reports it); add units to a live SKU
@@ -159,16 +221,28 @@ func (o *Orders) Restock(ctx context.Context, id, sku string, qty int64) error {
 // open orders, held ones included, must fit under MaxQty) is the stricter:
 // a level it accepts the back accepts too. A back that fails after the
 // front was set is ErrOutcomeUnknown (repeat the call). Errors wrap
-// stockguard.ErrInvalidRequest, ErrContention, ErrUnavailable,
-// ErrOutcomeUnknown or the context's error.
+// stockguard.ErrInvalidRequest, ErrContention, ErrUnavailable
+// (ErrFrontLost), ErrOutcomeUnknown or the context's error.
 func (o *Orders) SetStock(ctx context.Context, sku string, qty int64) error {
 	if o.err != nil {
 		return o.err
 	}
+	if err := stockguard.ValidateSet(sku, qty); err != nil {
+		return err
+	}
+	if err := o.guard(ctx); err != nil {
+		return err
+	}
 	if err := o.front.SetStock(ctx, sku, qty); err != nil {
 		return errtext.Wrap(err, "tiered: set stock of %q on the front", sku)
 	}
-	if err := o.back.SetStock(ctx, sku, qty); err != nil {
+	// The back never hears of holds: its level is the front's plus the
+	// units held there, which a Confirm takes from both tiers.
+	_, held, err := o.front.Held(ctx, sku)
+	if err != nil {
+		return afterBack(err, "tiered: set stock of %q: held units on the front", sku)
+	}
+	if err := o.back.SetStock(ctx, sku, qty+held); err != nil {
 		return afterBack(err, "tiered: set stock of %q on the back", sku)
 	}
 	return nil
@@ -178,8 +252,8 @@ func (o *Orders) SetStock(ctx context.Context, sku string, qty int64) error {
 // ("dec-" and 24 hex digits), so the back applies it exactly once too; the
 // order is remembered like any other (see redislock.WithOrderRetention). Its
 // errors are Take's: ErrInvalidRequest, ErrInsufficientStock,
-// ErrUnknownSKU, ErrContention, ErrUnavailable, ErrOutcomeUnknown or the
-// context's error.
+// ErrUnknownSKU, ErrContention, ErrUnavailable (ErrFrontLost),
+// ErrOutcomeUnknown or the context's error.
 func (o *Orders) Decrement(ctx context.Context, sku string, qty int64) error {
 	if o.err != nil {
 		return o.err
@@ -189,16 +263,47 @@ func (o *Orders) Decrement(ctx context.Context, sku string, qty int64) error {
 	}
 	var b [12]byte
 	rand.Read(b[:]) // documented never to return an error
-	return o.front.Take(ctx, "dec-"+hex.EncodeToString(b[:]), stockguard.Line{SKU: sku, Qty: qty})
+	return o.gone(ctx, o.front.Take(ctx, "dec-"+hex.EncodeToString(b[:]), stockguard.Line{SKU: sku, Qty: qty}))
+}
+
+// guard returns ErrFrontLost when the front's epoch key is gone, before a
+// call that would stock the front: levels written on a front that lost its
+// data would sell again units the back sold.
+func (o *Orders) guard(ctx context.Context) error {
+	if err := stockguard.Canceled(ctx); err != nil {
+		return err
+	}
+	n, err := o.rdb.Exists(ctx, EpochKey(o.stream)).Result()
+	switch {
+	case err != nil:
+		return redisx.Classify(ctx, err, redisx.Read)
+	case n == 0:
+		o.lost.Add(1)
+		return fmt.Errorf("%w: no key %q", ErrFrontLost, EpochKey(o.stream))
+	}
+	return nil
+}
+
+// gone is the answer err of the front, or ErrFrontLost when err says the
+// front knows no such SKU or order and its epoch key is gone: it lost them.
+func (o *Orders) gone(ctx context.Context, err error) error {
+	if !errors.Is(err, stockguard.ErrUnknownSKU) && !errors.Is(err, stockguard.ErrUnknownOrder) {
+		return err
+	}
+	if lost := o.guard(ctx); errors.Is(lost, ErrFrontLost) {
+		return fmt.Errorf("%w (the front answered: %v)", lost, err)
+	}
+	return err
 }
 
 // afterBack is the error of the second tier's step when the first one has
 // changed its tier: a refusal of the second (nothing changed there) is
 // ErrOutcomeUnknown as well, since the call as a whole is now half done
-// and only its repetition finishes it.
+// and only its repetition finishes it; the refusal stays wrapped, for
+// the record.
 func afterBack(err error, format string, args ...any) error {
 	if errors.Is(err, stockguard.ErrOutcomeUnknown) {
 		return errtext.Wrap(err, format, args...)
 	}
-	return fmt.Errorf("%w: %s: %v", stockguard.ErrOutcomeUnknown, fmt.Sprintf(format, args...), err)
+	return fmt.Errorf("%w: %s: %w", stockguard.ErrOutcomeUnknown, fmt.Sprintf(format, args...), err)
 }

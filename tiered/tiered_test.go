@@ -181,3 +181,43 @@ func TestConsumer_backDown_backlogDrains(t *testing.T) {
 		t.Errorf("applied %d entries, want 220: %+v", s.Applied, s)
 	}
 }
+
+// Restock of a SKU the back has and the front lacks is refused for good,
+// ErrUnknownSKU, before the back is changed: not ErrOutcomeUnknown, whose
+// repetition would never succeed while the back kept the units.
+func TestOrders_Restock_skuOnlyOnTheBack_unknownSKU(t *testing.T) {
+	r := newRig(t)
+	if err := r.back.SetStock(t.Context(), "b", 5); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		err := r.o.Restock(t.Context(), "r1", "b", 3)
+		if !errors.Is(err, stockguard.ErrUnknownSKU) || errors.Is(err, stockguard.ErrOutcomeUnknown) {
+			t.Errorf("Restock of a SKU the front lacks = %v, want ErrUnknownSKU alone", err)
+		}
+	}
+	wantStock(t, "back", r.back, "b", 5)
+}
+
+// SetStock over live holds sets the back to the level plus the units held
+// on the front: a hold confirmed later takes them on both tiers, and the
+// tiers agree.
+func TestOrders_SetStock_overLiveHolds_tiersAgree(t *testing.T) {
+	ctx := t.Context()
+	r := newRig(t)
+	stock(t, r.o, 10, "a")
+	if err := r.o.Hold(ctx, "h1", time.Minute, line("a", 3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.o.SetStock(ctx, "a", 20); err != nil {
+		t.Fatal(err)
+	}
+	wantStock(t, "back", r.back, "a", 23)
+	if err := r.o.Confirm(ctx, "h1"); err != nil {
+		t.Fatal(err)
+	}
+	run(t, r.consumer(nil))
+	r.settled(t, "a")
+	wantStock(t, "front", r.o, "a", 20)
+	wantStock(t, "back", r.back, "a", 20)
+}

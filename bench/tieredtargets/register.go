@@ -129,6 +129,9 @@ func target(name, about string, back Back, late bool, opts ...tiered.Option) ben
 		if err := back.Create(ctx, db, table); err != nil {
 			return nil, err
 		}
+		if err := tiered.New(rdb, back.New(db, table, 64), topts...).Setup(ctx); err != nil {
+			return nil, err
+		}
 		q := tiered.NewStreams(rdb, tiered.StreamKey(prefix), tiered.DefaultGroup)
 		// The consumer's back carries a whole batch of entries in one
 		// transaction: one fsync for all of them.
@@ -250,7 +253,8 @@ func sampleBacklog(ctx context.Context, rdb redis.UniversalClient, stream string
 // entries it applied and acknowledged, back_per_s them per second of Steps
 // that had work, lag_* from the front's append to the back's commit,
 // claimed the redeliveries it took from an idle consumer, deferred the
-// entries the back refused for now.
+// entries the back refused for now, front_lost the Steps that found the
+// front had lost its data (tiered.ErrFrontLost).
 func figures(s tiered.Stats) map[string]float64 {
 	busy := 0.0
 	if s.Busy > 0 {
@@ -259,7 +263,7 @@ func figures(s tiered.Stats) map[string]float64 {
 	return map[string]float64{
 		"back_applied": float64(s.Applied), "back_per_s": busy,
 		"lag_p50_ms": ms(s.LagP50), "lag_p99_ms": ms(s.LagP99), "lag_max_ms": ms(s.LagMax),
-		"claimed": float64(s.Claimed), "deferred": float64(s.Deferred),
+		"claimed": float64(s.Claimed), "deferred": float64(s.Deferred), "front_lost": float64(s.FrontLost),
 	}
 }
 

@@ -49,6 +49,7 @@ type config struct {
 	traceStdout bool
 	// The tiered strategy's consumer (consumer.go).
 	consume      bool
+	setupFront   bool // tiered-mysql: Setup the front at start
 	consumerName string
 	claimIdle    time.Duration
 }
@@ -76,6 +77,7 @@ func main() {
 	flag.IntVar(&cfg.maxConns, "max-conns", 64, "backend connection pool size")
 	flag.BoolVar(&cfg.traceStdout, "trace-stdout", false, "export every span to stderr")
 	flag.StringVar(&cfg.role, "role", roleService, "service (the HTTP API) or consumer (the "+tieredStrategy+" consumer alone, serving /metrics and /healthz)")
+	flag.BoolVar(&cfg.setupFront, "setup-front", true, tieredStrategy+": set the front up at start (tiered.Orders.Setup; a no-op on a front set up); false where the front is set up once at deployment, so that a front restarted empty is refused until it is recovered (docs/tiered.md)")
 	flag.BoolVar(&cfg.consume, "consume", true, tieredStrategy+": run the consumer in the service too; false when consumer processes (-role consumer) do")
 	flag.StringVar(&cfg.consumerName, "consumer-name", "", "the consumer's name in the stream's group, unique among the live ones; a restarted copy under its old name\n"+
 		"takes its unacknowledged entries back at once (default: a random one; those of a copy gone wait -claim-idle for another)")
@@ -139,6 +141,11 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		handler = mux
 	} else {
 		inner := spec.build(db, rdb, cfg)
+		if front, ok := inner.(*tiered.Orders); ok && cfg.setupFront {
+			if err := front.Setup(ctx); err != nil {
+				return err
+			}
+		}
 		srv := &server{opTimeout: cfg.opTimeout, holdTTL: cfg.holdTTL, log: log, adminToken: os.Getenv(envAdminToken)}
 		opts := []stockotel.Option{stockotel.WithStrategy(cfg.strategy)}
 		if orders, ok := inner.(stockguard.Orders); ok {

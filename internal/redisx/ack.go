@@ -245,9 +245,13 @@ func (a *acked) Process(ctx context.Context, cmd redis.Cmder) error {
 // again before it expires on a busy slot, short enough to leave nothing.
 const witnessTTL = time.Second
 
-// witnessKey is the key, in the slot of key, that a witness write sets.
-// (A key with an empty hash tag, "a{}b", hashes whole and its witness
-// would not share its slot: stockguard's keys always carry a tag, or none.)
+// witnessKey is the key, in the slot of key and under key's own prefix,
+// that a witness write sets: key+":witness" for a key with a hash tag,
+// key+"{"+key+"}:witness" for one without. Starting with key, it is within
+// every ACL key pattern that lets a user write key (~shop:* for a store
+// under WithPrefix("shop:")). (A key with an empty hash tag, "a{}b", hashes
+// whole and its witness would not share its slot: stockguard's keys always
+// carry a tag, or none.)
 //
 // WAIT confirms the writes of its own connection, up to that connection's
 // last command that changed something (Redis's client woff). A command
@@ -258,13 +262,10 @@ const witnessTTL = time.Second
 // after it moves the connection's mark to the master's current offset, so
 // WAIT confirms everything the command saw.
 func witnessKey(key string) string {
-	tag := key
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			tag = key[i+1 : i+1+j]
-		}
+	if i := strings.IndexByte(key, '{'); i >= 0 && strings.IndexByte(key[i+1:], '}') > 0 {
+		return key + ":witness"
 	}
-	return "stockguard:ack:{" + tag + "}"
+	return key + "{" + key + "}:witness"
 }
 
 // pipeline returns a pipeline on the connection that cmd must go to, and

@@ -1,6 +1,7 @@
 package redisx
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -35,16 +36,32 @@ func TestAck_Validate(t *testing.T) {
 }
 
 // TestWitnessKey_sameHashTag: the witness must land in the slot of the
-// key it follows, so its tag is the key's hash tag, or the whole key.
+// key it follows, so its tag is the key's hash tag, or the whole key; and
+// under the key's prefix, so an ACL that lets a user write the key lets it
+// write the witness.
 func TestWitnessKey_sameHashTag(t *testing.T) {
 	for key, want := range map[string]string{
-		"stock:{sku-1}":      "stockguard:ack:{sku-1}",
-		"p:lock:{a}:x{b}":    "stockguard:ack:{a}",
-		"plain":              "stockguard:ack:{plain}",
-		"order:{o-7}:record": "stockguard:ack:{o-7}",
+		"stock:{sku-1}":      "stock:{sku-1}:witness",
+		"p:lock:{a}:x{b}":    "p:lock:{a}:x{b}:witness",
+		"plain":              "plain{plain}:witness",
+		"order:{o-7}:record": "order:{o-7}:record:witness",
 	} {
-		if got := witnessKey(key); got != want {
+		got := witnessKey(key)
+		if got != want {
 			t.Errorf("witnessKey(%q) = %q, want %q", key, got, want)
 		}
+		if slot(got) != slot(key) {
+			t.Errorf("witnessKey(%q) = %q hashes to another slot", key, got)
+		}
 	}
+}
+
+// slot is the part of key Redis Cluster hashes: its hash tag, or all of it.
+func slot(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
 }

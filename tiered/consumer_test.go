@@ -1,0 +1,150 @@
+package tiered
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
+)
+
+// countingBack counts the Takes its consumer sends to the back.
+type countingBack struct {
+	stockguard.Orders
+	takes atomic.Int64
+}
+
+func (b *countingBack) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
+	b.takes.Add(1)
+	return b.Orders.Take(ctx, id, lines...)
+}
+
+// frozen sets c's clock to a fixed instant: entries left for later are
+// never due again.
+func frozen(c *Consumer) {
+	now := time.Now()
+	c.now = func() time.Time { return now }
+}
+
+// A consumer restarted under its name whose own pending entries fill a
+// batch the back keeps refusing reads the new entries behind them, and
+// sends the refused ones to the back only when they are due again.
+func TestConsumer_restartedUnderItsName_readsNewEntriesBehindRefusedOnes(t *testing.T) {
+	ctx := t.Context()
+	r := newRig(t)
+	stock(t, r.o, 10, "a")
+	if err := r.o.front.SetStock(ctx, "z", 10); err != nil { // the back lacks z
+		t.Fatal(err)
+	}
+	for _, id := range []string{"z1", "z2"} {
+		if err := r.o.Take(ctx, id, line("z", 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := r.consumer(nil, WithConsumerName("c1"), WithBatch(2))
+	if _, err := first.Step(ctx); err != nil { // z1, z2 refused, pending under c1
+		t.Fatal(err)
+	}
+	if err := r.o.Take(ctx, "n1", line("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	back := &countingBack{Orders: r.back}
+	again := r.consumer(back, WithConsumerName("c1"), WithBatch(2)) // c1 restarted
+	frozen(again)
+	for range 4 {
+		if _, err := again.Step(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if info, err := r.back.Order(ctx, "n1"); err != nil || info.State != stockguard.OrderTaken {
+		t.Errorf("the back's Order(n1) = %+v, %v; want taken", info, err)
+	}
+	// z1 and z2 twice each (read back as own pending, then again after
+	// the rest of their batch), n1 once; then nothing is due.
+	if n := back.takes.Load(); n != 5 {
+		t.Errorf("the back was sent %d takes in 4 steps, want 5", n)
+	}
+}
+
+// XAUTOCLAIM examines at most ten times its count of pending entries: a
+// dead consumer's entry behind ten that are not idle yet is claimed by the
+// next call, which goes on from where the last one stopped.
+func TestConsumer_claim_goesOnPastTheHeadOfThePendingList(t *testing.T) {
+	ctx := t.Context()
+	r := newRig(t)
+	stock(t, r.o, 100, "a")
+	r.takeN(t, "a", 11)
+	msgs, err := r.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group: DefaultGroup, Consumer: "live", Streams: []string{r.q.stream, ">"}, Count: 100, Block: -1,
+	}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The last one belongs to a consumer dead for an hour.
+	last := msgs[0].Messages[10].ID
+	if err := r.rdb.Do(ctx, "XCLAIM", r.q.stream, DefaultGroup, "dead", 0, last, "IDLE", time.Hour.Milliseconds(), "JUSTID").Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := r.consumer(nil, WithConsumerName("c"), WithBatch(1), WithClaimIdle(time.Minute))
+	for range 2 {
+		if _, err := c.Step(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := c.Stats(); s.Claimed != 1 || s.Applied != 1 {
+		t.Errorf("stats %+v; want the dead consumer's entry claimed and applied", s)
+	}
+	wantStock(t, "back", r.back, "a", 99)
+}
+
+// failExec makes the next MULTI/EXEC pipeline of its client fail, unsent.
+type failExec struct{ armed atomic.Bool }
+
+func (h *failExec) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *failExec) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *failExec) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 && cmds[0].Name() == "multi" && h.armed.CompareAndSwap(true, false) {
+			err := &net.OpError{Op: "write", Net: "tcp", Err: errors.New("connection cut by the test")}
+			for _, c := range cmds {
+				c.SetErr(err)
+			}
+			return err
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// After an acknowledgement that failed, the consumer reads its own
+// pending entries again at its next Step — applies them again, no-ops on
+// the back, and acknowledges them — instead of leaving them a claim-idle.
+func TestConsumer_failedAck_rereadsItsOwnEntriesNextStep(t *testing.T) {
+	ctx := t.Context()
+	r := newRig(t)
+	stock(t, r.o, 100, "a")
+	r.takeN(t, "a", 5)
+	rdb := backendstest.RedisClient(t)
+	hook := &failExec{}
+	rdb.AddHook(hook)
+	c := NewConsumer(rdb, r.back, WithPrefix(r.prefix), WithConsumerName("c1"))
+	hook.armed.Store(true)
+	if _, err := c.Step(ctx); err == nil {
+		t.Fatal("Step with its acknowledgement cut = nil, want the error")
+	}
+	n, err := c.Step(ctx)
+	if err != nil || n != 5 {
+		t.Fatalf("next Step = %d, %v; want the 5 entries acknowledged", n, err)
+	}
+	if left, err := r.q.Backlog(ctx); err != nil || len(left) != 0 {
+		t.Errorf("backlog %v, %v; want empty", left, err)
+	}
+	wantStock(t, "back", r.back, "a", 95)
+}
