@@ -302,3 +302,132 @@ func TestServer_logsLostReply(t *testing.T) {
 		t.Errorf("no log of the lost reply for order lost:\n%s", logs.String())
 	}
 }
+
+// otelhttp named the server after the client's Host header, so every
+// distinct Host grew /metrics by a series: the server is named by its
+// listen address, and /metrics is on the admin listener only.
+func TestService_metricsIgnoreHostHeader(t *testing.T) {
+	b := redisBackend(t)
+	s := start(t, append([]string{"-strategy", "redis-atomic"}, b.args...)...)
+	for i := range 20 {
+		req, err := http.NewRequestWithContext(t.Context(), "GET", s.url+"/skus/x", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = fmt.Sprintf("attacker-%d.example:%d", i, 1000+i)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if r := do(t, "GET", s.url+"/metrics", "", nil); r.status != http.StatusNotFound {
+		t.Errorf("/metrics on the public listener = %d, want 404", r.status)
+	}
+	r := do(t, "GET", s.metricsURL+"/metrics", "", nil)
+	if r.status != http.StatusOK || !strings.Contains(r.body, "http_server_request_duration_seconds") {
+		t.Fatalf("/metrics on the admin listener = %d, no http_server_request_duration_seconds", r.status)
+	}
+	if strings.Contains(r.body, "attacker-") || strings.Contains(r.body, `server_port="100`) {
+		t.Errorf("a client's Host header is in the metrics:\n%s", grepLines(r.body, "attacker-"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for l := range strings.Lines(s) {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "")
+}
+
+// A configuration whose every call would fail, or that puts a secret on
+// the command line, is refused at start with the flag named.
+func TestService_refusesBadConfiguration(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-op-timeout", "0"}, "-op-timeout"},
+		{[]string{"-hold-ttl", "0"}, "-hold-ttl"},
+		{[]string{"-max-qty", "0"}, "-max-qty"},
+		{[]string{"-buyer-cap", "1"}, "-buyer-cap"},
+	} {
+		out, err := runBinary(t, append([]string{"-redis-addr", "127.0.0.1:1"}, tc.args...)...)
+		if err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("%v: exit %v, want a refusal naming %s:\n%s", tc.args, err, tc.want, out)
+		}
+	}
+}
+
+// The MySQL DSN, with its password, can come from the environment rather
+// than a flag that shows in ps.
+func TestService_mysqlDSNFromEnvironment(t *testing.T) {
+	t.Setenv(envMySQLDSN, "seckill:secret@tcp(127.0.0.1:1)/env_dsn?timeout=1s")
+	out, err := runBinary(t, "-strategy", "mysql-atomic")
+	if err == nil || !strings.Contains(out, "127.0.0.1:1") {
+		t.Errorf("exit %v, want a failure to reach the DSN's 127.0.0.1:1:\n%s", err, out)
+	}
+	if strings.Contains(out, "secret") {
+		t.Errorf("the DSN's password is in the log:\n%s", out)
+	}
+}
+
+// failingOrders is a backend that cannot serve, and says where and how
+// in its errors, as the strategies do.
+type failingOrders struct{ *memorders.Store }
+
+var errBackend = fmt.Errorf("%w: redis 10.1.2.3:6379: EVALSHA on seckill:stock:{s1}: connection refused", stockguard.ErrUnavailable)
+
+func (failingOrders) Take(context.Context, string, ...stockguard.Line) error { return errBackend }
+func (failingOrders) Stock(context.Context, string) (int64, error)           { return 0, errBackend }
+
+// Error bodies say what happened in the API's words; the backend's
+// addresses and key layout go to the log only.
+func TestServer_errorBodiesHideTheBackend(t *testing.T) {
+	api := newAPI(t, failingOrders{memorders.New()})
+	var logs lockedBuffer
+	api.srv.log = slog.New(slog.NewJSONHandler(&logs, nil))
+	for _, r := range []reply{
+		do(t, "POST", api.public.URL+"/buy", `{"order_id": "o1", "sku": "s1", "qty": 1}`, asBuyer("alice")),
+		do(t, "GET", api.public.URL+"/skus/s1", "", nil),
+	} {
+		if r.status != http.StatusServiceUnavailable || strings.Contains(r.body, "10.1.2.3") || strings.Contains(r.body, "seckill:") {
+			t.Errorf("= %d %s, want 503 without the backend's address or keys", r.status, r.body)
+		}
+	}
+	if !strings.Contains(logs.String(), "10.1.2.3") {
+		t.Errorf("the backend's error is not in the log:\n%s", logs.String())
+	}
+}
+
+// /healthz says the process serves; /readyz says its backends answer.
+func TestServer_readiness(t *testing.T) {
+	api := newAPI(t, memorders.New())
+	down := errors.New("redis: connection refused")
+	var mu sync.Mutex
+	var err error
+	api.srv.ready = func(context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return err
+	}
+	for _, url := range []string{api.public.URL, api.admin.URL} {
+		if r := do(t, "GET", url+"/readyz", "", nil); r.status != http.StatusNoContent {
+			t.Errorf("%s/readyz with the backend up = %d", url, r.status)
+		}
+	}
+	mu.Lock()
+	err = down
+	mu.Unlock()
+	for _, url := range []string{api.public.URL, api.admin.URL} {
+		if r := do(t, "GET", url+"/readyz", "", nil); r.status != http.StatusServiceUnavailable || strings.Contains(r.body, "refused") {
+			t.Errorf("%s/readyz with the backend down = %d %s, want 503 without the error", url, r.status, r.body)
+		}
+		if r := do(t, "GET", url+"/healthz", "", nil); r.status != http.StatusNoContent {
+			t.Errorf("%s/healthz with the backend down = %d, want 204", url, r.status)
+		}
+	}
+}
