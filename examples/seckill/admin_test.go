@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/memorders"
 )
 
@@ -154,5 +155,16 @@ func TestReadme_startsTheBinary(t *testing.T) {
 	}
 	if starts == 0 {
 		t.Error("README.md never starts ./seckill")
+	}
+}
+
+// A strategy marked orders is built as a stockguard.Orders, and one not
+// marked is not: the mark decides whether the service starts on it.
+func TestStrategies_ordersMarkMatchesTheInventory(t *testing.T) {
+	for name, spec := range strategies {
+		_, isOrders := spec.build(nil, nil, config{table: "stock", prefix: "p:"}).(stockguard.Orders)
+		if isOrders != spec.orders {
+			t.Errorf("-strategy %s: marked orders %v, builds an Orders %v", name, spec.orders, isOrders)
+		}
 	}
 }

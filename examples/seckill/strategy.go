@@ -59,15 +59,11 @@ var strategies = map[string]struct {
 	}},
 }
 
-func strategyNames() string { return namesWhere(func(string) bool { return true }) }
-
 // orderStrategies lists the strategies the service runs on.
-func orderStrategies() string { return namesWhere(func(n string) bool { return strategies[n].orders }) }
-
-func namesWhere(keep func(string) bool) string {
+func orderStrategies() string {
 	var names []string
-	for name := range strategies {
-		if keep(name) {
+	for name, spec := range strategies {
+		if spec.orders {
 			names = append(names, name)
 		}
 	}
