@@ -103,20 +103,24 @@ func run(ctx context.Context, o options) error {
 		fmt.Println(": ok")
 	}
 	if o.check && !o.noOrderID {
-		return checkOrders(ctx, client, o, token, res)
+		return checkOrders(ctx, client, o, token, res, gone)
 	}
 	return nil
 }
 
 // checkOrders reads every order of the run from the admin API: each
-// answered 200 must be taken with its units, each other one unknown.
-func checkOrders(ctx context.Context, client *http.Client, o options, token string, res load.Result) error {
-	accepted := make(map[load.Order]bool, len(res.Accepted))
+// answered 200 must be taken once with its units, each answered otherwise
+// absent, and each never answered either; the units of the orders taken
+// must be the stock gone.
+func checkOrders(ctx context.Context, client *http.Client, o options, token string, res load.Result, gone int64) error {
+	answer := make(map[load.Order]string, o.n)
 	for _, a := range res.Accepted {
-		accepted[a] = true
+		answer[a] = "200"
 	}
-	var next atomic.Int64
-	var taken, unknown, wrong atomic.Int64
+	for _, u := range res.Unknown {
+		answer[u] = "none"
+	}
+	var next, taken, absent, unknownTaken, unknownAbsent, wrong atomic.Int64
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var firstErr error
@@ -128,29 +132,25 @@ func checkOrders(ctx context.Context, client *http.Client, o options, token stri
 					return
 				}
 				order := load.Order{Buyer: load.Buyer(i % max(o.buyers, 1)), ID: fmt.Sprintf("%s%d", o.prefix, i)}
-				var reply struct {
-					State string `json:"state"`
-					Lines []struct {
-						SKU string `json:"sku"`
-						Qty int64  `json:"qty"`
-					} `json:"lines"`
-				}
-				code, err := load.Get(ctx, client, o.adminURL+"/buyers/"+order.Buyer+"/orders/"+url.PathEscape(order.ID), token, &reply)
+				code, isTaken, err := readOrder(ctx, client, o, token, order)
 				if err != nil {
 					mu.Lock()
 					firstErr = cmp.Or(firstErr, err)
 					mu.Unlock()
 					return
 				}
-				ok := code == http.StatusOK && reply.State == "taken" && len(reply.Lines) == 1 && reply.Lines[0].SKU == o.sku && reply.Lines[0].Qty == o.qty
-				switch {
-				case accepted[order] && ok:
+				switch a := answer[order]; {
+				case a == "200" && isTaken:
 					taken.Add(1)
-				case !accepted[order] && code == http.StatusNotFound:
-					unknown.Add(1)
+				case a == "" && code == http.StatusNotFound:
+					absent.Add(1)
+				case a == "none" && isTaken:
+					unknownTaken.Add(1)
+				case a == "none" && code == http.StatusNotFound:
+					unknownAbsent.Add(1)
 				default:
 					wrong.Add(1)
-					fmt.Printf("order %s/%s: answered 200 %v, on the backend: HTTP %d %+v\n", order.Buyer, order.ID, accepted[order], code, reply)
+					fmt.Printf("order %s/%s: answered %q, on the backend: HTTP %d taken %v\n", order.Buyer, order.ID, a, code, isTaken)
 				}
 			}
 		})
@@ -159,9 +159,38 @@ func checkOrders(ctx context.Context, client *http.Client, o options, token stri
 	if firstErr != nil {
 		return firstErr
 	}
-	fmt.Printf("orders: %d answered 200 and taken once on the backend, %d not answered 200 and absent, %d wrong\n", taken.Load(), unknown.Load(), wrong.Load())
+	fmt.Printf("orders: %d answered 200 and taken once; %d answered otherwise and absent; %d never answered: %d taken, %d absent; %d wrong\n",
+		taken.Load(), absent.Load(), len(res.Unknown), unknownTaken.Load(), unknownAbsent.Load(), wrong.Load())
+	if units := (taken.Load() + unknownTaken.Load()) * o.qty; units != gone {
+		return fmt.Errorf("orders taken hold %d units, %d gone", units, gone)
+	}
 	if wrong.Load() != 0 {
 		return fmt.Errorf("%d orders disagree with their answers", wrong.Load())
 	}
 	return nil
+}
+
+// readOrder reads one order from the admin API, again while the service
+// answers 5xx (the backend may still be paused), and reports its status
+// and whether it is taken with the run's one line.
+func readOrder(ctx context.Context, client *http.Client, o options, token string, order load.Order) (int, bool, error) {
+	var reply struct {
+		State string `json:"state"`
+		Lines []struct {
+			SKU string `json:"sku"`
+			Qty int64  `json:"qty"`
+		} `json:"lines"`
+	}
+	for {
+		code, err := load.Get(ctx, client, o.adminURL+"/buyers/"+order.Buyer+"/orders/"+url.PathEscape(order.ID), token, &reply)
+		if err == nil && code < 500 {
+			taken := code == http.StatusOK && reply.State == "taken" && len(reply.Lines) == 1 && reply.Lines[0].SKU == o.sku && reply.Lines[0].Qty == o.qty
+			return code, taken, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, false, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

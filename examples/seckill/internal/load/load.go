@@ -63,6 +63,7 @@ type Result struct {
 	Retried   int         // attempts sent again
 	Acked     int64       // units of the buys answered 200
 	Accepted  []Order     // the buys answered 200
+	Unknown   []Order     // the buys with no answer to any attempt: taken or not
 	Elapsed   time.Duration
 	latencies []time.Duration // of answered buys, first attempt to last answer, sorted
 }
@@ -114,6 +115,7 @@ func Run(ctx context.Context, client *http.Client, cfg Config) Result {
 				retried  int
 				acked    int64
 				accepted []Order
+				unknown  []Order
 			)
 			for {
 				i := int(next.Add(1)) - 1
@@ -138,6 +140,7 @@ func Run(ctx context.Context, client *http.Client, cfg Config) Result {
 				}
 				if err != nil {
 					failed++
+					unknown = append(unknown, order)
 					continue
 				}
 				lat = append(lat, time.Since(t0))
@@ -157,6 +160,7 @@ func Run(ctx context.Context, client *http.Client, cfg Config) Result {
 			res.Retried += retried
 			res.Acked += acked
 			res.Accepted = append(res.Accepted, accepted...)
+			res.Unknown = append(res.Unknown, unknown...)
 		})
 	}
 	wg.Wait()
