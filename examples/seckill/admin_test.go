@@ -2,98 +2,94 @@ package main
 
 import (
 	"encoding/json"
-	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/memorders"
 )
 
-// call sends one request, with the admin token when token is not empty,
-// and returns the status and the decoded error body.
-func call(t *testing.T, method, url, body, token string) (int, errorBody) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var e errorBody
-	_ = json.Unmarshal(raw, &e)
-	return resp.StatusCode, e
-}
-
-// Stocking a SKU, confirming and returning an order are the shop's, not
-// the buyer's: they need the admin token; buying and reading do not.
+// Stocking a SKU, registering a buyer, confirming and returning an
+// order are the shop's, not the buyer's: they need the admin token, and
+// a refused call is logged.
 func TestServer_adminNeedsToken(t *testing.T) {
-	ts := newTestServer(t, memorders.New())
-	if status, _ := call(t, "POST", ts.URL+"/skus/s1/stock", `{"qty": 5}`, testToken); status != 200 {
-		t.Fatalf("stock with the token = %d", status)
+	api := newAPI(t, memorders.New())
+	var logs lockedBuffer
+	api.srv.log = slog.New(slog.NewJSONHandler(&logs, nil))
+	if r := do(t, "POST", api.admin.URL+"/skus/s1/stock", `{"qty": 5}`, asAdmin); r.status != 200 {
+		t.Fatalf("stock with the token = %d", r.status)
 	}
+	api.register(t, "alice")
 	for _, id := range []string{"o1", "o2"} {
-		if status, _ := call(t, "POST", ts.URL+"/buy", `{"order_id": "`+id+`", "sku": "s1", "qty": 1, "hold": true}`, ""); status != 200 {
-			t.Fatalf("buy %s without a token = %d", id, status)
+		if r := do(t, "POST", api.public.URL+"/buy", `{"order_id": "`+id+`", "sku": "s1", "qty": 1, "hold": true}`, asBuyer("alice")); r.status != 200 {
+			t.Fatalf("buy %s = %d %s", id, r.status, r.body)
 		}
 	}
 	for _, tc := range []struct{ method, path, body string }{
 		{"POST", "/skus/s1/stock", `{"qty": 100}`},
-		{"POST", "/orders/o1/return", ""},
-		{"POST", "/orders/o1/confirm", ""},
+		{"POST", "/buyers/mallory", ""},
+		{"GET", "/buyers/alice/orders/o1", ""},
+		{"POST", "/buyers/alice/orders/o1/return", ""},
+		{"POST", "/buyers/alice/orders/o1/confirm", ""},
 	} {
-		for _, token := range []string{"", "wrong"} {
-			if status, e := call(t, tc.method, ts.URL+tc.path, tc.body, token); status != http.StatusUnauthorized || e.Code != "unauthorized" {
-				t.Errorf("%s %s with token %q = %d %q, want 401 unauthorized", tc.method, tc.path, token, status, e.Code)
+		for _, headers := range []map[string]string{nil, {"Authorization": "Bearer wrong"}, asBuyer("alice")} {
+			if r := do(t, tc.method, api.admin.URL+tc.path, tc.body, headers); r.status != http.StatusUnauthorized || !strings.Contains(r.body, `"unauthorized"`) {
+				t.Errorf("%s %s with %v = %d %s, want 401 unauthorized", tc.method, tc.path, headers, r.status, r.body)
 			}
 		}
 	}
-	if status, _ := call(t, "GET", ts.URL+"/skus/s1", "", ""); status != 200 {
-		t.Errorf("stock read without a token = %d", status)
+	if got := strings.Count(logs.String(), `"msg":"admin call refused"`); got != 15 {
+		t.Errorf("%d refusals logged, want 15:\n%s", got, logs.String())
 	}
-	if status, _ := call(t, "POST", ts.URL+"/orders/o1/return", "", testToken); status != 200 {
-		t.Errorf("return with the token = %d", status)
+	if r := do(t, "GET", api.public.URL+"/skus/s1", "", nil); r.status != 200 {
+		t.Errorf("stock read without a token = %d", r.status)
+	}
+	if r := do(t, "POST", api.admin.URL+"/buyers/alice/orders/o1/return", "", asAdmin); r.status != 200 {
+		t.Errorf("return with the token = %d", r.status)
+	}
+	if !strings.Contains(logs.String(), `"msg":"admin call","method":"POST","path":"/buyers/alice/orders/o1/return"`) {
+		t.Errorf("the return is not in the audit log:\n%s", logs.String())
 	}
 }
 
 // With no token configured, administration is off, not open.
 func TestServer_adminOffWithoutToken(t *testing.T) {
-	s := newServer(t, memorders.New())
-	s.adminToken = ""
-	ts := serve(t, s)
-	if status, e := call(t, "POST", ts.URL+"/skus/s1/stock", `{"qty": 5}`, ""); status != http.StatusForbidden || e.Code != "admin_disabled" {
-		t.Errorf("stock with administration off = %d %q, want 403 admin_disabled", status, e.Code)
+	api := newAPI(t, memorders.New())
+	api.srv.adminToken = ""
+	if r := do(t, "POST", api.admin.URL+"/skus/s1/stock", `{"qty": 5}`, nil); r.status != http.StatusForbidden || !strings.Contains(r.body, `"admin_disabled"`) {
+		t.Errorf("stock with administration off = %d %s, want 403 admin_disabled", r.status, r.body)
 	}
 }
 
-// Every error about an order carries its ID, the one the service made up
-// included, so the buyer can ask about it or retry with it.
+// Every error about an order carries the client's order ID, so the buyer
+// can ask about it or retry with it.
 func TestServer_errorsCarryOrderID(t *testing.T) {
-	ts := newTestServer(t, memorders.New())
-	call(t, "POST", ts.URL+"/skus/s1/stock", `{"qty": 1}`, testToken)
+	api := newAPI(t, memorders.New())
+	api.register(t, "alice")
+	do(t, "POST", api.admin.URL+"/skus/s1/stock", `{"qty": 1}`, asAdmin)
 	for _, tc := range []struct {
-		method, path, body string
-		status             int
-		id                 string // "" : any non-empty ID (made up by the service)
+		url, method, path, body string
+		status                  int
+		id                      string
 	}{
-		{"POST", "/buy", `{"sku": "never", "qty": 1}`, 404, ""},
-		{"POST", "/buy", `{"sku": "s1", "qty": 2}`, 409, ""},
-		{"POST", "/buy", `{"order_id": "o9", "sku": "never", "qty": 1}`, 404, "o9"},
-		{"GET", "/orders/nope", "", 404, "nope"},
-		{"POST", "/orders/nope/return", "", 404, "nope"},
+		{api.public.URL, "POST", "/buy", `{"order_id": "o8", "sku": "s1", "qty": 2}`, 409, "o8"},
+		{api.public.URL, "POST", "/buy", `{"order_id": "o9", "sku": "never", "qty": 1}`, 404, "o9"},
+		{api.public.URL, "GET", "/orders/nope", "", 404, "nope"},
+		{api.admin.URL, "POST", "/buyers/alice/orders/nope/return", "", 404, "nope"},
 	} {
-		status, e := call(t, tc.method, ts.URL+tc.path, tc.body, testToken)
-		if status != tc.status || e.OrderID == "" || tc.id != "" && e.OrderID != tc.id {
-			t.Errorf("%s %s %s = %d order_id %q, want %d with order_id %q", tc.method, tc.path, tc.body, status, e.OrderID, tc.status, tc.id)
+		headers := asBuyer("alice")
+		if tc.url == api.admin.URL {
+			headers = asAdmin
+		}
+		r := do(t, tc.method, tc.url+tc.path, tc.body, headers)
+		var e errorBody
+		_ = json.Unmarshal([]byte(r.body), &e)
+		if r.status != tc.status || e.OrderID != tc.id {
+			t.Errorf("%s %s %s = %d %s, want %d with order_id %q", tc.method, tc.path, tc.body, r.status, r.body, tc.status, tc.id)
 		}
 	}
 }
@@ -112,7 +108,7 @@ func TestStrategies_namedAsTheHarness(t *testing.T) {
 		registered = append(registered, raw...)
 	}
 	for name := range strategies {
-		if name == "mutex-counterexample" {
+		if name == counterexample {
 			continue
 		}
 		if !strings.Contains(string(registered), `"`+name+`"`) {
@@ -159,5 +155,16 @@ func TestReadme_startsTheBinary(t *testing.T) {
 	}
 	if starts == 0 {
 		t.Error("README.md never starts ./seckill")
+	}
+}
+
+// A strategy marked orders is built as a stockguard.Orders, and one not
+// marked is not: the mark decides whether the service starts on it.
+func TestStrategies_ordersMarkMatchesTheInventory(t *testing.T) {
+	for name, spec := range strategies {
+		_, isOrders := spec.build(nil, nil, config{table: "stock", prefix: "p:"}).(stockguard.Orders)
+		if isOrders != spec.orders {
+			t.Errorf("-strategy %s: marked orders %v, builds an Orders %v", name, spec.orders, isOrders)
+		}
 	}
 }

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -30,23 +31,37 @@ import (
 	"github.com/stockguard/stockguard/tiered"
 )
 
-// envAdminToken names the environment variable holding the admin token
-// (not a flag: a flag shows in ps). Unset, administration is off.
-const envAdminToken = "SECKILL_ADMIN_TOKEN"
+// Secrets come from the environment, never from flags: a flag shows in
+// ps.
+const (
+	// envAdminToken holds the admin token; unset, administration is off.
+	envAdminToken = "SECKILL_ADMIN_TOKEN"
+	// envMySQLDSN holds the MySQL DSN (with its password) when
+	// -mysql-dsn is not given.
+	envMySQLDSN = "SECKILL_MYSQL_DSN"
+)
+
+// defaultMySQLDSN is the DSN when neither -mysql-dsn nor
+// SECKILL_MYSQL_DSN gives one.
+const defaultMySQLDSN = "root@tcp(127.0.0.1:3306)/test?interpolateParams=true"
 
 type config struct {
-	role        string
-	addr        string
-	strategy    string
-	mysqlDSN    string
-	redisAddr   string
-	table       string
-	prefix      string
-	opTimeout   time.Duration
-	holdTTL     time.Duration
-	grace       time.Duration
-	maxConns    int
-	traceStdout bool
+	role          string
+	addr          string
+	adminAddr     string
+	strategy      string
+	allowOversell bool
+	mysqlDSN      string
+	redisAddr     string
+	table         string
+	prefix        string
+	opTimeout     time.Duration
+	holdTTL       time.Duration
+	grace         time.Duration
+	maxConns      int
+	maxQty        int64
+	buyerCap      int64
+	traceStdout   bool
 	// The tiered strategy's consumer (consumer.go).
 	consume      bool
 	setupFront   bool // tiered-mysql: Setup the front at start
@@ -63,18 +78,35 @@ const (
 // tieredStrategy is the strategy with a consumer.
 const tieredStrategy = "tiered-mysql"
 
+// counterexample is the deliberately broken strategy.
+const counterexample = "mutex-counterexample"
+
+// Server timeouts. The write timeout covers the longest a request may
+// legitimately take — its body read, its inventory call and its reply —
+// and each handler also gives its reply a deadline of its own once the
+// call returned (replyTimeout).
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 10 * time.Second
+	idleTimeout       = 60 * time.Second
+)
+
 func main() {
 	var cfg config
-	flag.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "listen address")
-	flag.StringVar(&cfg.strategy, "strategy", "redis-atomic", "stock strategy: "+strategyNames())
-	flag.StringVar(&cfg.mysqlDSN, "mysql-dsn", "root@tcp(127.0.0.1:3306)/test?interpolateParams=true", "MariaDB/MySQL DSN (mysql-* and tiered-mysql)")
-	flag.StringVar(&cfg.redisAddr, "redis-addr", "127.0.0.1:6379", "Redis address (redis-*, tiered-mysql, mutex-counterexample)")
+	flag.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "listen address of the buyers' API (of /metrics and /healthz with -role consumer)")
+	flag.StringVar(&cfg.adminAddr, "admin-addr", "127.0.0.1:9090", "listen address of the admin API and /metrics: keep it off the public network")
+	flag.StringVar(&cfg.strategy, "strategy", "redis-atomic", "stock strategy, one with exactly-once orders: "+orderStrategies())
+	flag.BoolVar(&cfg.allowOversell, "allow-oversell", false, "start -strategy "+counterexample+", which oversells across copies and takes buys without order IDs")
+	flag.StringVar(&cfg.mysqlDSN, "mysql-dsn", "", "MariaDB/MySQL DSN (mysql-* and tiered-mysql); default $"+envMySQLDSN+", else "+defaultMySQLDSN)
+	flag.StringVar(&cfg.redisAddr, "redis-addr", "127.0.0.1:6379", "Redis address (redis-*, tiered-mysql, "+counterexample+")")
 	flag.StringVar(&cfg.table, "mysql-table", "stock", "MySQL stock table")
 	flag.StringVar(&cfg.prefix, "redis-prefix", "seckill:", "Redis key prefix")
-	flag.DurationVar(&cfg.opTimeout, "op-timeout", 5*time.Second, "bound on one inventory call")
+	flag.DurationVar(&cfg.opTimeout, "op-timeout", 5*time.Second, "bound on one inventory call (> 0)")
 	flag.DurationVar(&cfg.holdTTL, "hold-ttl", 15*time.Minute, "how long a hold (buy with \"hold\": true) waits for Confirm")
 	flag.DurationVar(&cfg.grace, "grace", 20*time.Second, "how long shutdown waits for requests in flight")
 	flag.IntVar(&cfg.maxConns, "max-conns", 64, "backend connection pool size")
+	flag.Int64Var(&cfg.maxQty, "max-qty", defaultMaxQty, "most units one order may take")
+	flag.Int64Var(&cfg.buyerCap, "buyer-cap", defaultBuyerCap, "a registered buyer's allowance: the most units it may have out on open orders, held or taken")
 	flag.BoolVar(&cfg.traceStdout, "trace-stdout", false, "export every span to stderr")
 	flag.StringVar(&cfg.role, "role", roleService, "service (the HTTP API) or consumer (the "+tieredStrategy+" consumer alone, serving /metrics and /healthz)")
 	flag.BoolVar(&cfg.setupFront, "setup-front", true, tieredStrategy+": set the front up at start (tiered.Orders.Setup; a no-op on a front set up); false where the front is set up once at deployment, so that a front restarted empty is refused until it is recovered (docs/tiered.md)")
@@ -83,6 +115,9 @@ func main() {
 		"takes its unacknowledged entries back at once (default: a random one; those of a copy gone wait -claim-idle for another)")
 	flag.DurationVar(&cfg.claimIdle, "claim-idle", tiered.DefaultClaimIdle, "how long a consumer's unacknowledged entries wait before another consumer claims them")
 	flag.Parse()
+	if cfg.mysqlDSN == "" {
+		cfg.mysqlDSN = cmp.Or(os.Getenv(envMySQLDSN), defaultMySQLDSN)
+	}
 
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -93,15 +128,47 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, cfg config, log *slog.Logger) error {
+// check refuses, before anything is opened, a configuration the service
+// would run badly on.
+func (cfg config) check(buyerKey string) error {
+	if cfg.role == roleConsumer {
+		return nil
+	}
+	if cfg.role != roleService {
+		return fmt.Errorf("unknown -role %q, want %s or %s", cfg.role, roleService, roleConsumer)
+	}
 	spec, ok := strategies[cfg.strategy]
 	switch {
-	case cfg.role == roleConsumer:
-		spec = strategies[tieredStrategy]
-	case cfg.role != roleService:
-		return fmt.Errorf("unknown -role %q, want %s or %s", cfg.role, roleService, roleConsumer)
 	case !ok:
-		return fmt.Errorf("unknown -strategy %q, want one of %s", cfg.strategy, strategyNames())
+		return fmt.Errorf("unknown -strategy %q, want one of %s", cfg.strategy, orderStrategies())
+	case cfg.strategy == counterexample && !cfg.allowOversell:
+		return fmt.Errorf("-strategy %s oversells across copies and cannot take a buy exactly-once: it starts only with -allow-oversell", counterexample)
+	case !spec.orders && cfg.strategy != counterexample:
+		return fmt.Errorf("-strategy %s keeps no orders, so a retried buy would take its units again: the service needs exactly-once orders, one of %s",
+			cfg.strategy, orderStrategies())
+	case cfg.opTimeout <= 0:
+		return fmt.Errorf("-op-timeout %v: want > 0", cfg.opTimeout)
+	case cfg.maxQty < 1 || cfg.maxQty > stockguard.MaxQty:
+		return fmt.Errorf("-max-qty %d: want 1…%d", cfg.maxQty, int64(stockguard.MaxQty))
+	case cfg.buyerCap < cfg.maxQty || cfg.buyerCap > stockguard.MaxQty:
+		return fmt.Errorf("-buyer-cap %d: want -max-qty (%d)…%d", cfg.buyerCap, cfg.maxQty, int64(stockguard.MaxQty))
+	case len(buyerKey) < minBuyerKeyLen:
+		return fmt.Errorf("%s must hold the buyer-token key, at least %d bytes", envBuyerKey, minBuyerKeyLen)
+	}
+	if err := stockguard.ValidateTTL(cfg.holdTTL); err != nil {
+		return fmt.Errorf("-hold-ttl: %w", err)
+	}
+	return nil
+}
+
+func run(ctx context.Context, cfg config, log *slog.Logger) error {
+	buyerKey := os.Getenv(envBuyerKey)
+	if err := cfg.check(buyerKey); err != nil {
+		return err
+	}
+	spec := strategies[cfg.strategy]
+	if cfg.role == roleConsumer {
+		spec = strategies[tieredStrategy]
 	}
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
@@ -109,7 +176,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	tel, err := newTelemetry(cfg.traceStdout, ln.Addr().String())
 	if err != nil {
-		return err
+		return errors.Join(err, ln.Close())
 	}
 
 	var db *sqlx.DB
@@ -127,50 +194,52 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		defer rdb.Close()
 	}
 
-	var handler http.Handler
 	var consumer *tiered.Consumer
 	if cfg.role == roleConsumer || cfg.strategy == tieredStrategy && cfg.consume {
 		if consumer, err = newConsumer(db, rdb, cfg); err != nil {
 			return err
 		}
 	}
+	servers := []*http.Server{}
+	served := make(chan error, 2)
+	serve := func(ln net.Listener, h http.Handler) {
+		srv := httpServer(h, ln.Addr().String(), cfg, log)
+		servers = append(servers, srv)
+		go func() { served <- srv.Serve(ln) }()
+	}
 	if cfg.role == roleConsumer {
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 		mux.Handle("GET /metrics", tel.handler())
-		handler = mux
+		serve(ln, mux)
 	} else {
+		adminLn, err := net.Listen("tcp", cfg.adminAddr)
+		if err != nil {
+			return errors.Join(err, ln.Close())
+		}
 		inner := spec.build(db, rdb, cfg)
 		if front, ok := inner.(*tiered.Orders); ok && cfg.setupFront {
 			if err := front.Setup(ctx); err != nil {
 				return err
 			}
 		}
-		srv := &server{opTimeout: cfg.opTimeout, holdTTL: cfg.holdTTL, log: log, adminToken: os.Getenv(envAdminToken)}
+		srv := &server{opTimeout: cfg.opTimeout, holdTTL: cfg.holdTTL, maxQty: cfg.maxQty, buyerCap: cfg.buyerCap,
+			buyerKey: []byte(buyerKey), log: log, adminToken: os.Getenv(envAdminToken), ready: readiness(db, rdb)}
 		opts := []stockotel.Option{stockotel.WithStrategy(cfg.strategy)}
 		if orders, ok := inner.(stockguard.Orders); ok {
 			wrapped := stockotel.WrapOrders(orders, opts...)
 			srv.inv, srv.orders = wrapped, wrapped
 		} else {
+			log.Warn("this strategy oversells across copies and cannot take a buy exactly-once: a demonstration, never a deployment",
+				"strategy", cfg.strategy)
 			srv.inv = stockotel.Wrap(inner, opts...)
 		}
-		handler = srv.routes(tel.handler())
-		log.Info("serving", "strategy", cfg.strategy, "orders", srv.orders != nil, "admin", srv.adminToken != "", "consumer", consumer != nil)
+		serve(ln, srv.publicRoutes())
+		serve(adminLn, srv.adminRoutes(tel.handler()))
+		log.Info("serving", "strategy", cfg.strategy, "orders", srv.orders != nil, "admin", srv.adminToken != "", "consumer", consumer != nil,
+			"admin_addr", adminLn.Addr().String(), "max_qty", cfg.maxQty, "buyer_cap", cfg.buyerCap)
 	}
-
-	httpSrv := &http.Server{
-		Handler: otelhttp.NewHandler(handler, "seckill",
-			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.Pattern })),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      cfg.opTimeout + 5*time.Second,
-		IdleTimeout:       60 * time.Second,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	served := make(chan error, 1)
-	go func() { served <- httpSrv.Serve(ln) }()
-	// The consumer stops after the HTTP server: the orders of the last
+	// The consumer stops after the HTTP servers: the orders of the last
 	// requests answered are on the stream by then, and a lone copy applies
 	// them before it exits.
 	cctx, stopConsumer := context.WithCancel(context.WithoutCancel(ctx))
@@ -181,11 +250,18 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "role", cfg.role)
 
+	closeAll := func() error {
+		var err error
+		for _, srv := range servers {
+			err = errors.Join(err, srv.Close())
+		}
+		return err
+	}
 	select {
 	case err := <-served:
-		return err
+		return errors.Join(err, closeAll())
 	case err := <-consumed:
-		return errors.Join(err, httpSrv.Close())
+		return errors.Join(err, closeAll())
 	case <-ctx.Done():
 	}
 	// Shutdown stops accepting, then waits for every request in flight to
@@ -196,8 +272,16 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	log.Info("shutting down", "grace", cfg.grace)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.grace)
 	defer cancel()
-	err = httpSrv.Shutdown(sctx)
-	if errors.Is(<-served, http.ErrServerClosed) && err == nil {
+	for _, srv := range servers {
+		err = errors.Join(err, srv.Shutdown(sctx))
+	}
+	clean := err == nil
+	for range servers {
+		if !errors.Is(<-served, http.ErrServerClosed) {
+			clean = false
+		}
+	}
+	if clean {
 		log.Info("stopped; every request answered")
 	}
 	if consumer != nil {
@@ -205,6 +289,36 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		err = errors.Join(err, <-consumed)
 	}
 	return errors.Join(err, tel.shutdown(sctx))
+}
+
+// httpServer serves h on the listener at addr. otelhttp names the server
+// by addr, not by the client's Host header: the metrics' labels are the
+// service's to choose, so that no client can grow their series.
+func httpServer(h http.Handler, addr string, cfg config, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler: otelhttp.NewHandler(h, "seckill", otelhttp.WithServerName(addr),
+			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.Pattern })),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      readTimeout + cfg.opTimeout + replyTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+// readiness pings the backends the strategy uses.
+func readiness(db *sqlx.DB, rdb *redis.Client) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var err error
+		if db != nil {
+			err = db.PingContext(ctx)
+		}
+		if rdb != nil {
+			err = errors.Join(err, rdb.Ping(ctx).Err())
+		}
+		return err
+	}
 }
 
 // openMySQL opens the pool through otelsql, so every statement is a span

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,27 +66,38 @@ func removeBinary() {
 
 // service is one running copy of the service.
 type service struct {
-	url  string
-	cmd  *exec.Cmd
-	log  *syncBuffer
-	done chan error
+	url        string // the public listener (a consumer's only one)
+	adminURL   string
+	metricsURL string // the admin listener, a consumer's only one
+	cmd        *exec.Cmd
+	log        *syncBuffer
+	done       chan error
 }
 
-// start runs the service with args on a free loopback port and waits
-// until it answers. Cleanup stops it gracefully and fails the test when
-// it did not exit cleanly.
-func start(t *testing.T, args ...string) *service {
+// freeAddr returns a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	s := &service{url: "http://" + addr, log: &syncBuffer{}, done: make(chan error, 1)}
-	s.cmd = exec.Command(binary(t), append([]string{"-addr", addr}, args...)...)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// start runs the service with args on free loopback ports and waits
+// until it answers. Cleanup stops it gracefully and fails the test when
+// it did not exit cleanly.
+func start(t *testing.T, args ...string) *service {
+	t.Helper()
+	addr, adminAddr := freeAddr(t), freeAddr(t)
+	s := &service{url: "http://" + addr, adminURL: "http://" + adminAddr, metricsURL: "http://" + adminAddr, log: &syncBuffer{}, done: make(chan error, 1)}
+	if slices.Contains(args, roleConsumer) {
+		s.metricsURL = s.url
+	}
+	s.cmd = exec.Command(binary(t), append([]string{"-addr", addr, "-admin-addr", adminAddr}, args...)...)
 	s.cmd.Stderr = s.log
-	s.cmd.Env = append(os.Environ(), envAdminToken+"="+testToken)
+	s.cmd.Env = append(os.Environ(), envAdminToken+"="+testToken, envBuyerKey+"="+testBuyerKey)
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -208,25 +220,38 @@ func mysqlBackend(t *testing.T) backend {
 }
 
 // sale is one run: stock units, then requests buys of one unit each over
-// both copies.
+// both copies, by as many buyers as there are concurrent requests.
 type sale struct {
 	stock, requests, concurrency int
+	noOrderID                    bool
 }
 
-// runSale stocks a SKU, drives the buys and returns what the buyers were
-// told and the units the backend lost (read from the backend, and checked
-// against GET /skus/{sku} of the first copy, which stays up).
-func runSale(t *testing.T, urls []string, b backend, s sale) (load.Result, int64) {
+// saleArgs are the flags of a service in a sale: an allowance that lets
+// each buyer buy what it asks for.
+var saleArgs = []string{"-buyer-cap", "100000"}
+
+// runSale stocks a SKU through the first copy's admin API, registers the
+// buyers, drives the buys and returns what the buyers were told and the
+// units the backend lost (read from the backend, and checked against GET
+// /skus/{sku} of the first copy, which stays up).
+func runSale(t *testing.T, copies []*service, b backend, s sale) (load.Result, int64) {
 	t.Helper()
 	ctx := t.Context()
 	client := load.NewClient(s.concurrency)
 	const sku = "flash"
-	if err := load.SetStock(ctx, client, urls[0], testToken, sku, int64(s.stock)); err != nil {
+	if err := load.SetStock(ctx, client, copies[0].adminURL, testToken, sku, int64(s.stock)); err != nil {
 		t.Fatal(err)
+	}
+	if err := load.Register(ctx, client, copies[0].adminURL, testToken, s.concurrency); err != nil {
+		t.Fatal(err)
+	}
+	var urls []string
+	for _, c := range copies {
+		urls = append(urls, c.url)
 	}
 	res := load.Run(ctx, client, load.Config{
 		URLs: urls, SKU: sku, Qty: 1, Requests: s.requests, Concurrency: s.concurrency,
-		OrderPrefix: "order-" + randomHex(t) + "-",
+		OrderPrefix: "order-" + randomHex(t) + "-", Buyers: s.concurrency, BuyerKey: testBuyerKey, NoOrderID: s.noOrderID,
 	})
 	t.Log(res)
 	left := b.stock(t, sku)
@@ -250,10 +275,10 @@ func TestSeckill_twoProcesses(t *testing.T) {
 	} {
 		t.Run(tc.strategy, func(t *testing.T) {
 			b := tc.backend(t)
-			args := append([]string{"-strategy", tc.strategy}, b.args...)
+			args := append(append([]string{"-strategy", tc.strategy}, saleArgs...), b.args...)
 			a, c := start(t, args...), start(t, args...)
 			s := sale{stock: 1000, requests: 3000, concurrency: 64}
-			res, gone := runSale(t, []string{a.url, c.url}, b, s)
+			res, gone := runSale(t, []*service{a, c}, b, s)
 
 			if res.Failed != 0 || res.Status[http.StatusOK]+res.Status[http.StatusConflict] != s.requests {
 				t.Errorf("want every buy answered 200 or 409 sold out, got %v and %d unanswered", res.Status, res.Failed)
@@ -280,9 +305,9 @@ func TestSeckill_twoProcesses(t *testing.T) {
 // through read-check-write, and two sales move the stock once.
 func TestSeckill_mutexCounterexampleOversellsAcrossTwoProcesses(t *testing.T) {
 	b := redisBackend(t)
-	args := append([]string{"-strategy", "mutex-counterexample"}, b.args...)
+	args := append([]string{"-strategy", counterexample, "-allow-oversell"}, b.args...)
 	a, c := start(t, args...), start(t, args...)
-	res, gone := runSale(t, []string{a.url, c.url}, b, sale{stock: 200, requests: 3000, concurrency: 64})
+	res, gone := runSale(t, []*service{a, c}, b, sale{stock: 200, requests: 3000, concurrency: 64, noOrderID: true})
 	if res.Acked <= gone {
 		t.Fatalf("acknowledged %d, gone %d: the two processes' mutexes did not oversell", res.Acked, gone)
 	}
@@ -294,14 +319,14 @@ func TestSeckill_mutexCounterexampleOversellsAcrossTwoProcesses(t *testing.T) {
 // lost.
 func TestSeckill_shutdownMidSaleLosesNoAcknowledgedOrder(t *testing.T) {
 	b := redisBackend(t)
-	args := append([]string{"-strategy", "redis-atomic"}, b.args...)
+	args := append(append([]string{"-strategy", "redis-atomic"}, saleArgs...), b.args...)
 	a, c := start(t, args...), start(t, args...)
 	stopped := make(chan error, 1)
 	go func() {
 		time.Sleep(150 * time.Millisecond)
 		stopped <- c.stop()
 	}()
-	res, gone := runSale(t, []string{a.url, c.url}, b, sale{stock: 100000, requests: 6000, concurrency: 64})
+	res, gone := runSale(t, []*service{a, c}, b, sale{stock: 100000, requests: 6000, concurrency: 64})
 	if err := <-stopped; err != nil {
 		t.Fatalf("graceful stop: %v\n%s", err, c.log)
 	}
@@ -322,12 +347,12 @@ func isBuy(l map[string]string) bool {
 }
 
 // metric sums a Prometheus counter's samples whose labels match, over the
-// services' /metrics.
+// services' /metrics (on their admin listeners).
 func metric(t *testing.T, name string, match func(map[string]string) bool, services ...*service) float64 {
 	t.Helper()
 	var sum float64
 	for _, s := range services {
-		resp, err := http.Get(s.url + "/metrics")
+		resp, err := http.Get(s.metricsURL + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}

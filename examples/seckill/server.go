@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,53 +14,111 @@ import (
 	"github.com/stockguard/stockguard"
 )
 
-// maxBody bounds every request body: the largest legal one, an order
-// with a 128-byte ID, is far below it.
-const maxBody = 4 << 10
+// replyTimeout is how long a handler gives its reply to be written once
+// its inventory call has returned: the server's own write deadline counts
+// from the end of the request's headers, before the body was read and the
+// backend answered.
+const replyTimeout = 5 * time.Second
+
+// The limits a buyer meets, documented in README.md.
+const (
+	// defaultMaxQty is the most units one order may take (-max-qty).
+	defaultMaxQty = 10
+	// defaultBuyerCap is the allowance a buyer is registered with: the
+	// most units it may have out on open orders, held or taken
+	// (-buyer-cap).
+	defaultBuyerCap = 20
+)
 
 // server is the flash-sale HTTP API over one inventory.
 type server struct {
 	inv       stockguard.Inventory
-	orders    stockguard.Orders // nil when the strategy has no orders
+	orders    stockguard.Orders // nil only for the counterexample
 	opTimeout time.Duration
 	holdTTL   time.Duration
+	maxQty    int64 // units one order may take
+	buyerCap  int64 // a registered buyer's allowance
+	buyerKey  []byte
 	log       *slog.Logger
-	// adminToken guards stocking and order administration; empty turns
-	// them off.
+	// adminToken guards the shop's calls; empty turns them off.
 	adminToken string
+	// ready reports whether the backends answer; nil is always ready.
+	ready func(context.Context) error
 }
 
-func (s *server) routes(metrics http.Handler) *http.ServeMux {
+// publicRoutes are the buyers' API, on -addr.
+func (s *server) publicRoutes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /buy", s.buy)
+	mux.HandleFunc("GET /orders/{id}", s.buyerOrder)
+	mux.HandleFunc("GET /skus/{sku}", s.stock)
+	s.probes(mux)
+	return jsonErrors(mux)
+}
+
+// adminRoutes are the shop's calls and the metrics, on -admin-addr: a
+// listener kept off the public network, so that neither an anonymous
+// scrape nor a guess at the admin token competes with the buyers.
+func (s *server) adminRoutes(metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /skus/{sku}/stock", s.admin(s.setStock))
-	mux.HandleFunc("GET /skus/{sku}", s.stock)
-	mux.HandleFunc("POST /buy", s.buy)
-	mux.HandleFunc("POST /orders/{id}/confirm", s.admin(s.confirm))
-	mux.HandleFunc("POST /orders/{id}/return", s.admin(s.ret))
-	mux.HandleFunc("GET /orders/{id}", s.order)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("POST /buyers/{buyer}", s.admin(s.register))
+	mux.HandleFunc("GET /buyers/{buyer}/orders/{id}", s.admin(s.adminOrder))
+	mux.HandleFunc("POST /buyers/{buyer}/orders/{id}/confirm", s.admin(s.confirm))
+	mux.HandleFunc("POST /buyers/{buyer}/orders/{id}/return", s.admin(s.ret))
 	mux.Handle("GET /metrics", metrics)
-	return mux
+	s.probes(mux)
+	return jsonErrors(mux)
 }
 
-// admin guards the shop's calls — stocking a SKU, confirming or returning
-// an order by its ID — that a buyer must not make: they need the request
-// header "Authorization: Bearer <token>" with the service's admin token,
-// and are off when it has none.
+// probes are liveness (/healthz: the process serves) and readiness
+// (/readyz: its backends answer too).
+func (s *server) probes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if s.ready != nil {
+			ctx, cancel := s.opContext(r)
+			defer cancel()
+			if err := s.ready(ctx); err != nil {
+				s.log.Warn("not ready", "err", err)
+				w.Header().Set("Retry-After", retryAfter)
+				_ = writeJSON(w, http.StatusServiceUnavailable, errorBody{Code: "unavailable", Error: "a backend does not answer"})
+				return
+			}
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// admin guards the shop's calls: they need the request header
+// "Authorization: Bearer <token>" with the service's admin token, and are
+// off when it has none. Every call and every refusal is logged.
 func (s *server) admin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.adminToken == "" {
-			writeJSON(w, http.StatusForbidden, errorBody{Code: "admin_disabled", Error: "administration is off: start the service with " + envAdminToken + " set"})
+			_ = writeJSON(w, http.StatusForbidden, errorBody{Code: "admin_disabled", Error: "administration is off: start the service with " + envAdminToken + " set"})
 			return
 		}
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.adminToken)) != 1 {
+			s.log.Warn("admin call refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="seckill admin"`)
-			writeJSON(w, http.StatusUnauthorized, errorBody{Code: "unauthorized", Error: "this call needs the admin token"})
+			_ = writeJSON(w, http.StatusUnauthorized, errorBody{Code: "unauthorized", Error: "this call needs the admin token"})
 			return
 		}
+		s.log.Info("admin call", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 		h(w, r)
 	}
+}
+
+// buyer returns the request's authenticated buyer, or answers 401.
+func (s *server) buyer(w http.ResponseWriter, r *http.Request) (string, bool) {
+	buyer, ok := s.buyerOf(r)
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Seckill-Buyer realm="seckill"`)
+		_ = writeJSON(w, http.StatusUnauthorized, errorBody{Code: "unauthenticated", Error: "this call needs a valid " + buyerHeader + " token"})
+	}
+	return buyer, ok
 }
 
 // opContext detaches the inventory call from the buyer's connection: a
@@ -82,39 +138,69 @@ type stockReply struct {
 }
 
 func (s *server) setStock(w http.ResponseWriter, r *http.Request) {
+	sku := r.PathValue("sku")
+	if err := checkSKU(sku); err != nil {
+		s.fail(w, err, "")
+		return
+	}
 	var req stockRequest
-	if !decode(w, r, &req) {
+	if !decode(w, r, &req, "qty") {
 		return
 	}
 	if req.Qty == nil {
-		writeError(w, fmt.Errorf("%w: qty is required", stockguard.ErrInvalidRequest), "")
+		s.fail(w, fmt.Errorf("%w: qty is required", stockguard.ErrInvalidRequest), "")
 		return
 	}
-	sku := r.PathValue("sku")
 	ctx, cancel := s.opContext(r)
 	defer cancel()
 	if err := s.inv.SetStock(ctx, sku, *req.Qty); err != nil {
-		writeError(w, err, "")
+		s.fail(w, err, "")
 		return
 	}
-	writeJSON(w, http.StatusOK, stockReply{SKU: sku, Stock: *req.Qty})
+	_ = writeJSON(w, http.StatusOK, stockReply{SKU: sku, Stock: *req.Qty})
 }
 
 func (s *server) stock(w http.ResponseWriter, r *http.Request) {
 	sku := r.PathValue("sku")
+	if err := checkSKU(sku); err != nil {
+		s.fail(w, err, "")
+		return
+	}
 	ctx, cancel := s.opContext(r)
 	defer cancel()
 	n, err := s.inv.Stock(ctx, sku)
 	if err != nil {
-		writeError(w, err, "")
+		s.fail(w, err, "")
 		return
 	}
-	writeJSON(w, http.StatusOK, stockReply{SKU: sku, Stock: n})
+	_ = writeJSON(w, http.StatusOK, stockReply{SKU: sku, Stock: n})
+}
+
+type registerReply struct {
+	Buyer     string `json:"buyer"`
+	Allowance int64  `json:"allowance"`
+}
+
+// register gives a buyer its allowance: -buyer-cap units it may have out
+// on open orders. Registering again sets the allowance back to the cap.
+func (s *server) register(w http.ResponseWriter, r *http.Request) {
+	buyer := r.PathValue("buyer")
+	if !validBuyer(buyer) {
+		s.fail(w, fmt.Errorf("%w: a buyer ID is 1–%d of A–Z a–z 0–9 - _", stockguard.ErrInvalidRequest, maxBuyerLen), "")
+		return
+	}
+	ctx, cancel := s.opContext(r)
+	defer cancel()
+	if err := s.inv.SetStock(ctx, allowanceSKU(buyer), s.buyerCap); err != nil {
+		s.fail(w, err, "")
+		return
+	}
+	_ = writeJSON(w, http.StatusOK, registerReply{Buyer: buyer, Allowance: s.buyerCap})
 }
 
 // buyRequest is one buyer's checkout. OrderID is the buyer's idempotency
-// key: retrying a buy with it (after a 500 outcome_unknown, a timeout)
-// takes the units at most once. Hold asks for a hold to Confirm later.
+// key: retrying a buy with it (after a timeout, a 5xx) takes the units at
+// most once. Hold asks for a hold to Confirm later.
 type buyRequest struct {
 	OrderID string `json:"order_id"`
 	SKU     string `json:"sku"`
@@ -135,125 +221,212 @@ type line struct {
 	Qty int64  `json:"qty"`
 }
 
-func linesOf(in []stockguard.Line) []line {
-	out := make([]line, len(in))
-	for i, l := range in {
-		out[i] = line{SKU: l.SKU, Qty: l.Qty}
+// checkBuy refuses, before any I/O, a buy the service will not attempt.
+func (s *server) checkBuy(req buyRequest) error {
+	if s.orders != nil {
+		if req.OrderID == "" {
+			return fmt.Errorf("%w: order_id is required: it is what makes a retry take nothing twice", stockguard.ErrInvalidRequest)
+		}
+		if err := checkText("order_id", req.OrderID); err != nil {
+			return err
+		}
+		if err := stockguard.ValidateID(req.OrderID); err != nil {
+			return err
+		}
+	} else if req.OrderID != "" {
+		return fmt.Errorf("%w: this strategy keeps no orders and cannot honour order_id", stockguard.ErrInvalidRequest)
 	}
-	return out
+	if err := checkSKU(req.SKU); err != nil {
+		return err
+	}
+	if req.Qty < 1 || req.Qty > s.maxQty {
+		return fmt.Errorf("%w: qty %d outside 1…%d", stockguard.ErrInvalidRequest, req.Qty, s.maxQty)
+	}
+	return nil
 }
 
-// buy takes the units: as an order (Take, or Hold for a later Confirm)
-// when the strategy keeps orders, else a plain Decrement.
+// buy takes the units as the buyer's order (Take, or Hold for a later
+// Confirm), together with as many units of the buyer's allowance.
 func (s *server) buy(w http.ResponseWriter, r *http.Request) {
+	buyer, ok := s.buyer(w, r)
+	if !ok {
+		return
+	}
 	var req buyRequest
-	if !decode(w, r, &req) {
+	if !decode(w, r, &req, "order_id", "sku", "qty", "hold") {
+		return
+	}
+	if err := s.checkBuy(req); err != nil {
+		s.fail(w, err, req.OrderID)
 		return
 	}
 	ctx, cancel := s.opContext(r)
 	defer cancel()
-	want := stockguard.Line{SKU: req.SKU, Qty: req.Qty}
+	bought := []line{{SKU: req.SKU, Qty: req.Qty}}
 	if s.orders == nil {
-		if req.Hold {
-			writeJSON(w, http.StatusNotImplemented, errorBody{Code: "no_orders", Error: "this strategy cannot hold"})
-			return
-		}
-		if err := s.inv.Decrement(ctx, req.SKU, req.Qty); err != nil {
-			writeError(w, err, "")
-			return
-		}
-		writeJSON(w, http.StatusOK, orderReply{State: stockguard.OrderTaken.String(), Lines: []line{{SKU: req.SKU, Qty: req.Qty}}})
+		s.decrement(ctx, w, req)
 		return
 	}
-	if req.OrderID == "" {
-		req.OrderID = newOrderID()
-	}
+	key := orderKey(buyer, req.OrderID)
+	lines := []stockguard.Line{{SKU: req.SKU, Qty: req.Qty}, {SKU: allowanceSKU(buyer), Qty: req.Qty}}
 	var err error
 	state := stockguard.OrderTaken
 	if req.Hold {
 		state = stockguard.OrderHeld
-		err = s.orders.Hold(ctx, req.OrderID, s.holdTTL, want)
+		err = s.orders.Hold(ctx, key, s.holdTTL, lines...)
 	} else {
-		err = s.orders.Take(ctx, req.OrderID, want)
+		err = s.orders.Take(ctx, key, lines...)
 	}
 	if err != nil {
 		if errors.Is(err, stockguard.ErrOutcomeUnknown) {
-			s.log.Warn("buy outcome unknown", "order_id", req.OrderID, "err", err)
+			s.log.Warn("buy outcome unknown", "buyer", buyer, "order_id", req.OrderID, "err", err)
 		}
-		writeError(w, err, req.OrderID)
+		s.failBuy(ctx, w, err, buyer, req)
 		return
 	}
-	writeJSON(w, http.StatusOK, orderReply{OrderID: req.OrderID, State: state.String(), Lines: []line{{SKU: req.SKU, Qty: req.Qty}}})
+	// The order is applied: its 200 gets a deadline of its own, and a
+	// reply that cannot be written is logged, since the buyer is left not
+	// knowing (a retry with the same order_id tells it).
+	if err := writeJSON(w, http.StatusOK, orderReply{OrderID: req.OrderID, State: state.String(), Lines: bought}); err != nil {
+		s.log.Error("reply lost after the order was applied", "buyer", buyer, "order_id", req.OrderID, "state", state.String(), "err", err)
+	}
+}
+
+// decrement is the counterexample's buy: a plain Decrement, no order.
+func (s *server) decrement(ctx context.Context, w http.ResponseWriter, req buyRequest) {
+	if req.Hold {
+		_ = writeJSON(w, http.StatusNotImplemented, errorBody{Code: "no_orders", Error: "this strategy cannot hold"})
+		return
+	}
+	if err := s.inv.Decrement(ctx, req.SKU, req.Qty); err != nil {
+		s.fail(w, err, "")
+		return
+	}
+	_ = writeJSON(w, http.StatusOK, orderReply{State: stockguard.OrderTaken.String(), Lines: []line{{SKU: req.SKU, Qty: req.Qty}}})
+}
+
+// failBuy answers a buy the inventory refused, telling a buyer short of
+// allowance or not registered from a SKU sold out or unknown: the order
+// does not say which of its lines refused, so the allowance is read.
+func (s *server) failBuy(ctx context.Context, w http.ResponseWriter, err error, buyer string, req buyRequest) {
+	switch stockguard.Contract(err) {
+	case stockguard.ErrUnknownSKU, stockguard.ErrInsufficientStock:
+		left, aerr := s.inv.Stock(ctx, allowanceSKU(buyer))
+		switch {
+		case errors.Is(aerr, stockguard.ErrUnknownSKU):
+			_ = writeJSON(w, http.StatusForbidden, errorBody{Code: "not_registered", Error: "the buyer has no allowance for this sale", OrderID: req.OrderID})
+			return
+		case aerr == nil && left < req.Qty:
+			_ = writeJSON(w, http.StatusConflict, errorBody{Code: "over_allowance", Error: fmt.Sprintf("the buyer may take %d more units", left), OrderID: req.OrderID})
+			return
+		}
+	}
+	s.fail(w, err, req.OrderID)
+}
+
+// orderCall is an admin call on a buyer's order.
+func (s *server) orderCall(w http.ResponseWriter, r *http.Request, state stockguard.OrderState, call func(context.Context, string) error) {
+	key, id, ok := s.adminOrderKey(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := s.opContext(r)
+	defer cancel()
+	if err := call(ctx, key); err != nil {
+		s.fail(w, err, id)
+		return
+	}
+	_ = writeJSON(w, http.StatusOK, orderReply{OrderID: id, State: state.String()})
 }
 
 func (s *server) confirm(w http.ResponseWriter, r *http.Request) {
-	s.orderCall(w, r, stockguard.OrderTaken, func(ctx context.Context, id string) error { return s.orders.Confirm(ctx, id) })
+	s.orderCall(w, r, stockguard.OrderTaken, func(ctx context.Context, key string) error { return s.orders.Confirm(ctx, key) })
 }
 
 func (s *server) ret(w http.ResponseWriter, r *http.Request) {
-	s.orderCall(w, r, stockguard.OrderReturned, func(ctx context.Context, id string) error { return s.orders.Return(ctx, id) })
+	s.orderCall(w, r, stockguard.OrderReturned, func(ctx context.Context, key string) error { return s.orders.Return(ctx, key) })
 }
 
-func (s *server) orderCall(w http.ResponseWriter, r *http.Request, state stockguard.OrderState, call func(context.Context, string) error) {
+// adminOrderKey reads the buyer and order ID of an admin order route.
+func (s *server) adminOrderKey(w http.ResponseWriter, r *http.Request) (key, id string, ok bool) {
 	if s.orders == nil {
-		writeJSON(w, http.StatusNotImplemented, errorBody{Code: "no_orders", Error: "this strategy keeps no orders"})
+		_ = writeJSON(w, http.StatusNotImplemented, errorBody{Code: "no_orders", Error: "this strategy keeps no orders"})
+		return "", "", false
+	}
+	buyer, id := r.PathValue("buyer"), r.PathValue("id")
+	if !validBuyer(buyer) {
+		s.fail(w, fmt.Errorf("%w: not a buyer ID", stockguard.ErrInvalidRequest), id)
+		return "", "", false
+	}
+	if err := checkText("order_id", id); err != nil {
+		s.fail(w, err, "")
+		return "", "", false
+	}
+	return orderKey(buyer, id), id, true
+}
+
+func (s *server) adminOrder(w http.ResponseWriter, r *http.Request) {
+	if key, id, ok := s.adminOrderKey(w, r); ok {
+		s.order(w, r, key, id)
+	}
+}
+
+// buyerOrder is GET /orders/{id}: the order of that ID of the buyer
+// asking; another buyer's is unknown to it.
+func (s *server) buyerOrder(w http.ResponseWriter, r *http.Request) {
+	buyer, ok := s.buyer(w, r)
+	if !ok {
+		return
+	}
+	if s.orders == nil {
+		_ = writeJSON(w, http.StatusNotImplemented, errorBody{Code: "no_orders", Error: "this strategy keeps no orders"})
 		return
 	}
 	id := r.PathValue("id")
-	ctx, cancel := s.opContext(r)
-	defer cancel()
-	if err := call(ctx, id); err != nil {
-		writeError(w, err, id)
+	if err := checkText("order_id", id); err != nil {
+		s.fail(w, err, "")
 		return
 	}
-	writeJSON(w, http.StatusOK, orderReply{OrderID: id, State: state.String()})
+	s.order(w, r, orderKey(buyer, id), id)
 }
 
-func (s *server) order(w http.ResponseWriter, r *http.Request) {
-	if s.orders == nil {
-		writeJSON(w, http.StatusNotImplemented, errorBody{Code: "no_orders", Error: "this strategy keeps no orders"})
-		return
-	}
-	id := r.PathValue("id")
+// order answers the order under key, reporting it as the client's id,
+// with the buyer's own lines (not the allowance).
+func (s *server) order(w http.ResponseWriter, r *http.Request, key, id string) {
 	ctx, cancel := s.opContext(r)
 	defer cancel()
-	info, err := s.orders.Order(ctx, id)
+	info, err := s.orders.Order(ctx, key)
 	if err != nil {
-		writeError(w, err, id)
+		s.fail(w, err, id)
 		return
 	}
-	reply := orderReply{OrderID: info.ID, State: info.State.String(), Lines: linesOf(info.Lines)}
+	reply := orderReply{OrderID: id, State: info.State.String()}
+	for _, l := range info.Lines {
+		if !strings.HasPrefix(l.SKU, reservedPrefix) {
+			reply.Lines = append(reply.Lines, line{SKU: l.SKU, Qty: l.Qty})
+		}
+	}
 	if !info.Deadline.IsZero() {
 		reply.Deadline = &info.Deadline
 	}
-	writeJSON(w, http.StatusOK, reply)
+	_ = writeJSON(w, http.StatusOK, reply)
 }
 
-// decode reads a bounded JSON body with no unknown fields, answering 400
-// (or 413) itself when it cannot.
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{Code: "too_large", Error: err.Error()})
-			return false
-		}
-		writeError(w, fmt.Errorf("%w: body: %w", stockguard.ErrInvalidRequest, err), "")
-		return false
+// writeJSON writes the reply under a write deadline of its own
+// (replyTimeout from now) and flushes it, returning what kept it from the
+// client.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	rc := http.NewResponseController(w)
+	if err := rc.SetWriteDeadline(time.Now().Add(replyTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
 	}
-	return true
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func newOrderID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		return err
+	}
+	if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
 }

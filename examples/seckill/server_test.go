@@ -2,10 +2,8 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -15,106 +13,118 @@ import (
 	"github.com/stockguard/stockguard/internal/memstock"
 )
 
-// testToken is the admin token of the test servers; runSteps sends it.
+// testToken is the admin token of the test servers.
 const testToken = "test-admin-token"
 
 func newServer(t *testing.T, inv stockguard.Inventory) *server {
-	s := &server{inv: inv, opTimeout: time.Second, holdTTL: time.Minute, log: slog.New(slog.DiscardHandler), adminToken: testToken}
+	s := &server{inv: inv, opTimeout: time.Second, holdTTL: time.Minute, maxQty: defaultMaxQty, buyerCap: defaultBuyerCap,
+		buyerKey: []byte(testBuyerKey), log: slog.New(slog.DiscardHandler), adminToken: testToken}
 	if o, ok := inv.(stockguard.Orders); ok {
 		s.orders = o
 	}
 	return s
 }
 
-func serve(t *testing.T, s *server) *httptest.Server {
-	ts := httptest.NewServer(s.routes(http.NotFoundHandler()))
-	t.Cleanup(ts.Close)
-	return ts
-}
-
-func newTestServer(t *testing.T, inv stockguard.Inventory) *httptest.Server {
-	return serve(t, newServer(t, inv))
-}
-
+// step is one request: by buyer alice on the public listener, or as the
+// admin on the admin listener.
 type step struct {
+	admin              bool
 	method, path, body string
 	status             int
 	code               string // errorBody.Code, or the reply's "state"
 }
 
-func runSteps(t *testing.T, ts *httptest.Server, steps []step) {
+func runSteps(t *testing.T, api *testAPI, steps []step) {
 	t.Helper()
 	for _, s := range steps {
-		req, err := http.NewRequestWithContext(t.Context(), s.method, ts.URL+s.path, strings.NewReader(s.body))
-		if err != nil {
-			t.Fatal(err)
+		url, headers := api.public.URL, asBuyer("alice")
+		if s.admin {
+			url, headers = api.admin.URL, asAdmin
 		}
-		req.Header.Set("Authorization", "Bearer "+testToken)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		r := do(t, s.method, url+s.path, s.body, headers)
 		var reply struct{ Code, State string }
-		_ = json.Unmarshal(raw, &reply)
+		_ = json.Unmarshal([]byte(r.body), &reply)
 		got := reply.Code
 		if got == "" {
 			got = reply.State
 		}
-		if resp.StatusCode != s.status || (s.code != "" && got != s.code) {
-			t.Errorf("%s %s %s = %d %s, want %d %s", s.method, s.path, s.body, resp.StatusCode, raw, s.status, s.code)
+		if r.status != s.status || (s.code != "" && got != s.code) {
+			t.Errorf("%s %s %s = %d %s, want %d %s", s.method, s.path, s.body, r.status, r.body, s.status, s.code)
 		}
-		if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
+		if r.status == http.StatusServiceUnavailable && r.header.Get("Retry-After") == "" {
 			t.Errorf("%s %s: 503 without Retry-After", s.method, s.path)
+		}
+		if r.status >= 400 && r.header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s %s: %d is %q, not JSON", s.method, s.path, r.status, r.header.Get("Content-Type"))
 		}
 	}
 }
 
 func TestServer_orders(t *testing.T) {
-	ts := newTestServer(t, memorders.New())
-	runSteps(t, ts, []step{
-		{"POST", "/skus/s1/stock", `{"qty": 3}`, 200, ""},
-		{"POST", "/buy", `{"order_id": "o1", "sku": "s1", "qty": 2, "hold": true}`, 200, "held"},
-		{"POST", "/buy", `{"order_id": "o1", "sku": "s1", "qty": 2, "hold": true}`, 200, "held"}, // retry: nothing taken twice
-		{"GET", "/skus/s1", "", 200, ""},
-		{"POST", "/buy", `{"order_id": "o2", "sku": "s1", "qty": 2}`, 409, "sold_out"},
-		{"POST", "/buy", `{"order_id": "o1", "sku": "s1", "qty": 1}`, 409, "order_mismatch"},
-		{"POST", "/orders/o1/confirm", "", 200, "taken"},
-		{"GET", "/orders/o1", "", 200, "taken"},
-		{"POST", "/orders/o1/return", "", 200, "returned"},
-		{"POST", "/orders/o1/confirm", "", 409, "order_closed"},
-		{"GET", "/orders/nope", "", 404, "unknown_order"},
-		{"POST", "/orders/nope/return", "", 404, "unknown_order"},
-		{"POST", "/buy", `{"order_id": "o3", "sku": "never", "qty": 1}`, 404, "unknown_sku"},
-		{"POST", "/buy", `{"order_id": "o4", "sku": "s1", "qty": 0}`, 400, "bad_request"},
-		{"POST", "/buy", `{"sku": "s1", "qty": 1, "color": "red"}`, 400, "bad_request"},
-		{"POST", "/buy", `not json`, 400, "bad_request"},
-		{"POST", "/skus/s1/stock", `{}`, 400, "bad_request"},
-		{"POST", "/buy", `{"order_id": "` + strings.Repeat("x", maxBody) + `"}`, 413, "too_large"},
-		{"GET", "/buy", "", 405, ""},
+	api := newAPI(t, memorders.New())
+	api.register(t, "alice")
+	runSteps(t, api, []step{
+		{true, "POST", "/skus/s1/stock", `{"qty": 3}`, 200, ""},
+		{false, "POST", "/buy", `{"order_id": "o1", "sku": "s1", "qty": 2, "hold": true}`, 200, "held"},
+		{false, "POST", "/buy", `{"order_id": "o1", "sku": "s1", "qty": 2, "hold": true}`, 200, "held"}, // retry: nothing taken twice
+		{false, "GET", "/skus/s1", "", 200, ""},
+		{false, "POST", "/buy", `{"order_id": "o2", "sku": "s1", "qty": 2}`, 409, "sold_out"},
+		{false, "POST", "/buy", `{"order_id": "o1", "sku": "s1", "qty": 1}`, 409, "order_mismatch"},
+		{true, "POST", "/buyers/alice/orders/o1/confirm", "", 200, "taken"},
+		{false, "GET", "/orders/o1", "", 200, "taken"},
+		{true, "GET", "/buyers/alice/orders/o1", "", 200, "taken"},
+		{true, "POST", "/buyers/alice/orders/o1/return", "", 200, "returned"},
+		{true, "POST", "/buyers/alice/orders/o1/confirm", "", 409, "order_closed"},
+		{false, "GET", "/orders/nope", "", 404, "unknown_order"},
+		{true, "POST", "/buyers/alice/orders/nope/return", "", 404, "unknown_order"},
+		{false, "POST", "/buy", `{"order_id": "o3", "sku": "never", "qty": 1}`, 404, "unknown_sku"},
+		{false, "POST", "/buy", `{"order_id": "o4", "sku": "s1", "qty": 0}`, 400, "bad_request"},
+		{false, "POST", "/buy", `{"order_id": "o5", "sku": "s1", "qty": 1, "color": "red"}`, 400, "bad_request"},
+		{false, "POST", "/buy", `not json`, 400, "bad_request"},
+		{false, "POST", "/buy", `{"order_id": "o6", "sku": "~allowance:alice", "qty": 1}`, 400, "bad_request"},
+		{true, "POST", "/skus/s1/stock", `{}`, 400, "bad_request"},
+		{false, "POST", "/buy", `{"order_id": "` + strings.Repeat("x", maxBody) + `"}`, 413, "too_large"},
+		{false, "GET", "/buy", "", 405, "method_not_allowed"},
+		{false, "GET", "/nope", "", 404, "not_found"},
+		{false, "POST", "/skus/s1/stock", `{"qty": 100}`, 404, "not_found"}, // the admin call is not on the public listener
+		{false, "GET", "/metrics", "", 404, "not_found"},
 	})
 }
 
+// A buyer must be registered, and a registration gives it its allowance.
+func TestServer_buyerNotRegistered(t *testing.T) {
+	api := newAPI(t, memorders.New())
+	runSteps(t, api, []step{
+		{true, "POST", "/skus/s1/stock", `{"qty": 3}`, 200, ""},
+		{false, "POST", "/buy", `{"order_id": "o1", "sku": "s1", "qty": 1}`, 403, "not_registered"},
+		{true, "POST", "/buyers/alice", "", 200, ""},
+		{false, "POST", "/buy", `{"order_id": "o1", "sku": "s1", "qty": 1}`, 200, "taken"},
+		{true, "POST", "/buyers/not%20a%20buyer", "", 400, "bad_request"},
+	})
+}
+
+// The counterexample keeps no orders: it refuses order_id rather than
+// pretend a retry is safe.
 func TestServer_decrementWithoutOrders(t *testing.T) {
-	ts := newTestServer(t, memstock.New())
-	runSteps(t, ts, []step{
-		{"POST", "/skus/s1/stock", `{"qty": 1}`, 200, ""},
-		{"POST", "/buy", `{"sku": "s1", "qty": 1}`, 200, "taken"},
-		{"POST", "/buy", `{"sku": "s1", "qty": 1}`, 409, "sold_out"},
-		{"POST", "/buy", `{"sku": "s1", "qty": 1, "hold": true}`, 501, "no_orders"},
-		{"GET", "/orders/o1", "", 501, "no_orders"},
+	api := newAPI(t, memstock.New())
+	runSteps(t, api, []step{
+		{true, "POST", "/skus/s1/stock", `{"qty": 1}`, 200, ""},
+		{false, "POST", "/buy", `{"order_id": "o1", "sku": "s1", "qty": 1}`, 400, "bad_request"},
+		{false, "POST", "/buy", `{"sku": "s1", "qty": 1}`, 200, "taken"},
+		{false, "POST", "/buy", `{"sku": "s1", "qty": 1}`, 409, "sold_out"},
+		{false, "POST", "/buy", `{"sku": "s1", "qty": 1, "hold": true}`, 501, "no_orders"},
+		{false, "GET", "/orders/o1", "", 501, "no_orders"},
 	})
 }
 
 func TestStatusOf_everyContractError(t *testing.T) {
 	for _, err := range stockguard.ContractErrors() {
-		status, code := statusOf(err)
+		status, code, _ := statusOf(err)
 		if code == "internal" || status < 400 {
 			t.Errorf("%v → %d %s", err, status, code)
 		}
 	}
-	if status, _ := statusOf(stockguard.ErrOutcomeUnknown); status != http.StatusInternalServerError {
+	if status, _, _ := statusOf(stockguard.ErrOutcomeUnknown); status != http.StatusInternalServerError {
 		t.Errorf("outcome unknown → %d, want 500", status)
 	}
 }

@@ -18,14 +18,18 @@ import (
 
 // strategies are the -strategy values, each built with its package's
 // constructor; the backends each needs are opened only when it is chosen.
+// orders marks the strategies whose inventory is a stockguard.Orders:
+// only those can take a buy under the buyer's order ID exactly once, and
+// the service refuses to start with any other (the counterexample aside,
+// and only when asked for by -allow-oversell).
 var strategies = map[string]struct {
-	mysql, redis bool
-	build        func(db *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory
+	mysql, redis, orders bool
+	build                func(db *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory
 }{
-	"mysql-atomic": {mysql: true, build: func(db *sqlx.DB, _ *redis.Client, cfg config) stockguard.Inventory {
+	"mysql-atomic": {mysql: true, orders: true, build: func(db *sqlx.DB, _ *redis.Client, cfg config) stockguard.Inventory {
 		return mysqllock.NewAtomic(db, mysqllock.WithTable(cfg.table))
 	}},
-	"mysql-batched": {mysql: true, build: func(db *sqlx.DB, _ *redis.Client, cfg config) stockguard.Inventory {
+	"mysql-batched": {mysql: true, orders: true, build: func(db *sqlx.DB, _ *redis.Client, cfg config) stockguard.Inventory {
 		return mysqllock.NewBatched(db, mysqllock.WithTable(cfg.table))
 	}},
 	"mysql-pessimistic": {mysql: true, build: func(db *sqlx.DB, _ *redis.Client, cfg config) stockguard.Inventory {
@@ -34,7 +38,7 @@ var strategies = map[string]struct {
 	"mysql-optimistic": {mysql: true, build: func(db *sqlx.DB, _ *redis.Client, cfg config) stockguard.Inventory {
 		return mysqllock.NewOptimistic(db, mysqllock.WithTable(cfg.table))
 	}},
-	"redis-atomic": {redis: true, build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
+	"redis-atomic": {redis: true, orders: true, build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
 		return redislock.NewAtomic(rdb, redislock.WithPrefix(cfg.prefix))
 	}},
 	"redis-batched": {redis: true, build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
@@ -47,7 +51,7 @@ var strategies = map[string]struct {
 		return watchtx.New(rdb, watchtx.WithPrefix(cfg.prefix))
 	}},
 	// Redis answers, a consumer writes each order to MySQL: see consumer.go.
-	"tiered-mysql": {mysql: true, redis: true, build: func(db *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
+	"tiered-mysql": {mysql: true, orders: true, redis: true, build: func(db *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
 		return tiered.New(rdb, mysqllock.NewBatched(db, mysqllock.WithTable(cfg.table)), tiered.WithPrefix(cfg.prefix))
 	}},
 	"mutex-counterexample": {redis: true, build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
@@ -55,10 +59,13 @@ var strategies = map[string]struct {
 	}},
 }
 
-func strategyNames() string {
-	names := make([]string, 0, len(strategies))
-	for name := range strategies {
-		names = append(names, name)
+// orderStrategies lists the strategies the service runs on.
+func orderStrategies() string {
+	var names []string
+	for name, spec := range strategies {
+		if spec.orders {
+			names = append(names, name)
+		}
 	}
 	slices.Sort(names)
 	return strings.Join(names, "|")

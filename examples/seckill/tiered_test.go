@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +48,7 @@ func TestSeckill_tieredTwoServicesAndConsumers(t *testing.T) {
 	})
 	backArgs := []string{"-mysql-dsn", backendstest.SharedMySQL(t).DSN, "-mysql-table", table,
 		"-redis-addr", backendstest.SharedRedis(t).Addr, "-redis-prefix", prefix}
-	serviceArgs := append([]string{"-strategy", tieredStrategy}, backArgs...)
+	serviceArgs := append(append([]string{"-strategy", tieredStrategy}, saleArgs...), backArgs...)
 	a, b := start(t, append(serviceArgs, "-consume=false")...), start(t, serviceArgs...)
 	consumer := func(name string) *service {
 		return start(t, append([]string{"-role", roleConsumer, "-consumer-name", name, "-claim-idle", "500ms"}, backArgs...)...)
@@ -72,11 +71,16 @@ func TestSeckill_tieredTwoServicesAndConsumers(t *testing.T) {
 	const sku, stock, requests = "flash", 1000, 3000
 	client := load.NewClient(64)
 	ctx := t.Context()
-	if err := load.SetStock(ctx, client, a.url, testToken, sku, stock); err != nil {
+	if err := load.SetStock(ctx, client, a.adminURL, testToken, sku, stock); err != nil {
+		t.Fatal(err)
+	}
+	const buyers = 64
+	if err := load.Register(ctx, client, a.adminURL, testToken, buyers); err != nil {
 		t.Fatal(err)
 	}
 	orderPrefix := "order-" + randomHex(t) + "-"
-	res := load.Run(ctx, client, load.Config{URLs: []string{a.url, b.url}, SKU: sku, Qty: 1, Requests: requests, Concurrency: 64, OrderPrefix: orderPrefix})
+	res := load.Run(ctx, client, load.Config{URLs: []string{a.url, b.url}, SKU: sku, Qty: 1, Requests: requests, Concurrency: 64,
+		OrderPrefix: orderPrefix, Buyers: buyers, BuyerKey: testBuyerKey})
 	t.Log(res)
 	if err := <-stopped; err != nil {
 		t.Fatalf("consumer-1 on SIGTERM: %v\n%s", err, first.log)
@@ -97,19 +101,20 @@ func TestSeckill_tieredTwoServicesAndConsumers(t *testing.T) {
 	}
 
 	back := mysqllock.NewBatched(db, mysqllock.WithTable(table))
-	accepted := map[string]bool{}
-	for _, id := range res.Accepted {
-		accepted[id] = true
+	accepted := map[load.Order]bool{}
+	for _, o := range res.Accepted {
+		accepted[o] = true
 	}
 	for i := range requests {
-		id := fmt.Sprintf("%s%d", orderPrefix, i)
+		o := load.Order{Buyer: load.Buyer(i % buyers), ID: fmt.Sprintf("%s%d", orderPrefix, i)}
+		id := orderKey(o.Buyer, o.ID)
 		info, err := back.Order(ctx, id)
 		switch {
-		case accepted[id] && err != nil:
+		case accepted[o] && err != nil:
 			t.Errorf("order %s answered 200, not on the back: %v", id, err)
-		case accepted[id] && (info.State != stockguard.OrderTaken || !slices.Equal(info.Lines, []stockguard.Line{{SKU: sku, Qty: 1}})):
+		case accepted[o] && (info.State != stockguard.OrderTaken || !stockguard.SameLines(info.Lines, []stockguard.Line{{SKU: sku, Qty: 1}, {SKU: allowanceSKU(o.Buyer), Qty: 1}})):
 			t.Errorf("order %s on the back: %v %v", id, info.State, info.Lines)
-		case !accepted[id] && !errors.Is(err, stockguard.ErrUnknownOrder):
+		case !accepted[o] && !errors.Is(err, stockguard.ErrUnknownOrder):
 			t.Errorf("order %s not answered 200, on the back: %v %v (%v)", id, info.State, info.Lines, err)
 		}
 	}
@@ -144,7 +149,7 @@ func TestSeckill_tieredTwoServicesAndConsumers(t *testing.T) {
 
 // scrape reads the sum of a metric's samples on s's /metrics.
 func scrape(s *service, name string) (float64, error) {
-	resp, err := http.Get(s.url + "/metrics")
+	resp, err := http.Get(s.metricsURL + "/metrics")
 	if err != nil {
 		return 0, err
 	}

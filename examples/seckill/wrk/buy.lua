@@ -1,11 +1,13 @@
 -- wrk script for POST /buy: every request is one unit of SKU (env SKU,
--- default "flash") under its own order ID, so retries stay exactly-once.
--- Run one wrk per service copy, each with its own PREFIX:
---   PREFIX=a wrk -t2 -c32 -d10s -s wrk/buy.lua http://127.0.0.1:8081
+-- default "flash") under its own order ID, as the buyer whose token is in
+-- env TOKEN (README.md shows how to make one), so retries stay
+-- exactly-once. Run one wrk per service copy, each with its own PREFIX:
+--   TOKEN=... PREFIX=a wrk -t2 -c32 -d10s -s wrk/buy.lua http://127.0.0.1:8081
 -- At the end it prints the responses by status and the units acknowledged.
 
 local sku = os.getenv("SKU") or "flash"
 local prefix = os.getenv("PREFIX") or "wrk"
+local token = os.getenv("TOKEN") or ""
 local threads = {}
 local counter = 1
 
@@ -21,6 +23,7 @@ function init(args)
   wrk.method = "POST"
   wrk.path = "/buy"
   wrk.headers["Content-Type"] = "application/json"
+  wrk.headers["Seckill-Buyer"] = token
 end
 
 function request()

@@ -5,6 +5,9 @@ package load
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,7 +19,8 @@ import (
 )
 
 // Config is one run: Requests buys of Qty units of SKU, spread round-robin
-// over URLs by Concurrency workers, each buy under its own order ID.
+// over URLs by Concurrency workers, each buy under its own order ID, by
+// Buyers buyers in turn.
 type Config struct {
 	URLs        []string
 	SKU         string
@@ -24,16 +28,44 @@ type Config struct {
 	Requests    int
 	Concurrency int
 	OrderPrefix string // order IDs are OrderPrefix + the request number
+	// Buyer i%Buyers makes buy i (Buyer names them), with a token
+	// signed by BuyerKey.
+	Buyers   int
+	BuyerKey string
+	// NoOrderID sends buys without an order ID: the counterexample's,
+	// which keeps no orders.
+	NoOrderID bool
+	// Timeout bounds one attempt (0: the client's own). Retries is how
+	// many times a buy is sent again, with the same order ID, after an
+	// attempt with no answer (a timeout, a reset) or a 5xx.
+	Timeout time.Duration
+	Retries int
 }
 
-// Result is what the buyers were told.
+// Buyer names buyer i of a run.
+func Buyer(i int) string { return fmt.Sprintf("buyer-%d", i) }
+
+// Token is the buyer token of buyer under key, as the shop's login issues
+// it: buyer "." hex(HMAC-SHA256(key, buyer)).
+func Token(key, buyer string) string {
+	mac := hmac.New(sha256.New, []byte(key))
+	mac.Write([]byte(buyer))
+	return buyer + "." + hex.EncodeToString(mac.Sum(nil))
+}
+
+// Order is one buyer's order ID.
+type Order struct{ Buyer, ID string }
+
+// Result is what the buyers were told, by each buy's last answer.
 type Result struct {
-	Status    map[int]int // responses by HTTP status
-	Failed    int         // requests with no response (refused, reset)
+	Status    map[int]int // last answers by HTTP status
+	Failed    int         // buys with no answer to any attempt
+	Retried   int         // attempts sent again
 	Acked     int64       // units of the buys answered 200
-	Accepted  []string    // order IDs of the buys answered 200
+	Accepted  []Order     // the buys answered 200
+	Unknown   []Order     // the buys with no answer to any attempt: taken or not
 	Elapsed   time.Duration
-	latencies []time.Duration // of answered requests, sorted
+	latencies []time.Duration // of answered buys, first attempt to last answer, sorted
 }
 
 // RPS is answered requests per second.
@@ -50,9 +82,9 @@ func (r Result) Quantile(q float64) time.Duration {
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("%d requests in %v: %.0f req/s, p50 %v, p99 %v, status %v, no answer %d, units acknowledged %d",
+	return fmt.Sprintf("%d requests in %v: %.0f req/s, p50 %v, p99 %v, status %v, no answer %d, retried %d, units acknowledged %d",
 		len(r.latencies)+r.Failed, r.Elapsed.Round(time.Millisecond), r.RPS(),
-		r.Quantile(0.50).Round(time.Microsecond), r.Quantile(0.99).Round(time.Microsecond), r.Status, r.Failed, r.Acked)
+		r.Quantile(0.50).Round(time.Microsecond), r.Quantile(0.99).Round(time.Microsecond), r.Status, r.Failed, r.Retried, r.Acked)
 }
 
 // NewClient returns a client keeping enough idle connections for
@@ -73,31 +105,49 @@ func Run(ctx context.Context, client *http.Client, cfg Config) Result {
 		wg    sync.WaitGroup
 		began = time.Now()
 	)
+	buyers := max(cfg.Buyers, 1)
 	for range cfg.Concurrency {
 		wg.Go(func() {
-			var lat []time.Duration
-			status := map[int]int{}
-			var failed int
-			var acked int64
-			var accepted []string
+			var (
+				lat      []time.Duration
+				status   = map[int]int{}
+				failed   int
+				retried  int
+				acked    int64
+				accepted []Order
+				unknown  []Order
+			)
 			for {
 				i := int(next.Add(1)) - 1
 				if i >= cfg.Requests || ctx.Err() != nil {
 					break
 				}
-				id := fmt.Sprintf("%s%d", cfg.OrderPrefix, i)
-				body, _ := json.Marshal(map[string]any{"order_id": id, "sku": cfg.SKU, "qty": cfg.Qty})
+				order := Order{Buyer: Buyer(i % buyers), ID: fmt.Sprintf("%s%d", cfg.OrderPrefix, i)}
+				buy := map[string]any{"order_id": order.ID, "sku": cfg.SKU, "qty": cfg.Qty}
+				if cfg.NoOrderID {
+					delete(buy, "order_id")
+				}
+				body, _ := json.Marshal(buy)
+				headers := map[string]string{BuyerHeader: Token(cfg.BuyerKey, order.Buyer)}
 				t0 := time.Now()
-				code, err := Post(ctx, client, cfg.URLs[i%len(cfg.URLs)]+"/buy", body, nil)
+				code, err := attempt(ctx, client, cfg, cfg.URLs[i%len(cfg.URLs)]+"/buy", body, headers)
+				// The same buy again, at the next copy: a timeout or a 5xx
+				// leaves the outcome open, and the order ID makes the retry
+				// take nothing twice.
+				for try := 1; try <= cfg.Retries && (err != nil || code >= 500) && ctx.Err() == nil; try++ {
+					retried++
+					code, err = attempt(ctx, client, cfg, cfg.URLs[(i+try)%len(cfg.URLs)]+"/buy", body, headers)
+				}
 				if err != nil {
 					failed++
+					unknown = append(unknown, order)
 					continue
 				}
 				lat = append(lat, time.Since(t0))
 				status[code]++
 				if code == http.StatusOK {
 					acked += cfg.Qty
-					accepted = append(accepted, id)
+					accepted = append(accepted, order)
 				}
 			}
 			mu.Lock()
@@ -107,8 +157,10 @@ func Run(ctx context.Context, client *http.Client, cfg Config) Result {
 				res.Status[k] += v
 			}
 			res.Failed += failed
+			res.Retried += retried
 			res.Acked += acked
 			res.Accepted = append(res.Accepted, accepted...)
+			res.Unknown = append(res.Unknown, unknown...)
 		})
 	}
 	wg.Wait()
@@ -117,22 +169,44 @@ func Run(ctx context.Context, client *http.Client, cfg Config) Result {
 	return res
 }
 
-// Post sends body and decodes a JSON reply into out (when not nil),
-// returning the status. An error means no answer.
-func Post(ctx context.Context, client *http.Client, url string, body []byte, out any) (int, error) {
+// BuyerHeader carries the buyer token.
+const BuyerHeader = "Seckill-Buyer"
+
+// attempt sends one buy, bounded by cfg.Timeout.
+func attempt(ctx context.Context, client *http.Client, cfg Config, url string, body []byte, headers map[string]string) (int, error) {
+	if cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.Timeout)
+		defer cancel()
+	}
+	return Post(ctx, client, url, body, headers, nil)
+}
+
+// Post sends body with headers and decodes a JSON reply into out (when
+// not nil), returning the status. An error means no answer.
+func Post(ctx context.Context, client *http.Client, url string, body []byte, headers map[string]string, out any) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
 	return do(client, req, out)
 }
 
-// Get fetches url, decoding a JSON reply into out (when not nil).
-func Get(ctx context.Context, client *http.Client, url string, out any) (int, error) {
+// Get fetches url, with the admin token when token is not empty,
+// decoding a JSON reply into out (when not nil).
+func Get(ctx context.Context, client *http.Client, url, token string, out any) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	return do(client, req, out)
 }
@@ -152,20 +226,29 @@ func do(client *http.Client, req *http.Request, out any) (int, error) {
 	return resp.StatusCode, nil
 }
 
-// SetStock stocks sku with qty units through url.
-func SetStock(ctx context.Context, client *http.Client, url, token, sku string, qty int64) error {
+// SetStock stocks sku with qty units through the admin API at adminURL.
+func SetStock(ctx context.Context, client *http.Client, adminURL, token, sku string, qty int64) error {
 	body, _ := json.Marshal(map[string]int64{"qty": qty})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/skus/"+sku+"/stock", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+token)
-	code, err := do(client, req, nil)
+	code, err := Post(ctx, client, adminURL+"/skus/"+sku+"/stock", body, map[string]string{"Authorization": "Bearer " + token}, nil)
 	if err == nil && code != http.StatusOK {
 		err = fmt.Errorf("set stock: HTTP %d", code)
 	}
 	return err
+}
+
+// Register gives the first n buyers of a run (Buyer) their allowance
+// through the admin API at adminURL.
+func Register(ctx context.Context, client *http.Client, adminURL, token string, n int) error {
+	for i := range max(n, 1) {
+		code, err := Post(ctx, client, adminURL+"/buyers/"+Buyer(i), nil, map[string]string{"Authorization": "Bearer " + token}, nil)
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("register %s: HTTP %d", Buyer(i), code)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Stock reads sku's stock through url.
@@ -173,7 +256,7 @@ func Stock(ctx context.Context, client *http.Client, url, sku string) (int64, er
 	var reply struct {
 		Stock int64 `json:"stock"`
 	}
-	code, err := Get(ctx, client, url+"/skus/"+sku, &reply)
+	code, err := Get(ctx, client, url+"/skus/"+sku, "", &reply)
 	if err == nil && code != http.StatusOK {
 		err = fmt.Errorf("stock: HTTP %d", code)
 	}
