@@ -181,8 +181,13 @@ func (c *BlindDecr) Decrement(ctx context.Context, sku string, qty int64) error 
 // of a SKU's stock together.
 type CheckDecr struct{ redisStock }
 
-// nearZero is how many requests' worth of stock CheckDecr calls near zero.
-const nearZero = 8
+// nearZero is how many requests' worth of stock CheckDecr calls near zero;
+// nearZeroStall how long it stalls there, many round trips: every buyer
+// still at the SKU reads the level meanwhile.
+const (
+	nearZero      = 8
+	nearZeroStall = 5 * time.Millisecond
+)
 
 // NewCheckDecr keeps stock under "<prefix>stock:{sku}".
 func NewCheckDecr(rdb redis.UniversalClient, prefix string) *CheckDecr {
@@ -202,7 +207,7 @@ func (c *CheckDecr) Decrement(ctx context.Context, sku string, qty int64) error 
 		return insufficient(sku, have, qty)
 	}
 	if have < nearZero*qty {
-		time.Sleep(time.Millisecond)
+		time.Sleep(nearZeroStall)
 	}
 	return c.rdb.DecrBy(ctx, c.keys.Stock(sku), qty).Err()
 }
