@@ -159,8 +159,7 @@ func (r *run) auditOrders(ctx context.Context, ord stockguard.Orders, raw func(c
 	}
 
 	for i, sku := range r.skus {
-		before.check(&a, i, sku)
-		if !after.check(&a, i, sku) {
+		if okBefore, okAfter := before.check(&a, i, sku), after.check(&a, i, sku); !okBefore && !okAfter {
 			continue
 		}
 		restocked := r.co.restocked[i].Load()
@@ -183,10 +182,7 @@ func (r *run) auditOrders(ctx context.Context, ord stockguard.Orders, raw func(c
 			lost = max(lost, d)
 			over = max(over, -d)
 		}
-		truth := after.final[i]
-		if raw != nil && after.rawErr[i] == nil {
-			truth = after.raw[i]
-		}
+		truth := vals[len(vals)-1] // the backend's last reading, when there is one
 		a.Initial += r.initial[i]
 		a.Restocked += restocked
 		a.Held += held[i]

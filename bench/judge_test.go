@@ -120,6 +120,9 @@ func TestJudge_orderPaths(t *testing.T) {
 		{"Return of an expired hold gives back again", func(s *memorders.Store) stockguard.Inventory {
 			return counterexample.NewReturnExpiredTwice(s)
 		}, func(a Audit) bool { return a.Oversold > 0 }},
+		{"a repeated Take takes again", func(s *memorders.Store) stockguard.Inventory {
+			return retaker{s}
+		}, func(a Audit) bool { return a.Lost > 0 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := Run(t.Context(), ordersTarget(tc.name, tc.wrap), nil, defaultCheckout(800))
@@ -176,4 +179,17 @@ func TestWriteTable_failedAudit(t *testing.T) {
 	if row := NewRow(r); row.Sound || row.AuditFailed == "" {
 		t.Errorf("row: sound %v, audit_failed %q", row.Sound, row.AuditFailed)
 	}
+}
+
+// retaker takes a taken order's units again when its Take is repeated.
+type retaker struct{ *memorders.Store }
+
+func (r retaker) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
+	if info, err := r.Order(ctx, id); err == nil && info.State == stockguard.OrderTaken {
+		for _, l := range lines {
+			r.Decrement(ctx, l.SKU, l.Qty)
+		}
+		return nil
+	}
+	return r.Store.Take(ctx, id, lines...)
 }
