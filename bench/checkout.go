@@ -242,7 +242,7 @@ func (wk *worker) ordersLoop(ctx context.Context) {
 				acked: true, hold: hold, late: late})
 		case KindInsufficient, KindUnknownSKU:
 			// Refused whole: the audit must find no order under the ID.
-			ow.placed = append(ow.placed, placed{seq: ow.seq, lines: lines, want: states(stateNone), hold: hold})
+			ow.placed = append(ow.placed, placed{seq: ow.seq, lines: lines, want: states(stateNone)})
 		case KindOutcomeUnknown:
 			ow.placed = append(ow.placed, placed{seq: ow.seq, lines: lines, want: anyClosed, unresolved: 1, placedUnknown: true})
 		case KindOther, KindCanceled:
