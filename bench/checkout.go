@@ -45,12 +45,27 @@ func (s stateSet) has(st stockguard.OrderState) bool { return s&(1<<st) != 0 }
 // once every hold's deadline has passed: anything but held.
 var anyClosed = states(stateNone, stockguard.OrderTaken, stockguard.OrderReturned, stockguard.OrderExpired)
 
+// lateCall is what the audit does to a hold left to expire, once its
+// deadline has passed: nothing, Return (must answer nil and give nothing
+// back) or Confirm (must answer ErrOrderClosed).
+type lateCall int8
+
+const (
+	lateNone lateCall = iota
+	lateReturn
+	lateConfirm
+)
+
 // placed is an order a worker may have applied, with the states the audit
 // may find it in.
 type placed struct {
 	seq   uint64
 	lines []stockguard.Line
 	want  stateSet
+	// acked marks an order whose Take or Hold was acknowledged, hold one
+	// placed by Hold; late is the audit's call after its deadline.
+	acked, hold bool
+	late        lateCall
 	// unresolved counts its calls whose outcome stayed unknown after the
 	// repeats; the audit's Order tells what became of them. placedUnknown
 	// marks an order whose own Take or Hold stayed unknown.
@@ -63,9 +78,17 @@ type checkout struct {
 	// tag makes the run's IDs unique across runs on a shared backend.
 	tag     string
 	soldOut int // index of the SKU with no stock, -1 when carts are never short
-	// restocked holds the units of acknowledged restocks per SKU;
-	// restockUnknown those of restocks whose outcome stayed unknown.
-	restocked, restockUnknown []atomic.Int64
+	// restocked holds the units of acknowledged restocks per SKU; the
+	// restocks whose outcome the workers did not learn are in their
+	// orderWorker's unsettled, for the audit to repeat.
+	restocked []atomic.Int64
+}
+
+// restockCall is a restock whose outcome its worker did not learn.
+type restockCall struct {
+	seq uint64
+	sku int
+	qty int64
 }
 
 func newCheckout(n int) *checkout {
@@ -73,7 +96,7 @@ func newCheckout(n int) *checkout {
 	rand.Read(b[:]) // documented never to return an error
 	return &checkout{
 		tag: hex.EncodeToString(b[:]), soldOut: -1,
-		restocked: make([]atomic.Int64, n), restockUnknown: make([]atomic.Int64, n),
+		restocked: make([]atomic.Int64, n),
 	}
 }
 
@@ -83,6 +106,8 @@ type orderWorker struct {
 	id     int
 	seq    uint64
 	placed []placed
+	// unsettled holds the restocks that ended neither applied nor refused.
+	unsettled []restockCall
 	// deadline is the latest end of a hold this worker placed, since
 	// run.base (client clock, plus the audit's margin covers the backend's).
 	deadline time.Duration
@@ -127,14 +152,16 @@ func (ow *orderWorker) resolve(ctx context.Context, call func(context.Context) e
 
 // pickCart fills ow.cart with the SKU indexes of the next order: 1…Lines
 // distinct SKUs by the workload's skew, the last one the sold-out SKU for a
-// short cart.
+// short cart (which has at least one sale SKU besides, also when there is
+// only one).
 func (wk *worker) pickCart() []int {
 	r, m, ow := wk.r, wk.r.w.Orders, wk.ow
-	n := min(1+wk.rng.IntN(m.Lines), r.sale)
+	n := min(1+wk.rng.IntN(m.Lines), r.sale+1)
 	short := r.co.soldOut >= 0 && n >= 2 && wk.rng.Float64() < m.ShortShare
 	if short {
 		n--
 	}
+	n = min(n, r.sale)
 	cart := ow.cart[:0]
 	for len(cart) < n {
 		i := wk.pick()
@@ -210,8 +237,12 @@ func (wk *worker) ordersLoop(ctx context.Context) {
 		wk.counts[m][k]++
 		switch k {
 		case KindOK:
-			want := wk.followUp(ctx, id, hold)
-			ow.placed = append(ow.placed, placed{seq: ow.seq, lines: lines, want: want, unresolved: ow.pending})
+			want, late := wk.followUp(ctx, id, hold)
+			ow.placed = append(ow.placed, placed{seq: ow.seq, lines: lines, want: want, unresolved: ow.pending,
+				acked: true, hold: hold, late: late})
+		case KindInsufficient, KindUnknownSKU:
+			// Refused whole: the audit must find no order under the ID.
+			ow.placed = append(ow.placed, placed{seq: ow.seq, lines: lines, want: states(stateNone)})
 		case KindOutcomeUnknown:
 			ow.placed = append(ow.placed, placed{seq: ow.seq, lines: lines, want: anyClosed, unresolved: 1, placedUnknown: true})
 		case KindOther, KindCanceled:
@@ -249,36 +280,38 @@ func (wk *worker) ordersLoop(ctx context.Context) {
 }
 
 // followUp does what the buyer does after an acknowledged order and
-// returns the states the audit may find the order in.
-func (wk *worker) followUp(ctx context.Context, id string, hold bool) stateSet {
+// returns the states the audit may find the order in, and for a hold left
+// to expire the audit's call after its deadline (a third each: none,
+// Return, Confirm).
+func (wk *worker) followUp(ctx context.Context, id string, hold bool) (stateSet, lateCall) {
 	ow, mix := wk.ow, wk.r.w.Orders
 	ret := func(ctx context.Context) error { return ow.ord.Return(ctx, id) }
 	if !hold {
 		if wk.rng.Float64() >= mix.ReturnShare {
-			return states(stockguard.OrderTaken)
+			return states(stockguard.OrderTaken), lateNone
 		}
 		if ow.resolve(ctx, ret) == nil {
-			return states(stockguard.OrderReturned)
+			return states(stockguard.OrderReturned), lateNone
 		}
-		return states(stockguard.OrderTaken, stockguard.OrderReturned)
+		return states(stockguard.OrderTaken, stockguard.OrderReturned), lateNone
 	}
 	switch wk.rng.IntN(3) {
 	case 0:
 		err := ow.resolve(ctx, func(ctx context.Context) error { return ow.ord.Confirm(ctx, id) })
 		switch {
 		case err == nil:
-			return states(stockguard.OrderTaken)
+			return states(stockguard.OrderTaken), lateNone
 		case errors.Is(err, stockguard.ErrOrderClosed):
-			return states(stockguard.OrderExpired) // the deadline came first
+			return states(stockguard.OrderExpired), lateNone // the deadline came first
 		}
-		return states(stockguard.OrderTaken, stockguard.OrderExpired)
+		return states(stockguard.OrderTaken, stockguard.OrderExpired), lateNone
 	case 1:
 		// Returned, or expired when the deadline came first (Return
 		// answers nil for both).
 		ow.resolve(ctx, ret)
-		return states(stockguard.OrderReturned, stockguard.OrderExpired)
+		return states(stockguard.OrderReturned, stockguard.OrderExpired), lateNone
 	}
-	return states(stockguard.OrderExpired)
+	return states(stockguard.OrderExpired), lateCall(ow.seq % 3)
 }
 
 // restock adds units to a SKU under id.
@@ -291,6 +324,6 @@ func (wk *worker) restock(ctx context.Context, id string) {
 	case KindOK:
 		r.co.restocked[i].Add(qty)
 	case KindOutcomeUnknown, KindOther, KindCanceled:
-		r.co.restockUnknown[i].Add(qty)
+		ow.unsettled = append(ow.unsettled, restockCall{seq: ow.seq, sku: i, qty: qty})
 	}
 }

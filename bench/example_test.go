@@ -16,7 +16,8 @@ import (
 )
 
 // Run measures and audits any Inventory: here an in-memory one, 10,000
-// requests from 8 workers over 2 instances on one hot SKU.
+// requests from 8 workers over 2 instances on one hot SKU (the first few of
+// each worker on a SKU that sells out, some of them refused).
 func ExampleRun() {
 	store := memstock.New()
 	target := bench.Target{
@@ -32,11 +33,11 @@ func ExampleRun() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println("successes:", r.Successes)
+	fmt.Println("attempts:", r.Attempts)
 	fmt.Println("acknowledged = gone:", r.Audit.Acked == r.Audit.Gone)
 	fmt.Println("sound:", r.Sound())
 	// Output:
-	// successes: 10000
+	// attempts: 10000
 	// acknowledged = gone: true
 	// sound: true
 }

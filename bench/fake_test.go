@@ -28,17 +28,18 @@ func memTarget() Target {
 type fault int
 
 const (
-	faultNone             fault = iota
-	faultRacy                   // read, yield, write the computed level: lost updates (the first two calls overlap)
-	faultLie                    // every 7th success is reported as ErrContention
-	faultUnknown                // every 7th success is reported as ErrOutcomeUnknown (honest)
-	faultStockLies              // Stock reports one unit more than there is
-	faultFalseRefusal           // every 7th request is refused as insufficient, stock untouched
-	faultNoCheck                // decrements below zero
-	faultOther                  // every 7th request fails with a non-contract error, nothing applied
-	faultSlowRetries            // counts one retry per request
-	faultLocalMutex             // faultRacy under a mutex of the instance's own: sound only as one instance
-	faultLocalMutexAcross       // faultLocalMutex whose first calls on two instances overlap
+	faultNone              fault = iota
+	faultRacy                    // read, yield, write the computed level: lost updates (the first two calls overlap)
+	faultLie                     // every 7th success is reported as ErrContention
+	faultUnknown                 // every 7th success is reported as ErrOutcomeUnknown (honest)
+	faultStockLies               // Stock reports one unit more than there is
+	faultFalseRefusal            // every 7th request is refused as insufficient, stock untouched
+	faultNoCheck                 // decrements below zero
+	faultOther                   // every 7th request fails with a non-contract error, nothing applied
+	faultSlowRetries             // counts one retry per request
+	faultLocalMutex              // faultRacy under a mutex of the instance's own: sound only as one instance
+	faultLocalMutexAcross        // faultLocalMutex whose first calls on two instances overlap
+	faultNoCheckUnreadable       // faultNoCheck, and Stock refuses to read a level below zero
 )
 
 // fakeStore is an in-memory store whose levels are atomics, so that Raw
@@ -103,6 +104,9 @@ func (i *fakeInv) Stock(ctx context.Context, sku string) (int64, error) {
 	if i.f == faultStockLies {
 		return l.Load() + 1, nil
 	}
+	if v := l.Load(); i.f == faultNoCheckUnreadable && v < 0 {
+		return 0, fmt.Errorf("stock of %q is %d: not a level", sku, v)
+	}
 	return l.Load(), nil
 }
 
@@ -136,7 +140,7 @@ func (i *fakeInv) Decrement(ctx context.Context, sku string, qty int64) error {
 		runtime.Gosched()
 		l.Store(have - qty)
 		return nil
-	case i.f == faultNoCheck:
+	case i.f == faultNoCheck || i.f == faultNoCheckUnreadable:
 		l.Add(-qty)
 		return nil
 	case i.f == faultRacy:

@@ -41,8 +41,10 @@ type WorkloadMeta struct {
 	DurationS float64 `json:"duration_s"`
 	WarmupS   float64 `json:"warmup_s"`
 	Ops       int64   `json:"ops,omitempty"`
-	Instances int     `json:"instances"`
-	Workers   []int   `json:"workers"`
+	// Drain is a steady run's drain requests per worker (Workload.Drain).
+	Drain     int   `json:"drain,omitempty"`
+	Instances int   `json:"instances"`
+	Workers   []int `json:"workers"`
 	// Orders is a checkout's order mix.
 	Orders *OrderMixMeta `json:"orders,omitempty"`
 }
@@ -69,6 +71,9 @@ func NewMeta(began time.Time, w Workload, workers []int, servers []Server) Meta 
 		},
 		GoVersion: runtime.Version(), Module: "unknown",
 		OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(),
+	}
+	if w.drains() {
+		m.Workload.Drain = w.Drain
 	}
 	if w.Shape == Checkout {
 		o := w.Orders

@@ -55,6 +55,8 @@ type Row struct {
 	FalseRefusals  int64            `json:"false_refusals"`
 	Mismatches     int64            `json:"mismatches"`
 	RawChecked     bool             `json:"raw_checked"`
+	Unresolved     int64            `json:"unresolved"`
+	AuditFailed    string           `json:"audit_failed,omitempty"`
 	Sound          bool             `json:"sound"`
 	Interrupted    bool             `json:"interrupted,omitempty"`
 	Problems       []string         `json:"problems,omitempty"`
@@ -105,6 +107,7 @@ func NewRow(r *Result) Row {
 		Initial: a.Initial, Acked: a.Acked, Gone: a.Gone,
 		Oversold: a.Oversold, Lost: a.Lost, Unknown: a.Unknown, UnknownUnits: a.UnknownUnits,
 		FalseRefusals: a.FalseRefusals, Mismatches: a.Mismatches, RawChecked: a.Raw,
+		Unresolved: a.Unresolved, AuditFailed: a.Failed,
 		Sound: r.Sound(), Interrupted: r.Interrupted, Problems: a.Problems,
 		Stats: r.Stats,
 	}
@@ -355,6 +358,9 @@ func writeVerdict(w io.Writer, results []*Result) error {
 		}
 		fmt.Fprintf(&b, "\n!!! UNSOUND: %s at %s — oversold %d, lost %d, false refusals %d (of %d units acknowledged)\n",
 			r.Target, where, r.Audit.Oversold, r.Audit.Lost, r.Audit.FalseRefusals, r.Audit.Acked)
+		if a := r.Audit; a.Failed != "" {
+			fmt.Fprintf(&b, "!!!   the audit could not complete: %s\n", a.Failed)
+		}
 		if a := r.Audit; a.Duplicated > 0 || a.BadOrders > 0 {
 			fmt.Fprintf(&b, "!!!   duplicated %d units, %d of %d orders not in their expected state\n", a.Duplicated, a.BadOrders, a.Orders)
 		}
@@ -439,7 +445,19 @@ func verdict(r *Result) string {
 	if a.BadOrders > 0 {
 		parts = append(parts, fmt.Sprintf("bad orders %d", a.BadOrders))
 	}
+	if a.Mismatches > 0 {
+		parts = append(parts, fmt.Sprintf("Stock ≠ backend on %d SKUs", a.Mismatches))
+	}
+	if a.Unresolved > 0 {
+		parts = append(parts, fmt.Sprintf("unknown %d", a.Unresolved))
+	}
+	if a.Failed != "" {
+		parts = append([]string{"audit incomplete"}, parts...)
+	}
 	label := "UNSOUND"
+	if a.Failed != "" && !r.Counterexample {
+		label = "FAILED"
+	}
 	if r.Counterexample {
 		label = "CAUGHT"
 	}

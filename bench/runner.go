@@ -64,7 +64,9 @@ const perWorkerCells = 1 << 22
 // otherwise Run returns an error wrapping ErrSkipped and no Result.
 //
 // It returns an error wrapping ErrInvalidWorkload or ErrMissingBackend
-// before doing anything, or the error of setting up or auditing the store.
+// before doing anything, or the error of setting up the store. An audit
+// that cannot complete (a stock it cannot read, an order Order cannot
+// report) makes the Result unsound, with the reason in Audit.Failed.
 // When ctx ends during the run, the run stops early, is audited anyway and
 // the Result comes back with Interrupted set, together with ctx's error.
 func Run(ctx context.Context, t Target, s Servers, w Workload, opts ...Option) (*Result, error) {
@@ -132,19 +134,16 @@ func withStats(res *Result, store *Store) {
 }
 
 // conclude labels res as t's and audits the store through inv and raw,
-// even when ctx has ended.
+// even when ctx has ended. An audit that cannot complete is a finding of
+// the audit (Audit.Failed), not an error.
 func (r *run) conclude(ctx context.Context, t Target, res *Result, inv stockguard.Inventory, raw func(context.Context, string) (int64, error)) (*Result, error) {
 	res.Target, res.Counterexample, res.Needs = t.Name, t.Counterexample, t.Needs
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	defer cancel()
-	var err error
 	if r.co != nil {
-		res.Audit, err = r.auditOrders(actx, inv.(stockguard.Orders), raw)
+		res.Audit = r.auditOrders(actx, inv.(stockguard.Orders), raw)
 	} else {
-		res.Audit, err = r.audit(actx, inv, raw)
-	}
-	if err != nil {
-		return res, fmt.Errorf("bench: %s: audit: %w", t.Name, err)
+		res.Audit = r.audit(actx, inv, raw)
 	}
 	if res.Interrupted {
 		return res, fmt.Errorf("bench: %s: interrupted: %w", t.Name, stockguard.Canceled(ctx))
@@ -160,8 +159,9 @@ type run struct {
 	// first+count-1 of w.Workers (all of them, but in a split run; see
 	// Attach).
 	first, count int
-	skus         []string // sale SKUs, then (flash) the warm-up SKUs
+	skus         []string // sale SKUs, then the warm-up SKUs (flash), the drain SKU (steady) or the sold-out SKU (checkout)
 	sale         int      // number of sale SKUs
+	warm         int      // index of the first warm-up SKU, 0 when there are none
 	initial      []int64  // stock each SKU starts with
 	phase        atomic.Int32
 	// stopped is closed when the run stops, to wake open-loop workers
@@ -187,11 +187,12 @@ type run struct {
 func newRun(w Workload) *run {
 	r := &run{w: w, count: w.Workers, sale: w.SKUs, allSold: make(chan struct{}), stopped: make(chan struct{})}
 	n := w.SKUs
-	short := w.Shape == Checkout && w.Orders.Lines >= 2 && w.SKUs >= 1 && w.Orders.ShortShare > 0
+	short := w.Shape == Checkout && w.Orders.Lines >= 2 && w.Orders.ShortShare > 0
 	switch {
 	case w.Shape == Flash && w.Warmup > 0:
 		n *= 2
-	case short:
+		r.warm = r.sale
+	case short, w.drains():
 		n++
 	}
 	r.skus = make([]string, n)
@@ -203,6 +204,9 @@ func newRun(w Workload) *run {
 			r.initial[i] = w.InitialStock()
 		case short:
 			r.skus[i] = "sold-out" // carts ending with it must be refused whole
+		case w.drains():
+			r.skus[i] = "drain"
+			r.initial[i] = w.drainStock()
 		default:
 			r.skus[i] = "warm-" + strconv.Itoa(i-r.sale)
 			r.initial[i] = DefaultSteadyStock
@@ -453,6 +457,7 @@ type worker struct {
 	rng   *rand.Rand
 	zipf  *rand.Zipf
 	warm  int   // index offset of the warm-up SKUs (flash), else 0
+	drain int   // drain requests left (see Workload.Drain)
 	qmin  int64 // request quantity: qmin + [0, qspan)
 	qspan int64
 	quota int64 // measured attempts left, -1 for no limit
@@ -489,8 +494,9 @@ func newWorker(r *run, id int, inv stockguard.Inventory, quota int64) *worker {
 		wk.ow = &orderWorker{ord: ord, id: id}
 		return wk
 	}
-	if len(r.skus) > r.sale {
-		wk.warm = r.sale
+	wk.warm = r.warm
+	if w.drains() {
+		wk.drain = w.Drain
 	}
 	if r.acked == nil {
 		// A cache line of padding in front keeps this tally off the line
@@ -541,13 +547,20 @@ func (wk *worker) loop(ctx context.Context) {
 			return
 		}
 		m := 0
-		i := wk.pick()
+		var i int
+		var q int64
+		if wk.drain > 0 {
+			wk.drain--
+			i, q = r.sale, drainQty(r.w.Drain-wk.drain-1)
+		} else {
+			i, q = wk.pick(), wk.qty()
+			if ph != phaseMeasure {
+				i += wk.warm
+			}
+		}
 		if ph == phaseMeasure {
 			m = 1
-		} else {
-			i += wk.warm
 		}
-		q := wk.qty()
 		err := wk.inv.Decrement(ctx, r.skus[i], q)
 		now := time.Since(base)
 		lat := int64(now - prev)

@@ -129,6 +129,13 @@ type Workload struct {
 	// closed-loop: each worker sends its next request as soon as the
 	// previous one returns.
 	Rate float64
+	// Drain, in a Steady workload, makes each worker's first Drain requests
+	// ask for 1, 2, 3, 1, … units of one more SKU stocked with Drain units
+	// per worker: fewer than they ask for in all, so that every run sells
+	// a SKU out under contention and asks for more than one unit at a time
+	// (the stock check and multi-unit requests are exercised whatever the
+	// main SKUs' stock and qty). They count as ordinary requests. 0: none.
+	Drain int
 	// Orders shapes a Checkout workload; other shapes ignore it.
 	Orders OrderMix
 	// Seed makes each worker's sequence of SKUs and quantities
@@ -143,6 +150,8 @@ const (
 	MaxRate            = 10_000_000        // requests per second, open-loop; the harness's own ceiling
 	DefaultSteadyStock = 1_000_000_000_000 // a run of any length sells a tiny fraction of it
 	DefaultFlashStock  = 5_000
+	DefaultDrain       = 4
+	MaxDrain           = 1000
 )
 
 // OrderMix says what the orders of a Checkout workload look like. Each
@@ -178,14 +187,15 @@ func DefaultOrderMix() OrderMix {
 }
 
 // DefaultWorkload is the contention workload: one hot SKU, steady, one unit
-// per request, 8 workers over 2 instances, 2 s measured after 500 ms of
-// warm-up.
+// per request after DefaultDrain requests per worker that sell a SKU out, 8
+// workers over 2 instances, 2 s measured after 500 ms of warm-up.
 func DefaultWorkload() Workload {
 	return Workload{
 		Shape: Steady, SKUs: 1, Skew: Uniform,
 		QtyMin: 1, QtyMax: 1,
 		Workers: 8, Instances: 2,
 		Duration: 2 * time.Second, Warmup: 500 * time.Millisecond,
+		Drain:  DefaultDrain,
 		Orders: DefaultOrderMix(),
 		Seed:   1,
 	}
@@ -193,6 +203,22 @@ func DefaultWorkload() Workload {
 
 // ErrInvalidWorkload is wrapped by Workload.Validate's errors.
 var ErrInvalidWorkload = errors.New("bench: invalid workload")
+
+// drains reports whether the workload has a drain SKU (see Drain).
+func (w Workload) drains() bool { return w.Shape == Steady && w.Drain > 0 }
+
+// drainStock is the drain SKU's initial stock: Drain units per worker that
+// runs, while each worker asks for about twice that.
+func (w Workload) drainStock() int64 {
+	active := int64(w.Workers)
+	if w.Ops > 0 {
+		active = min(active, w.Ops)
+	}
+	return int64(w.Drain) * active
+}
+
+// drainQty is the quantity of a worker's j-th drain request.
+func drainQty(j int) int64 { return 1 + int64(j%3) }
 
 // InitialStock returns the stock each SKU starts with.
 func (w Workload) InitialStock() int64 {
@@ -227,6 +253,8 @@ func (w Workload) Validate() error {
 		return bad("%d workers, want 1…%d", w.Workers, MaxWorkers)
 	case w.Instances < 1:
 		return bad("%d instances, want at least 1", w.Instances)
+	case w.Drain < 0 || w.Drain > MaxDrain:
+		return bad("drain %d requests per worker, want 0…%d", w.Drain, MaxDrain)
 	case w.Duration < 0 || w.Ops < 0 || w.Warmup < 0:
 		return bad("negative duration, op count or warm-up")
 	case w.Rate < 0 || w.Rate > MaxRate || w.Rate != w.Rate:

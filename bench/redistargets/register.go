@@ -1,6 +1,8 @@
 package redistargets
 
 import (
+	"sync"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard"
@@ -69,6 +71,70 @@ func init() {
 			c.ForceOverlap()
 			return c, nil
 		})))
+
+	// Broken wrappers of redis-atomic, each wrong on one path only: the
+	// audit must catch each under the default workload (the order ones
+	// under the checkout workload).
+	atomic := func(rdb redis.UniversalClient, prefix string) *redislock.Atomic {
+		return redislock.NewAtomic(rdb, redislock.WithPrefix(prefix))
+	}
+	bench.Register(broken(Target("broken-redis-ack-multi", "redis-atomic, but a request of 2 units or more is acknowledged without a write",
+		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
+			return counterexample.NewAckMulti(atomic(rdb, prefix)), nil
+		})))
+	bench.Register(broken(Target("broken-redis-flaky-unknown", "redis-atomic, but 1 call in 100 answers unknown having done nothing and 1 in 1,000 takes twice",
+		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
+			return counterexample.NewFlakyUnknown(atomic(rdb, prefix)), nil
+		})))
+	bench.Register(broken(Target("broken-redis-blind-decrby", "plain DECRBY, no stock check",
+		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
+			return counterexample.NewBlindDecr(rdb, prefix), nil
+		})))
+	bench.Register(broken(Target("broken-redis-check-decrby", "GET, check, then DECRBY: two commands",
+		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
+			return counterexample.NewCheckDecr(rdb, prefix), nil
+		})))
+	for _, rare := range []struct {
+		name, about string
+		bug         counterexample.RareBug
+	}{
+		{"ack-no-write", "acknowledged without a write", counterexample.RareAckNoWrite},
+		{"double-write", "taken twice", counterexample.RareDoubleWrite},
+		{"false-refusal", "refused as insufficient without looking", counterexample.RareFalseRefusal},
+		{"refuse-after-take", "refused as insufficient after taking", counterexample.RareRefuseAfterTake},
+	} {
+		bench.Register(broken(Target("broken-redis-rare-"+rare.name, "redis-atomic, but 1 call in 10,000 "+rare.about,
+			func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
+				return counterexample.NewRare(atomic(rdb, prefix), rare.bug), nil
+			})))
+	}
+	var books sync.Map // key prefix → the instances' shared *counterexample.Book
+	book := func(prefix string) *counterexample.Book {
+		b, _ := books.LoadOrStore(prefix, new(counterexample.Book))
+		return b.(*counterexample.Book)
+	}
+	bench.Register(checkout(Target("broken-checkout-phantom", "redis-atomic orders, but a refused order's row stays in the application's table: it reads back as taken",
+		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
+			return counterexample.NewPhantom(atomic(rdb, prefix), book(prefix)), nil
+		})))
+	bench.Register(checkout(Target("broken-checkout-lazy-expiry", "redis-atomic orders, but an expired hold's units come back only when the order is next touched",
+		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
+			return counterexample.NewLazyExpiry(atomic(rdb, prefix), book(prefix)), nil
+		})))
+	bench.Register(checkout(Target("broken-checkout-flaky-restock", "redis-atomic orders, but restocks answer unknown 8 times before applying and 1 take in 200 is silently put back",
+		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
+			return counterexample.NewFlakyRestock(atomic(rdb, prefix), book(prefix)), nil
+		})))
+	bench.Register(checkout(Target("broken-checkout-return-expired", "redis-atomic orders, but a Return after a hold's deadline gives its units back again",
+		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
+			return counterexample.NewReturnExpiredTwice(atomic(rdb, prefix)), nil
+		})))
+}
+
+// checkout marks a broken checkout client.
+func checkout(t bench.Target) bench.Target {
+	t.OrdersOnly = true
+	return broken(bench.OrdersTarget(t))
 }
 
 func broken(t bench.Target) bench.Target {

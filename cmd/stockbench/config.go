@@ -119,6 +119,7 @@ func parse(args []string, e env, stdout io.Writer) (config, error) {
 		duration   = fs.Duration("duration", def.Duration, "measured time per run")
 		ops        = fs.Int64("ops", 0, "end each run after this many measured requests instead (-duration still caps it when set explicitly)")
 		warmup     = fs.Duration("warmup", def.Warmup, "unmeasured warm-up per run")
+		drain      = fs.Int("drain", def.Drain, "steady: each worker's first requests, for 1, 2, 3, 1… units of a SKU stocked with this many\nunits per worker, so that every run sells a SKU out (0: none)")
 		instances  = fs.Int("instances", def.Instances, "app instances the workers are spread over (each builds its own strategy value)")
 		shape      = fs.String("workload", def.Shape.String(), "steady (stock never runs out), flash (stock ≪ demand: time to sell out) or checkout (whole orders, on strategies implementing stockguard.Orders)")
 		lines      = fs.Int("lines", def.Orders.Lines, "checkout: most lines per order (1…lines, distinct SKUs by -skew)")
@@ -178,7 +179,7 @@ func parse(args []string, e env, stdout io.Writer) (config, error) {
 	c.claimIdle = *claimIdle
 	w := def
 	w.SKUs, w.Stock, w.Warmup, w.Instances, w.Seed, w.Ops = *skus, *stock, *warmup, *instances, *seed, *ops
-	w.Duration = *duration
+	w.Duration, w.Drain = *duration, *drain
 	w.Orders = bench.OrderMix{
 		Lines: *lines, HoldShare: *holdShare, HoldTTL: *holdTTL,
 		ReturnShare: *retShare, RestockShare: *restShare, ShortShare: *shortShare,

@@ -6,7 +6,8 @@
 //
 // Exit status: 0 when every strategy was sound, 1 on an error (or an
 // interrupt), 2 on bad usage, 3 when a strategy (not a counterexample) was
-// unsound.
+// unsound or its audit could not complete. Under go run, go prints the
+// status ("exit status 3") and exits 1 itself.
 package main
 
 import (

@@ -56,9 +56,10 @@ func tieredProcs(t *testing.T, started func(name string, p *os.Process), args ..
 // in two consumer processes of their own, both of which apply entries;
 // the audit reads the back (after the drain) and the front and finds both
 // at initial − acknowledged, and every acknowledged decrement was applied
-// and acknowledged once on the stream (one entry per unit at qty 1).
+// and acknowledged once on the stream (one entry per unit at qty 1, with
+// no drain requests of more).
 func TestRun_procsTieredConsumers(t *testing.T) {
-	r, stderr := tieredProcs(t, nil, "-duration", "1s")
+	r, stderr := tieredProcs(t, nil, "-duration", "1s", "-drain", "0")
 	s := r.Stats
 	if s["consumer_procs"] != 2 || s["consumer_procs_lost"] != 0 {
 		t.Fatalf("stats %v, want 2 consumer processes, none lost\n%s", s, stderr)

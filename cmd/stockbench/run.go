@@ -209,6 +209,9 @@ func report(w io.Writer, c config, m bench.Meta, results []*bench.Result, skippe
 	if slices.Max(c.procs) > 1 {
 		spread = fmt.Sprintf("workers over %d app instances in all (one per process at least) in %s OS processes", wl.Instances, joinInts(c.procs))
 	}
+	if wl.Shape == bench.Steady && wl.Drain > 0 {
+		skus += fmt.Sprintf(" (each worker's first %d requests on a SKU that sells out, 1–3 units each)", wl.Drain)
+	}
 	fmt.Fprintf(w, "workload: %s, %s, qty %s, stock %s per SKU, %s after %v warm-up, %s, seed %d\n",
 		wl.Shape, skus, wl.Qty(), stock, end, wl.Warmup, spread, wl.Seed)
 	fmt.Fprintf(w, "load: %s\n", loadText(c))

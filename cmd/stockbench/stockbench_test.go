@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -349,5 +350,64 @@ func TestRun_ifReachableDroppedInDefaultRun(t *testing.T) {
 	code, _, stderr = invoke(t, []bench.Target{memTarget(), pg}, append(append(quick, "-strategies", "pg-atomic"), dead...)...)
 	if code != exitError || !strings.Contains(stderr, "127.0.0.1") {
 		t.Errorf("named: exit %d, stderr %q; want the run to fail", code, stderr)
+	}
+}
+
+// unreadable is memTarget whose Stock always fails, as a store's does
+// once its stock is below zero.
+func unreadableTarget() bench.Target {
+	return bench.Target{Name: "unreadable", About: "Stock always fails", Open: func(context.Context, bench.Servers, string) (*bench.Store, error) {
+		s := memstock.New()
+		return &bench.Store{New: func() (stockguard.Inventory, error) { return unreadableStock{s}, nil }}, nil
+	}}
+}
+
+type unreadableStock struct{ *memstock.Store }
+
+func (unreadableStock) Stock(context.Context, string) (int64, error) {
+	return 0, errors.New("not a level")
+}
+
+// TestRun_auditFailedIsUnsound: an audit that cannot read the stock is
+// unsound — FAILED in the table, sound: false in JSON, status 3 — never
+// "ok".
+func TestRun_auditFailedIsUnsound(t *testing.T) {
+	code, stdout, stderr := invoke(t, []bench.Target{unreadableTarget()}, append(quick, "-workers", "2")...)
+	if code != exitUnsound || !strings.Contains(stdout, "FAILED: audit incomplete") || !strings.Contains(stderr, "UNSOUND: unreadable") {
+		t.Errorf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = invoke(t, []bench.Target{unreadableTarget()}, append(quick, "-workers", "2", "-format", "json")...)
+	var doc bench.Report
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if code != exitUnsound || len(doc.Results) != 1 || doc.Results[0].Sound || doc.Results[0].AuditFailed == "" {
+		t.Errorf("exit %d, rows %+v\n%s", code, doc.Results, stderr)
+	}
+}
+
+// TestRun_brokenStrategiesExit3 runs each broken strategy on Redis (those
+// wrapped around redis-atomic, each wrong on one path, among them),
+// billed as a strategy, through the default workload (the default
+// checkout for the order ones), as a count of requests so that their
+// counter-keyed faults show on any machine: the command exits 3 for every
+// one.
+func TestRun_brokenStrategiesExit3(t *testing.T) {
+	addr := backendstest.SharedRedis(t).Addr
+	for _, ce := range bench.Counterexamples() {
+		if !strings.HasPrefix(ce.Name, "broken-redis-") && !(strings.HasPrefix(ce.Name, "broken-checkout-") && slices.Equal(ce.Needs, []string{"redis"})) {
+			continue
+		}
+		t.Run(ce.Name, func(t *testing.T) {
+			ce.Counterexample = false
+			args := []string{"-redis-addr", addr, "-workers", "8", "-ops", "3000", "-warmup", "0", "-plot", ""}
+			if ce.OrdersOnly {
+				args = []string{"-redis-addr", addr, "-workers", "8", "-ops", "800", "-warmup", "0", "-plot", "", "-workload", "checkout"}
+			}
+			code, stdout, stderr := invoke(t, []bench.Target{ce}, args...)
+			if code != exitUnsound || !strings.Contains(stderr, "UNSOUND: "+ce.Name) {
+				t.Errorf("exit %d, want %d\n%s\n%s", code, exitUnsound, stdout, stderr)
+			}
+		})
 	}
 }
