@@ -65,13 +65,15 @@ type Atomic struct {
 	err       error  // the first invalid option
 
 	// Set by tests only: twoPhase runs every order through the two-phase
-	// protocol, pending overrides pendingWindow, and hook is called at the
-	// protocol's named points ("begun", "taken", "committed", "armed",
-	// "confirmed"); an error from it stops the call there, as if its
-	// client had died. recordSkew shifts every time an order record
-	// reports, as a record server whose clock is that far ahead would.
+	// protocol, pending overrides pendingWindow, grace returnGrace, and
+	// hook is called at the protocol's named points ("begun", "taken",
+	// "committed", "armed", "decided", "confirmed"); an error from it stops
+	// the call there, as if its client had died. recordSkew shifts every
+	// time an order record reports, as a record server whose clock is that
+	// far ahead would.
 	twoPhase   bool
 	pending    time.Duration
+	grace      time.Duration
 	hook       func(point string) error
 	recordSkew time.Duration
 }

@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -161,6 +162,9 @@ func (a *Atomic) Order(ctx context.Context, id string) (stockguard.OrderInfo, er
 // SKUs' units waits for the decision; past it, the lines are taken again
 // (a Return whose client died decided nothing).
 const returnGrace = time.Second
+
+// returnGrace is returnGrace, or the test's override.
+func (a *Atomic) returnGrace() time.Duration { return cmp.Or(a.grace, returnGrace) }
 
 // place runs a Take or a Hold.
 func (a *Atomic) place(ctx context.Context, kind byte, id string, ttl time.Duration, lines []stockguard.Line) error {

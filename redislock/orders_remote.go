@@ -124,6 +124,9 @@ func (a *Atomic) settleRemote(ctx context.Context, op, id string) (*record, erro
 		if r, err = a.recordOp(ctx, id, "return"); err != nil {
 			return nil, err
 		}
+		if err := a.at("decided"); err != nil {
+			return nil, err
+		}
 		a.tidy(ctx, id, r, "undo")
 	}
 	return r, nil

@@ -76,7 +76,7 @@ func (a *Atomic) resolve(ctx context.Context, sku string, ids []string) (settled
 			return false, false, err
 		}
 		reply, err := lineScript.Run(ctx, a.scripts, a.lineKeys(sku, id), "resolve", id, r.nonce,
-			a.retention.Milliseconds(), string(r.stateOrNone()), r.now, r.deadline, returnGrace.Microseconds(),
+			a.retention.Milliseconds(), string(r.stateOrNone()), r.now, r.deadline, a.returnGrace().Microseconds(),
 			time.Since(r.asked).Microseconds()).Slice()
 		if err != nil {
 			return false, false, redisx.Classify(ctx, err, redisx.Read)

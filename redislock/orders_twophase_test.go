@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -282,5 +283,72 @@ func TestAtomic_Orders_replyLost(t *testing.T) {
 				wantState(t, a, "o", stockguard.OrderTaken)
 			})
 		}
+	}
+}
+
+// TestAtomic_twoPhase_slowReturn stalls a Return past its grace with its
+// lines armed: a reader meanwhile finds the record still taken and takes
+// the lines back out of the holds. The Return then goes on, and its
+// give-back after the record's decision does not reach the lines (its
+// context ends, or its client dies). Whatever it answered, once it has
+// answered nil or the order says returned, the units come back by the next
+// reader, exactly once.
+func TestAtomic_twoPhase_slowReturn(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	for _, end := range []string{"canceled", "killed"} {
+		t.Run(end, func(t *testing.T) {
+			prefix := redistest.Prefix(t, rdb)
+			reader := newOrders(rdb, prefix, true)
+			// A grace below a microsecond: the reader finds the armed
+			// lines past it at once, as one would after a stall over 1s.
+			reader.grace = time.Nanosecond
+			ret := newOrders(rdb, prefix, true)
+			stockAll(t, reader, 10, "a", "b")
+			cart := []stockguard.Line{line("a", 3), line("b", 4)}
+			if err := reader.Take(t.Context(), "o", cart...); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			stalled := false
+			ret.hook = func(p string) error {
+				switch {
+				case p == "armed" && !stalled:
+					stalled = true
+					// The stall: a reader resolves the armed lines.
+					wantLevels(t, reader, map[string]int64{"a": 7, "b": 6})
+				case p == "decided" && end == "canceled":
+					cancel()
+				case p == "decided":
+					return errKilled
+				}
+				return nil
+			}
+			retErr := ret.Return(ctx, "o")
+			switch {
+			case end == "killed" && !errors.Is(retErr, errKilled):
+				t.Fatalf("Return = %v, want it killed", retErr)
+			case end == "canceled" && retErr != nil && !errors.Is(retErr, stockguard.ErrOutcomeUnknown):
+				t.Fatalf("Return = %v, want nil or ErrOutcomeUnknown", retErr)
+			}
+			if !stalled {
+				t.Fatal("the Return never armed its lines")
+			}
+			info, err := reader.Order(t.Context(), "o")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if retErr == nil || info.State == stockguard.OrderReturned {
+				// Answered or decided: no further call under the ID may
+				// be needed for the units to come back.
+				wantLevels(t, reader, map[string]int64{"a": 10, "b": 10})
+			}
+			// A repeat of the Return finishes whatever is left, once.
+			if err := reader.Return(t.Context(), "o"); err != nil {
+				t.Fatal(err)
+			}
+			wantLevels(t, reader, map[string]int64{"a": 10, "b": 10})
+			wantState(t, reader, "o", stockguard.OrderReturned)
+		})
 	}
 }
