@@ -39,15 +39,11 @@ func spreadSKUs(t *testing.T, a *Atomic, masters map[uint16]string, id string, n
 	return skus
 }
 
-// TestAtomic_cluster_killedBetweenPhases takes a cart whose record and two
-// lines are on the three masters of a real cluster, and kills its client
-// between the phases: the pending deadline gives the units back, a retry
-// finishes the order, and nothing is taken twice.
-func TestAtomic_cluster_killedBetweenPhases(t *testing.T) {
-	rdb := clusterClient(t)
-	ctx := t.Context()
+// clusterMasters maps each slot of the cluster to its master's index.
+func clusterMasters(t *testing.T, rdb *redis.ClusterClient) map[uint16]string {
+	t.Helper()
 	masters := map[uint16]string{}
-	shards, err := rdb.ClusterShards(ctx).Result()
+	shards, err := rdb.ClusterShards(t.Context()).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,6 +54,32 @@ func TestAtomic_cluster_killedBetweenPhases(t *testing.T) {
 			}
 		}
 	}
+	return masters
+}
+
+// TestAtomic_cluster_slowReturn is TestAtomic_twoPhase_slowReturn with the
+// order's record and its two lines on the three masters of a real cluster.
+func TestAtomic_cluster_slowReturn(t *testing.T) {
+	rdb := clusterClient(t)
+	masters := clusterMasters(t, rdb)
+	slowReturn(t, func(t *testing.T) (*Atomic, []string) {
+		a := NewAtomic(rdb, WithPrefix(redistest.Prefix(t, rdb)))
+		skus := spreadSKUs(t, a, masters, "o", 2)
+		if a.oneSlot("o", []stockguard.Line{line(skus[0], 1), line(skus[1], 1)}) {
+			t.Fatal("the cart's keys share a slot; the test needs them apart")
+		}
+		return a, skus
+	})
+}
+
+// TestAtomic_cluster_killedBetweenPhases takes a cart whose record and two
+// lines are on the three masters of a real cluster, and kills its client
+// between the phases: the pending deadline gives the units back, a retry
+// finishes the order, and nothing is taken twice.
+func TestAtomic_cluster_killedBetweenPhases(t *testing.T) {
+	rdb := clusterClient(t)
+	ctx := t.Context()
+	masters := clusterMasters(t, rdb)
 	const window = 300 * time.Millisecond
 	prefix := redistest.Prefix(t, rdb)
 	other := NewAtomic(rdb, WithPrefix(prefix))

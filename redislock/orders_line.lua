@@ -20,14 +20,15 @@
 --   undo     [4] tombstone ttl (ms), "" for none: gives this attempt's (or
 --            an older one's) units back; with a ttl, leaves a tombstone
 --   finalize [4] retention (ms): p -> t; {-13} for a line a Return armed
---   arm      p or t -> a
+--   arm      p, t or a -> a, due now (an armed line's grace starts again)
 --   resolve  [4] retention (ms) [5] the record's state ("" none) [6] the
 --            time it was read (us) [7] its hold deadline (us) [8] how long
 --            a Return may take (us) [9] how long ago, at most, the client
---            asked for the record (us): applies what the record says, for
---            the SKU side
+--            asked for the record (us) [10] "1": the record was read by its
+--            disarm op: applies what the record says, for the SKU side
 -- Returns {0}; for resolve {1} when it changed the line, {2} when a Return
--- is deciding it; or {-1|-2|-3}
+-- is deciding it, {3} when it may take the line back from a Return only
+-- once the record is disarmed (read it so and resolve again); or {-1|-2|-3}
 -- unknown / short / corrupt SKU, {-8, id...} see orders_decrement.lua,
 -- {-10} restock past 2^53-1 with the units out counted, {-11} this attempt's line is a tombstone,
 -- {-12} a newer attempt owns the line, {-13} see finalize. Nothing changed on a negative reply.
@@ -146,7 +147,7 @@ elseif op == 'finalize' then
     return {-13}
   end
 elseif op == 'arm' then
-  if (st == 'p' or st == 't') and owner == nonce then
+  if (st == 'p' or st == 't' or st == 'a') and owner == nonce then
     put('a', qty, nonce)
     redis.call('ZADD', holds, now_us(), member)
   end
@@ -171,6 +172,14 @@ elseif op == 'resolve' then
     -- are this server's clock: the view's is now less its age, which the
     -- client measured from before it asked, so it errs early.
     changed = 2
+  elseif st == 'a' and (s == 't' or s == 'h') and ARGV[10] ~= '1' then
+    -- Past the grace, the Return may be slow rather than dead: the line
+    -- leaves the holds only on a record read by its disarm op, which
+    -- refuses the decision of every Return that read the record before.
+    -- Such a Return armed this line after its read, so before this
+    -- reader asked for the disarm less the grace: a line armed since
+    -- (a retrying Return) is within the grace above and stays armed.
+    return {3}
   elseif s == 't' then
     if st == 'p' or st == 'a' then
       changed = 1

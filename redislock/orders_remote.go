@@ -112,24 +112,47 @@ func (a *Atomic) settleRemote(ctx context.Context, op, id string) (*record, erro
 			return nil, err
 		}
 	case op == "return" && (r.state == 'h' || r.state == 't'):
-		// Lines due now first: should this client die before the record
-		// decides, the SKU side asks the record and keeps them taken or
-		// gives them back, whichever it says.
+		if r, err = a.returnRemote(ctx, id, r); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// returnRemote returns the two-phase order id, held or taken as r says.
+// Its lines are made due first (armed): should this client die or stall
+// before the record decides, the SKU side asks the record and keeps them
+// taken or gives them back, whichever it says; a reader that finds them
+// armed past the grace disarms the record first, which refuses this
+// decision (orders_record.lua), and then this call arms again. So when the
+// record says returned, every line was armed since and still is, or has
+// been given back: whatever reads its SKU next gives it back if the
+// give-back below does not reach it, and the Return answers nil.
+func (a *Atomic) returnRemote(ctx context.Context, id string, r *record) (*record, error) {
+	for range 3 {
 		if err := a.lineOps(ctx, id, r, "arm"); err != nil {
 			return nil, err
 		}
 		if err := a.at("armed"); err != nil {
 			return nil, err
 		}
-		if r, err = a.recordOp(ctx, id, "return"); err != nil {
+		next, err := a.recordOp(ctx, id, "return", r.disarms)
+		switch {
+		case err != nil:
 			return nil, err
+		case next.flag == "disarmed":
+			r = next // read before the next arming
+			continue
 		}
 		if err := a.at("decided"); err != nil {
 			return nil, err
 		}
-		a.tidy(ctx, id, r, "undo")
+		// Its errors are dropped: the armed lines it misses are due, and
+		// the next read of their SKUs gives them back (see above).
+		a.tidy(ctx, id, next, "undo")
+		return next, nil
 	}
-	return r, nil
+	return nil, fmt.Errorf("%w: readers kept disarming the return of %q", stockguard.ErrContention, id)
 }
 
 // finish drives the record r of id out of the protocol's transient states:

@@ -193,7 +193,7 @@ func TestAtomic_twoPhase_staleReaderDuringReturn(t *testing.T) {
 	}
 	time.Sleep(returnGrace + 100*time.Millisecond)
 	// Another Return decides, and its client dies before the lines hear.
-	if _, err := a.recordOp(ctx, "o", "return"); err != nil {
+	if _, err := a.recordOp(ctx, "o", "return", stale.disarms); err != nil {
 		t.Fatal(err)
 	}
 	// The stale reader applies what it read long ago.
@@ -295,28 +295,39 @@ func TestAtomic_Orders_replyLost(t *testing.T) {
 // reader, exactly once.
 func TestAtomic_twoPhase_slowReturn(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
+	slowReturn(t, func(t *testing.T) (*Atomic, []string) {
+		a := newOrders(rdb, redistest.Prefix(t, rdb), true)
+		return a, []string{"a", "b"}
+	})
+}
+
+// slowReturn runs TestAtomic_twoPhase_slowReturn over the Atomic and two
+// SKUs that setup returns, whose orders go through the two-phase protocol.
+func slowReturn(t *testing.T, setup func(t *testing.T) (*Atomic, []string)) {
 	for _, end := range []string{"canceled", "killed"} {
 		t.Run(end, func(t *testing.T) {
-			prefix := redistest.Prefix(t, rdb)
-			reader := newOrders(rdb, prefix, true)
+			reader, skus := setup(t)
 			// A grace below a microsecond: the reader finds the armed
 			// lines past it at once, as one would after a stall over 1s.
 			reader.grace = time.Nanosecond
-			ret := newOrders(rdb, prefix, true)
-			stockAll(t, reader, 10, "a", "b")
-			cart := []stockguard.Line{line("a", 3), line("b", 4)}
+			ret := *reader
+			ret.grace = 0
+			stockAll(t, reader, 10, skus...)
+			cart := []stockguard.Line{line(skus[0], 3), line(skus[1], 4)}
 			if err := reader.Take(t.Context(), "o", cart...); err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			stalled := false
+			armed := 0
 			ret.hook = func(p string) error {
 				switch {
-				case p == "armed" && !stalled:
-					stalled = true
-					// The stall: a reader resolves the armed lines.
-					wantLevels(t, reader, map[string]int64{"a": 7, "b": 6})
+				case p == "armed":
+					armed++
+					if armed == 1 {
+						// The stall: a reader resolves the armed lines.
+						wantLevels(t, reader, map[string]int64{skus[0]: 7, skus[1]: 6})
+					}
 				case p == "decided" && end == "canceled":
 					cancel()
 				case p == "decided":
@@ -330,9 +341,8 @@ func TestAtomic_twoPhase_slowReturn(t *testing.T) {
 				t.Fatalf("Return = %v, want it killed", retErr)
 			case end == "canceled" && retErr != nil && !errors.Is(retErr, stockguard.ErrOutcomeUnknown):
 				t.Fatalf("Return = %v, want nil or ErrOutcomeUnknown", retErr)
-			}
-			if !stalled {
-				t.Fatal("the Return never armed its lines")
+			case armed != 2:
+				t.Errorf("the Return armed its lines %d times, want 2 (once more after the reader disarmed it)", armed)
 			}
 			info, err := reader.Order(t.Context(), "o")
 			if err != nil {
@@ -341,13 +351,13 @@ func TestAtomic_twoPhase_slowReturn(t *testing.T) {
 			if retErr == nil || info.State == stockguard.OrderReturned {
 				// Answered or decided: no further call under the ID may
 				// be needed for the units to come back.
-				wantLevels(t, reader, map[string]int64{"a": 10, "b": 10})
+				wantLevels(t, reader, map[string]int64{skus[0]: 10, skus[1]: 10})
 			}
 			// A repeat of the Return finishes whatever is left, once.
 			if err := reader.Return(t.Context(), "o"); err != nil {
 				t.Fatal(err)
 			}
-			wantLevels(t, reader, map[string]int64{"a": 10, "b": 10})
+			wantLevels(t, reader, map[string]int64{skus[0]: 10, skus[1]: 10})
 			wantState(t, reader, "o", stockguard.OrderReturned)
 		})
 	}
