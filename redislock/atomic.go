@@ -67,7 +67,7 @@ type Atomic struct {
 	// Set by tests only: twoPhase runs every order through the two-phase
 	// protocol, pending overrides pendingWindow, grace returnGrace, and
 	// hook is called at the protocol's named points ("begun", "taken",
-	// "committed", "armed", "decided", "confirmed"); an error from it stops
+	// "committed", "finalized", "armed", "decided", "confirmed"); an error from it stops
 	// the call there, as if its client had died. recordSkew shifts every
 	// time an order record reports, as a record server whose clock is that
 	// far ahead would.

@@ -352,6 +352,9 @@ func (a *Atomic) lineOp(ctx context.Context, id string, r *record, l stockguard.
 // the same and tidies again.
 func (a *Atomic) tidy(ctx context.Context, id string, r *record, op string) {
 	if a.lineOps(ctx, id, r, op) == nil && op == "finalize" {
+		if a.at("finalized") != nil {
+			return
+		}
 		_, _ = a.recordOp(ctx, id, "seal", r.nonce)
 	}
 }

@@ -362,3 +362,81 @@ func slowReturn(t *testing.T, setup func(t *testing.T) (*Atomic, []string)) {
 		})
 	}
 }
+
+// TestAtomic_twoPhase_lostSeal loses the seal of a taken two-phase order
+// (orders_record.lua), after every line heard that it is taken.
+func TestAtomic_twoPhase_lostSeal(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	cart := []stockguard.Line{line("a", 3), line("b", 4)}
+	setup := func(t *testing.T) *Atomic {
+		a := newOrders(rdb, redistest.Prefix(t, rdb), true)
+		stockAll(t, a, 10, "a", "b")
+		return a
+	}
+	// ttl is the record's time to live (-1: none).
+	ttl := func(t *testing.T, a *Atomic) time.Duration {
+		t.Helper()
+		d, err := rdb.PTTL(t.Context(), a.orderKey("o")).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+
+	t.Run("sealFails/notNil", func(t *testing.T) {
+		// The seal's request fails (here: the caller's context ends just
+		// before it): the Take may not answer nil, which would leave the
+		// record kept forever; a repeat seals it.
+		a := setup(t)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		a.hook = func(p string) error {
+			if p == "finalized" {
+				cancel()
+			}
+			return nil
+		}
+		if err := a.Take(ctx, "o", cart...); !errors.Is(err, stockguard.ErrOutcomeUnknown) {
+			t.Fatalf("Take with its seal failed = %v, want ErrOutcomeUnknown", err)
+		}
+		a.hook = nil
+		if err := a.Take(t.Context(), "o", cart...); err != nil {
+			t.Fatalf("repeat: %v", err)
+		}
+		if d := ttl(t, a); d <= 0 || d > a.retention {
+			t.Errorf("record's TTL after the repeat = %v, want its retention %v", d, a.retention)
+		}
+		wantLevels(t, a, map[string]int64{"a": 7, "b": 6})
+	})
+	t.Run("returnPastLineRetention", func(t *testing.T) {
+		// The client dies before its seal; the line records' retention
+		// passes (deleted here, as their expiry would). A Return then may
+		// not answer nil without giving anything back: the order is past
+		// its retention, ErrUnknownOrder, and the record is sealed now.
+		a := setup(t)
+		a.hook = killAt("finalized")
+		if err := a.Take(t.Context(), "o", cart...); err != nil && !errors.Is(err, errKilled) {
+			t.Fatal(err)
+		}
+		a.hook = nil
+		if d := ttl(t, a); d != -1 {
+			t.Fatalf("record's TTL before its seal = %v, want none", d)
+		}
+		for _, l := range cart {
+			if err := rdb.Del(t.Context(), a.lineKey(l.SKU, "o")).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := a.Return(t.Context(), "o"); !errors.Is(err, stockguard.ErrUnknownOrder) {
+			t.Errorf("Return past the lines' retention = %v, want ErrUnknownOrder", err)
+		}
+		wantLevels(t, a, map[string]int64{"a": 7, "b": 6})
+		if d := ttl(t, a); d <= 0 || d > a.retention {
+			t.Errorf("record's TTL after the Return = %v, want its retention %v", d, a.retention)
+		}
+		if err := a.Return(t.Context(), "o"); !errors.Is(err, stockguard.ErrUnknownOrder) {
+			t.Errorf("second Return = %v, want ErrUnknownOrder", err)
+		}
+		wantLevels(t, a, map[string]int64{"a": 7, "b": 6})
+	})
+}
