@@ -20,7 +20,10 @@
 --   undo     [4] tombstone ttl (ms), "" for none: gives this attempt's (or
 --            an older one's) units back; with a ttl, leaves a tombstone
 --   finalize [4] retention (ms): p -> t; {-13} for a line a Return armed
---   arm      p, t or a -> a, due now (an armed line's grace starts again)
+--   arm      p, t or a -> a, due now (an armed line's grace starts again);
+--            {-14} for no line record (a taken line past its retention)
+--   unarm    [4] retention (ms): a -> t, for a taken order a Return
+--            found past its retention
 --   resolve  [4] retention (ms) [5] the record's state ("" none) [6] the
 --            time it was read (us) [7] its hold deadline (us) [8] how long
 --            a Return may take (us) [9] how long ago, at most, the client
@@ -31,7 +34,8 @@
 -- once the record is disarmed (read it so and resolve again); or {-1|-2|-3}
 -- unknown / short / corrupt SKU, {-8, id...} see orders_decrement.lua,
 -- {-10} restock past 2^53-1 with the units out counted, {-11} this attempt's line is a tombstone,
--- {-12} a newer attempt owns the line, {-13} see finalize. Nothing changed on a negative reply.
+-- {-12} a newer attempt owns the line, {-13} see finalize, {-14} see arm.
+-- Nothing changed on a negative reply.
 local stock, holds, line = KEYS[1], KEYS[2], KEYS[3]
 local op, id, nonce = ARGV[1], ARGV[2], ARGV[3]
 local member = '~' .. id
@@ -150,6 +154,13 @@ elseif op == 'arm' then
   if (st == 'p' or st == 't' or st == 'a') and owner == nonce then
     put('a', qty, nonce)
     redis.call('ZADD', holds, now_us(), member)
+  elseif not st then
+    return {-14}
+  end
+elseif op == 'unarm' then
+  if st == 'a' and owner == nonce then
+    redis.call('ZREM', holds, member)
+    put('t', qty, nonce, ARGV[4])
   end
 elseif op == 'resolve' then
   local s = ARGV[5]

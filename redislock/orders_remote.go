@@ -100,9 +100,13 @@ func (a *Atomic) settleRemote(ctx context.Context, op, id string) (*record, erro
 			if err := a.at("confirmed"); err != nil {
 				return nil, err
 			}
-			a.tidy(ctx, id, r, "finalize")
+			if err := a.tidy(ctx, id, r, "finalize"); err != nil {
+				return nil, pending(err)
+			}
 		case r.flag == "expired":
-			a.tidy(ctx, id, r, "undo")
+			// Its lines are due at its deadline: the next reader of
+			// their SKUs gives back any this misses.
+			_ = a.tidy(ctx, id, r, "undo")
 		}
 	case op == "return" && (r.state == 'r' || r.state == 'e'):
 		// Decided before: its lines may not all have heard (a client that
@@ -131,6 +135,9 @@ func (a *Atomic) settleRemote(ctx context.Context, op, id string) (*record, erro
 func (a *Atomic) returnRemote(ctx context.Context, id string, r *record) (*record, error) {
 	for range 3 {
 		if err := a.lineOps(ctx, id, r, "arm"); err != nil {
+			if errors.Is(err, errLineGone) && r.state == 't' {
+				return nil, a.forgotten(ctx, id, r)
+			}
 			return nil, err
 		}
 		if err := a.at("armed"); err != nil {
@@ -149,10 +156,27 @@ func (a *Atomic) returnRemote(ctx context.Context, id string, r *record) (*recor
 		}
 		// Its errors are dropped: the armed lines it misses are due, and
 		// the next read of their SKUs gives them back (see above).
-		a.tidy(ctx, id, next, "undo")
+		_ = a.tidy(ctx, id, next, "undo")
 		return next, nil
 	}
 	return nil, fmt.Errorf("%w: readers kept disarming the return of %q", stockguard.ErrContention, id)
+}
+
+// forgotten answers a Return of the taken order r that found a line record
+// gone: a taken line's record expires a retention after its line heard so,
+// which is before the order's record does (sealed after its lines) or, when
+// the seal was lost, long before. The order is past its retention and
+// nothing may come back: the lines this Return armed are taken again, the
+// record is sealed so that it expires, and the Return answers
+// ErrUnknownOrder.
+func (a *Atomic) forgotten(ctx context.Context, id string, r *record) error {
+	if err := a.lineOps(ctx, id, r, "unarm"); err != nil {
+		return err
+	}
+	if _, err := a.recordOp(ctx, id, "seal", r.nonce); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: order %q is past its retention (its line records expired)", stockguard.ErrUnknownOrder, id)
 }
 
 // finish drives the record r of id out of the protocol's transient states:
@@ -216,7 +240,9 @@ func (a *Atomic) finish(ctx context.Context, id string, r *record) (*record, err
 				if err := a.at("committed"); err != nil {
 					return nil, err
 				}
-				a.tidy(ctx, id, r, "finalize")
+				if err := a.tidy(ctx, id, r, "finalize"); err != nil {
+					return nil, pending(err)
+				}
 			}
 			if r.state != 'u' {
 				refusal = nil // committed, by this call or by another
@@ -224,9 +250,15 @@ func (a *Atomic) finish(ctx context.Context, id string, r *record) (*record, err
 		default:
 			switch {
 			case r.flag == "expired":
-				a.tidy(ctx, id, r, "undo")
+				// Its lines are due at its deadline: the next reader of
+				// their SKUs gives back any this misses.
+				_ = a.tidy(ctx, id, r, "undo")
 			case r.state == 't' && !r.sealed:
-				a.tidy(ctx, id, r, "finalize") // a finalize was lost
+				// A finalize or the seal was lost, and nothing else seals
+				// the record once its lines have left the holds.
+				if err := a.tidy(ctx, id, r, "finalize"); err != nil {
+					return nil, pending(err)
+				}
 			}
 			return r, nil
 		}
@@ -346,17 +378,31 @@ func (a *Atomic) lineOp(ctx context.Context, id string, r *record, l stockguard.
 // tidy runs op on r's lines once the record has decided their fate, and
 // once every line has heard that the order is taken, seals the record (see
 // orders_record.lua): until then it does not expire, since its absence
-// would tell the lines to give their units back. Its errors are dropped on
-// purpose: every line it did not reach is listed as due in its SKU's
-// holds, and whatever next needs that SKU's units asks the record, does
-// the same and tidies again.
-func (a *Atomic) tidy(ctx context.Context, id string, r *record, op string) {
-	if a.lineOps(ctx, id, r, op) == nil && op == "finalize" {
-		if a.at("finalized") != nil {
-			return
+// would tell the lines to give their units back. It returns the first
+// error. A line it does not reach stays listed as due in its SKU's holds,
+// and whatever next needs that SKU's units asks the record and does the
+// same; but once every line has left the holds, only a call under the ID
+// seals the record, so the callers that acted on the order report a
+// failed seal. A line a Return armed keeps the record unsealed, with no
+// error: that Return decides, or a reader disarms it and seals.
+func (a *Atomic) tidy(ctx context.Context, id string, r *record, op string) error {
+	errs := forLines(r.lines, func(_ int, l stockguard.Line) error {
+		return a.lineOp(ctx, id, r, l, op, strconv.FormatInt(a.retention.Milliseconds(), 10))
+	})
+	armed := false
+	for i, err := range errs {
+		if errors.Is(err, errLineArmed) {
+			armed, errs[i] = true, nil
 		}
-		_, _ = a.recordOp(ctx, id, "seal", r.nonce)
 	}
+	if err := errors.Join(errs...); err != nil || armed || op != "finalize" {
+		return err
+	}
+	if err := a.at("finalized"); err != nil {
+		return err
+	}
+	_, err := a.recordOp(ctx, id, "seal", r.nonce)
+	return err
 }
 
 // at is the test hook at a named point of the protocol.
@@ -367,10 +413,22 @@ func (a *Atomic) at(point string) error {
 	return a.hook(point)
 }
 
+// Errors of orders_line.lua's replies that its callers act on.
+var (
+	errLineArmed = errors.New("redislock: a Return armed the line") // finalize: codeLineArmed
+	errLineGone  = errors.New("redislock: the line record is gone") // arm: codeLineGone
+)
+
 // lineError is the error of a reply of orders_line.lua: nil for a
 // non-negative code.
 func lineError(reply []any, a *Atomic, l stockguard.Line) error {
 	code := replyInt(reply, 0)
+	switch code {
+	case codeLineArmed:
+		return errLineArmed
+	case codeLineGone:
+		return errLineGone
+	}
 	if code >= 0 {
 		return nil
 	}

@@ -88,7 +88,10 @@ func (a *Atomic) resolve(ctx context.Context, sku string, ids []string) (settled
 			return false, false, err
 		}
 		if r.state == 't' && !r.sealed {
-			a.tidy(ctx, id, r, "finalize") // a finalize was lost
+			// A finalize or the seal was lost (or a Return armed the
+			// lines): seal it when this reader can; else the record stays
+			// unsealed for the next one, or a call under its ID.
+			_ = a.tidy(ctx, id, r, "finalize")
 		}
 		switch replyInt(reply, 0) {
 		case 1:

@@ -415,8 +415,8 @@ func TestAtomic_twoPhase_lostSeal(t *testing.T) {
 		// its retention, ErrUnknownOrder, and the record is sealed now.
 		a := setup(t)
 		a.hook = killAt("finalized")
-		if err := a.Take(t.Context(), "o", cart...); err != nil && !errors.Is(err, errKilled) {
-			t.Fatal(err)
+		if err := a.Take(t.Context(), "o", cart...); !errors.Is(err, stockguard.ErrOutcomeUnknown) {
+			t.Fatalf("Take killed before its seal = %v, want ErrOutcomeUnknown", err)
 		}
 		a.hook = nil
 		if d := ttl(t, a); d != -1 {
