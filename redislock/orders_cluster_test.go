@@ -3,12 +3,12 @@ package redislock
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
-	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/stocktest"
 )
@@ -124,16 +124,33 @@ func TestAtomic_cluster_killedBetweenPhases(t *testing.T) {
 	wantLevels(t, other, map[string]int64{skus[0]: 10, skus[1]: 10})
 }
 
-// TestAtomic_Orders_ring runs RunOrders over a go-redis Ring of two
-// servers, which places keys by hash tag: orders span them through the
-// two-phase protocol.
-func TestAtomic_Orders_ring(t *testing.T) {
-	srv := backendstest.PrivateRedis(t, 2)
-	rdb := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": srv[0].Addr, "b": srv[1].Addr}})
+// TestAtomic_ring_refused: NewAtomic over a go-redis Ring refuses every
+// call, before any I/O, with an error wrapping ErrInvalidRequest. A Ring
+// sends a shard's keys elsewhere while it votes the shard down, where an
+// order's record looks absent (read as "give the units back") and a SKU's
+// level unknown or stale.
+func TestAtomic_ring_refused(t *testing.T) {
+	// Addresses nothing listens on: a call that did any I/O would fail
+	// otherwise, and slowly.
+	rdb := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1", "b": "127.0.0.1:2"}})
 	t.Cleanup(func() { rdb.Close() })
 	a := NewAtomic(rdb)
-	if a.oneSlot("cart", []stockguard.Line{line("a", 1), line("b", 1)}) {
-		t.Fatal("a cart over two SKUs would run as one script on a Ring")
+	ctx := t.Context()
+	cart := []stockguard.Line{line("a", 1), line("b", 1)}
+	calls := map[string]error{
+		"Decrement": a.Decrement(ctx, "a", 1),
+		"SetStock":  a.SetStock(ctx, "a", 1),
+		"Take":      a.Take(ctx, "o", cart...),
+		"Hold":      a.Hold(ctx, "o", time.Minute, cart...),
+		"Confirm":   a.Confirm(ctx, "o"),
+		"Return":    a.Return(ctx, "o"),
+		"Restock":   a.Restock(ctx, "r", "a", 1),
 	}
-	stocktest.RunOrders(t, func(t *testing.T) stockguard.Orders { return NewAtomic(rdb) })
+	_, calls["Stock"] = a.Stock(ctx, "a")
+	_, calls["Order"] = a.Order(ctx, "o")
+	for name, err := range calls {
+		if !errors.Is(err, stockguard.ErrInvalidRequest) || !strings.Contains(err.Error(), "Ring") {
+			t.Errorf("%s over a Ring = %v, want ErrInvalidRequest naming the Ring", name, err)
+		}
+	}
 }
