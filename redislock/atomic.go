@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"time"
 
@@ -33,8 +34,8 @@ var atomicScript = redis.NewScript(levelLua + atomicLua)
 var ErrCorruptStock = redisx.ErrCorrupt
 
 // AtomicClient is the part of a go-redis client that NewAtomic needs. Every
-// redis.UniversalClient — *redis.Client, *redis.ClusterClient, *redis.Ring,
-// a failover client — satisfies it.
+// redis.UniversalClient — *redis.Client, *redis.ClusterClient, a failover
+// client — satisfies it; a *redis.Ring does too, and NewAtomic refuses it.
 type AtomicClient interface {
 	redis.Scripter
 	Process(ctx context.Context, cmd redis.Cmder) error
@@ -86,11 +87,21 @@ var (
 // NewAtomic returns an Atomic over rdb. It reads the options WithPrefix,
 // WithOrderRetention, WithOrderStream, WithReplicaAck and WithAOFAck (each script — a
 // decrement, each Orders phase — is then followed by the ack's WAIT, and
-// one whose WAIT falls short is ErrOutcomeUnknown). Over a *redis.ClusterClient (or a *redis.Ring), an
-// order whose keys span slots (shards) runs through the two-phase protocol
-// (see Take).
+// one whose WAIT falls short is ErrOutcomeUnknown). Over a *redis.ClusterClient, an
+// order whose keys span slots runs through the two-phase protocol (see
+// Take).
+//
+// Over a *redis.Ring, every method returns an error wrapping
+// stockguard.ErrInvalidRequest, before any I/O: a Ring sends the keys of a
+// shard it votes down to another shard, where a SKU's level looks unknown
+// or stale and an order's record absent, which the two-phase protocol
+// reads as "give the units back". Which deployments Atomic needs:
+// docs/orders.md.
 func NewAtomic(rdb AtomicClient, opts ...Option) *Atomic {
 	o := newOptions(opts)
+	if _, ok := rdb.(*redis.Ring); ok {
+		o.fail(errors.New("NewAtomic over a *redis.Ring: a Ring moves a shard's keys to another shard while it votes the shard down; use one Redis, a failover client or a Cluster"))
+	}
 	a := &Atomic{
 		scripts:   redisx.OnceScripter(redisx.Acked(rdb, o.ack)),
 		levels:    redisx.Levels{Client: rdb, Writer: redisx.Acked(rdb, o.ack), Keys: o.keys, Pkg: "redislock"},
@@ -219,15 +230,12 @@ type sharding int8
 const (
 	unsharded     sharding = iota // one server: *redis.Client, a failover client
 	shardedBySlot                 // *redis.ClusterClient
-	shardedByTag                  // *redis.Ring
 )
 
 func shardingOf(rdb AtomicClient) sharding {
 	switch rdb.(type) {
 	case *redis.ClusterClient:
 		return shardedBySlot
-	case *redis.Ring:
-		return shardedByTag
 	}
 	return unsharded
 }

@@ -235,18 +235,14 @@ func (a *Atomic) settled(ctx context.Context, op, id string) (*record, error) {
 
 // oneSlot reports whether the keys of the order id with lines are on one
 // server whatever the sharding, so one script can run it: always on a
-// single Redis; in one slot on a cluster; under one hash tag on a Ring,
-// which places tags on its shards by its own hash.
+// single Redis; in one slot on a cluster.
 func (a *Atomic) oneSlot(id string, lines []stockguard.Line) bool {
 	if a.twoPhase {
 		return false
 	}
 	same := func(x, y string) bool { return true }
-	switch a.sharding {
-	case shardedBySlot:
+	if a.sharding == shardedBySlot {
 		same = func(x, y string) bool { return slot(x) == slot(y) }
-	case shardedByTag:
-		same = func(x, y string) bool { return hashTag(x) == hashTag(y) }
 	}
 	order := a.orderKey(id)
 	if a.stream != "" && !same(order, a.stream) {
