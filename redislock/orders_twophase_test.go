@@ -3,6 +3,9 @@ package redislock
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -439,4 +442,74 @@ func TestAtomic_twoPhase_lostSeal(t *testing.T) {
 		}
 		wantLevels(t, a, map[string]int64{"a": 7, "b": 6})
 	})
+}
+
+// TestAtomic_reclaim_scanBounded fills a sold-out SKU's holds with due
+// lines of two-phase orders (their records elsewhere) and counts the pages
+// (ZRANGEBYSCORE) one script reads before it answers with the first 64 to
+// resolve: a bounded number, not one per 64 due lines, each from a growing
+// offset. Counted by the server (INFO commandstats) on a private Redis.
+func TestAtomic_reclaim_scanBounded(t *testing.T) {
+	srv := backendstest.PrivateRedis(t, 1)[0]
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	a := newOrders(rdb, "", true)
+	ctx := t.Context()
+	stockAll(t, a, 0, "hot")
+	const due = 5000
+	members := make([]redis.Z, due)
+	for i := range members {
+		members[i] = redis.Z{Score: float64(1 + i/3), Member: fmt.Sprintf("~o%d", i)} // some share a score
+	}
+	// Behind them, a due hold of a one-slot order: 1 unit.
+	members = append(members, redis.Z{Score: due, Member: "1 local"})
+	if err := rdb.ZAdd(ctx, a.holdsKey("hot"), members...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	pages := func() int64 {
+		t.Helper()
+		info, err := rdb.Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, found := strings.Cut(info, "cmdstat_zrangebyscore:calls=")
+		if !found {
+			return 0
+		}
+		n, err := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	keys := []string{a.keys.Stock("hot"), a.holdsKey("hot")}
+	scripts := []struct {
+		name string
+		run  func() ([]any, error)
+	}{
+		{"decrement", func() ([]any, error) { return decrementScript.Run(ctx, a.scripts, keys, 1, "0").Slice() }},
+		{"take", func() ([]any, error) {
+			return lineScript.Run(ctx, a.scripts, a.lineKeys("hot", "x"), "take", "x", "1.n", 1, 1000, "0").Slice()
+		}},
+	}
+	for _, sc := range scripts {
+		name, run := sc.name, sc.run
+		before := pages()
+		reply, err := run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := pages() - before; n > 2 {
+			t.Errorf("%s read %d pages of due holds, want at most 2", name, n)
+		}
+		if got := len(replyStrings(reply, 1)); replyInt(reply, 0) != codeResolve || got != 64 {
+			t.Fatalf("%s = %d with %d ids, want %d with 64", name, replyInt(reply, 0), got, codeResolve)
+		}
+	}
+	// Told to decide without them, the script finds the one-slot hold
+	// behind them all (ties included), gives it back and takes it.
+	reply, err := decrementScript.Run(ctx, a.scripts, keys, 1, "1").Slice()
+	if err != nil || replyInt(reply, 0) != 0 {
+		t.Fatalf("decrement without the remote holds = %v, %v; want {0}", reply, err)
+	}
 }
