@@ -114,13 +114,13 @@ if op == 'take' or op == 'restock' then
     put('r', ARGV[4], nonce, ARGV[5])
     return {0}
   end
-  local remote = {}
+  local remote = ARGV[6] ~= '1' and {} or nil
   have = reclaim(stock, holds, now_us(), have, q, 16, remote)
   if open then
     have = have + tonumber(qty) -- the older attempt's, given back below
   end
   if have < q then
-    if #remote > 0 and ARGV[6] ~= '1' then
+    if remote and #remote > 0 then
       return {-8, unpack(remote)}
     end
     return {-2}
