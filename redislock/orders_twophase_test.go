@@ -513,3 +513,30 @@ func TestAtomic_reclaim_scanBounded(t *testing.T) {
 		t.Fatalf("decrement without the remote holds = %v, %v; want {0}", reply, err)
 	}
 }
+
+// TestAtomic_twoPhase_restockLineOutlivesWindow: a two-phase Restock's
+// line record says its units were added; a retry resumes the attempt
+// until its record goes, a pending window (or more) later. With a
+// retention shorter than that window, the line record must still outlive
+// it, or the retry adds the units again.
+func TestAtomic_twoPhase_restockLineOutlivesWindow(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	a := newOrders(rdb, redistest.Prefix(t, rdb), true, WithOrderRetention(MinOrderRetention))
+	stockAll(t, a, 10, "a")
+	a.hook = killAt("taken")
+	if err := a.Restock(t.Context(), "r", "a", 5); !errors.Is(err, errKilled) {
+		t.Fatalf("Restock = %v, want it killed", err)
+	}
+	ttl, err := rdb.PTTL(t.Context(), a.lineKey("a", "r")).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl < pendingWindow {
+		t.Errorf("the restock's line record lives %v, want at least the pending window %v", ttl, pendingWindow)
+	}
+	a.hook = nil
+	if err := a.Restock(t.Context(), "r", "a", 5); err != nil {
+		t.Fatal(err)
+	}
+	wantLevels(t, a, map[string]int64{"a": 15})
+}
