@@ -16,7 +16,9 @@
 -- ARGV[1] op, [2] order id, [3] nonce, then per op:
 --   take     [4] qty [5] due in (us, from now by this server's clock) [6]
 --            "1": decide without due remote holds
---   restock  [4] qty [5] retention (ms)
+--   restock  [4] qty [5] how long the line is kept (ms): the pending
+--            window and the retention, so it outlives the record's
+--            pending state
 --   undo     [4] tombstone ttl (ms), "" for none: gives this attempt's (or
 --            an older one's) units back; with a ttl, leaves a tombstone
 --   finalize [4] retention (ms): p -> t; {-13} for a line a Return armed

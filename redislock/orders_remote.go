@@ -292,7 +292,9 @@ func (a *Atomic) takeLines(ctx context.Context, id string, r *record) (outcomes 
 		return a.withResolve(ctx, func(ignore bool) (string, []string, error) {
 			args := []any{"take", id, r.nonce, l.Qty, r.in(due), flag01(ignore)}
 			if r.kind == kindRestock {
-				args = []any{"restock", id, r.nonce, l.Qty, a.retention.Milliseconds()}
+				// The line says the units were added for as long as a
+				// retry may resume the attempt: the record's lifetime.
+				args = []any{"restock", id, r.nonce, l.Qty, (a.window() + a.retention).Milliseconds()}
 			}
 			reply, err := lineScript.Run(ctx, a.scripts, a.lineKeys(l.SKU, id), args...).Slice()
 			if err != nil {
