@@ -64,6 +64,8 @@ type Atomic struct {
 	retention time.Duration
 	stream    string // WithOrderStream's key; "" for none
 	err       error  // the first invalid option
+	rdb       AtomicClient
+	evictions *evictionCheck
 
 	// Set by tests only: twoPhase runs every order through the two-phase
 	// protocol, pending overrides pendingWindow, grace returnGrace, and
@@ -110,6 +112,8 @@ func NewAtomic(rdb AtomicClient, opts ...Option) *Atomic {
 		retention: cmp.Or(o.orders.retention, DefaultOrderRetention),
 		stream:    o.orders.stream,
 		err:       o.err,
+		rdb:       rdb,
+		evictions: &evictionCheck{},
 	}
 	return a
 }

@@ -68,7 +68,7 @@ const pendingWindow = 30 * time.Second
 //     with the order pending; repeat the call with the same arguments;
 //   - the context's error: ctx ended before anything was sent.
 func (a *Atomic) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
-	if err := a.admit(ctx, stockguard.ValidateTake(id, lines)); err != nil {
+	if err := a.admitOrder(ctx, stockguard.ValidateTake(id, lines)); err != nil {
 		return err
 	}
 	return a.place(ctx, kindTake, id, 0, lines)
@@ -79,7 +79,7 @@ func (a *Atomic) Take(ctx context.Context, id string, lines ...stockguard.Line) 
 // its units are back before any buyer of its SKUs is refused and before
 // Stock answers, with no sweeper running. Its errors are Take's.
 func (a *Atomic) Hold(ctx context.Context, id string, ttl time.Duration, lines ...stockguard.Line) error {
-	if err := a.admit(ctx, stockguard.ValidateHold(id, ttl, lines)); err != nil {
+	if err := a.admitOrder(ctx, stockguard.ValidateHold(id, ttl, lines)); err != nil {
 		return err
 	}
 	return a.place(ctx, kindHold, id, ttl, lines)
@@ -94,7 +94,7 @@ func (a *Atomic) Hold(ctx context.Context, id string, ttl time.Duration, lines .
 // ErrContention, ErrUnavailable, ErrOutcomeUnknown or the context's error
 // as Take.
 func (a *Atomic) Restock(ctx context.Context, id, sku string, qty int64) error {
-	if err := a.admit(ctx, stockguard.ValidateRestock(id, sku, qty)); err != nil {
+	if err := a.admitOrder(ctx, stockguard.ValidateRestock(id, sku, qty)); err != nil {
 		return err
 	}
 	lines := []stockguard.Line{{SKU: sku, Qty: qty}}
@@ -142,7 +142,7 @@ func (a *Atomic) Return(ctx context.Context, id string) error {
 // (id was applied by Restock, which is no order), ErrInvalidRequest,
 // ErrUnavailable or ErrContention (nothing changed) or the context's error.
 func (a *Atomic) Order(ctx context.Context, id string) (stockguard.OrderInfo, error) {
-	if err := a.admit(ctx, stockguard.ValidateID(id)); err != nil {
+	if err := a.admitOrder(ctx, stockguard.ValidateID(id)); err != nil {
 		return stockguard.OrderInfo{}, err
 	}
 	r, err := a.settled(ctx, "order", id)
@@ -190,7 +190,7 @@ func (a *Atomic) place(ctx context.Context, kind byte, id string, ttl time.Durat
 
 // decide runs a Confirm or a Return.
 func (a *Atomic) decide(ctx context.Context, op, id string) error {
-	if err := a.admit(ctx, stockguard.ValidateID(id)); err != nil {
+	if err := a.admitOrder(ctx, stockguard.ValidateID(id)); err != nil {
 		return err
 	}
 	r, err := a.settled(ctx, op, id)

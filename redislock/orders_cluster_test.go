@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/stocktest"
 )
@@ -153,4 +154,35 @@ func TestAtomic_ring_refused(t *testing.T) {
 			t.Errorf("%s over a Ring = %v, want ErrInvalidRequest naming the Ring", name, err)
 		}
 	}
+}
+
+// TestAtomic_Orders_refuseEviction: on a server that may evict keys
+// (maxmemory with a policy other than noeviction), every Orders method
+// fails with ErrUnavailable before it writes; noeviction passes.
+func TestAtomic_Orders_refuseEviction(t *testing.T) {
+	srv := backendstest.PrivateRedis(t, 1, "--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru")[0]
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := t.Context()
+	for _, twoPhase := range []bool{false, true} {
+		a := newOrders(rdb, redistest.Prefix(t, rdb), twoPhase)
+		stockAll(t, a, 10, "a")
+		err := a.Take(ctx, "o", line("a", 1))
+		if !errors.Is(err, stockguard.ErrUnavailable) || !strings.Contains(err.Error(), "volatile-lru") {
+			t.Fatalf("Take under volatile-lru = %v, want ErrUnavailable naming the policy", err)
+		}
+		if _, err := a.Order(ctx, "o"); !errors.Is(err, stockguard.ErrUnavailable) {
+			t.Fatalf("Order under volatile-lru = %v, want ErrUnavailable", err)
+		}
+		wantLevels(t, a, map[string]int64{"a": 10})
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	a := newOrders(rdb, redistest.Prefix(t, rdb), true)
+	stockAll(t, a, 10, "a")
+	if err := a.Take(ctx, "o", line("a", 1)); err != nil {
+		t.Fatalf("Take under noeviction: %v", err)
+	}
+	wantLevels(t, a, map[string]int64{"a": 9})
 }
