@@ -411,6 +411,34 @@ func TestAtomic_twoPhase_lostSeal(t *testing.T) {
 		}
 		wantLevels(t, a, map[string]int64{"a": 7, "b": 6})
 	})
+	t.Run("retrySealFails", func(t *testing.T) {
+		// The client dies before its seal; a retry of the Take finds the
+		// record unsealed, and its own seal fails too: it says so.
+		a := setup(t)
+		a.hook = killAt("finalized")
+		if err := a.Take(t.Context(), "o", cart...); !errors.Is(err, stockguard.ErrOutcomeUnknown) {
+			t.Fatalf("Take killed before its seal = %v, want ErrOutcomeUnknown", err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		a.hook = func(p string) error {
+			if p == "finalized" {
+				cancel()
+			}
+			return nil
+		}
+		if err := a.Take(ctx, "o", cart...); !errors.Is(err, stockguard.ErrOutcomeUnknown) {
+			t.Fatalf("retry with its seal failed = %v, want ErrOutcomeUnknown", err)
+		}
+		a.hook = nil
+		if err := a.Take(t.Context(), "o", cart...); err != nil {
+			t.Fatalf("second retry: %v", err)
+		}
+		if d := ttl(t, a); d <= 0 || d > a.retention {
+			t.Errorf("record's TTL after the second retry = %v, want its retention %v", d, a.retention)
+		}
+		wantLevels(t, a, map[string]int64{"a": 7, "b": 6})
+	})
 	t.Run("returnPastLineRetention", func(t *testing.T) {
 		// The client dies before its seal; the line records' retention
 		// passes (deleted here, as their expiry would). A Return then may
