@@ -51,6 +51,8 @@ func (a *Atomic) placeRemote(ctx context.Context, kind byte, id string, ttl time
 			// a caller resuming it: it applied the order, even if others
 			// have closed it since.
 			return nil
+		case compared && err != nil:
+			return err // settled, and its lost seal still not redone
 		case compared:
 			return a.answer(id, r)
 		case err != nil && !errors.Is(err, errRestart) && !refused(err):
