@@ -137,8 +137,14 @@ func (a *Atomic) settleRemote(ctx context.Context, op, id string) (*record, erro
 func (a *Atomic) returnRemote(ctx context.Context, id string, r *record) (*record, error) {
 	for range 3 {
 		if err := a.lineOps(ctx, id, r, "arm"); err != nil {
-			if errors.Is(err, errLineGone) && r.state == 't' {
+			switch {
+			case errors.Is(err, errLineGone) && r.state == 't':
 				return nil, a.forgotten(ctx, id, r)
+			case errors.Is(err, errLineGone):
+				// A held line's record has no TTL: only eviction or a
+				// hand outside this package removes it.
+				return nil, fmt.Errorf("%w: a line record of the held order %q is missing, nothing decided: %w",
+					stockguard.ErrUnavailable, id, err)
 			}
 			return nil, err
 		}
