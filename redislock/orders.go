@@ -128,9 +128,12 @@ func (a *Atomic) Confirm(ctx context.Context, id string) error {
 // ErrOutcomeUnknown or the context's error. It is never refused for want
 // of room under stockguard.MaxQty (see SetStock). A two-phase order's
 // Return first marks its lines due, then has the record decide, then
-// gives the lines back; a Return of an order returned already gives back
-// any line that has not heard yet, so a later call of any client finishes
-// one whose client died.
+// gives the lines back; once the record has decided, whatever next reads a
+// line's SKU gives back what this call did not reach, and a Return of an
+// order returned already gives back any line that has not heard yet, so a
+// later call of any client finishes one whose client died. A taken
+// two-phase order whose line records have passed their retention answers
+// ErrUnknownOrder, and nothing comes back.
 func (a *Atomic) Return(ctx context.Context, id string) error {
 	return a.decide(ctx, "return", id)
 }
