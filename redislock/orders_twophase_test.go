@@ -568,3 +568,49 @@ func TestAtomic_twoPhase_restockLineOutlivesWindow(t *testing.T) {
 	}
 	wantLevels(t, a, map[string]int64{"a": 15})
 }
+
+// TestAtomic_twoPhase_armedOutlivesRecord: a Return of a sealed taken
+// order arms its lines and its client dies. Until a reader takes them back
+// (disarming the record), the record may not expire: a line armed with no
+// record would be given back, the units of an order taken for good.
+func TestAtomic_twoPhase_armedOutlivesRecord(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	prefix := redistest.Prefix(t, rdb)
+	reader := newOrders(rdb, prefix, true)
+	reader.grace = time.Nanosecond // past the grace at once
+	dying := newOrders(rdb, prefix, true)
+	dying.hook = killAt("armed")
+	ctx := t.Context()
+	stockAll(t, reader, 10, "a", "b")
+	cart := []stockguard.Line{line("a", 3), line("b", 4)}
+	if err := reader.Take(ctx, "o", cart...); err != nil {
+		t.Fatal(err)
+	}
+	ttl := func() time.Duration {
+		t.Helper()
+		d, err := rdb.PTTL(ctx, reader.orderKey("o")).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if d := ttl(); d <= 0 {
+		t.Fatalf("sealed record's TTL = %v, want its retention", d)
+	}
+	if err := dying.Return(ctx, "o"); !errors.Is(err, errKilled) {
+		t.Fatalf("Return = %v, want it killed", err)
+	}
+	if d := ttl(); d != -1 {
+		t.Errorf("record's TTL with its lines armed = %v, want none", d)
+	}
+	// Readers take the lines back, and the record is sealed again.
+	wantLevels(t, reader, map[string]int64{"a": 7, "b": 6})
+	if d := ttl(); d <= 0 || d > reader.retention {
+		t.Errorf("record's TTL once its lines are taken back = %v, want its retention", d)
+	}
+	wantState(t, reader, "o", stockguard.OrderTaken)
+	if err := reader.Return(ctx, "o"); err != nil {
+		t.Fatal(err)
+	}
+	wantLevels(t, reader, map[string]int64{"a": 10, "b": 10})
+}
