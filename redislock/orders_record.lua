@@ -34,9 +34,13 @@
 --           grace: that Return may be slow rather than dead, and must not
 --           decide "returned" once a line no longer waits for the decision
 --   seal    [3] nonce: a t record's lines all know it; its retention starts
+--   arming  view for a Return about to arm the lines: a t record is unsealed
+--           (no expiry, flag "arming"), since an armed line with no record
+--           would be given back; the Return's decision gives it its
+--           retention, or a reader that takes the lines back seals it again
 -- Every op returns {now, flag, field, value, ...} (no fields: no record);
 -- flag is "new" for a record begun now, "expired" when this op made it e,
--- "disarmed" for a return refused as above.
+-- "disarmed" for a return refused as above, "arming" (see arming).
 local rec, op, retention = KEYS[1], ARGV[1], tonumber(ARGV[2])
 local now = now_us()
 local flag = ''
@@ -111,6 +115,10 @@ elseif op == 'return' and (s == 'h' or s == 't') then
   else
     flag = 'disarmed'
   end
+elseif op == 'arming' and s == 't' and get('k') ~= 'R' then
+  redis.call('HDEL', rec, 'z')
+  redis.call('PERSIST', rec)
+  flag = 'arming'
 elseif op == 'disarm' and (s == 'h' or s == 't') then
   redis.call('HINCRBY', rec, 'v', 1)
 elseif op == 'drop' and s == 'u' and get('n') == ARGV[3] then

@@ -79,7 +79,11 @@ func (a *Atomic) answer(id string, r *record) error {
 // settleRemote applies op ("confirm", "return", "order") to the two-phase
 // order id, finishing or undoing it first if it was left pending.
 func (a *Atomic) settleRemote(ctx context.Context, op, id string) (*record, error) {
-	r, err := a.recordOp(ctx, id, "view")
+	first := "view"
+	if op == "return" {
+		first = "arming" // in the same round trip (see returnRemote)
+	}
+	r, err := a.recordOp(ctx, id, first)
 	if err != nil {
 		return nil, err
 	}
@@ -125,8 +129,10 @@ func (a *Atomic) settleRemote(ctx context.Context, op, id string) (*record, erro
 	return r, nil
 }
 
-// returnRemote returns the two-phase order id, held or taken as r says.
-// Its lines are made due first (armed): should this client die or stall
+// returnRemote returns the two-phase order id, held or taken as r says
+// (read by the record's arming op, which keeps a taken record from
+// expiring until the decision). Its lines are made due first (armed):
+// should this client die or stall
 // before the record decides, the SKU side asks the record and keeps them
 // taken or gives them back, whichever it says; a reader that finds them
 // armed past the grace disarms the record first, which refuses this
@@ -135,6 +141,22 @@ func (a *Atomic) settleRemote(ctx context.Context, op, id string) (*record, erro
 // been given back: whatever reads its SKU next gives it back if the
 // give-back below does not reach it, and the Return answers nil.
 func (a *Atomic) returnRemote(ctx context.Context, id string, r *record) (*record, error) {
+	if r.state == 't' && r.sealed {
+		// Sealed since this call read it (it resumed the take): the
+		// record may not expire while lines wait armed for it.
+		var err error
+		if r, err = a.recordOp(ctx, id, "arming"); err != nil {
+			return nil, err
+		}
+		if r.state != 't' {
+			// Returned by another call meanwhile, whose lines may not
+			// all have heard.
+			if err := a.lineOps(ctx, id, r, "undo"); err != nil {
+				return nil, err
+			}
+			return r, nil
+		}
+	}
 	for range 3 {
 		if err := a.lineOps(ctx, id, r, "arm"); err != nil {
 			switch {
@@ -261,9 +283,10 @@ func (a *Atomic) finish(ctx context.Context, id string, r *record) (*record, err
 				// Its lines are due at its deadline: the next reader of
 				// their SKUs gives back any this misses.
 				_ = a.tidy(ctx, id, r, "undo")
-			case r.state == 't' && !r.sealed:
+			case r.state == 't' && !r.sealed && r.flag != "arming":
 				// A finalize or the seal was lost, and nothing else seals
-				// the record once its lines have left the holds.
+				// the record once its lines have left the holds. (A
+				// Return unsealed it on purpose: see returnRemote.)
 				if err := a.tidy(ctx, id, r, "finalize"); err != nil {
 					return nil, pending(err)
 				}

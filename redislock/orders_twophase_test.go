@@ -614,3 +614,22 @@ func TestAtomic_twoPhase_armedOutlivesRecord(t *testing.T) {
 	}
 	wantLevels(t, reader, map[string]int64{"a": 10, "b": 10})
 }
+
+// TestAtomic_twoPhase_returnOfRestockKeepsItsRetention: a Return under a
+// two-phase Restock's ID is refused and leaves the record's retention
+// running.
+func TestAtomic_twoPhase_returnOfRestockKeepsItsRetention(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	a := newOrders(rdb, redistest.Prefix(t, rdb), true)
+	stockAll(t, a, 10, "a")
+	if err := a.Restock(t.Context(), "r", "a", 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Return(t.Context(), "r"); !errors.Is(err, stockguard.ErrOrderMismatch) {
+		t.Fatalf("Return of a restock = %v, want ErrOrderMismatch", err)
+	}
+	if d, err := rdb.PTTL(t.Context(), a.orderKey("r")).Result(); err != nil || d <= 0 {
+		t.Errorf("restock record's TTL after a Return = %v, %v; want its retention", d, err)
+	}
+	wantLevels(t, a, map[string]int64{"a": 15})
+}
