@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"time"
 
@@ -33,8 +34,8 @@ var atomicScript = redis.NewScript(levelLua + atomicLua)
 var ErrCorruptStock = redisx.ErrCorrupt
 
 // AtomicClient is the part of a go-redis client that NewAtomic needs. Every
-// redis.UniversalClient — *redis.Client, *redis.ClusterClient, *redis.Ring,
-// a failover client — satisfies it.
+// redis.UniversalClient — *redis.Client, *redis.ClusterClient, a failover
+// client — satisfies it; a *redis.Ring does too, and NewAtomic refuses it.
 type AtomicClient interface {
 	redis.Scripter
 	Process(ctx context.Context, cmd redis.Cmder) error
@@ -63,15 +64,19 @@ type Atomic struct {
 	retention time.Duration
 	stream    string // WithOrderStream's key; "" for none
 	err       error  // the first invalid option
+	rdb       AtomicClient
+	evictions *evictionCheck
 
 	// Set by tests only: twoPhase runs every order through the two-phase
-	// protocol, pending overrides pendingWindow, and hook is called at the
-	// protocol's named points ("begun", "taken", "committed", "armed",
-	// "confirmed"); an error from it stops the call there, as if its
-	// client had died. recordSkew shifts every time an order record
-	// reports, as a record server whose clock is that far ahead would.
+	// protocol, pending overrides pendingWindow, grace returnGrace, and
+	// hook is called at the protocol's named points ("begun", "taken",
+	// "committed", "finalized", "armed", "decided", "confirmed"); an error from it stops
+	// the call there, as if its client had died. recordSkew shifts every
+	// time an order record reports, as a record server whose clock is that
+	// far ahead would.
 	twoPhase   bool
 	pending    time.Duration
+	grace      time.Duration
 	hook       func(point string) error
 	recordSkew time.Duration
 }
@@ -84,11 +89,21 @@ var (
 // NewAtomic returns an Atomic over rdb. It reads the options WithPrefix,
 // WithOrderRetention, WithOrderStream, WithReplicaAck and WithAOFAck (each script — a
 // decrement, each Orders phase — is then followed by the ack's WAIT, and
-// one whose WAIT falls short is ErrOutcomeUnknown). Over a *redis.ClusterClient (or a *redis.Ring), an
-// order whose keys span slots (shards) runs through the two-phase protocol
-// (see Take).
+// one whose WAIT falls short is ErrOutcomeUnknown). Over a *redis.ClusterClient, an
+// order whose keys span slots runs through the two-phase protocol (see
+// Take).
+//
+// Over a *redis.Ring, every method returns an error wrapping
+// stockguard.ErrInvalidRequest, before any I/O: a Ring sends the keys of a
+// shard it votes down to another shard, where a SKU's level looks unknown
+// or stale and an order's record absent, which the two-phase protocol
+// reads as "give the units back". Which deployments Atomic needs:
+// docs/orders.md.
 func NewAtomic(rdb AtomicClient, opts ...Option) *Atomic {
 	o := newOptions(opts)
+	if _, ok := rdb.(*redis.Ring); ok {
+		o.fail(errors.New("NewAtomic over a *redis.Ring: a Ring moves a shard's keys to another shard while it votes the shard down; use one Redis, a failover client or a Cluster"))
+	}
 	a := &Atomic{
 		scripts:   redisx.OnceScripter(redisx.Acked(rdb, o.ack)),
 		levels:    redisx.Levels{Client: rdb, Writer: redisx.Acked(rdb, o.ack), Keys: o.keys, Pkg: "redislock"},
@@ -97,6 +112,8 @@ func NewAtomic(rdb AtomicClient, opts ...Option) *Atomic {
 		retention: cmp.Or(o.orders.retention, DefaultOrderRetention),
 		stream:    o.orders.stream,
 		err:       o.err,
+		rdb:       rdb,
+		evictions: &evictionCheck{},
 	}
 	return a
 }
@@ -217,15 +234,12 @@ type sharding int8
 const (
 	unsharded     sharding = iota // one server: *redis.Client, a failover client
 	shardedBySlot                 // *redis.ClusterClient
-	shardedByTag                  // *redis.Ring
 )
 
 func shardingOf(rdb AtomicClient) sharding {
 	switch rdb.(type) {
 	case *redis.ClusterClient:
 		return shardedBySlot
-	case *redis.Ring:
-		return shardedByTag
 	}
 	return unsharded
 }

@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -67,7 +68,7 @@ const pendingWindow = 30 * time.Second
 //     with the order pending; repeat the call with the same arguments;
 //   - the context's error: ctx ended before anything was sent.
 func (a *Atomic) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
-	if err := a.admit(ctx, stockguard.ValidateTake(id, lines)); err != nil {
+	if err := a.admitOrder(ctx, stockguard.ValidateTake(id, lines)); err != nil {
 		return err
 	}
 	return a.place(ctx, kindTake, id, 0, lines)
@@ -78,7 +79,7 @@ func (a *Atomic) Take(ctx context.Context, id string, lines ...stockguard.Line) 
 // its units are back before any buyer of its SKUs is refused and before
 // Stock answers, with no sweeper running. Its errors are Take's.
 func (a *Atomic) Hold(ctx context.Context, id string, ttl time.Duration, lines ...stockguard.Line) error {
-	if err := a.admit(ctx, stockguard.ValidateHold(id, ttl, lines)); err != nil {
+	if err := a.admitOrder(ctx, stockguard.ValidateHold(id, ttl, lines)); err != nil {
 		return err
 	}
 	return a.place(ctx, kindHold, id, ttl, lines)
@@ -93,7 +94,7 @@ func (a *Atomic) Hold(ctx context.Context, id string, ttl time.Duration, lines .
 // ErrContention, ErrUnavailable, ErrOutcomeUnknown or the context's error
 // as Take.
 func (a *Atomic) Restock(ctx context.Context, id, sku string, qty int64) error {
-	if err := a.admit(ctx, stockguard.ValidateRestock(id, sku, qty)); err != nil {
+	if err := a.admitOrder(ctx, stockguard.ValidateRestock(id, sku, qty)); err != nil {
 		return err
 	}
 	lines := []stockguard.Line{{SKU: sku, Qty: qty}}
@@ -127,9 +128,12 @@ func (a *Atomic) Confirm(ctx context.Context, id string) error {
 // ErrOutcomeUnknown or the context's error. It is never refused for want
 // of room under stockguard.MaxQty (see SetStock). A two-phase order's
 // Return first marks its lines due, then has the record decide, then
-// gives the lines back; a Return of an order returned already gives back
-// any line that has not heard yet, so a later call of any client finishes
-// one whose client died.
+// gives the lines back; once the record has decided, whatever next reads a
+// line's SKU gives back what this call did not reach, and a Return of an
+// order returned already gives back any line that has not heard yet, so a
+// later call of any client finishes one whose client died. A taken
+// two-phase order whose line records have passed their retention answers
+// ErrUnknownOrder, and nothing comes back.
 func (a *Atomic) Return(ctx context.Context, id string) error {
 	return a.decide(ctx, "return", id)
 }
@@ -141,7 +145,7 @@ func (a *Atomic) Return(ctx context.Context, id string) error {
 // (id was applied by Restock, which is no order), ErrInvalidRequest,
 // ErrUnavailable or ErrContention (nothing changed) or the context's error.
 func (a *Atomic) Order(ctx context.Context, id string) (stockguard.OrderInfo, error) {
-	if err := a.admit(ctx, stockguard.ValidateID(id)); err != nil {
+	if err := a.admitOrder(ctx, stockguard.ValidateID(id)); err != nil {
 		return stockguard.OrderInfo{}, err
 	}
 	r, err := a.settled(ctx, "order", id)
@@ -161,6 +165,9 @@ func (a *Atomic) Order(ctx context.Context, id string) (stockguard.OrderInfo, er
 // SKUs' units waits for the decision; past it, the lines are taken again
 // (a Return whose client died decided nothing).
 const returnGrace = time.Second
+
+// returnGrace is returnGrace, or the test's override.
+func (a *Atomic) returnGrace() time.Duration { return cmp.Or(a.grace, returnGrace) }
 
 // place runs a Take or a Hold.
 func (a *Atomic) place(ctx context.Context, kind byte, id string, ttl time.Duration, lines []stockguard.Line) error {
@@ -186,7 +193,7 @@ func (a *Atomic) place(ctx context.Context, kind byte, id string, ttl time.Durat
 
 // decide runs a Confirm or a Return.
 func (a *Atomic) decide(ctx context.Context, op, id string) error {
-	if err := a.admit(ctx, stockguard.ValidateID(id)); err != nil {
+	if err := a.admitOrder(ctx, stockguard.ValidateID(id)); err != nil {
 		return err
 	}
 	r, err := a.settled(ctx, op, id)
@@ -231,18 +238,14 @@ func (a *Atomic) settled(ctx context.Context, op, id string) (*record, error) {
 
 // oneSlot reports whether the keys of the order id with lines are on one
 // server whatever the sharding, so one script can run it: always on a
-// single Redis; in one slot on a cluster; under one hash tag on a Ring,
-// which places tags on its shards by its own hash.
+// single Redis; in one slot on a cluster.
 func (a *Atomic) oneSlot(id string, lines []stockguard.Line) bool {
 	if a.twoPhase {
 		return false
 	}
 	same := func(x, y string) bool { return true }
-	switch a.sharding {
-	case shardedBySlot:
+	if a.sharding == shardedBySlot {
 		same = func(x, y string) bool { return slot(x) == slot(y) }
-	case shardedByTag:
-		same = func(x, y string) bool { return hashTag(x) == hashTag(y) }
 	}
 	order := a.orderKey(id)
 	if a.stream != "" && !same(order, a.stream) {

@@ -3,6 +3,7 @@ package redislock
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,15 +40,11 @@ func spreadSKUs(t *testing.T, a *Atomic, masters map[uint16]string, id string, n
 	return skus
 }
 
-// TestAtomic_cluster_killedBetweenPhases takes a cart whose record and two
-// lines are on the three masters of a real cluster, and kills its client
-// between the phases: the pending deadline gives the units back, a retry
-// finishes the order, and nothing is taken twice.
-func TestAtomic_cluster_killedBetweenPhases(t *testing.T) {
-	rdb := clusterClient(t)
-	ctx := t.Context()
+// clusterMasters maps each slot of the cluster to its master's index.
+func clusterMasters(t *testing.T, rdb *redis.ClusterClient) map[uint16]string {
+	t.Helper()
 	masters := map[uint16]string{}
-	shards, err := rdb.ClusterShards(ctx).Result()
+	shards, err := rdb.ClusterShards(t.Context()).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,6 +55,32 @@ func TestAtomic_cluster_killedBetweenPhases(t *testing.T) {
 			}
 		}
 	}
+	return masters
+}
+
+// TestAtomic_cluster_slowReturn is TestAtomic_twoPhase_slowReturn with the
+// order's record and its two lines on the three masters of a real cluster.
+func TestAtomic_cluster_slowReturn(t *testing.T) {
+	rdb := clusterClient(t)
+	masters := clusterMasters(t, rdb)
+	slowReturn(t, func(t *testing.T) (*Atomic, []string) {
+		a := NewAtomic(rdb, WithPrefix(redistest.Prefix(t, rdb)))
+		skus := spreadSKUs(t, a, masters, "o", 2)
+		if a.oneSlot("o", []stockguard.Line{line(skus[0], 1), line(skus[1], 1)}) {
+			t.Fatal("the cart's keys share a slot; the test needs them apart")
+		}
+		return a, skus
+	})
+}
+
+// TestAtomic_cluster_killedBetweenPhases takes a cart whose record and two
+// lines are on the three masters of a real cluster, and kills its client
+// between the phases: the pending deadline gives the units back, a retry
+// finishes the order, and nothing is taken twice.
+func TestAtomic_cluster_killedBetweenPhases(t *testing.T) {
+	rdb := clusterClient(t)
+	ctx := t.Context()
+	masters := clusterMasters(t, rdb)
 	const window = 300 * time.Millisecond
 	prefix := redistest.Prefix(t, rdb)
 	other := NewAtomic(rdb, WithPrefix(prefix))
@@ -102,16 +125,64 @@ func TestAtomic_cluster_killedBetweenPhases(t *testing.T) {
 	wantLevels(t, other, map[string]int64{skus[0]: 10, skus[1]: 10})
 }
 
-// TestAtomic_Orders_ring runs RunOrders over a go-redis Ring of two
-// servers, which places keys by hash tag: orders span them through the
-// two-phase protocol.
-func TestAtomic_Orders_ring(t *testing.T) {
-	srv := backendstest.PrivateRedis(t, 2)
-	rdb := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": srv[0].Addr, "b": srv[1].Addr}})
+// TestAtomic_ring_refused: NewAtomic over a go-redis Ring refuses every
+// call, before any I/O, with an error wrapping ErrInvalidRequest. A Ring
+// sends a shard's keys elsewhere while it votes the shard down, where an
+// order's record looks absent (read as "give the units back") and a SKU's
+// level unknown or stale.
+func TestAtomic_ring_refused(t *testing.T) {
+	// Addresses nothing listens on: a call that did any I/O would fail
+	// otherwise, and slowly.
+	rdb := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1", "b": "127.0.0.1:2"}})
 	t.Cleanup(func() { rdb.Close() })
 	a := NewAtomic(rdb)
-	if a.oneSlot("cart", []stockguard.Line{line("a", 1), line("b", 1)}) {
-		t.Fatal("a cart over two SKUs would run as one script on a Ring")
+	ctx := t.Context()
+	cart := []stockguard.Line{line("a", 1), line("b", 1)}
+	calls := map[string]error{
+		"Decrement": a.Decrement(ctx, "a", 1),
+		"SetStock":  a.SetStock(ctx, "a", 1),
+		"Take":      a.Take(ctx, "o", cart...),
+		"Hold":      a.Hold(ctx, "o", time.Minute, cart...),
+		"Confirm":   a.Confirm(ctx, "o"),
+		"Return":    a.Return(ctx, "o"),
+		"Restock":   a.Restock(ctx, "r", "a", 1),
 	}
-	stocktest.RunOrders(t, func(t *testing.T) stockguard.Orders { return NewAtomic(rdb) })
+	_, calls["Stock"] = a.Stock(ctx, "a")
+	_, calls["Order"] = a.Order(ctx, "o")
+	for name, err := range calls {
+		if !errors.Is(err, stockguard.ErrInvalidRequest) || !strings.Contains(err.Error(), "Ring") {
+			t.Errorf("%s over a Ring = %v, want ErrInvalidRequest naming the Ring", name, err)
+		}
+	}
+}
+
+// TestAtomic_Orders_refuseEviction: on a server that may evict keys
+// (maxmemory with a policy other than noeviction), every Orders method
+// fails with ErrUnavailable before it writes; noeviction passes.
+func TestAtomic_Orders_refuseEviction(t *testing.T) {
+	srv := backendstest.PrivateRedis(t, 1, "--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru")[0]
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := t.Context()
+	for _, twoPhase := range []bool{false, true} {
+		a := newOrders(rdb, redistest.Prefix(t, rdb), twoPhase)
+		stockAll(t, a, 10, "a")
+		err := a.Take(ctx, "o", line("a", 1))
+		if !errors.Is(err, stockguard.ErrUnavailable) || !strings.Contains(err.Error(), "volatile-lru") {
+			t.Fatalf("Take under volatile-lru = %v, want ErrUnavailable naming the policy", err)
+		}
+		if _, err := a.Order(ctx, "o"); !errors.Is(err, stockguard.ErrUnavailable) {
+			t.Fatalf("Order under volatile-lru = %v, want ErrUnavailable", err)
+		}
+		wantLevels(t, a, map[string]int64{"a": 10})
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	a := newOrders(rdb, redistest.Prefix(t, rdb), true)
+	stockAll(t, a, 10, "a")
+	if err := a.Take(ctx, "o", line("a", 1)); err != nil {
+		t.Fatalf("Take under noeviction: %v", err)
+	}
+	wantLevels(t, a, map[string]int64{"a": 9})
 }

@@ -13,10 +13,10 @@ if not have then
 end
 local q = tonumber(ARGV[1])
 if have < q then
-  local remote = {}
+  local remote = ARGV[2] ~= '1' and {} or nil
   have = reclaim(KEYS[1], KEYS[2], now_us(), have, q, 0, remote)
   if have < q then
-    if #remote > 0 and ARGV[2] ~= '1' then
+    if remote and #remote > 0 then
       return {-8, unpack(remote)}
     end
     return {-2}

@@ -46,23 +46,35 @@ local function int(n)
 end
 
 -- reclaim gives back to stock, whose level is have, the units of the local
--- holds in holds due by now, oldest first, 64 at a time, and appends the ids
--- of due remote ones to remote (at most 64). It examines at least budget
--- due holds (when there are that many) and goes on while have < need, so a
--- refusal is only ever decided once every due local hold is back. It
--- returns the new level, and whether due holds may remain after it gave
--- some back (a caller that must see every one calls again).
+-- holds in holds due by now, oldest first, 64 at a time, and, unless
+-- remote is nil (the caller decides without them), appends the ids of due
+-- remote ones to remote (at most 64). It examines at least budget due
+-- holds (when there are that many) and goes on while have < need, so a
+-- refusal is only ever decided once every due local hold is back; but it
+-- stops at 64 remote ids while have < need: the caller has them resolved
+-- first and calls again, so one call reads a bounded number of pages. It
+-- walks by a cursor (the score last passed, and how many remote holds of
+-- that score it passed), not by a growing offset, so each page costs its
+-- own size. It returns the new level, and whether due holds may remain
+-- after it gave some back (a caller that must see every one calls again).
 local function reclaim(stock, holds, now, have, need, budget, remote)
-  local examined, off, gave = 0, 0, false
+  local examined, gave = 0, false
+  local min, skip = '0', 0
   while true do
-    local due = redis.call('ZRANGEBYSCORE', holds, 0, now, 'LIMIT', off, 64)
-    examined = examined + #due
-    for _, m in ipairs(due) do
-      if string.byte(m, 1) == 126 then -- "~": remote
-        if #remote < 64 then
+    local due = redis.call('ZRANGEBYSCORE', holds, min, now, 'WITHSCORES', 'LIMIT', skip, 64)
+    local n = #due / 2
+    examined = examined + n
+    for i = 1, #due, 2 do
+      local m, score = due[i], due[i + 1]
+      if string.byte(m, 1) == 126 then -- "~": remote, passed over
+        if remote and #remote < 64 then
           remote[#remote + 1] = string.sub(m, 2)
         end
-        off = off + 1
+        if score == min then
+          skip = skip + 1
+        else
+          min, skip = score, 1
+        end
       else
         local q = string.match(m, '^%d+')
         redis.call('ZREM', holds, m)
@@ -72,10 +84,10 @@ local function reclaim(stock, holds, now, have, need, budget, remote)
         gave = true
       end
     end
-    if #due < 64 then
+    if n < 64 then
       return have, false
     end
-    if examined >= budget and have >= need then
+    if have >= need and examined >= budget or have < need and remote and #remote >= 64 then
       return have, gave
     end
   end

@@ -16,21 +16,28 @@
 -- ARGV[1] op, [2] order id, [3] nonce, then per op:
 --   take     [4] qty [5] due in (us, from now by this server's clock) [6]
 --            "1": decide without due remote holds
---   restock  [4] qty [5] retention (ms)
+--   restock  [4] qty [5] how long the line is kept (ms): the pending
+--            window and the retention, so it outlives the record's
+--            pending state
 --   undo     [4] tombstone ttl (ms), "" for none: gives this attempt's (or
 --            an older one's) units back; with a ttl, leaves a tombstone
 --   finalize [4] retention (ms): p -> t; {-13} for a line a Return armed
---   arm      p or t -> a
+--   arm      p, t or a -> a, due now (an armed line's grace starts again);
+--            {-14} for no line record (a taken line past its retention)
+--   unarm    [4] retention (ms): a -> t, for a taken order a Return
+--            found past its retention
 --   resolve  [4] retention (ms) [5] the record's state ("" none) [6] the
 --            time it was read (us) [7] its hold deadline (us) [8] how long
 --            a Return may take (us) [9] how long ago, at most, the client
---            asked for the record (us): applies what the record says, for
---            the SKU side
+--            asked for the record (us) [10] "1": the record was read by its
+--            disarm op: applies what the record says, for the SKU side
 -- Returns {0}; for resolve {1} when it changed the line, {2} when a Return
--- is deciding it; or {-1|-2|-3}
+-- is deciding it, {3} when it may take the line back from a Return only
+-- once the record is disarmed (read it so and resolve again); or {-1|-2|-3}
 -- unknown / short / corrupt SKU, {-8, id...} see orders_decrement.lua,
 -- {-10} restock past 2^53-1 with the units out counted, {-11} this attempt's line is a tombstone,
--- {-12} a newer attempt owns the line, {-13} see finalize. Nothing changed on a negative reply.
+-- {-12} a newer attempt owns the line, {-13} see finalize, {-14} see arm.
+-- Nothing changed on a negative reply.
 local stock, holds, line = KEYS[1], KEYS[2], KEYS[3]
 local op, id, nonce = ARGV[1], ARGV[2], ARGV[3]
 local member = '~' .. id
@@ -109,13 +116,13 @@ if op == 'take' or op == 'restock' then
     put('r', ARGV[4], nonce, ARGV[5])
     return {0}
   end
-  local remote = {}
+  local remote = ARGV[6] ~= '1' and {} or nil
   have = reclaim(stock, holds, now_us(), have, q, 16, remote)
   if open then
     have = have + tonumber(qty) -- the older attempt's, given back below
   end
   if have < q then
-    if #remote > 0 and ARGV[6] ~= '1' then
+    if remote and #remote > 0 then
       return {-8, unpack(remote)}
     end
     return {-2}
@@ -146,9 +153,16 @@ elseif op == 'finalize' then
     return {-13}
   end
 elseif op == 'arm' then
-  if (st == 'p' or st == 't') and owner == nonce then
+  if (st == 'p' or st == 't' or st == 'a') and owner == nonce then
     put('a', qty, nonce)
     redis.call('ZADD', holds, now_us(), member)
+  elseif not st then
+    return {-14}
+  end
+elseif op == 'unarm' then
+  if st == 'a' and owner == nonce then
+    redis.call('ZREM', holds, member)
+    put('t', qty, nonce, ARGV[4])
   end
 elseif op == 'resolve' then
   local s = ARGV[5]
@@ -171,6 +185,14 @@ elseif op == 'resolve' then
     -- are this server's clock: the view's is now less its age, which the
     -- client measured from before it asked, so it errs early.
     changed = 2
+  elseif st == 'a' and (s == 't' or s == 'h') and ARGV[10] ~= '1' then
+    -- Past the grace, the Return may be slow rather than dead: the line
+    -- leaves the holds only on a record read by its disarm op, which
+    -- refuses the decision of every Return that read the record before.
+    -- Such a Return armed this line after its read, so before this
+    -- reader asked for the disarm less the grace: a line armed since
+    -- (a retrying Return) is within the grace above and stays armed.
+    return {3}
   elseif s == 't' then
     if st == 'p' or st == 'a' then
       changed = 1

@@ -38,10 +38,10 @@ for i = 1, n do
   if not have then
     return {why, i}
   end
-  local remote = {}
+  local remote = ARGV[4] ~= '1' and {} or nil
   have = reclaim(stock, KEYS[2 * i + 1], now, have, q, 16, remote)
   if have < q then
-    if #remote > 0 and ARGV[4] ~= '1' then
+    if remote and #remote > 0 then
       return {-8, i, unpack(remote)}
     end
     return {-2, i}

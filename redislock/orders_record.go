@@ -27,6 +27,7 @@ type record struct {
 	pending  int64             // two-phase: the attempt's deadline, us
 	deadline int64             // holds: us
 	sealed   bool              // two-phase, taken: every line knows it (see orders_record.lua)
+	disarms  string            // two-phase: field v, "0" when absent (see orders_record.lua)
 	asked    time.Time         // two-phase: when the client asked for it (its own clock)
 }
 
@@ -43,7 +44,7 @@ func (r *record) in(t int64) int64 {
 // parseRecord reads a script's reply: the server's time, flag when hasFlag,
 // then the record's fields and values.
 func parseRecord(reply []any, hasFlag bool) (*record, error) {
-	r := &record{}
+	r := &record{disarms: "0"}
 	bad := func() (*record, error) { return nil, unexpected(reply) }
 	if len(reply) < 1 {
 		return bad()
@@ -80,6 +81,8 @@ func parseRecord(reply []any, hasFlag bool) (*record, error) {
 			r.deadline, err = strconv.ParseInt(v, 10, 64)
 		case f == "z":
 			r.sealed = v == "1"
+		case f == "v":
+			r.disarms = v
 		case strings.HasPrefix(f, "="):
 			var q int64
 			q, err = strconv.ParseInt(v, 10, 64)

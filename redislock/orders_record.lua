@@ -4,7 +4,8 @@
 --
 -- Fields: s state, k kind ("T" take, "H" hold, "R" restock), c line count,
 -- "=<sku>" each line's qty, n the attempt's nonce ("<begin us>.<random>"),
--- w the pending deadline and d the hold's deadline (us). States:
+-- w the pending deadline and d the hold's deadline (us), v how many times a
+-- reader disarmed a Return (absent: none; see disarm). States:
 --   p  pending: lines being taken under n; committed only before w
 --   u  undoing: the attempt failed or was abandoned; its lines go back,
 --      then the record is deleted (nothing recorded)
@@ -25,10 +26,21 @@
 --           id is recorded; {now, "mismatch"} if it is, settled, with other
 --           lines or kind; otherwise as view
 --   view    reads;  commit [3] nonce: p -> h or t;  abort [3] nonce: p -> u;
---   confirm h -> t;  return h or t -> r;  drop [3] nonce: deletes a u record
+--   confirm h -> t;  drop [3] nonce: deletes a u record
+--   return  [3] v as the Return read it before it armed the lines: h or t
+--           -> r, unless a reader has disarmed since (flag "disarmed")
+--   disarm  h or t: counts v up. A reader does so before it takes back out
+--           of the holds a line a Return armed and did not decide in its
+--           grace: that Return may be slow rather than dead, and must not
+--           decide "returned" once a line no longer waits for the decision
 --   seal    [3] nonce: a t record's lines all know it; its retention starts
+--   arming  view for a Return about to arm the lines: a t record is unsealed
+--           (no expiry, flag "arming"), since an armed line with no record
+--           would be given back; the Return's decision gives it its
+--           retention, or a reader that takes the lines back seals it again
 -- Every op returns {now, flag, field, value, ...} (no fields: no record);
--- flag is "new" for a record begun now, "expired" when this op made it e.
+-- flag is "new" for a record begun now, "expired" when this op made it e,
+-- "disarmed" for a return refused as above, "arming" (see arming).
 local rec, op, retention = KEYS[1], ARGV[1], tonumber(ARGV[2])
 local now = now_us()
 local flag = ''
@@ -98,7 +110,17 @@ elseif op == 'seal' and s == 't' and get('n') == ARGV[3] and get('z') ~= '1' the
   redis.call('HSET', rec, 'z', '1')
   redis.call('PEXPIRE', rec, int(retention))
 elseif op == 'return' and (s == 'h' or s == 't') then
-  set('r', retention)
+  if (get('v') or '0') == ARGV[3] then
+    set('r', retention)
+  else
+    flag = 'disarmed'
+  end
+elseif op == 'arming' and s == 't' and get('k') ~= 'R' then
+  redis.call('HDEL', rec, 'z')
+  redis.call('PERSIST', rec)
+  flag = 'arming'
+elseif op == 'disarm' and (s == 'h' or s == 't') then
+  redis.call('HINCRBY', rec, 'v', 1)
 elseif op == 'drop' and s == 'u' and get('n') == ARGV[3] then
   redis.call('DEL', rec)
 end

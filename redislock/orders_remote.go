@@ -51,6 +51,8 @@ func (a *Atomic) placeRemote(ctx context.Context, kind byte, id string, ttl time
 			// a caller resuming it: it applied the order, even if others
 			// have closed it since.
 			return nil
+		case compared && err != nil:
+			return err // settled, and its lost seal still not redone
 		case compared:
 			return a.answer(id, r)
 		case err != nil && !errors.Is(err, errRestart) && !refused(err):
@@ -77,7 +79,11 @@ func (a *Atomic) answer(id string, r *record) error {
 // settleRemote applies op ("confirm", "return", "order") to the two-phase
 // order id, finishing or undoing it first if it was left pending.
 func (a *Atomic) settleRemote(ctx context.Context, op, id string) (*record, error) {
-	r, err := a.recordOp(ctx, id, "view")
+	first := "view"
+	if op == "return" {
+		first = "arming" // in the same round trip (see returnRemote)
+	}
+	r, err := a.recordOp(ctx, id, first)
 	if err != nil {
 		return nil, err
 	}
@@ -100,9 +106,13 @@ func (a *Atomic) settleRemote(ctx context.Context, op, id string) (*record, erro
 			if err := a.at("confirmed"); err != nil {
 				return nil, err
 			}
-			a.tidy(ctx, id, r, "finalize")
+			if err := a.tidy(ctx, id, r, "finalize"); err != nil {
+				return nil, pending(err)
+			}
 		case r.flag == "expired":
-			a.tidy(ctx, id, r, "undo")
+			// Its lines are due at its deadline: the next reader of
+			// their SKUs gives back any this misses.
+			_ = a.tidy(ctx, id, r, "undo")
 		}
 	case op == "return" && (r.state == 'r' || r.state == 'e'):
 		// Decided before: its lines may not all have heard (a client that
@@ -112,21 +122,91 @@ func (a *Atomic) settleRemote(ctx context.Context, op, id string) (*record, erro
 			return nil, err
 		}
 	case op == "return" && (r.state == 'h' || r.state == 't'):
-		// Lines due now first: should this client die before the record
-		// decides, the SKU side asks the record and keeps them taken or
-		// gives them back, whichever it says.
+		if r, err = a.returnRemote(ctx, id, r); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// returnRemote returns the two-phase order id, held or taken as r says
+// (read by the record's arming op, which keeps a taken record from
+// expiring until the decision). Its lines are made due first (armed):
+// should this client die or stall
+// before the record decides, the SKU side asks the record and keeps them
+// taken or gives them back, whichever it says; a reader that finds them
+// armed past the grace disarms the record first, which refuses this
+// decision (orders_record.lua), and then this call arms again. So when the
+// record says returned, every line was armed since and still is, or has
+// been given back: whatever reads its SKU next gives it back if the
+// give-back below does not reach it, and the Return answers nil.
+func (a *Atomic) returnRemote(ctx context.Context, id string, r *record) (*record, error) {
+	if r.state == 't' && r.sealed {
+		// Sealed since this call read it (it resumed the take): the
+		// record may not expire while lines wait armed for it.
+		var err error
+		if r, err = a.recordOp(ctx, id, "arming"); err != nil {
+			return nil, err
+		}
+		if r.state != 't' {
+			// Returned by another call meanwhile, whose lines may not
+			// all have heard.
+			if err := a.lineOps(ctx, id, r, "undo"); err != nil {
+				return nil, err
+			}
+			return r, nil
+		}
+	}
+	for range 3 {
 		if err := a.lineOps(ctx, id, r, "arm"); err != nil {
+			switch {
+			case errors.Is(err, errLineGone) && r.state == 't':
+				return nil, a.forgotten(ctx, id, r)
+			case errors.Is(err, errLineGone):
+				// A held line's record has no TTL: only eviction or a
+				// hand outside this package removes it.
+				return nil, fmt.Errorf("%w: a line record of the held order %q is missing, nothing decided: %w",
+					stockguard.ErrUnavailable, id, err)
+			}
 			return nil, err
 		}
 		if err := a.at("armed"); err != nil {
 			return nil, err
 		}
-		if r, err = a.recordOp(ctx, id, "return"); err != nil {
+		next, err := a.recordOp(ctx, id, "return", r.disarms)
+		switch {
+		case err != nil:
+			return nil, err
+		case next.flag == "disarmed":
+			r = next // read before the next arming
+			continue
+		}
+		if err := a.at("decided"); err != nil {
 			return nil, err
 		}
-		a.tidy(ctx, id, r, "undo")
+		// Its errors are dropped: the armed lines it misses are due, and
+		// the next read of their SKUs gives them back (see above).
+		_ = a.tidy(ctx, id, next, "undo")
+		return next, nil
 	}
-	return r, nil
+	return nil, fmt.Errorf("%w: readers kept disarming the return of %q", stockguard.ErrContention, id)
+}
+
+// forgotten answers a Return of the taken order r that found a line record
+// gone: a taken line's record expires a retention after its line heard so,
+// which is before the order's record does (sealed after its lines) or, when
+// the seal was lost, long before. The order is past its retention and
+// nothing may come back: the lines this Return armed are taken again, the
+// record is sealed so that it expires, and the Return answers
+// ErrUnknownOrder.
+func (a *Atomic) forgotten(ctx context.Context, id string, r *record) error {
+	if err := a.lineOps(ctx, id, r, "unarm"); err != nil {
+		return err
+	}
+	if _, err := a.recordOp(ctx, id, "seal", r.nonce); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: order %q is past its retention (its line records expired)", stockguard.ErrUnknownOrder, id)
 }
 
 // finish drives the record r of id out of the protocol's transient states:
@@ -190,7 +270,9 @@ func (a *Atomic) finish(ctx context.Context, id string, r *record) (*record, err
 				if err := a.at("committed"); err != nil {
 					return nil, err
 				}
-				a.tidy(ctx, id, r, "finalize")
+				if err := a.tidy(ctx, id, r, "finalize"); err != nil {
+					return nil, pending(err)
+				}
 			}
 			if r.state != 'u' {
 				refusal = nil // committed, by this call or by another
@@ -198,9 +280,16 @@ func (a *Atomic) finish(ctx context.Context, id string, r *record) (*record, err
 		default:
 			switch {
 			case r.flag == "expired":
-				a.tidy(ctx, id, r, "undo")
-			case r.state == 't' && !r.sealed:
-				a.tidy(ctx, id, r, "finalize") // a finalize was lost
+				// Its lines are due at its deadline: the next reader of
+				// their SKUs gives back any this misses.
+				_ = a.tidy(ctx, id, r, "undo")
+			case r.state == 't' && !r.sealed && r.flag != "arming":
+				// A finalize or the seal was lost, and nothing else seals
+				// the record once its lines have left the holds. (A
+				// Return unsealed it on purpose: see returnRemote.)
+				if err := a.tidy(ctx, id, r, "finalize"); err != nil {
+					return nil, pending(err)
+				}
 			}
 			return r, nil
 		}
@@ -234,7 +323,9 @@ func (a *Atomic) takeLines(ctx context.Context, id string, r *record) (outcomes 
 		return a.withResolve(ctx, func(ignore bool) (string, []string, error) {
 			args := []any{"take", id, r.nonce, l.Qty, r.in(due), flag01(ignore)}
 			if r.kind == kindRestock {
-				args = []any{"restock", id, r.nonce, l.Qty, a.retention.Milliseconds()}
+				// The line says the units were added for as long as a
+				// retry may resume the attempt: the record's lifetime.
+				args = []any{"restock", id, r.nonce, l.Qty, (a.window() + a.retention).Milliseconds()}
 			}
 			reply, err := lineScript.Run(ctx, a.scripts, a.lineKeys(l.SKU, id), args...).Slice()
 			if err != nil {
@@ -320,14 +411,31 @@ func (a *Atomic) lineOp(ctx context.Context, id string, r *record, l stockguard.
 // tidy runs op on r's lines once the record has decided their fate, and
 // once every line has heard that the order is taken, seals the record (see
 // orders_record.lua): until then it does not expire, since its absence
-// would tell the lines to give their units back. Its errors are dropped on
-// purpose: every line it did not reach is listed as due in its SKU's
-// holds, and whatever next needs that SKU's units asks the record, does
-// the same and tidies again.
-func (a *Atomic) tidy(ctx context.Context, id string, r *record, op string) {
-	if a.lineOps(ctx, id, r, op) == nil && op == "finalize" {
-		_, _ = a.recordOp(ctx, id, "seal", r.nonce)
+// would tell the lines to give their units back. It returns the first
+// error. A line it does not reach stays listed as due in its SKU's holds,
+// and whatever next needs that SKU's units asks the record and does the
+// same; but once every line has left the holds, only a call under the ID
+// seals the record, so the callers that acted on the order report a
+// failed seal. A line a Return armed keeps the record unsealed, with no
+// error: that Return decides, or a reader disarms it and seals.
+func (a *Atomic) tidy(ctx context.Context, id string, r *record, op string) error {
+	errs := forLines(r.lines, func(_ int, l stockguard.Line) error {
+		return a.lineOp(ctx, id, r, l, op, strconv.FormatInt(a.retention.Milliseconds(), 10))
+	})
+	armed := false
+	for i, err := range errs {
+		if errors.Is(err, errLineArmed) {
+			armed, errs[i] = true, nil
+		}
 	}
+	if err := errors.Join(errs...); err != nil || armed || op != "finalize" {
+		return err
+	}
+	if err := a.at("finalized"); err != nil {
+		return err
+	}
+	_, err := a.recordOp(ctx, id, "seal", r.nonce)
+	return err
 }
 
 // at is the test hook at a named point of the protocol.
@@ -338,10 +446,22 @@ func (a *Atomic) at(point string) error {
 	return a.hook(point)
 }
 
+// Errors of orders_line.lua's replies that its callers act on.
+var (
+	errLineArmed = errors.New("redislock: a Return armed the line") // finalize: codeLineArmed
+	errLineGone  = errors.New("redislock: the line record is gone") // arm: codeLineGone
+)
+
 // lineError is the error of a reply of orders_line.lua: nil for a
 // non-negative code.
 func lineError(reply []any, a *Atomic, l stockguard.Line) error {
 	code := replyInt(reply, 0)
+	switch code {
+	case codeLineArmed:
+		return errLineArmed
+	case codeLineGone:
+		return errLineGone
+	}
 	if code >= 0 {
 		return nil
 	}

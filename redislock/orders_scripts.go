@@ -60,6 +60,7 @@ const (
 	codeLineUndone = -11
 	codeLineNewer  = -12
 	codeLineArmed  = -13
+	codeLineGone   = -14
 )
 
 // flag01 is a script's boolean argument.

@@ -75,17 +75,23 @@ func (a *Atomic) resolve(ctx context.Context, sku string, ids []string) (settled
 		if err != nil {
 			return false, false, err
 		}
-		reply, err := lineScript.Run(ctx, a.scripts, a.lineKeys(sku, id), "resolve", id, r.nonce,
-			a.retention.Milliseconds(), string(r.stateOrNone()), r.now, r.deadline, returnGrace.Microseconds(),
-			time.Since(r.asked).Microseconds()).Slice()
-		if err != nil {
-			return false, false, redisx.Classify(ctx, err, redisx.Read)
+		reply, err := a.resolveLine(ctx, sku, id, r, false)
+		if err == nil && replyInt(reply, 0) == 3 {
+			// A Return armed the line and has not decided in its grace:
+			// disarm it at the record, then apply what the record says.
+			if r, err = a.recordOp(ctx, id, "disarm"); err != nil {
+				return false, false, err
+			}
+			reply, err = a.resolveLine(ctx, sku, id, r, true)
 		}
-		if err := lineError(reply, a, stockguard.Line{SKU: sku}); err != nil {
+		if err != nil {
 			return false, false, err
 		}
 		if r.state == 't' && !r.sealed {
-			a.tidy(ctx, id, r, "finalize") // a finalize was lost
+			// A finalize or the seal was lost (or a Return armed the
+			// lines): seal it when this reader can; else the record stays
+			// unsealed for the next one, or a call under its ID.
+			_ = a.tidy(ctx, id, r, "finalize")
 		}
 		switch replyInt(reply, 0) {
 		case 1:
@@ -97,6 +103,21 @@ func (a *Atomic) resolve(ctx context.Context, sku string, ids []string) (settled
 	return settled, deciding, nil
 }
 
+// resolveLine applies r, the record of id, to the line of sku (the resolve
+// op of orders_line.lua); disarmed says r was read by the disarm op.
+func (a *Atomic) resolveLine(ctx context.Context, sku, id string, r *record, disarmed bool) ([]any, error) {
+	reply, err := lineScript.Run(ctx, a.scripts, a.lineKeys(sku, id), "resolve", id, r.nonce,
+		a.retention.Milliseconds(), string(r.stateOrNone()), r.now, r.deadline, a.returnGrace().Microseconds(),
+		time.Since(r.asked).Microseconds(), flag01(disarmed)).Slice()
+	if err != nil {
+		return nil, redisx.Classify(ctx, err, redisx.Read)
+	}
+	if err := lineError(reply, a, stockguard.Line{SKU: sku}); err != nil {
+		return nil, err
+	}
+	return reply, nil
+}
+
 // lineKeys are the keys of orders_line.lua for the line of sku of order id.
 func (a *Atomic) lineKeys(sku, id string) []string {
 	return []string{a.keys.Stock(sku), a.holdsKey(sku), a.lineKey(sku, id)}
@@ -104,14 +125,15 @@ func (a *Atomic) lineKeys(sku, id string) []string {
 
 // recordOp runs op of orders_record.lua on the record of id and returns
 // the record as it left it. Errors are Classify's: Read for "view", which
-// changes the record only as its deadlines say, Write for the ops that act
+// changes the record only as its deadlines say, and "disarm", which a
+// reader runs for no effect of its caller's; Write for the ops that act
 // for the caller.
 func (a *Atomic) recordOp(ctx context.Context, id, op string, args ...any) (*record, error) {
 	all := append([]any{op, a.retention.Milliseconds()}, args...)
 	asked := time.Now()
 	reply, err := recordScript.Run(ctx, a.scripts, []string{a.orderKey(id)}, all...).Slice()
 	if err != nil {
-		return nil, redisx.Classify(ctx, err, redisx.Effect(op != "view"))
+		return nil, redisx.Classify(ctx, err, redisx.Effect(op != "view" && op != "disarm"))
 	}
 	r, err := parseRecord(reply, true)
 	if err != nil {

@@ -2,7 +2,7 @@ package redislock
 
 import "strings"
 
-// hashTag is the part of key a Redis Cluster (and a go-redis Ring) hashes:
+// hashTag is the part of key a Redis Cluster hashes:
 // between the first "{" and the next "}" when that is not empty, else the
 // whole key.
 func hashTag(key string) string {

@@ -8,13 +8,11 @@ local have, why = level(KEYS[1])
 if not have then
   return {why}
 end
-local remote = {}
+local remote = ARGV[1] ~= '1' and {} or nil
 local more
 have, more = reclaim(KEYS[1], KEYS[2], now_us(), have, 0, 1024, remote)
 local out = {have, more and 1 or 0}
-if ARGV[1] ~= '1' then
-  for _, id in ipairs(remote) do
-    out[#out + 1] = id
-  end
+for _, id in ipairs(remote or {}) do
+  out[#out + 1] = id
 end
 return out

@@ -1,7 +1,11 @@
 package redislock
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -192,7 +196,7 @@ func TestAtomic_twoPhase_staleReaderDuringReturn(t *testing.T) {
 	}
 	time.Sleep(returnGrace + 100*time.Millisecond)
 	// Another Return decides, and its client dies before the lines hear.
-	if _, err := a.recordOp(ctx, "o", "return"); err != nil {
+	if _, err := a.recordOp(ctx, "o", "return", stale.disarms); err != nil {
 		t.Fatal(err)
 	}
 	// The stale reader applies what it read long ago.
@@ -283,4 +287,349 @@ func TestAtomic_Orders_replyLost(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestAtomic_twoPhase_slowReturn stalls a Return past its grace with its
+// lines armed: a reader meanwhile finds the record still taken and takes
+// the lines back out of the holds. The Return then goes on, and its
+// give-back after the record's decision does not reach the lines (its
+// context ends, or its client dies). Whatever it answered, once it has
+// answered nil or the order says returned, the units come back by the next
+// reader, exactly once.
+func TestAtomic_twoPhase_slowReturn(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	slowReturn(t, func(t *testing.T) (*Atomic, []string) {
+		a := newOrders(rdb, redistest.Prefix(t, rdb), true)
+		return a, []string{"a", "b"}
+	})
+}
+
+// slowReturn runs TestAtomic_twoPhase_slowReturn over the Atomic and two
+// SKUs that setup returns, whose orders go through the two-phase protocol.
+func slowReturn(t *testing.T, setup func(t *testing.T) (*Atomic, []string)) {
+	for _, end := range []string{"canceled", "killed"} {
+		t.Run(end, func(t *testing.T) {
+			reader, skus := setup(t)
+			// A grace below a microsecond: the reader finds the armed
+			// lines past it at once, as one would after a stall over 1s.
+			reader.grace = time.Nanosecond
+			ret := *reader
+			ret.grace = 0
+			stockAll(t, reader, 10, skus...)
+			cart := []stockguard.Line{line(skus[0], 3), line(skus[1], 4)}
+			if err := reader.Take(t.Context(), "o", cart...); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			armed := 0
+			ret.hook = func(p string) error {
+				switch {
+				case p == "armed":
+					armed++
+					if armed == 1 {
+						// The stall: a reader resolves the armed lines.
+						wantLevels(t, reader, map[string]int64{skus[0]: 7, skus[1]: 6})
+					}
+				case p == "decided" && end == "canceled":
+					cancel()
+				case p == "decided":
+					return errKilled
+				}
+				return nil
+			}
+			retErr := ret.Return(ctx, "o")
+			switch {
+			case end == "killed" && !errors.Is(retErr, errKilled):
+				t.Fatalf("Return = %v, want it killed", retErr)
+			case end == "canceled" && retErr != nil && !errors.Is(retErr, stockguard.ErrOutcomeUnknown):
+				t.Fatalf("Return = %v, want nil or ErrOutcomeUnknown", retErr)
+			case armed != 2:
+				t.Errorf("the Return armed its lines %d times, want 2 (once more after the reader disarmed it)", armed)
+			}
+			info, err := reader.Order(t.Context(), "o")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if retErr == nil || info.State == stockguard.OrderReturned {
+				// Answered or decided: no further call under the ID may
+				// be needed for the units to come back.
+				wantLevels(t, reader, map[string]int64{skus[0]: 10, skus[1]: 10})
+			}
+			// A repeat of the Return finishes whatever is left, once.
+			if err := reader.Return(t.Context(), "o"); err != nil {
+				t.Fatal(err)
+			}
+			wantLevels(t, reader, map[string]int64{skus[0]: 10, skus[1]: 10})
+			wantState(t, reader, "o", stockguard.OrderReturned)
+		})
+	}
+}
+
+// TestAtomic_twoPhase_lostSeal loses the seal of a taken two-phase order
+// (orders_record.lua), after every line heard that it is taken.
+func TestAtomic_twoPhase_lostSeal(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	cart := []stockguard.Line{line("a", 3), line("b", 4)}
+	setup := func(t *testing.T) *Atomic {
+		a := newOrders(rdb, redistest.Prefix(t, rdb), true)
+		stockAll(t, a, 10, "a", "b")
+		return a
+	}
+	// ttl is the record's time to live (-1: none).
+	ttl := func(t *testing.T, a *Atomic) time.Duration {
+		t.Helper()
+		d, err := rdb.PTTL(t.Context(), a.orderKey("o")).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+
+	t.Run("sealFails/notNil", func(t *testing.T) {
+		// The seal's request fails (here: the caller's context ends just
+		// before it): the Take may not answer nil, which would leave the
+		// record kept forever; a repeat seals it.
+		a := setup(t)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		a.hook = func(p string) error {
+			if p == "finalized" {
+				cancel()
+			}
+			return nil
+		}
+		if err := a.Take(ctx, "o", cart...); !errors.Is(err, stockguard.ErrOutcomeUnknown) {
+			t.Fatalf("Take with its seal failed = %v, want ErrOutcomeUnknown", err)
+		}
+		a.hook = nil
+		if err := a.Take(t.Context(), "o", cart...); err != nil {
+			t.Fatalf("repeat: %v", err)
+		}
+		if d := ttl(t, a); d <= 0 || d > a.retention {
+			t.Errorf("record's TTL after the repeat = %v, want its retention %v", d, a.retention)
+		}
+		wantLevels(t, a, map[string]int64{"a": 7, "b": 6})
+	})
+	t.Run("retrySealFails", func(t *testing.T) {
+		// The client dies before its seal; a retry of the Take finds the
+		// record unsealed, and its own seal fails too: it says so.
+		a := setup(t)
+		a.hook = killAt("finalized")
+		if err := a.Take(t.Context(), "o", cart...); !errors.Is(err, stockguard.ErrOutcomeUnknown) {
+			t.Fatalf("Take killed before its seal = %v, want ErrOutcomeUnknown", err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		a.hook = func(p string) error {
+			if p == "finalized" {
+				cancel()
+			}
+			return nil
+		}
+		if err := a.Take(ctx, "o", cart...); !errors.Is(err, stockguard.ErrOutcomeUnknown) {
+			t.Fatalf("retry with its seal failed = %v, want ErrOutcomeUnknown", err)
+		}
+		a.hook = nil
+		if err := a.Take(t.Context(), "o", cart...); err != nil {
+			t.Fatalf("second retry: %v", err)
+		}
+		if d := ttl(t, a); d <= 0 || d > a.retention {
+			t.Errorf("record's TTL after the second retry = %v, want its retention %v", d, a.retention)
+		}
+		wantLevels(t, a, map[string]int64{"a": 7, "b": 6})
+	})
+	t.Run("returnPastLineRetention", func(t *testing.T) {
+		// The client dies before its seal; the line records' retention
+		// passes (deleted here, as their expiry would). A Return then may
+		// not answer nil without giving anything back: the order is past
+		// its retention, ErrUnknownOrder, and the record is sealed now.
+		a := setup(t)
+		a.hook = killAt("finalized")
+		if err := a.Take(t.Context(), "o", cart...); !errors.Is(err, stockguard.ErrOutcomeUnknown) {
+			t.Fatalf("Take killed before its seal = %v, want ErrOutcomeUnknown", err)
+		}
+		a.hook = nil
+		if d := ttl(t, a); d != -1 {
+			t.Fatalf("record's TTL before its seal = %v, want none", d)
+		}
+		for _, l := range cart {
+			if err := rdb.Del(t.Context(), a.lineKey(l.SKU, "o")).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := a.Return(t.Context(), "o"); !errors.Is(err, stockguard.ErrUnknownOrder) {
+			t.Errorf("Return past the lines' retention = %v, want ErrUnknownOrder", err)
+		}
+		wantLevels(t, a, map[string]int64{"a": 7, "b": 6})
+		if d := ttl(t, a); d <= 0 || d > a.retention {
+			t.Errorf("record's TTL after the Return = %v, want its retention %v", d, a.retention)
+		}
+		if err := a.Return(t.Context(), "o"); !errors.Is(err, stockguard.ErrUnknownOrder) {
+			t.Errorf("second Return = %v, want ErrUnknownOrder", err)
+		}
+		wantLevels(t, a, map[string]int64{"a": 7, "b": 6})
+	})
+}
+
+// TestAtomic_reclaim_scanBounded fills a sold-out SKU's holds with due
+// lines of two-phase orders (their records elsewhere) and counts the pages
+// (ZRANGEBYSCORE) one script reads before it answers with the first 64 to
+// resolve: a bounded number, not one per 64 due lines, each from a growing
+// offset. Counted by the server (INFO commandstats) on a private Redis.
+func TestAtomic_reclaim_scanBounded(t *testing.T) {
+	srv := backendstest.PrivateRedis(t, 1)[0]
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	a := newOrders(rdb, "", true)
+	ctx := t.Context()
+	stockAll(t, a, 0, "hot")
+	const due = 5000
+	members := make([]redis.Z, due)
+	for i := range members {
+		members[i] = redis.Z{Score: float64(1 + i/3), Member: fmt.Sprintf("~o%d", i)} // some share a score
+	}
+	// Behind them, a due hold of a one-slot order: 1 unit.
+	members = append(members, redis.Z{Score: due, Member: "1 local"})
+	if err := rdb.ZAdd(ctx, a.holdsKey("hot"), members...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	pages := func() int64 {
+		t.Helper()
+		info, err := rdb.Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, found := strings.Cut(info, "cmdstat_zrangebyscore:calls=")
+		if !found {
+			return 0
+		}
+		n, err := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	keys := []string{a.keys.Stock("hot"), a.holdsKey("hot")}
+	scripts := []struct {
+		name string
+		run  func() ([]any, error)
+	}{
+		{"decrement", func() ([]any, error) { return decrementScript.Run(ctx, a.scripts, keys, 1, "0").Slice() }},
+		{"take", func() ([]any, error) {
+			return lineScript.Run(ctx, a.scripts, a.lineKeys("hot", "x"), "take", "x", "1.n", 1, 1000, "0").Slice()
+		}},
+	}
+	for _, sc := range scripts {
+		name, run := sc.name, sc.run
+		before := pages()
+		reply, err := run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := pages() - before; n > 2 {
+			t.Errorf("%s read %d pages of due holds, want at most 2", name, n)
+		}
+		if got := len(replyStrings(reply, 1)); replyInt(reply, 0) != codeResolve || got != 64 {
+			t.Fatalf("%s = %d with %d ids, want %d with 64", name, replyInt(reply, 0), got, codeResolve)
+		}
+	}
+	// Told to decide without them, the script finds the one-slot hold
+	// behind them all (ties included), gives it back and takes it.
+	reply, err := decrementScript.Run(ctx, a.scripts, keys, 1, "1").Slice()
+	if err != nil || replyInt(reply, 0) != 0 {
+		t.Fatalf("decrement without the remote holds = %v, %v; want {0}", reply, err)
+	}
+}
+
+// TestAtomic_twoPhase_restockLineOutlivesWindow: a two-phase Restock's
+// line record says its units were added; a retry resumes the attempt
+// until its record goes, a pending window (or more) later. With a
+// retention shorter than that window, the line record must still outlive
+// it, or the retry adds the units again.
+func TestAtomic_twoPhase_restockLineOutlivesWindow(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	a := newOrders(rdb, redistest.Prefix(t, rdb), true, WithOrderRetention(MinOrderRetention))
+	stockAll(t, a, 10, "a")
+	a.hook = killAt("taken")
+	if err := a.Restock(t.Context(), "r", "a", 5); !errors.Is(err, errKilled) {
+		t.Fatalf("Restock = %v, want it killed", err)
+	}
+	ttl, err := rdb.PTTL(t.Context(), a.lineKey("a", "r")).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl < pendingWindow {
+		t.Errorf("the restock's line record lives %v, want at least the pending window %v", ttl, pendingWindow)
+	}
+	a.hook = nil
+	if err := a.Restock(t.Context(), "r", "a", 5); err != nil {
+		t.Fatal(err)
+	}
+	wantLevels(t, a, map[string]int64{"a": 15})
+}
+
+// TestAtomic_twoPhase_armedOutlivesRecord: a Return of a sealed taken
+// order arms its lines and its client dies. Until a reader takes them back
+// (disarming the record), the record may not expire: a line armed with no
+// record would be given back, the units of an order taken for good.
+func TestAtomic_twoPhase_armedOutlivesRecord(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	prefix := redistest.Prefix(t, rdb)
+	reader := newOrders(rdb, prefix, true)
+	reader.grace = time.Nanosecond // past the grace at once
+	dying := newOrders(rdb, prefix, true)
+	dying.hook = killAt("armed")
+	ctx := t.Context()
+	stockAll(t, reader, 10, "a", "b")
+	cart := []stockguard.Line{line("a", 3), line("b", 4)}
+	if err := reader.Take(ctx, "o", cart...); err != nil {
+		t.Fatal(err)
+	}
+	ttl := func() time.Duration {
+		t.Helper()
+		d, err := rdb.PTTL(ctx, reader.orderKey("o")).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if d := ttl(); d <= 0 {
+		t.Fatalf("sealed record's TTL = %v, want its retention", d)
+	}
+	if err := dying.Return(ctx, "o"); !errors.Is(err, errKilled) {
+		t.Fatalf("Return = %v, want it killed", err)
+	}
+	if d := ttl(); d != -1 {
+		t.Errorf("record's TTL with its lines armed = %v, want none", d)
+	}
+	// Readers take the lines back, and the record is sealed again.
+	wantLevels(t, reader, map[string]int64{"a": 7, "b": 6})
+	if d := ttl(); d <= 0 || d > reader.retention {
+		t.Errorf("record's TTL once its lines are taken back = %v, want its retention", d)
+	}
+	wantState(t, reader, "o", stockguard.OrderTaken)
+	if err := reader.Return(ctx, "o"); err != nil {
+		t.Fatal(err)
+	}
+	wantLevels(t, reader, map[string]int64{"a": 10, "b": 10})
+}
+
+// TestAtomic_twoPhase_returnOfRestockKeepsItsRetention: a Return under a
+// two-phase Restock's ID is refused and leaves the record's retention
+// running.
+func TestAtomic_twoPhase_returnOfRestockKeepsItsRetention(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	a := newOrders(rdb, redistest.Prefix(t, rdb), true)
+	stockAll(t, a, 10, "a")
+	if err := a.Restock(t.Context(), "r", "a", 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Return(t.Context(), "r"); !errors.Is(err, stockguard.ErrOrderMismatch) {
+		t.Fatalf("Return of a restock = %v, want ErrOrderMismatch", err)
+	}
+	if d, err := rdb.PTTL(t.Context(), a.orderKey("r")).Result(); err != nil || d <= 0 {
+		t.Errorf("restock record's TTL after a Return = %v, %v; want its retention", d, err)
+	}
+	wantLevels(t, a, map[string]int64{"a": 15})
 }
