@@ -1,0 +1,145 @@
+package mysqllock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+	"github.com/stockguard/stockguard"
+)
+
+// A refusal is final only when decided under the ID's lock, and an ID
+// stays busy until its abandoned write has ended. Here a first attempt is
+// held on the server — its INSERT done, its UPDATE waiting for a restock
+// another transaction has not committed — and its caller leaves
+// (ErrOutcomeUnknown). The SKU is remembered short, so the repeat is
+// screened by a plain read that sees no units. When the restock commits,
+// the first attempt takes the unit: the repeat must not have been told
+// ErrInsufficientStock — on the same instance or on another.
+func TestBatched_repeatIsNotRefusedWhileItsFirstAttemptMayCommit(t *testing.T) {
+	for _, pool := range []struct {
+		name string
+		edit func(*mysql.Config)
+	}{{"statements", interpolate}, {"multiStatements", multi}} {
+		for _, where := range []string{"same instance", "other instance"} {
+			t.Run(pool.name+"/"+where, func(t *testing.T) {
+				db := testDB(t, pool.edit)
+				db.SetMaxOpenConns(16)
+				table := newTable(t, db)
+				first := NewBatched(db, WithTable(table))
+				repeat := first
+				if where == "other instance" {
+					repeat = NewBatched(db, WithTable(table))
+				}
+				ctx := t.Context()
+				want(t, "SetStock", first.SetStock(ctx, "s", 0), nil)
+				// An uncommitted restock: holds the row, so the first
+				// attempt's UPDATE waits for it.
+				restock, err := db.BeginTxx(context.WithoutCancel(ctx), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { restock.Rollback() })
+				if _, err := restock.Exec("UPDATE "+quote(table)+" SET qty = 1 WHERE sku = 's'"); err != nil {
+					t.Fatal(err)
+				}
+
+				actx, leave := context.WithCancel(ctx)
+				firstDone := make(chan error, 1)
+				go func() { firstDone <- first.Take(actx, "x", line("s", 1)) }()
+				lockWaits(t, db, 1)
+				leave()
+				if err := <-firstDone; !errors.Is(err, stockguard.ErrOutcomeUnknown) && !errors.Is(err, context.Canceled) {
+					t.Fatalf("first attempt: %v, want ErrOutcomeUnknown or the context's error", err)
+				}
+
+				repeat.short.mark("s")
+				repeatDone := make(chan error, 1)
+				go func() { repeatDone <- repeat.Take(ctx, "x", line("s", 1)) }()
+				var answer error
+				answered := blockedOrAnswered(t, db, repeat, repeatDone, &answer)
+				if err := restock.Commit(); err != nil {
+					t.Fatal(err)
+				}
+				if !answered {
+					answer = <-repeatDone
+				}
+				settled(t, db, table)
+
+				_, err = first.Order(ctx, "x")
+				switch {
+				case errors.Is(answer, stockguard.ErrInsufficientStock) || errors.Is(answer, stockguard.ErrUnknownSKU):
+					if !errors.Is(err, stockguard.ErrUnknownOrder) {
+						t.Fatalf("the repeat was refused (%v), yet the order is recorded (Order: %v)", answer, err)
+					}
+				case answer == nil:
+					if err != nil {
+						t.Fatalf("the repeat was granted, yet Order: %v", err)
+					}
+				case !errors.Is(answer, stockguard.ErrOutcomeUnknown) && !errors.Is(answer, stockguard.ErrContention):
+					t.Fatalf("repeat: %v", answer)
+				}
+				left := stockOf(t, first, "s")
+				if recorded := err == nil; recorded && left != 0 || !recorded && left != 1 {
+					t.Fatalf("%d units left, order recorded: %v", left, recorded)
+				}
+			})
+		}
+	}
+}
+
+// waits counts the transactions waiting for a row lock.
+func waits(t *testing.T, db *sqlx.DB) int {
+	t.Helper()
+	var n int
+	if err := db.GetContext(t.Context(), &n, `SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'`); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// blockedOrAnswered waits until the repeat call on b answered (reported
+// true, its answer stored in answer) or is held: queued behind the first
+// attempt's lane, or waiting for a row lock on the server.
+func blockedOrAnswered(t *testing.T, db *sqlx.DB, b *Batched, done chan error, answer *error) bool {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case *answer = <-done:
+			return true
+		default:
+		}
+		if b.orders.Pending(b.lane("x")) > 0 {
+			return false
+		}
+		time.Sleep(120 * time.Millisecond) // see waitingOn: the table refreshes every 100ms
+		if waits(t, db) >= 2 { // the first attempt, and the repeat
+			return false
+		}
+	}
+	t.Fatal("the repeat neither answered nor waited")
+	return false
+}
+
+// settled waits until no statement on table's tables runs on the server:
+// the abandoned first attempt has ended.
+func settled(t *testing.T, db *sqlx.DB, table string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var n int
+		err := db.GetContext(t.Context(), &n, `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND INFO LIKE ?`, "%"+table+"%")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("a statement on the table still runs")
+}
