@@ -140,7 +140,7 @@ func newOrderCombiner(b *Batched, size int) *combine.Combiner[orderCall] {
 func (b *Batched) sendOrders(ctx context.Context, _ string, bt *combine.Batch[orderCall]) error {
 	return b.retrier.Do(ctx, func(ctx context.Context) error {
 		var done atomic.Pointer[orderAttempt]
-		err := b.pinned(ctx, b.session, func(ctx context.Context, conn *sqlx.Conn) error {
+		ended, err := b.pinnedTracked(ctx, b.session, func(ctx context.Context, conn *sqlx.Conn) error {
 			var a orderAttempt
 			for _, c := range bt.Members() {
 				if !c.final { // answered by an earlier attempt, for good
@@ -159,6 +159,14 @@ func (b *Batched) sendOrders(ctx context.Context, _ string, bt *combine.Batch[or
 			for i, c := range a.of {
 				c.final, c.answer = a.work[i].final, a.work[i].answer
 			}
+		}
+		select {
+		case <-ended:
+		default:
+			// Its callers were answered (they left) while its statement
+			// runs on: their IDs' lane stays busy until it ends, so that
+			// a repeat on this instance cannot run beside it.
+			bt.Continues(ended)
 		}
 		return err
 	})
@@ -415,9 +423,9 @@ func (g *groupTx) run(ctx context.Context) error {
 	return g.write(ctx)
 }
 
-// refusedUnrecorded checks that no order the batch refuses is recorded
-// already: a repeated Take or Hold is answered from its record (nil, or
-// ErrOrderClosed), never refused. A recorded one makes the batch roll back
+// refusedUnrecorded checks, under the IDs' locks, that no order the batch
+// refuses is recorded already: a repeated Take or Hold is answered from
+// its record (nil, or ErrOrderClosed), never refused. A recorded one makes the batch roll back
 // with errDuplicate, to be answered as an INSERT's duplicate is. The
 // refusals stand only once this check has passed; until then an error
 // answers them too.
@@ -432,10 +440,12 @@ func (g *groupTx) refusedUnrecorded(ctx context.Context) error {
 	if len(ids) == 0 {
 		return nil
 	}
+	// A locking read, on both paths: an attempt with the same ID that has
+	// recorded it but not yet committed — abandoned by its caller, running
+	// on — is waited for and found if it commits. The multi-statement
+	// path's plain read with the stock rows cannot see it.
 	var found []string
-	if g.tx == nil {
-		found = g.recorded // read with the stock rows
-	} else if err := sel(ctx, g.tx, &found, "SELECT id FROM "+g.lq.orders+" WHERE id IN ("+list(len(ids))+")", ids...); err != nil {
+	if err := sel(ctx, g.q, &found, "SELECT id FROM "+g.lq.orders+" WHERE id IN ("+list(len(ids))+") FOR UPDATE", ids...); err != nil {
 		return classify(ctx, err, unsent)
 	}
 	if len(found) > 0 {

@@ -43,7 +43,7 @@ func TestBatched_repeatIsNotRefusedWhileItsFirstAttemptMayCommit(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { restock.Rollback() })
-				if _, err := restock.Exec("UPDATE "+quote(table)+" SET qty = 1 WHERE sku = 's'"); err != nil {
+				if _, err := restock.Exec("UPDATE " + quote(table) + " SET qty = 1 WHERE sku = 's'"); err != nil {
 					t.Fatal(err)
 				}
 
@@ -117,7 +117,7 @@ func blockedOrAnswered(t *testing.T, db *sqlx.DB, b *Batched, done chan error, a
 			return false
 		}
 		time.Sleep(120 * time.Millisecond) // see waitingOn: the table refreshes every 100ms
-		if waits(t, db) >= 2 { // the first attempt, and the repeat
+		if waits(t, db) >= 2 {             // the first attempt, and the repeat
 			return false
 		}
 	}

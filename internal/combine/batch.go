@@ -22,7 +22,16 @@ type Batch[T any] struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	live   atomic.Int64 // members still waiting
+
+	until <-chan struct{} // see Continues; nil: the write ended when Write returned
 }
+
+// Continues tells the Combiner that the write goes on after Write returns
+// — its callers were answered early, its statement still runs — until
+// done is closed. Until then the key stays busy: later requests queue,
+// and no other batch of the key is written beside it, so a request that
+// repeats an abandoned one never races it. Call it before Write returns.
+func (b *Batch[T]) Continues(done <-chan struct{}) { b.until = done }
 
 // Members claims the batch's requests that have not been abandoned — last
 // thing before the first write: one that gives up until here is dropped
@@ -74,6 +83,9 @@ func (c *Combiner[T]) drain(key string, q *queue[T]) {
 		bt.reqs = reqs
 		c.mu.Unlock()
 		c.write(key, bt)
+		if bt.until != nil {
+			<-bt.until
+		}
 		bt.cancel()
 		// The callers just answered are runnable, not yet running: yield
 		// once, so that those calling again at once queue before the next
