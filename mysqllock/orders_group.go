@@ -352,9 +352,10 @@ func (b *Batched) writeOrdersMulti(ctx context.Context, conn *sqlx.Conn, calls [
 }
 
 // commit sends the writes the batch collected, and COMMIT, in one round
-// trip, as a supervised write. A duplicate ID, a deadlock or a busy row
-// fails its statement before COMMIT ran: nothing applied. Any other
-// failure may have come from COMMIT itself: the outcome is unknown.
+// trip, as a supervised write. A duplicate ID, or a refusal
+// refusedBeforeCommit lists (a deadlock, a busy row, a read-only server, a
+// missing privilege…), changed nothing. Any other failure may have come
+// from COMMIT itself: the outcome is unknown.
 func (g *groupTx) commit(ctx context.Context) error {
 	done, err := enter(ctx, phaseWrite)
 	if err != nil {
