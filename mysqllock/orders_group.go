@@ -131,45 +131,63 @@ func newOrderCombiner(b *Batched, size int) *combine.Combiner[orderCall] {
 		Write:  b.sendOrders,
 		Answer: (*orderCall).result,
 		Apart:  callID,
+		Sealed: true,
 	})
 }
 
 // sendOrders writes bt's calls in one transaction, retrying after a
-// deadlock or a recorded ID; it copies outcomes back only from an attempt
-// that returned to it (see send).
+// deadlock or a recorded ID, and at once, without the callers who left,
+// when one left before the write carrying it was sent (see
+// combine.Batch.Seal); it copies outcomes back only from an attempt that
+// returned to it (see send).
 func (b *Batched) sendOrders(ctx context.Context, _ string, bt *combine.Batch[orderCall]) error {
 	return b.retrier.Do(ctx, func(ctx context.Context) error {
-		var done atomic.Pointer[orderAttempt]
-		ended, err := b.pinnedTracked(ctx, b.session, func(ctx context.Context, conn *sqlx.Conn) error {
-			var a orderAttempt
-			for _, c := range bt.Members() {
-				if !c.final { // answered by an earlier attempt, for good
-					a.of = append(a.of, c)
-					a.work = append(a.work, orderCall{op: c.op, order: c.order})
-				}
-			}
-			if len(a.work) == 0 {
-				return nil
-			}
-			err := b.writeOrders(ctx, conn, a.work)
-			done.Store(&a)
-			return err
-		})
-		if a := done.Load(); a != nil {
-			for i, c := range a.of {
-				c.final, c.answer = a.work[i].final, a.work[i].answer
+		for {
+			// Each errLeft drops a caller who left: Members shrinks.
+			if err := b.sendAttempt(ctx, bt); !errors.Is(err, errLeft) {
+				return err
 			}
 		}
-		select {
-		case <-ended:
-		default:
-			// Its callers were answered (they left) while its statement
-			// runs on: their IDs' lane stays busy until it ends, so that
-			// a repeat on this instance cannot run beside it.
-			bt.Continues(ended)
+	})
+}
+
+// errLeft ends an attempt, before it sent a write, because a caller of
+// the batch left: a request is never written after its caller left and
+// was told so (see combine.Config.Sealed).
+var errLeft = errors.New("mysqllock: a caller left before the batch's write was sent")
+
+// sendAttempt is one attempt of sendOrders.
+func (b *Batched) sendAttempt(ctx context.Context, bt *combine.Batch[orderCall]) error {
+	var done atomic.Pointer[orderAttempt]
+	ended, err := b.pinnedTracked(ctx, b.session, func(ctx context.Context, conn *sqlx.Conn) error {
+		var a orderAttempt
+		for _, c := range bt.Members() {
+			if !c.final { // answered by an earlier attempt, for good
+				a.of = append(a.of, c)
+				a.work = append(a.work, orderCall{op: c.op, order: c.order})
+			}
 		}
+		if len(a.work) == 0 {
+			return nil
+		}
+		err := b.writeOrders(ctx, conn, a.work, bt.Seal)
+		done.Store(&a)
 		return err
 	})
+	if a := done.Load(); a != nil {
+		for i, c := range a.of {
+			c.final, c.answer = a.work[i].final, a.work[i].answer
+		}
+	}
+	select {
+	case <-ended:
+	default:
+		// Its callers were answered (they left) while its statement
+		// runs on: their IDs' lane stays busy until it ends, so that
+		// a repeat on this instance cannot run beside it.
+		bt.Continues(ended)
+	}
+	return err
 }
 
 // orderAttempt is one attempt of sendOrders: the calls it carried and the
@@ -184,21 +202,25 @@ type orderAttempt struct {
 // connections take several statements in one round trip (see
 // multiStatements), the transaction costs two: its BEGIN rides with the
 // first read, and every write rides with its COMMIT.
-func (b *Batched) writeOrders(ctx context.Context, conn *sqlx.Conn, calls []orderCall) error {
+//
+// seal is called right before the statement that writes the calls: when
+// it reports false a caller left, and the attempt ends with errLeft,
+// having written nothing.
+func (b *Batched) writeOrders(ctx context.Context, conn *sqlx.Conn, calls []orderCall, seal func() bool) error {
 	multi, err := b.multi.check(ctx, conn, b.engine.known())
 	if err != nil {
 		return err
 	}
-	if done, err := b.placeFast(ctx, conn, multi, calls); done {
+	if done, err := b.placeFast(ctx, conn, multi, calls, seal); done {
 		return err
 	}
 	err = errNeedsTx
 	if multi {
-		err = b.writeOrdersMulti(ctx, conn, calls)
+		err = b.writeOrdersMulti(ctx, conn, calls, seal)
 	}
 	if errors.Is(err, errNeedsTx) {
 		err = inTx(ctx, conn, func(tx *sqlx.Tx) error {
-			g := groupTx{ledger: &b.ledger, q: tx, tx: tx, calls: calls, refused: b.short}
+			g := groupTx{ledger: &b.ledger, q: tx, tx: tx, calls: calls, refused: b.short, seal: seal}
 			return g.run(ctx)
 		})
 	}
@@ -219,7 +241,7 @@ func (b *Batched) writeOrders(ctx context.Context, conn *sqlx.Conn, calls []orde
 // is beyond stockguard.MaxQty, or its transaction rolled back because a
 // line did not fit or an ID is recorded already. Orders screen refused
 // stay refused (final) and are left out.
-func (b *Batched) placeFast(ctx context.Context, conn *sqlx.Conn, multi bool, calls []orderCall) (bool, error) {
+func (b *Batched) placeFast(ctx context.Context, conn *sqlx.Conn, multi bool, calls []orderCall, seal func() bool) (bool, error) {
 	if !multi && slices.ContainsFunc(calls, func(c orderCall) bool { return c.op != opPlace }) {
 		return false, nil
 	}
@@ -253,6 +275,9 @@ func (b *Batched) placeFast(ctx context.Context, conn *sqlx.Conn, multi bool, ca
 		return true, nil
 	}
 	slices.SortFunc(orders, func(x, y newOrder) int { return cmp.Compare(x.id, y.id) })
+	if !seal() {
+		return true, errLeft
+	}
 	if len(settles) > 0 {
 		return b.settleFast(ctx, conn, orders, totals, settles)
 	}
@@ -330,12 +355,12 @@ var errNeedsTx = errors.New("mysqllock: the batch needs a database/sql transacti
 // is still open and is rolled back. The connection must not go back to the
 // pool inside a transaction, so when the ROLLBACK cannot be sent the
 // connection is discarded.
-func (b *Batched) writeOrdersMulti(ctx context.Context, conn *sqlx.Conn, calls []orderCall) error {
+func (b *Batched) writeOrdersMulti(ctx context.Context, conn *sqlx.Conn, calls []orderCall, seal func() bool) error {
 	done, err := enter(ctx, phaseTx)
 	if err != nil {
 		return err
 	}
-	g := groupTx{ledger: &b.ledger, q: conn, calls: calls, begin: "START TRANSACTION; ", refused: b.short}
+	g := groupTx{ledger: &b.ledger, q: conn, calls: calls, begin: "START TRANSACTION; ", refused: b.short, seal: seal}
 	err = g.run(ctx)
 	done()
 	if err == nil {
@@ -391,7 +416,8 @@ type groupTx struct {
 	pendingArgs []any
 	recorded    []string // multi-statement path: IDs of the batch's orders recorded already
 
-	refused *shortSKUs // remembers the SKUs decide refuses orders on; nil: none
+	refused *shortSKUs  // remembers the SKUs decide refuses orders on; nil: none
+	seal    func() bool // called right before the writes (see writeOrders)
 
 	records map[string]orderRecord // Confirm/Return IDs, locked
 	levels  map[string]int64       // the batch's SKU rows, locked
@@ -420,6 +446,9 @@ func (g *groupTx) run(ctx context.Context) error {
 	}
 	if err := g.refusedUnrecorded(ctx); err != nil {
 		return err
+	}
+	if !g.seal() {
+		return errLeft
 	}
 	return g.write(ctx)
 }

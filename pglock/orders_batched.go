@@ -48,7 +48,7 @@ func (b *Batched) order(ctx context.Context, o newOrder) error {
 // already fails the INSERT (errDuplicate): the transaction rolls back,
 // those members are answered from their records, and the batch is tried
 // again without them — so a duplicate never takes twice.
-func (b *Batched) applyOrders(ctx context.Context, conn *sqlx.Conn, sku string, members []*request, total int64) error {
+func (b *Batched) applyOrders(ctx context.Context, conn *sqlx.Conn, sku string, members []*request, total int64, seal func() bool) error {
 	orders := make([]newOrder, 0, len(members))
 	for _, r := range members {
 		if r.order != nil {
@@ -56,7 +56,7 @@ func (b *Batched) applyOrders(ctx context.Context, conn *sqlx.Conn, sku string, 
 		}
 	}
 	slices.SortFunc(orders, func(x, y newOrder) int { return cmp.Compare(x.id, y.id) })
-	err := b.withReclaim(ctx, conn, one(sku), func(mayReclaim bool) error {
+	err := b.withReclaim(ctx, conn, seal, one(sku), func(mayReclaim bool) error {
 		return inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
 			if err := b.record(ctx, tx, orders); err != nil {
 				return err

@@ -57,14 +57,14 @@ func (b *Batched) sendOrders(ctx context.Context, _ string, bt *combine.Batch[re
 
 // applyGroup records members' orders, grants those that fit and refuses
 // the others, in one transaction.
-func (b *Batched) applyGroup(ctx context.Context, conn *sqlx.Conn, members []*request) error {
+func (b *Batched) applyGroup(ctx context.Context, conn *sqlx.Conn, members []*request, seal func() bool) error {
 	orders := make([]newOrder, len(members))
 	for i, r := range members {
 		orders[i] = *r.order
 	}
 	slices.SortFunc(orders, func(x, y newOrder) int { return cmp.Compare(x.id, y.id) })
 	var short []string
-	err := b.withReclaim(ctx, conn, func() []string { return short }, func(mayReclaim bool) error {
+	err := b.withReclaim(ctx, conn, seal, func() []string { return short }, func(mayReclaim bool) error {
 		return inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
 			if err := b.record(ctx, tx, orders); err != nil {
 				return err

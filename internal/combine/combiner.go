@@ -27,6 +27,13 @@ type Config[T any] struct {
 	// waiting requests with the same non-empty name, a batch takes the
 	// first, and the others stay queued, in order, for the next batches.
 	Apart func(v *T) string
+	// Sealed says that Write calls Batch.Seal right before each statement
+	// that writes the requests: a caller who leaves before that is dropped
+	// — answered with its context's error — and never written, even by a
+	// later attempt of the batch. Without it a request is in flight from
+	// Members on: a caller who leaves then is answered ErrOutcomeUnknown,
+	// and the request may be written after it left.
+	Sealed bool
 }
 
 // Combiner combines concurrent requests for one key into batches. A
