@@ -9,6 +9,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/combine/combinetest"
 )
 
 // A refusal is final only when decided under the ID's lock, and an ID
@@ -142,4 +143,76 @@ func settled(t *testing.T, db *sqlx.DB, table string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("a statement on the table still runs")
+}
+
+// A caller who leaves while its batch is held before writing — claimed,
+// the batch's locking read waiting — is dropped: its context's error, and
+// the batch never writes its order. Answered ErrOutcomeUnknown instead and
+// written later, its repeat on another instance, refused meanwhile, would
+// be a refusal of an order that is then taken.
+func TestBatched_callerWhoLeftBeforeTheWriteIsNeverWritten(t *testing.T) {
+	db := testDB(t, interpolate) // statement by statement: a Confirm sends the batch the locking way
+	db.SetMaxOpenConns(16)
+	table := newTable(t, db)
+	b1 := NewBatched(db, WithTable(table))
+	b2 := NewBatched(db, WithTable(table))
+	ctx := t.Context()
+	want(t, "SetStock s", b1.SetStock(ctx, "s", 0), nil)
+	want(t, "SetStock z", b1.SetStock(ctx, "z", 10), nil)
+	want(t, "Hold h1", b1.Hold(ctx, "h1", stockguard.MaxHoldTTL, line("z", 1)), nil)
+	want(t, "Hold h2", b1.Hold(ctx, "h2", stockguard.MaxHoldTTL, line("z", 1)), nil)
+	lockOrder := func(id string) *sqlx.Tx {
+		tx, err := db.BeginTxx(context.WithoutCancel(ctx), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tx.Rollback() })
+		var n int
+		if err := tx.Get(&n, "SELECT COUNT(*) FROM "+quote(OrdersTable(table))+" WHERE id = ? FOR UPDATE", id); err != nil || n != 1 {
+			t.Fatalf("lock %s: %d rows, %v", id, n, err)
+		}
+		return tx
+	}
+	t1, t2 := lockOrder("h1"), lockOrder("h2")
+
+	// The lane is busy with h1's Confirm, held on t1: the next two queue
+	// and go out together, as one batch that the Confirm of h2 sends the
+	// locking way, where it waits on t2 — claimed, not yet written.
+	c1 := make(chan error, 1)
+	go func() { c1 <- b1.Confirm(ctx, "h1") }()
+	lockWaits(t, db, 1)
+	c2 := make(chan error, 1)
+	go func() { c2 <- b1.Confirm(ctx, "h2") }()
+	combinetest.Queued(t, b1.orders, b1.lane("h2"), 1)
+	actx, leave := context.WithCancel(ctx)
+	first := make(chan error, 1)
+	go func() { first <- b1.Take(actx, "x", line("s", 1)) }()
+	combinetest.Queued(t, b1.orders, b1.lane("x"), 2)
+	if err := t1.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "Confirm h1", <-c1, nil)
+	lockWaits(t, db, 1) // the batch of h2 and x, on t2
+	leave()
+	firstErr := <-first
+
+	// The repeat, elsewhere, finds no units and is refused; then a restock.
+	repeatErr := b2.Take(ctx, "x", line("s", 1))
+	want(t, "SetStock s", b2.SetStock(ctx, "s", 1), nil)
+	if err := t2.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "Confirm h2", <-c2, nil)
+
+	_, err := b1.Order(ctx, "x")
+	recorded := err == nil
+	if !recorded && !errors.Is(err, stockguard.ErrUnknownOrder) {
+		t.Fatalf("Order: %v", err)
+	}
+	if errors.Is(repeatErr, stockguard.ErrInsufficientStock) && recorded {
+		t.Fatalf("the repeat was refused (%v), yet the order is recorded: the first attempt, answered %v, was written after its caller left", repeatErr, firstErr)
+	}
+	if errors.Is(firstErr, context.Canceled) && recorded {
+		t.Fatalf("the first attempt was answered %v (nothing applied), yet the order is recorded", firstErr)
+	}
 }
