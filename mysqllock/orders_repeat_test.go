@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/combine/combinetest"
+	"github.com/stockguard/stockguard/internal/ordersload"
 )
 
 // A refusal is final only when decided under the ID's lock, and an ID
@@ -215,4 +216,30 @@ func TestBatched_callerWhoLeftBeforeTheWriteIsNeverWritten(t *testing.T) {
 	if errors.Is(firstErr, context.Canceled) && recorded {
 		t.Fatalf("the first attempt was answered %v (nothing applied), yet the order is recorded", firstErr)
 	}
+}
+
+// The careful caller's load — short deadlines, repeats on any instance
+// until the answer is definite, restocks among them — over Batched,
+// Batched with four lanes and Atomic on one table: every refusal stands
+// in the ledger afterwards, every acknowledgement too, and units add up.
+func TestOrders_repeatsAgreeWithTheLedger(t *testing.T) {
+	bothPaths(t, func(t *testing.T, db *sqlx.DB) {
+		db.SetMaxOpenConns(32) // see orderDB
+		repeats(t, db)
+	})
+}
+
+// TiDB, the same.
+func TestTiDB_repeatsAgreeWithTheLedger(t *testing.T) {
+	repeats(t, tidbDB(t))
+}
+
+func repeats(t *testing.T, db *sqlx.DB) {
+	table := newTable(t, db)
+	insts := []stockguard.Orders{
+		NewBatched(db, WithTable(table)),
+		NewBatched(db, WithTable(table), WithOrderLanes(4)),
+		NewAtomic(db, WithTable(table)),
+	}
+	ordersload.Repeats(t, insts, func() { settled(t, db, table) }, 12, 2000)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/combine/combinetest"
+	"github.com/stockguard/stockguard/internal/ordersload"
 )
 
 // A caller who leaves while its batch's write is held is answered
@@ -92,6 +93,42 @@ func pgLockWaits(t *testing.T, db *sqlx.DB, table string, n int) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%d statements wait for a lock, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// The careful caller's load — short deadlines, repeats on any instance
+// until the answer is definite, restocks among them — over two Batched
+// instances and an Atomic one on one table: every refusal stands in the
+// ledger afterwards, every acknowledgement too, and units add up.
+func TestOrders_repeatsAgreeWithTheLedger(t *testing.T) {
+	db := testDB(t)
+	table := newTable(t, db)
+	insts := []stockguard.Orders{
+		NewBatched(db, WithTable(table)),
+		NewBatched(db, WithTable(table)),
+		NewAtomic(db, WithTable(table)),
+	}
+	ordersload.Repeats(t, insts, func() { pgSettled(t, db, table) }, 12, 2000)
+}
+
+// pgSettled waits until no statement on table's tables runs: every
+// abandoned attempt has ended.
+func pgSettled(t *testing.T, db *sqlx.DB, table string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		err := db.GetContext(t.Context(), &n, "SELECT COUNT(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND state <> 'idle' AND query LIKE '%'||$1||'%'", table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a statement on the table still runs")
 		}
 		time.Sleep(time.Millisecond)
 	}
