@@ -131,11 +131,13 @@ func runMulti(ctx context.Context, conn *sqlx.Conn, query string, args []any) er
 // or lock wait timeout; a missing column or table (a ledger that
 // CreateSchema has not upgraded yet); a read-only or demoted server
 // (read_only, a read-only transaction, super_read_only or
-// innodb_read_only); a missing privilege; a full table.
+// innodb_read_only); a missing privilege; a full table; a statement
+// beyond max_allowed_packet, refused before it was read.
 func refusedBeforeCommit(number uint16) bool {
 	switch number {
 	case erLockDeadlock, erLockWaitTimeout, erBadField, erNoSuchTable,
-		erOptionPreventsStatement, erReadOnlyTransaction, erReadOnlyMode, erTableAccessDenied, erTableFull:
+		erOptionPreventsStatement, erReadOnlyTransaction, erReadOnlyMode, erTableAccessDenied, erTableFull,
+		erNetPacketTooLarge:
 		return true
 	}
 	return false
@@ -144,6 +146,7 @@ func refusedBeforeCommit(number uint16) bool {
 // The refusals of a server that cannot take writes, or of this user.
 const (
 	erTableFull               = 1114 // the table is full
+	erNetPacketTooLarge       = 1153 // the statement is beyond max_allowed_packet
 	erTableAccessDenied       = 1142 // the user lacks the privilege for the table
 	erOptionPreventsStatement = 1290 // --read-only (or super_read_only) refuses writes
 	erReadOnlyTransaction     = 1792 // a write in a READ ONLY transaction

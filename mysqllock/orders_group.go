@@ -170,7 +170,7 @@ func (b *Batched) sendAttempt(ctx context.Context, bt *combine.Batch[orderCall])
 		if len(a.work) == 0 {
 			return nil
 		}
-		err := b.writeOrders(ctx, conn, a.work, bt.Seal)
+		err := b.writeParts(ctx, conn, a.work, bt.Seal)
 		done.Store(&a)
 		return err
 	})
@@ -189,6 +189,63 @@ func (b *Batched) sendAttempt(ctx context.Context, bt *combine.Batch[orderCall])
 	}
 	return err
 }
+
+// writeParts writes calls with writeOrders, in as many transactions, one
+// after another, as the server's max_allowed_packet needs: each part's
+// statements, interpolated, fit in one packet (see callBytes). A part
+// that committed has its answers final, so that an error of a later part
+// is not theirs and a later attempt leaves them out.
+func (b *Batched) writeParts(ctx context.Context, conn *sqlx.Conn, calls []orderCall, seal func() bool) error {
+	limit := b.packet.Load()
+	if limit == 0 {
+		if err := get(ctx, conn, "SELECT @@max_allowed_packet", nil, &limit); err != nil {
+			return classify(ctx, err, unsent)
+		}
+		b.packet.Store(limit)
+	}
+	budget := limit - packetMargin
+	for len(calls) > 0 {
+		n, size := 1, callBytes(&calls[0])
+		for n < len(calls) && size+callBytes(&calls[n]) <= budget {
+			size += callBytes(&calls[n])
+			n++
+		}
+		part := calls[:n]
+		if err := b.writeOrders(ctx, conn, part, seal); err != nil || n == len(calls) {
+			return err
+		}
+		for i := range part {
+			part[i].final = true
+		}
+		calls = calls[n:]
+	}
+	return nil
+}
+
+// packetMargin is what a batch's statements need beyond its calls'
+// callBytes: the statements' fixed text.
+const packetMargin = 4096
+
+// callBytes bounds the bytes c adds to the largest statement of a batch,
+// interpolated: its ID and each line's SKU appear in a few statements
+// (the orders' INSERT, the locking reads, the stock UPDATE's CASE and IN
+// list, the lines' INSERT), each escaped to at most twice its bytes, with
+// the numbers and punctuation around them. A Confirm or Return moves the
+// lines of its record, unknown until read: as many as an order may have.
+func callBytes(c *orderCall) int64 {
+	n := int64(256 + 8*len(c.order.id))
+	if c.op != opPlace {
+		return n + stockguard.MaxLines*lineBytes(stockguard.MaxSKULen)
+	}
+	for _, ln := range c.order.lines {
+		n += lineBytes(len(ln.SKU))
+	}
+	return n
+}
+
+// lineBytes bounds the bytes of a line whose SKU has skuLen bytes (see
+// callBytes).
+func lineBytes(skuLen int) int64 { return int64(128 + 12*skuLen) }
 
 // orderAttempt is one attempt of sendOrders: the calls it carried and the
 // copies it wrote their outcome to.
