@@ -197,9 +197,12 @@ var errLeft = errors.New("pglock: a caller left before the batch's write was sen
 // works on copies of the members, so that a refusal by an attempt that then
 // failed and was retried does not stick to a member; sendWith copies the
 // outcome of the attempt that returned last. apply calls seal (Batch.Seal)
-// right before each transaction that writes the members, and ends with
-// errLeft when it reports false: the attempt is tried again at once
-// without the callers who left.
+// before each write commits — in a transaction, right after the INSERT
+// that records the members' orders, so that their IDs are locked from
+// before a caller who leaves is answered ErrOutcomeUnknown until the
+// outcome is known — and ends with errLeft when it reports false: the
+// attempt, rolled back, is tried again at once without the callers who
+// left.
 func (b *Batched) sendWith(ctx context.Context, bt *combine.Batch[request], apply func(context.Context, *sqlx.Conn, []*request, func() bool) error) error {
 	return b.retrier.Do(ctx, func(ctx context.Context) error {
 		for {
@@ -258,8 +261,11 @@ func (b *Batched) apply(ctx context.Context, conn *sqlx.Conn, sku string, member
 			return classify(ctx, err, sent)
 		}
 	}
-	return b.withReclaim(ctx, conn, seal, one(sku), func(mayReclaim bool) error {
+	return b.withReclaim(ctx, conn, one(sku), func(mayReclaim bool) error {
 		return inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
+			if !seal() {
+				return errLeft
+			}
 			return b.grant(ctx, tx, sku, members, mayReclaim)
 		})
 	})
@@ -328,11 +334,8 @@ var errReclaim = errors.New("pglock: expired holds to reclaim first")
 // expired holds to be reclaimed, reclaims those of skus() (the SKUs it
 // found short) in a transaction of its own and has the batch tried again,
 // or, when another request reclaimed them meanwhile, runs write(false) at
-// once. Each write is sealed first (see sendWith).
-func (b *Batched) withReclaim(ctx context.Context, conn *sqlx.Conn, seal func() bool, skus func() []string, write func(mayReclaim bool) error) error {
-	if !seal() {
-		return errLeft
-	}
+// once.
+func (b *Batched) withReclaim(ctx context.Context, conn *sqlx.Conn, skus func() []string, write func(mayReclaim bool) error) error {
 	err := write(true)
 	if !errors.Is(err, errReclaim) {
 		return err
@@ -348,8 +351,6 @@ func (b *Batched) withReclaim(ctx context.Context, conn *sqlx.Conn, seal func() 
 		return err
 	case n > 0:
 		return stockguard.Retry(errReclaimed)
-	case !seal():
-		return errLeft
 	}
 	return write(false)
 }

@@ -56,10 +56,13 @@ func (b *Batched) applyOrders(ctx context.Context, conn *sqlx.Conn, sku string, 
 		}
 	}
 	slices.SortFunc(orders, func(x, y newOrder) int { return cmp.Compare(x.id, y.id) })
-	err := b.withReclaim(ctx, conn, seal, one(sku), func(mayReclaim bool) error {
+	err := b.withReclaim(ctx, conn, one(sku), func(mayReclaim bool) error {
 		return inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
 			if err := b.record(ctx, tx, orders); err != nil {
 				return err
+			}
+			if !seal() { // see sendWith
+				return errLeft
 			}
 			if total <= stockguard.MaxQty {
 				// The orders' units go onto on_orders; the Decrements' are

@@ -64,10 +64,13 @@ func (b *Batched) applyGroup(ctx context.Context, conn *sqlx.Conn, members []*re
 	}
 	slices.SortFunc(orders, func(x, y newOrder) int { return cmp.Compare(x.id, y.id) })
 	var short []string
-	err := b.withReclaim(ctx, conn, seal, func() []string { return short }, func(mayReclaim bool) error {
+	err := b.withReclaim(ctx, conn, func() []string { return short }, func(mayReclaim bool) error {
 		return inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
 			if err := b.record(ctx, tx, orders); err != nil {
 				return err
+			}
+			if !seal() { // see sendWith
+				return errLeft
 			}
 			var err error
 			short, err = b.decide(ctx, tx, members, mayReclaim)
