@@ -260,9 +260,11 @@ type orderAttempt struct {
 // multiStatements), the transaction costs two: its BEGIN rides with the
 // first read, and every write rides with its COMMIT.
 //
-// seal is called right before the statement that writes the calls: when
-// it reports false a caller left, and the attempt ends with errLeft,
-// having written nothing.
+// seal is called before the calls' writes can commit — statement by
+// statement, right after the INSERT that locks their IDs; on a
+// multiStatements pool, before the round trip that carries the writes and
+// COMMIT — and when it reports false a caller left, and the attempt ends
+// with errLeft, having written nothing.
 func (b *Batched) writeOrders(ctx context.Context, conn *sqlx.Conn, calls []orderCall, seal func() bool) error {
 	multi, err := b.multi.check(ctx, conn, b.engine.known())
 	if err != nil {
@@ -332,14 +334,14 @@ func (b *Batched) placeFast(ctx context.Context, conn *sqlx.Conn, multi bool, ca
 		return true, nil
 	}
 	slices.SortFunc(orders, func(x, y newOrder) int { return cmp.Compare(x.id, y.id) })
-	if !seal() {
-		return true, errLeft
-	}
 	if len(settles) > 0 {
+		if !seal() {
+			return true, errLeft
+		}
 		return b.settleFast(ctx, conn, orders, totals, settles)
 	}
 	slices.SortFunc(lines, func(x, y stockguard.Line) int { return cmp.Compare(x.SKU, y.SKU) })
-	err := b.placeAll(ctx, conn, multi, orders, lines)
+	err := b.placeAll(ctx, conn, multi, orders, lines, seal)
 	if errors.Is(err, errShort) || errors.Is(err, errDuplicate) {
 		return false, nil
 	}
@@ -474,7 +476,7 @@ type groupTx struct {
 	recorded    []string // multi-statement path: IDs of the batch's orders recorded already
 
 	refused *shortSKUs  // remembers the SKUs decide refuses orders on; nil: none
-	seal    func() bool // called right before the writes (see writeOrders)
+	seal    func() bool // called before the writes can commit (see writeOrders)
 
 	records map[string]orderRecord // Confirm/Return IDs, locked
 	levels  map[string]int64       // the batch's SKU rows, locked
@@ -503,9 +505,6 @@ func (g *groupTx) run(ctx context.Context) error {
 	}
 	if err := g.refusedUnrecorded(ctx); err != nil {
 		return err
-	}
-	if !g.seal() {
-		return errLeft
 	}
 	return g.write(ctx)
 }
@@ -764,6 +763,11 @@ func (g *groupTx) write(ctx context.Context) error {
 	}
 	if err := g.insert(ctx, placed); err != nil {
 		return err
+	}
+	// On the statement path the orders' IDs are locked now (see
+	// placeAll); on the multi-statement path the writes go with COMMIT.
+	if !g.seal() {
+		return errLeft
 	}
 	if len(moved) > 0 {
 		var b strings.Builder
