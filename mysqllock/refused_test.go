@@ -35,6 +35,44 @@ func TestOrders_refusalBeforeCommitIsUnavailable(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { root.Exec(fmt.Sprintf("DROP USER '%s'@'%%'", user)) })
+	refusedBeforeCommitAs(t, table, user)
+	if n, _ := level(t, root, table, "a"); n != 10 {
+		t.Fatalf("%d units left, want 10", n)
+	}
+}
+
+// A read-only server (read_only, as a demoted primary runs) refuses a user
+// without the privilege to bypass it (1290): ErrUnavailable on both pool
+// kinds, nothing changed.
+func TestOrders_readOnlyServerIsUnavailable(t *testing.T) {
+	root := testDB(t)
+	table := newTable(t, root)
+	mustSet(t, root, table, "a", 10)
+	var b [4]byte
+	rand.Read(b[:])
+	user := "writer_" + hex.EncodeToString(b[:])
+	for _, q := range []string{
+		fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY 'pw'", user),
+		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON test.* TO '%s'@'%%'", user),
+		"SET GLOBAL read_only = 1",
+	} {
+		if _, err := root.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		root.Exec("SET GLOBAL read_only = 0")
+		root.Exec(fmt.Sprintf("DROP USER '%s'@'%%'", user))
+	})
+	refusedBeforeCommitAs(t, table, user)
+	if n, _ := level(t, root, table, "a"); n != 10 {
+		t.Fatalf("%d units left, want 10", n)
+	}
+}
+
+// refusedBeforeCommitAs places orders on table as user, whom the server
+// refuses every write: each is ErrUnavailable.
+func refusedBeforeCommitAs(t *testing.T, table, user string) {
 	for _, pool := range []struct {
 		name string
 		edit func(*mysql.Config)
@@ -49,8 +87,5 @@ func TestOrders_refusalBeforeCommitIsUnavailable(t *testing.T) {
 				})
 			}
 		})
-	}
-	if n, _ := level(t, root, table, "a"); n != 10 {
-		t.Fatalf("%d units left, want 10", n)
 	}
 }
