@@ -58,11 +58,11 @@ func (b *Batch[T]) Members() []*T {
 
 // Seal, under Config.Sealed, marks the requests Members returned last as
 // on their way — a caller who leaves from now on is answered
-// ErrOutcomeUnknown — right before the statement that writes them. It
-// reports false when one of them has left since: that one must not be
-// written, so the Write sends nothing of this attempt and starts over with
-// Members (which leaves it out). A request written alone is its caller's
-// own call: Seal reports true.
+// ErrOutcomeUnknown — before their write can take effect (see
+// Config.Sealed). It reports false when one of them has left since: that
+// one must not be written, so the Write ends this attempt without effect
+// and starts over with Members (which leaves it out). A request written
+// alone is its caller's own call: Seal reports true.
 func (b *Batch[T]) Seal() bool {
 	ok := true
 	for _, r := range b.last {

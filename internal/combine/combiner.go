@@ -27,12 +27,14 @@ type Config[T any] struct {
 	// waiting requests with the same non-empty name, a batch takes the
 	// first, and the others stay queued, in order, for the next batches.
 	Apart func(v *T) string
-	// Sealed says that Write calls Batch.Seal right before each statement
-	// that writes the requests: a caller who leaves before that is dropped
-	// — answered with its context's error — and never written, even by a
-	// later attempt of the batch. Without it a request is in flight from
-	// Members on: a caller who leaves then is answered ErrOutcomeUnknown,
-	// and the request may be written after it left.
+	// Sealed says that Write calls Batch.Seal before each write of the
+	// requests can take effect — right before an autocommit statement, or
+	// inside a transaction before its COMMIT — and writes nothing of an
+	// attempt whose Seal reports false: a caller who leaves before Seal is
+	// dropped — answered with its context's error — and never written,
+	// even by a later attempt of the batch. Without it a request is in
+	// flight from Members on: a caller who leaves then is answered
+	// ErrOutcomeUnknown, and the request may be written after it left.
 	Sealed bool
 }
 
