@@ -96,6 +96,7 @@ type Batched struct {
 	orders *combine.Combiner[orderCall] // order calls, one queue per lane
 	lanes  []string                     // the order queues' keys
 	short  *shortSKUs                   // SKUs a batch lately refused an order on
+	packet *atomic.Int64                // the server's max_allowed_packet once read; 0 until then
 }
 
 var (
@@ -122,6 +123,7 @@ func NewBatched(db *sqlx.DB, opts ...Option) *Batched {
 	})
 	b.orders = newOrderCombiner(b, o.batchSize)
 	b.short = newShortSKUs()
+	b.packet = new(atomic.Int64)
 	for i := range o.orderLanes {
 		b.lanes = append(b.lanes, orderQueue+strconv.Itoa(i))
 	}

@@ -76,8 +76,10 @@ type engineProbe struct {
 	supports func(Engine) error // the strategy's check of what it needs; nil: anything
 	tidb     *sessionInit       // applied to every connection on TiDB
 
-	mu  sync.Mutex
-	eng Engine // EngineDetect until known
+	mu      sync.Mutex
+	eng     Engine // EngineDetect until known
+	escapes error  // checkEscaping's verdict once known: nil or unsafe
+	checked bool   // escapes is known
 }
 
 func newEngineProbe(e Engine, supports func(Engine) error) *engineProbe {
@@ -96,10 +98,16 @@ func (p *engineProbe) known() Engine {
 }
 
 // prepare detects the engine on conn unless known, checks that the
-// strategy can run on it, and applies the engine's session settings to
+// strategy can run on it and that the pool keeps strings strings
+// (checkEscaping, once), and applies the engine's session settings to
 // conn. Nothing it sends changes stock.
 func (p *engineProbe) prepare(ctx context.Context, conn *sqlx.Conn) error {
-	eng := p.known()
+	p.mu.Lock()
+	eng, checked, escapes := p.eng, p.checked, p.escapes
+	p.mu.Unlock()
+	if checked && escapes != nil {
+		return escapes
+	}
 	if eng == EngineDetect {
 		var err error
 		if eng, err = detectEngine(ctx, conn); err != nil {
@@ -108,6 +116,18 @@ func (p *engineProbe) prepare(ctx context.Context, conn *sqlx.Conn) error {
 		p.mu.Lock()
 		p.eng = eng
 		p.mu.Unlock()
+	}
+	if !checked {
+		escapes = checkEscaping(ctx, conn)
+		if escapes != nil && !errors.Is(escapes, errUnsafeEscaping) {
+			return escapes // the probe's I/O failed: ask again next time
+		}
+		p.mu.Lock()
+		p.checked, p.escapes = true, escapes
+		p.mu.Unlock()
+		if escapes != nil {
+			return escapes
+		}
 	}
 	if p.supports != nil {
 		if err := p.supports(eng); err != nil {

@@ -125,16 +125,33 @@ func runMulti(ctx context.Context, conn *sqlx.Conn, query string, args []any) er
 }
 
 // refusedBeforeCommit reports whether a transaction sent with its COMMIT
-// failed with number before the COMMIT ran, having changed nothing: a
-// deadlock or lock wait timeout, or a missing column or table — a ledger
-// that CreateSchema has not upgraded yet.
+// failed with number having changed nothing: the server stops a
+// multi-statement at the first statement that fails, and these refuse a
+// statement before COMMIT — or, from COMMIT, refuse to commit: a deadlock
+// or lock wait timeout; a missing column or table (a ledger that
+// CreateSchema has not upgraded yet); a read-only or demoted server
+// (read_only, a read-only transaction, super_read_only or
+// innodb_read_only); a missing privilege; a full table; a statement
+// beyond max_allowed_packet, refused before it was read.
 func refusedBeforeCommit(number uint16) bool {
 	switch number {
-	case erLockDeadlock, erLockWaitTimeout, erBadField, erNoSuchTable:
+	case erLockDeadlock, erLockWaitTimeout, erBadField, erNoSuchTable,
+		erOptionPreventsStatement, erReadOnlyTransaction, erReadOnlyMode, erTableAccessDenied, erTableFull,
+		erNetPacketTooLarge:
 		return true
 	}
 	return false
 }
+
+// The refusals of a server that cannot take writes, or of this user.
+const (
+	erTableFull               = 1114 // the table is full
+	erNetPacketTooLarge       = 1153 // the statement is beyond max_allowed_packet
+	erTableAccessDenied       = 1142 // the user lacks the privilege for the table
+	erOptionPreventsStatement = 1290 // --read-only (or super_read_only) refuses writes
+	erReadOnlyTransaction     = 1792 // a write in a READ ONLY transaction
+	erReadOnlyMode            = 1836 // the server is in read-only mode
+)
 
 // erOutOfRange is "BIGINT value is out of range": rowCheck's failure.
 const erOutOfRange = 1690

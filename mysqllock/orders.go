@@ -65,7 +65,7 @@ func (l *ledger) place(ctx context.Context, o newOrder) error {
 			if err != nil {
 				return err
 			}
-			return l.settle(ctx, conn, l.placeAll(ctx, conn, multi, []newOrder{o}, o.lines), o)
+			return l.settle(ctx, conn, l.placeAll(ctx, conn, multi, []newOrder{o}, o.lines, nil), o)
 		})
 	})
 }
@@ -76,14 +76,25 @@ func (l *ledger) place(ctx context.Context, o newOrder) error {
 // COMMIT; in one round trip when multi (see placeMulti). It returns nil,
 // errShort (a line did not fit) or errDuplicate (an ID is recorded
 // already) when the transaction rolled back, or the transaction's
-// classified error.
-func (l *ledger) placeAll(ctx context.Context, conn *sqlx.Conn, multi bool, orders []newOrder, lines []stockguard.Line) error {
+// classified error. seal, unless nil, is called before anything can
+// commit (see Batched.writeOrders): false ends with errLeft, nothing
+// written.
+func (l *ledger) placeAll(ctx context.Context, conn *sqlx.Conn, multi bool, orders []newOrder, lines []stockguard.Line, seal func() bool) error {
 	if multi {
+		if seal != nil && !seal() {
+			return errLeft
+		}
 		return l.placeMulti(ctx, conn, orders, lines)
 	}
 	return inTx(ctx, conn, func(tx *sqlx.Tx) error {
 		if err := l.record(ctx, tx, orders); err != nil {
 			return err
+		}
+		// The orders' IDs are locked now: one whose caller leaves from
+		// here on is answered ErrOutcomeUnknown, and a repeat waits for
+		// this transaction (see Batched.writeOrders).
+		if seal != nil && !seal() {
+			return errLeft
 		}
 		return l.takeLines(ctx, tx, lines, true)
 	})

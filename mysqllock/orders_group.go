@@ -131,38 +131,121 @@ func newOrderCombiner(b *Batched, size int) *combine.Combiner[orderCall] {
 		Write:  b.sendOrders,
 		Answer: (*orderCall).result,
 		Apart:  callID,
+		Sealed: true,
 	})
 }
 
 // sendOrders writes bt's calls in one transaction, retrying after a
-// deadlock or a recorded ID; it copies outcomes back only from an attempt
-// that returned to it (see send).
+// deadlock or a recorded ID, and at once, without the callers who left,
+// when one left before the write carrying it was sent (see
+// combine.Batch.Seal); it copies outcomes back only from an attempt that
+// returned to it (see send).
 func (b *Batched) sendOrders(ctx context.Context, _ string, bt *combine.Batch[orderCall]) error {
 	return b.retrier.Do(ctx, func(ctx context.Context) error {
-		var done atomic.Pointer[orderAttempt]
-		err := b.pinned(ctx, b.session, func(ctx context.Context, conn *sqlx.Conn) error {
-			var a orderAttempt
-			for _, c := range bt.Members() {
-				if !c.final { // answered by an earlier attempt, for good
-					a.of = append(a.of, c)
-					a.work = append(a.work, orderCall{op: c.op, order: c.order})
-				}
-			}
-			if len(a.work) == 0 {
-				return nil
-			}
-			err := b.writeOrders(ctx, conn, a.work)
-			done.Store(&a)
-			return err
-		})
-		if a := done.Load(); a != nil {
-			for i, c := range a.of {
-				c.final, c.answer = a.work[i].final, a.work[i].answer
+		for {
+			// Each errLeft drops a caller who left: Members shrinks.
+			if err := b.sendAttempt(ctx, bt); !errors.Is(err, errLeft) {
+				return err
 			}
 		}
-		return err
 	})
 }
+
+// errLeft ends an attempt, before it sent a write, because a caller of
+// the batch left: a request is never written after its caller left and
+// was told so (see combine.Config.Sealed).
+var errLeft = errors.New("mysqllock: a caller left before the batch's write was sent")
+
+// sendAttempt is one attempt of sendOrders.
+func (b *Batched) sendAttempt(ctx context.Context, bt *combine.Batch[orderCall]) error {
+	var done atomic.Pointer[orderAttempt]
+	ended, err := b.pinnedTracked(ctx, b.session, func(ctx context.Context, conn *sqlx.Conn) error {
+		var a orderAttempt
+		for _, c := range bt.Members() {
+			if !c.final { // answered by an earlier attempt, for good
+				a.of = append(a.of, c)
+				a.work = append(a.work, orderCall{op: c.op, order: c.order})
+			}
+		}
+		if len(a.work) == 0 {
+			return nil
+		}
+		err := b.writeParts(ctx, conn, a.work, bt.Seal)
+		done.Store(&a)
+		return err
+	})
+	if a := done.Load(); a != nil {
+		for i, c := range a.of {
+			c.final, c.answer = a.work[i].final, a.work[i].answer
+		}
+	}
+	select {
+	case <-ended:
+	default:
+		// Its callers were answered (they left) while its statement
+		// runs on: their IDs' lane stays busy until it ends, so that
+		// a repeat on this instance cannot run beside it.
+		bt.Continues(ended)
+	}
+	return err
+}
+
+// writeParts writes calls with writeOrders, in as many transactions, one
+// after another, as the server's max_allowed_packet needs: each part's
+// statements, interpolated, fit in one packet (see callBytes). A part
+// that committed has its answers final, so that an error of a later part
+// is not theirs and a later attempt leaves them out.
+func (b *Batched) writeParts(ctx context.Context, conn *sqlx.Conn, calls []orderCall, seal func() bool) error {
+	limit := b.packet.Load()
+	if limit == 0 {
+		if err := get(ctx, conn, "SELECT @@max_allowed_packet", nil, &limit); err != nil {
+			return classify(ctx, err, unsent)
+		}
+		b.packet.Store(limit)
+	}
+	budget := limit - packetMargin
+	for len(calls) > 0 {
+		n, size := 1, callBytes(&calls[0])
+		for n < len(calls) && size+callBytes(&calls[n]) <= budget {
+			size += callBytes(&calls[n])
+			n++
+		}
+		part := calls[:n]
+		if err := b.writeOrders(ctx, conn, part, seal); err != nil || n == len(calls) {
+			return err
+		}
+		for i := range part {
+			part[i].final = true
+		}
+		calls = calls[n:]
+	}
+	return nil
+}
+
+// packetMargin is what a batch's statements need beyond its calls'
+// callBytes: the statements' fixed text.
+const packetMargin = 4096
+
+// callBytes bounds the bytes c adds to the largest statement of a batch,
+// interpolated: its ID and each line's SKU appear in a few statements
+// (the orders' INSERT, the locking reads, the stock UPDATE's CASE and IN
+// list, the lines' INSERT), each escaped to at most twice its bytes, with
+// the numbers and punctuation around them. A Confirm or Return moves the
+// lines of its record, unknown until read: as many as an order may have.
+func callBytes(c *orderCall) int64 {
+	n := int64(256 + 8*len(c.order.id))
+	if c.op != opPlace {
+		return n + stockguard.MaxLines*lineBytes(stockguard.MaxSKULen)
+	}
+	for _, ln := range c.order.lines {
+		n += lineBytes(len(ln.SKU))
+	}
+	return n
+}
+
+// lineBytes bounds the bytes of a line whose SKU has skuLen bytes (see
+// callBytes).
+func lineBytes(skuLen int) int64 { return int64(128 + 12*skuLen) }
 
 // orderAttempt is one attempt of sendOrders: the calls it carried and the
 // copies it wrote their outcome to.
@@ -176,21 +259,27 @@ type orderAttempt struct {
 // connections take several statements in one round trip (see
 // multiStatements), the transaction costs two: its BEGIN rides with the
 // first read, and every write rides with its COMMIT.
-func (b *Batched) writeOrders(ctx context.Context, conn *sqlx.Conn, calls []orderCall) error {
+//
+// seal is called before the calls' writes can commit — statement by
+// statement, right after the INSERT that locks their IDs; on a
+// multiStatements pool, before the round trip that carries the writes and
+// COMMIT — and when it reports false a caller left, and the attempt ends
+// with errLeft, having written nothing.
+func (b *Batched) writeOrders(ctx context.Context, conn *sqlx.Conn, calls []orderCall, seal func() bool) error {
 	multi, err := b.multi.check(ctx, conn, b.engine.known())
 	if err != nil {
 		return err
 	}
-	if done, err := b.placeFast(ctx, conn, multi, calls); done {
+	if done, err := b.placeFast(ctx, conn, multi, calls, seal); done {
 		return err
 	}
 	err = errNeedsTx
 	if multi {
-		err = b.writeOrdersMulti(ctx, conn, calls)
+		err = b.writeOrdersMulti(ctx, conn, calls, seal)
 	}
 	if errors.Is(err, errNeedsTx) {
 		err = inTx(ctx, conn, func(tx *sqlx.Tx) error {
-			g := groupTx{ledger: &b.ledger, q: tx, tx: tx, calls: calls, refused: b.short}
+			g := groupTx{ledger: &b.ledger, q: tx, tx: tx, calls: calls, refused: b.short, seal: seal}
 			return g.run(ctx)
 		})
 	}
@@ -211,7 +300,7 @@ func (b *Batched) writeOrders(ctx context.Context, conn *sqlx.Conn, calls []orde
 // is beyond stockguard.MaxQty, or its transaction rolled back because a
 // line did not fit or an ID is recorded already. Orders screen refused
 // stay refused (final) and are left out.
-func (b *Batched) placeFast(ctx context.Context, conn *sqlx.Conn, multi bool, calls []orderCall) (bool, error) {
+func (b *Batched) placeFast(ctx context.Context, conn *sqlx.Conn, multi bool, calls []orderCall, seal func() bool) (bool, error) {
 	if !multi && slices.ContainsFunc(calls, func(c orderCall) bool { return c.op != opPlace }) {
 		return false, nil
 	}
@@ -246,10 +335,13 @@ func (b *Batched) placeFast(ctx context.Context, conn *sqlx.Conn, multi bool, ca
 	}
 	slices.SortFunc(orders, func(x, y newOrder) int { return cmp.Compare(x.id, y.id) })
 	if len(settles) > 0 {
+		if !seal() {
+			return true, errLeft
+		}
 		return b.settleFast(ctx, conn, orders, totals, settles)
 	}
 	slices.SortFunc(lines, func(x, y stockguard.Line) int { return cmp.Compare(x.SKU, y.SKU) })
-	err := b.placeAll(ctx, conn, multi, orders, lines)
+	err := b.placeAll(ctx, conn, multi, orders, lines, seal)
 	if errors.Is(err, errShort) || errors.Is(err, errDuplicate) {
 		return false, nil
 	}
@@ -322,12 +414,12 @@ var errNeedsTx = errors.New("mysqllock: the batch needs a database/sql transacti
 // is still open and is rolled back. The connection must not go back to the
 // pool inside a transaction, so when the ROLLBACK cannot be sent the
 // connection is discarded.
-func (b *Batched) writeOrdersMulti(ctx context.Context, conn *sqlx.Conn, calls []orderCall) error {
+func (b *Batched) writeOrdersMulti(ctx context.Context, conn *sqlx.Conn, calls []orderCall, seal func() bool) error {
 	done, err := enter(ctx, phaseTx)
 	if err != nil {
 		return err
 	}
-	g := groupTx{ledger: &b.ledger, q: conn, calls: calls, begin: "START TRANSACTION; ", refused: b.short}
+	g := groupTx{ledger: &b.ledger, q: conn, calls: calls, begin: "START TRANSACTION; ", refused: b.short, seal: seal}
 	err = g.run(ctx)
 	done()
 	if err == nil {
@@ -344,9 +436,10 @@ func (b *Batched) writeOrdersMulti(ctx context.Context, conn *sqlx.Conn, calls [
 }
 
 // commit sends the writes the batch collected, and COMMIT, in one round
-// trip, as a supervised write. A duplicate ID, a deadlock or a busy row
-// fails its statement before COMMIT ran: nothing applied. Any other
-// failure may have come from COMMIT itself: the outcome is unknown.
+// trip, as a supervised write. A duplicate ID, or a refusal
+// refusedBeforeCommit lists (a deadlock, a busy row, a read-only server, a
+// missing privilege…), changed nothing. Any other failure may have come
+// from COMMIT itself: the outcome is unknown.
 func (g *groupTx) commit(ctx context.Context) error {
 	done, err := enter(ctx, phaseWrite)
 	if err != nil {
@@ -382,7 +475,8 @@ type groupTx struct {
 	pendingArgs []any
 	recorded    []string // multi-statement path: IDs of the batch's orders recorded already
 
-	refused *shortSKUs // remembers the SKUs decide refuses orders on; nil: none
+	refused *shortSKUs  // remembers the SKUs decide refuses orders on; nil: none
+	seal    func() bool // called before the writes can commit (see writeOrders)
 
 	records map[string]orderRecord // Confirm/Return IDs, locked
 	levels  map[string]int64       // the batch's SKU rows, locked
@@ -415,9 +509,9 @@ func (g *groupTx) run(ctx context.Context) error {
 	return g.write(ctx)
 }
 
-// refusedUnrecorded checks that no order the batch refuses is recorded
-// already: a repeated Take or Hold is answered from its record (nil, or
-// ErrOrderClosed), never refused. A recorded one makes the batch roll back
+// refusedUnrecorded checks, under the IDs' locks, that no order the batch
+// refuses is recorded already: a repeated Take or Hold is answered from
+// its record (nil, or ErrOrderClosed), never refused. A recorded one makes the batch roll back
 // with errDuplicate, to be answered as an INSERT's duplicate is. The
 // refusals stand only once this check has passed; until then an error
 // answers them too.
@@ -432,10 +526,12 @@ func (g *groupTx) refusedUnrecorded(ctx context.Context) error {
 	if len(ids) == 0 {
 		return nil
 	}
+	// A locking read, on both paths: an attempt with the same ID that has
+	// recorded it but not yet committed — abandoned by its caller, running
+	// on — is waited for and found if it commits. The multi-statement
+	// path's plain read with the stock rows cannot see it.
 	var found []string
-	if g.tx == nil {
-		found = g.recorded // read with the stock rows
-	} else if err := sel(ctx, g.tx, &found, "SELECT id FROM "+g.lq.orders+" WHERE id IN ("+list(len(ids))+")", ids...); err != nil {
+	if err := sel(ctx, g.q, &found, "SELECT id FROM "+g.lq.orders+" WHERE id IN ("+list(len(ids))+") FOR UPDATE", ids...); err != nil {
 		return classify(ctx, err, unsent)
 	}
 	if len(found) > 0 {
@@ -667,6 +763,11 @@ func (g *groupTx) write(ctx context.Context) error {
 	}
 	if err := g.insert(ctx, placed); err != nil {
 		return err
+	}
+	// On the statement path the orders' IDs are locked now (see
+	// placeAll); on the multi-statement path the writes go with COMMIT.
+	if !g.seal() {
+		return errLeft
 	}
 	if len(moved) > 0 {
 		var b strings.Builder

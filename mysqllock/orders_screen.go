@@ -14,8 +14,9 @@ import (
 // holds, as explain reads them — decides, in arrival order, the orders on
 // them. One that does not fit by the read is refused there, as Atomic
 // explains a refusal: the SKU had no row, or too few units at the moment
-// of the read, while the call was in flight. Its answer stands (final),
-// and the rest of the batch goes on optimistically. It reports false when
+// of the read, while the call was in flight. Its answer stands (final) once
+// a locking read of its ID finds it unrecorded, and the rest of the batch
+// goes on optimistically. It reports false when
 // the batch must go the locking way instead: a short SKU has expired holds
 // (they come back first, under the rows' locks), or a refused order's ID
 // is recorded already (answered from its record there). An error ends the
@@ -99,8 +100,12 @@ func (b *Batched) screen(ctx context.Context, conn *sqlx.Conn, calls []orderCall
 	if len(refused) == 0 {
 		return true, nil
 	}
+	// A locking read: an attempt with the same ID that has recorded it
+	// but not yet committed — abandoned by its caller, running on — is
+	// waited for, and found if it commits. A plain read would miss it and
+	// refuse an order that is about to be taken.
 	var found []string
-	if err := sel(ctx, conn, &found, "SELECT id FROM "+b.lq.orders+" WHERE id IN ("+list(len(refused))+")", refused...); err != nil {
+	if err := sel(ctx, conn, &found, "SELECT id FROM "+b.lq.orders+" WHERE id IN ("+list(len(refused))+") FOR UPDATE", refused...); err != nil {
 		return false, classify(ctx, err, unsent)
 	}
 	if len(found) > 0 {

@@ -141,6 +141,25 @@ func (s *store) pinned(ctx context.Context, sess *sessionInit, fn func(context.C
 	return supervise(ctx, func(sctx context.Context) error { return s.pinnedOn(sctx, sess, fn) })
 }
 
+// pinnedTracked is pinned, and also returns a channel closed when fn's
+// work has really ended: pinned returns early to a caller who left, while
+// a write runs on (see supervise).
+func (s *store) pinnedTracked(ctx context.Context, sess *sessionInit, fn func(context.Context, *sqlx.Conn) error) (<-chan struct{}, error) {
+	fin := make(chan struct{})
+	if err := ended(ctx); err != nil {
+		close(fin)
+		return fin, err
+	}
+	if ctx.Done() == nil {
+		defer close(fin)
+		return fin, s.pinnedOn(ctx, sess, fn)
+	}
+	return fin, supervise(ctx, func(sctx context.Context) error {
+		defer close(fin)
+		return s.pinnedOn(sctx, sess, fn)
+	})
+}
+
 // pinnedInPlace is pinned for a request that nobody waits on once ctx
 // ends: a drainer's batch (combine.Batch.Queued), whose context ends only
 // after every member was answered. fn runs on the calling goroutine, not

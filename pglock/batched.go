@@ -97,12 +97,14 @@ func NewBatched(db *sqlx.DB, opts ...Option) *Batched {
 		Write:  b.send,
 		Answer: (*request).result,
 		Apart:  orderID,
+		Sealed: true,
 	})
 	b.orders = combine.New(combine.Config[request]{
 		Size:   o.batchSize,
 		Write:  b.sendOrders,
 		Answer: (*request).result,
 		Apart:  orderID,
+		Sealed: true,
 	})
 	return b
 }
@@ -180,41 +182,62 @@ func (b *Batched) Decrement(ctx context.Context, sku string, qty int64) error {
 
 // send writes bt's members, the requests of sku; see sendWith.
 func (b *Batched) send(ctx context.Context, sku string, bt *combine.Batch[request]) error {
-	return b.sendWith(ctx, bt, func(ctx context.Context, conn *sqlx.Conn, m []*request) error {
-		return b.apply(ctx, conn, sku, m)
+	return b.sendWith(ctx, bt, func(ctx context.Context, conn *sqlx.Conn, m []*request, seal func() bool) error {
+		return b.apply(ctx, conn, sku, m, seal)
 	})
 }
+
+// errLeft ends an attempt, before it sent a write, because a caller of
+// the batch left: a request is never written after its caller left and
+// was told so (see combine.Config.Sealed).
+var errLeft = errors.New("pglock: a caller left before the batch's write was sent")
 
 // sendWith writes bt's members with apply, claimed right before the first
 // write (see combine.Batch.Members), retrying after a deadlock. An attempt
 // works on copies of the members, so that a refusal by an attempt that then
 // failed and was retried does not stick to a member; sendWith copies the
-// outcome of the attempt that returned last.
-func (b *Batched) sendWith(ctx context.Context, bt *combine.Batch[request], apply func(context.Context, *sqlx.Conn, []*request) error) error {
+// outcome of the attempt that returned last. apply calls seal (Batch.Seal)
+// before each write commits — in a transaction, right after the INSERT
+// that records the members' orders, so that their IDs are locked from
+// before a caller who leaves is answered ErrOutcomeUnknown until the
+// outcome is known — and ends with errLeft when it reports false: the
+// attempt, rolled back, is tried again at once without the callers who
+// left.
+func (b *Batched) sendWith(ctx context.Context, bt *combine.Batch[request], apply func(context.Context, *sqlx.Conn, []*request, func() bool) error) error {
 	return b.retrier.Do(ctx, func(ctx context.Context) error {
-		var of []*request
-		var work []request
-		for _, r := range bt.Members() {
-			if !r.settled { // answered by an earlier attempt, for good
-				of = append(of, r)
-				work = append(work, request{qty: r.qty, order: r.order})
+		for {
+			// Each errLeft drops a caller who left: Members shrinks.
+			if err := b.attempt(ctx, bt, apply); !errors.Is(err, errLeft) {
+				return err
 			}
 		}
-		if len(work) == 0 {
-			return nil
-		}
-		m := make([]*request, len(work))
-		for i := range work {
-			m[i] = &work[i]
-		}
-		err := b.pinned(ctx, b.session, func(conn *sqlx.Conn) error {
-			return apply(ctx, conn, m)
-		})
-		for i, r := range of {
-			r.refused, r.settled, r.answer = work[i].refused, work[i].settled, work[i].answer
-		}
-		return err
 	})
+}
+
+// attempt is one attempt of sendWith.
+func (b *Batched) attempt(ctx context.Context, bt *combine.Batch[request], apply func(context.Context, *sqlx.Conn, []*request, func() bool) error) error {
+	var of []*request
+	var work []request
+	for _, r := range bt.Members() {
+		if !r.settled { // answered by an earlier attempt, for good
+			of = append(of, r)
+			work = append(work, request{qty: r.qty, order: r.order})
+		}
+	}
+	if len(work) == 0 {
+		return nil
+	}
+	m := make([]*request, len(work))
+	for i := range work {
+		m[i] = &work[i]
+	}
+	err := b.pinned(ctx, b.session, func(conn *sqlx.Conn) error {
+		return apply(ctx, conn, m, bt.Seal)
+	})
+	for i, r := range of {
+		r.refused, r.settled, r.answer = work[i].refused, work[i].settled, work[i].answer
+	}
+	return err
 }
 
 // apply writes the members' total with one conditional UPDATE and falls
@@ -222,11 +245,14 @@ func (b *Batched) sendWith(ctx context.Context, bt *combine.Batch[request], appl
 // fit. A member the fallback refuses gets its own error in refused. When
 // members carry orders, they are recorded in the same transaction (see
 // applyOrders).
-func (b *Batched) apply(ctx context.Context, conn *sqlx.Conn, sku string, members []*request) error {
+func (b *Batched) apply(ctx context.Context, conn *sqlx.Conn, sku string, members []*request, seal func() bool) error {
 	// Beyond MaxQty no stock level can hold the total: skip the UPDATE.
 	total := total(members)
 	if slices.ContainsFunc(members, func(r *request) bool { return r.order != nil }) {
-		return b.applyOrders(ctx, conn, sku, members, total)
+		return b.applyOrders(ctx, conn, sku, members, total, seal)
+	}
+	if !seal() {
+		return errLeft
 	}
 	if total <= stockguard.MaxQty {
 		var left int64
@@ -237,6 +263,9 @@ func (b *Batched) apply(ctx context.Context, conn *sqlx.Conn, sku string, member
 	}
 	return b.withReclaim(ctx, conn, one(sku), func(mayReclaim bool) error {
 		return inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
+			if !seal() {
+				return errLeft
+			}
 			return b.grant(ctx, tx, sku, members, mayReclaim)
 		})
 	})

@@ -48,7 +48,7 @@ func (b *Batched) order(ctx context.Context, o newOrder) error {
 // already fails the INSERT (errDuplicate): the transaction rolls back,
 // those members are answered from their records, and the batch is tried
 // again without them — so a duplicate never takes twice.
-func (b *Batched) applyOrders(ctx context.Context, conn *sqlx.Conn, sku string, members []*request, total int64) error {
+func (b *Batched) applyOrders(ctx context.Context, conn *sqlx.Conn, sku string, members []*request, total int64, seal func() bool) error {
 	orders := make([]newOrder, 0, len(members))
 	for _, r := range members {
 		if r.order != nil {
@@ -60,6 +60,9 @@ func (b *Batched) applyOrders(ctx context.Context, conn *sqlx.Conn, sku string, 
 		return inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
 			if err := b.record(ctx, tx, orders); err != nil {
 				return err
+			}
+			if !seal() { // see sendWith
+				return errLeft
 			}
 			if total <= stockguard.MaxQty {
 				// The orders' units go onto on_orders; the Decrements' are

@@ -57,7 +57,7 @@ func (b *Batched) sendOrders(ctx context.Context, _ string, bt *combine.Batch[re
 
 // applyGroup records members' orders, grants those that fit and refuses
 // the others, in one transaction.
-func (b *Batched) applyGroup(ctx context.Context, conn *sqlx.Conn, members []*request) error {
+func (b *Batched) applyGroup(ctx context.Context, conn *sqlx.Conn, members []*request, seal func() bool) error {
 	orders := make([]newOrder, len(members))
 	for i, r := range members {
 		orders[i] = *r.order
@@ -68,6 +68,9 @@ func (b *Batched) applyGroup(ctx context.Context, conn *sqlx.Conn, members []*re
 		return inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
 			if err := b.record(ctx, tx, orders); err != nil {
 				return err
+			}
+			if !seal() { // see sendWith
+				return errLeft
 			}
 			var err error
 			short, err = b.decide(ctx, tx, members, mayReclaim)

@@ -15,10 +15,11 @@ type store struct {
 	db  *sqlx.DB
 	q   queries
 	err error // an invalid option, reported by every method
+	enc *encodingCheck
 }
 
 func newStore(db *sqlx.DB, o options) store {
-	return store{db: db, q: newQueries(o.table, o.mode), err: o.err}
+	return store{db: db, q: newQueries(o.table, o.mode), err: o.err, enc: &encodingCheck{}}
 }
 
 // SetStock creates sku with qty units, or overwrites its level; qty may be
@@ -55,9 +56,10 @@ func (s *store) level(ctx context.Context, q sqlx.QueryerContext, sku string) (i
 	return qty, classify(ctx, err, unsent)
 }
 
-// check admits a request before any I/O: it returns, in this order, the
-// error of an invalid option, invalid (the request's validation error),
-// and the context's error.
+// check admits a request: it returns, in this order and before any I/O,
+// the error of an invalid option, invalid (the request's validation
+// error) and the context's error, then — on a store's first request —
+// the encoding check's (see encodingCheck).
 func (s *store) check(ctx context.Context, invalid error) error {
 	if s.err != nil {
 		return s.err
@@ -65,7 +67,10 @@ func (s *store) check(ctx context.Context, invalid error) error {
 	if invalid != nil {
 		return invalid
 	}
-	return stockguard.Canceled(ctx)
+	if err := stockguard.Canceled(ctx); err != nil {
+		return err
+	}
+	return s.enc.verify(ctx, s.db)
 }
 
 // pinned runs fn on a connection of its own, after applying sess to it

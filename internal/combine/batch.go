@@ -18,29 +18,59 @@ type Batch[T any] struct {
 	reqs    []*request[T] // a drainer's batch, in arrival order; nil when alone
 	alone   []*T          // the one request written alone
 	claimed atomic.Int64  // how many requests Members returned last
+	last    []*request[T] // the requests Members returned last
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	live   atomic.Int64 // members still waiting
+
+	until <-chan struct{} // see Continues; nil: the write ended when Write returned
 }
+
+// Continues tells the Combiner that the write goes on after Write returns
+// — its callers were answered early, its statement still runs — until
+// done is closed. Until then the key stays busy: later requests queue,
+// and no other batch of the key is written beside it, so a request that
+// repeats an abandoned one never races it. Call it before Write returns.
+func (b *Batch[T]) Continues(done <-chan struct{}) { b.until = done }
 
 // Members claims the batch's requests that have not been abandoned — last
 // thing before the first write: one that gives up until here is dropped
 // without effect — and returns them in arrival order. Called again, it
-// returns the same requests: a claimed request stays claimed. Called after
-// every member gave up, it returns none.
+// returns the same requests: a claimed request stays claimed; under
+// Config.Sealed it leaves out those whose callers left since (see Seal).
+// Called after every member gave up, it returns none.
 func (b *Batch[T]) Members() []*T {
 	if b.reqs == nil {
 		return b.alone // its caller waits for the write, unclaimed
 	}
 	vals := make([]*T, 0, len(b.reqs))
+	b.last = b.last[:0]
 	for _, r := range b.reqs {
-		if r.claim() {
+		if r.claim() && !r.left.Load() {
 			vals = append(vals, &r.val)
+			b.last = append(b.last, r)
 		}
 	}
 	b.claimed.Store(int64(len(vals)))
 	return vals
+}
+
+// Seal, under Config.Sealed, marks the requests Members returned last as
+// on their way — a caller who leaves from now on is answered
+// ErrOutcomeUnknown — before their write can take effect (see
+// Config.Sealed). It reports false when one of them has left since: that
+// one must not be written, so the Write ends this attempt without effect
+// and starts over with Members (which leaves it out). A request written
+// alone is its caller's own call: Seal reports true.
+func (b *Batch[T]) Seal() bool {
+	ok := true
+	for _, r := range b.last {
+		if !r.state.CompareAndSwap(claimed, sealed) && (r.state.Load() != sealed || r.left.Load()) {
+			ok = false
+		}
+	}
+	return ok
 }
 
 // Queued reports whether b is a drainer's batch of queued requests: its
@@ -74,6 +104,9 @@ func (c *Combiner[T]) drain(key string, q *queue[T]) {
 		bt.reqs = reqs
 		c.mu.Unlock()
 		c.write(key, bt)
+		if bt.until != nil {
+			<-bt.until
+		}
 		bt.cancel()
 		// The callers just answered are runnable, not yet running: yield
 		// once, so that those calling again at once queue before the next

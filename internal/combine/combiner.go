@@ -27,6 +27,15 @@ type Config[T any] struct {
 	// waiting requests with the same non-empty name, a batch takes the
 	// first, and the others stay queued, in order, for the next batches.
 	Apart func(v *T) string
+	// Sealed says that Write calls Batch.Seal before each write of the
+	// requests can take effect — right before an autocommit statement, or
+	// inside a transaction before its COMMIT — and writes nothing of an
+	// attempt whose Seal reports false: a caller who leaves before Seal is
+	// dropped — answered with its context's error — and never written,
+	// even by a later attempt of the batch. Without it a request is in
+	// flight from Members on: a caller who leaves then is answered
+	// ErrOutcomeUnknown, and the request may be written after it left.
+	Sealed bool
 }
 
 // Combiner combines concurrent requests for one key into batches. A
@@ -88,21 +97,36 @@ func (c *Combiner[T]) Do(ctx context.Context, key string, v T) error {
 // queued meanwhile, else forgets key. Nobody else can answer v, so it is
 // never claimed: its caller waits for the write, whatever its ctx does.
 func (c *Combiner[T]) alone(ctx context.Context, key string, q *queue[T], v T) error {
-	defer func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if len(q.pending) > 0 {
-			go c.drain(key, q)
-		} else {
-			delete(c.queues, key)
-		}
-	}()
 	s := &solo[T]{val: v}
 	s.one[0] = &s.val
 	s.b.alone = s.one[:]
+	defer func() {
+		if until := s.b.until; until != nil {
+			// The write runs on (see Batch.Continues): the key stays
+			// busy until it has ended.
+			go func() {
+				<-until
+				c.next(key, q)
+			}()
+			return
+		}
+		c.next(key, q)
+	}()
 	err := c.cfg.Write(ctx, key, &s.b)
 	c.count(1)
 	return c.cfg.Answer(&s.val, err)
+}
+
+// next hands q over to a drainer if requests queued behind a write alone,
+// else forgets key.
+func (c *Combiner[T]) next(key string, q *queue[T]) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(q.pending) > 0 {
+		go c.drain(key, q)
+	} else {
+		delete(c.queues, key)
+	}
 }
 
 // solo is a request written alone: its batch of one, in one allocation.

@@ -1,0 +1,64 @@
+package mysqllock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/stockguard/stockguard"
+)
+
+// A batch's statements fit the server's max_allowed_packet: carts of 64
+// lines of 64-byte SKUs, many to a batch, would outgrow a small limit in
+// one interpolated statement, fail the same way on every attempt, and
+// never shrink. Each order fits on its own; the batch is written in parts
+// that each fit.
+func TestBatched_batchFitsMaxAllowedPacket(t *testing.T) {
+	root := testDB(t)
+	var old int64
+	if err := root.Get(&old, "SELECT @@global.max_allowed_packet"); err != nil {
+		t.Fatal(err)
+	}
+	// New sessions only: the pools below open theirs after this.
+	if _, err := root.Exec("SET GLOBAL max_allowed_packet = 65536"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		root.ExecContext(context.WithoutCancel(t.Context()), fmt.Sprintf("SET GLOBAL max_allowed_packet = %d", old))
+	})
+	for _, pool := range []struct {
+		name string
+		edit func(*mysql.Config)
+	}{{"statements", interpolate}, {"multiStatements", multi}} {
+		t.Run(pool.name, func(t *testing.T) {
+			db := testDB(t, pool.edit)
+			table := newTable(t, root)
+			b := NewBatched(db, WithTable(table), WithBatchSize(64))
+			var lines []stockguard.Line
+			for i := range stockguard.MaxLines {
+				sku := fmt.Sprintf("%s%08d", strings.Repeat("s", 56), i)
+				mustSet(t, root, table, sku, 1000)
+				lines = append(lines, line(sku, 1))
+			}
+			mustSet(t, root, table, "gate", 10)
+			release := queueBehind(t, b, table, "gate")
+			const carts = 32
+			calls := make([]func() error, carts)
+			for i := range calls {
+				calls[i] = func() error { return b.Take(t.Context(), fmt.Sprintf("cart-%d", i), lines...) }
+			}
+			results := queueCalls(t, b, calls...)
+			release()
+			for i, r := range results {
+				want(t, fmt.Sprintf("cart %d", i), <-r, nil)
+			}
+			for _, ln := range lines {
+				if n, _ := level(t, root, table, ln.SKU); n != 1000-carts {
+					t.Fatalf("%s: %d left, want %d", ln.SKU, n, 1000-carts)
+				}
+			}
+		})
+	}
+}
