@@ -1,7 +1,6 @@
 package backendstest
 
 import (
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,25 +21,26 @@ func StartCPU(tb testing.TB, srv *backends.Process) *CPU {
 }
 
 // Report reports, per call of b.N, the processor time this process used
-// since StartCPU (client-cpu-us/op, the benchmark's workers included) and,
-// when the tests started the server, that of the server's processes
-// (server-cpu-us/op, see backends.Process.CPU).
+// since StartCPU (client_cpu_us_per_op, the benchmark's workers included)
+// and, when the tests started the server, that of the server's processes
+// (server_cpu_us_per_op, see backends.Process.CPU): the names of
+// stockbench's JSON fields.
 func (c *CPU) Report(b *testing.B) {
 	client, server := clientCPU(b)-c.client, serverCPU(b, c.srv)-c.server
-	b.ReportMetric(float64(client.Nanoseconds())/1e3/float64(b.N), "client-cpu-us/op")
+	b.ReportMetric(float64(client.Nanoseconds())/1e3/float64(b.N), "client_cpu_us_per_op")
 	if c.srv != nil {
-		b.ReportMetric(float64(server.Nanoseconds())/1e3/float64(b.N), "server-cpu-us/op")
+		b.ReportMetric(float64(server.Nanoseconds())/1e3/float64(b.N), "server_cpu_us_per_op")
 	}
 }
 
 // clientCPU returns the user and system processor time this process has
 // used so far.
 func clientCPU(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	d, err := backends.SelfCPU()
+	if err != nil {
 		tb.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return d
 }
 
 // serverCPU returns the processor time srv's processes have used so far,
