@@ -287,9 +287,7 @@ func (k *Link) delayed(dst net.Conn, p *linkPair) *delayedWriter {
 		defer forwarding.Add(-1)
 		defer close(w.done)
 		for c := range w.queue {
-			if d := time.Until(c.due); d > 0 {
-				time.Sleep(d)
-			}
+			sleepUntil(c.due)
 			if _, err := w.dst.Write(c.b); err != nil {
 				p.close()
 				return
