@@ -286,8 +286,10 @@ func (k *Link) delayed(dst net.Conn, p *linkPair) *delayedWriter {
 	go func() {
 		defer forwarding.Add(-1)
 		defer close(w.done)
+		sleep := newSleeper()
+		defer sleep.close()
 		for c := range w.queue {
-			sleepUntil(c.due)
+			sleep.until(c.due)
 			if _, err := w.dst.Write(c.b); err != nil {
 				p.close()
 				return
