@@ -15,7 +15,8 @@ import (
 // one on a MariaDB the command starts itself (CPU from its process) across
 // a 2ms round trip: every result carries both CPU figures per request, and
 // no request returns sooner than the round trip. Only lower bounds are
-// checked — how much longer a request takes depends on the machine.
+// checked — how much longer a request takes depends on the machine. The
+// same across worker processes (-procs).
 func TestRun_cpuAndRTT(t *testing.T) {
 	backendstest.SkipShort(t)
 	t.Setenv(backends.EnvMySQLDSN, "")
@@ -72,6 +73,25 @@ func TestRun_cpuAndRTT(t *testing.T) {
 				t.Errorf("mysql-atomic: server CPU %v from %q, want a figure from the process", *r.ServerCPUUsPerOp, r.ServerCPU[0].From)
 			}
 		}
+	}
+
+	// In worker processes each puts the round trip between itself and the
+	// servers; their CPU times add up, the servers' are not measured.
+	code, stdout, stderr = invoke(t, []bench.Target{redisAtomic}, "-redis-addr", addr, "-rtt", "2ms", "-procs", "2",
+		"-ops", "200", "-workers", "4", "-warmup", "0", "-format", "json", "-plot", "")
+	if code != exitOK {
+		t.Fatalf("-procs 2: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	doc = bench.Report{}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Results) != 1 {
+		t.Fatalf("-procs 2: %d results, want 1", len(doc.Results))
+	}
+	if r := doc.Results[0]; r.Procs != 2 || r.P50Ms < 2 || r.ClientCPUUsPerOp == nil || *r.ClientCPUUsPerOp <= 0 || r.ServerCPUUsPerOp != nil {
+		t.Errorf("-procs 2: %d processes, p50 %vms, client CPU %v, server CPU %v; want 2, ≥ 2ms, positive, absent",
+			r.Procs, r.P50Ms, r.ClientCPUUsPerOp, r.ServerCPUUsPerOp)
 	}
 
 	// A server named by its address, not a Redis: measured no CPU, says so.
