@@ -365,7 +365,7 @@ func writeCPU(w io.Writer, results []*Result) error {
 		"measured window, per request: a server this run started, its processes (/proc); any Redis or Valkey, INFO cpu (its\n" +
 		"other clients' work included); any other server is not measured. CLIENT CPU µs/op: the client processes' (workers,\n" +
 		"strategy client code, harness, and anything else in them: a tiered consumer, -rtt's forwarders). A -procs run\n" +
-		"measures the clients only.\n")
+		"adds up its worker processes' and measures no server.\n")
 	for _, r := range results {
 		if len(r.ServerCPU) < 2 && !slices.ContainsFunc(r.ServerCPU, func(s ServerCPU) bool { return s.Err != "" }) {
 			continue
