@@ -104,7 +104,7 @@ func benchRun(b *testing.B, t bench.Target, s bench.Servers, w bench.Workload) *
 	b.Helper()
 	w.Ops, w.Duration, w.Warmup = int64(b.N), 0, benchWarmup
 	b.StopTimer()
-	r, err := bench.Run(b.Context(), t, s, w, bench.WithWindow(b.StartTimer, b.StopTimer))
+	r, err := bench.Run(b.Context(), t, s, w, bench.WithWindow(b.StartTimer, b.StopTimer), bench.WithServerCPU(serverInfo()))
 	if errors.Is(err, bench.ErrSkipped) {
 		b.Skip(err)
 	}
@@ -122,5 +122,13 @@ func benchRun(b *testing.B, t bench.Target, s bench.Servers, w bench.Workload) *
 	b.ReportMetric(float64(r.Latency.P99)/1e6, "p99-ms")
 	b.ReportMetric(r.RetriesPerOp, "retries/op")
 	b.ReportMetric(float64(r.Audit.Oversold), "oversold")
+	// Per request, as stockbench's JSON names them; a server whose CPU
+	// cannot be read (see bench.CPUNotReadable) leaves its metric out.
+	if v, ok := r.ServerCPUPerOp(); ok {
+		b.ReportMetric(v, "server_cpu_us_per_op")
+	}
+	if v, ok := r.ClientCPUPerOp(); ok {
+		b.ReportMetric(v, "client_cpu_us_per_op")
+	}
 	return r
 }

@@ -16,6 +16,9 @@ type Meta struct {
 	// same requests.
 	Seed    uint64   `json:"seed"`
 	Servers []Server `json:"servers"`
+	// RTTMs is the network round trip put between the clients and every
+	// server (stockbench -rtt), in milliseconds; 0 for loopback.
+	RTTMs float64 `json:"rtt_ms"`
 	// GoVersion is the toolchain that built the harness; Module the
 	// stockguard version it was built from ("(devel)" in a work tree) and
 	// Revision its VCS revision when the build recorded one.

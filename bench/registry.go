@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Backend is a kind of server targets run on — MySQL, Redis, the extra
@@ -31,8 +32,19 @@ type Opener struct {
 	// Nil when there is nothing to check.
 	Check func() error
 	// Open connects to the servers — those the flags name, else ones it
-	// finds or starts — with connection pools of pool connections.
-	Open func(ctx context.Context, pool int) (*Opened, error)
+	// finds or starts — as c says. An opener that cannot put c.RTT between
+	// its clients and its servers returns an error when it is not 0.
+	Open func(ctx context.Context, c OpenConfig) (*Opened, error)
+}
+
+// OpenConfig is how an Opener connects.
+type OpenConfig struct {
+	// Pool is the size of each connection pool.
+	Pool int
+	// RTT, when not 0, is the network round trip to put between the
+	// clients and every server: connections go through a forwarder on
+	// loopback that delays each direction by RTT/2 (see Route).
+	RTT time.Duration
 }
 
 // Opened is a backend's open servers.
@@ -62,6 +74,14 @@ type Server struct {
 	// Settings, when set, are server settings the figures depend on, as the
 	// server reports them ("innodb_flush_log_at_trx_commit=1 …").
 	Settings string `json:"settings,omitempty"`
+	// CPU reads the processor time the server has used so far, for the
+	// CPU it spends per operation (see Result.ServerCPU); nil when it
+	// cannot be read, CPUFrom then says why. A server this run started:
+	// its processes' time from /proc; any Redis or Valkey: INFO cpu.
+	CPU func(ctx context.Context) (time.Duration, error) `json:"-"`
+	// CPUFrom says where CPU reads ("process", "INFO cpu"), or why the
+	// server's CPU is not measured.
+	CPUFrom string `json:"cpu_from,omitempty"`
 }
 
 // String reads "redis: Redis 7.0.15 at 127.0.0.1:6379 (env)", followed by

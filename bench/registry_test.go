@@ -45,7 +45,7 @@ func (s *sharedServers) open(name string) (*bench.Opened, error) {
 	opener := bench.Backends()[i].Flags(flag.NewFlagSet(name, flag.ContinueOnError))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	o, err := opener.Open(ctx, 256)
+	o, err := opener.Open(ctx, bench.OpenConfig{Pool: 256})
 	s.opened[name], s.errs[name] = o, err
 	return o, err
 }
@@ -84,6 +84,20 @@ func testServers(tb testing.TB, t bench.Target) bench.Servers {
 		s[name] = o.Conn
 	}
 	return s
+}
+
+// serverInfo describes the servers of the backends shared has opened, for
+// bench.WithServerCPU (Run measures those of its target's backends).
+func serverInfo() []bench.Server {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	var info []bench.Server
+	for _, o := range shared.opened {
+		if o != nil {
+			info = append(info, o.Servers...)
+		}
+	}
+	return info
 }
 
 func TestTargets_registry(t *testing.T) {

@@ -65,6 +65,44 @@ type Row struct {
 	Checkout *CheckoutRow `json:"checkout,omitempty"`
 	// Stats holds the target's own figures (Result.Stats).
 	Stats map[string]float64 `json:"stats,omitempty"`
+	// ServerCPUUsPerOp is the processor time all the measured servers of
+	// the run spent together per request, in µs; absent when no server's
+	// CPU could be read (ServerCPU says why). ClientCPUUsPerOp is the
+	// client processes'.
+	ServerCPUUsPerOp *float64 `json:"server_cpu_us_per_op,omitempty"`
+	ClientCPUUsPerOp *float64 `json:"client_cpu_us_per_op,omitempty"`
+	// ServerCPU is ServerCPUUsPerOp server by server.
+	ServerCPU []ServerCPURow `json:"server_cpu,omitempty"`
+}
+
+// ServerCPURow is one server's processor time per request.
+type ServerCPURow struct {
+	Backend string `json:"backend"`
+	Addr    string `json:"addr"`
+	// UsPerOp is absent when the server's CPU was not read; Error says
+	// why.
+	UsPerOp *float64 `json:"us_per_op,omitempty"`
+	From    string   `json:"from,omitempty"`
+	Error   string   `json:"error,omitempty"`
+}
+
+// cpuRows returns the CPU fields of a Row.
+func cpuRows(r *Result) (server, client *float64, per []ServerCPURow) {
+	if v, ok := r.ServerCPUPerOp(); ok {
+		server = &v
+	}
+	if v, ok := r.ClientCPUPerOp(); ok {
+		client = &v
+	}
+	for _, s := range r.ServerCPU {
+		row := ServerCPURow{Backend: s.Backend, Addr: s.Addr, From: s.From, Error: s.Err}
+		if s.Err == "" && r.Attempts > 0 {
+			v := perOp(s.CPU, r.Attempts)
+			row.UsPerOp = &v
+		}
+		per = append(per, row)
+	}
+	return server, client, per
 }
 
 // CheckoutRow is the part of a Row only a Checkout has (see Audit).
@@ -92,7 +130,9 @@ func NewRow(r *Result) Row {
 			OrdersChecked: a.Orders, BadOrders: a.BadOrders, Duplicated: a.Duplicated, Reconciled: a.Reconciled,
 		}
 	}
+	serverCPU, clientCPU, perServer := cpuRows(r)
 	return Row{
+		ServerCPUUsPerOp: serverCPU, ClientCPUUsPerOp: clientCPU, ServerCPU: perServer,
 		Checkout: co,
 		Strategy: r.Target, Counterexample: r.Counterexample, Backend: needsText(r.Needs),
 		Workload: w.Shape.String(), Workers: w.Workers, Procs: max(r.Procs, 1), Instances: min(w.Instances, w.Workers),
@@ -138,6 +178,7 @@ var csvHeader = []string{
 	"retries", "retries_per_op", "errors", "sold_out", "sellout_ms",
 	"initial", "acked", "gone", "oversold", "lost", "unknown", "unknown_units",
 	"false_refusals", "mismatches", "raw_checked", "sound", "load", "offered_rate", "procs",
+	"server_cpu_us_per_op", "client_cpu_us_per_op",
 }
 
 // csvCheckout are the columns added when a result is a Checkout.
@@ -178,7 +219,7 @@ func WriteCSV(w io.Writer, results []*Result) error {
 			d(x.Retries), f(x.RetriesPerOp), strings.Join(errs, ";"), strconv.FormatBool(x.SoldOut), f(x.SellOutMs),
 			d(x.Initial), d(x.Acked), d(x.Gone), d(x.Oversold), d(x.Lost), d(x.Unknown), d(x.UnknownUnits),
 			d(x.FalseRefusals), d(x.Mismatches), strconv.FormatBool(x.RawChecked), strconv.FormatBool(x.Sound),
-			x.Load, f(x.OfferedRate), strconv.Itoa(x.Procs),
+			x.Load, f(x.OfferedRate), strconv.Itoa(x.Procs), optional(x.ServerCPUUsPerOp), optional(x.ClientCPUUsPerOp),
 		}
 		if c := x.Checkout; c != nil {
 			rec = append(rec, d(c.Lines), f(c.LinesPerS), d(c.Restocked), d(c.Held), d(c.Taken),
@@ -201,6 +242,14 @@ func WriteCSV(w io.Writer, results []*Result) error {
 	return cw.Error()
 }
 
+// optional formats a figure that may be absent: "" then.
+func optional(v *float64) string {
+	if v == nil {
+		return ""
+	}
+	return strconv.FormatFloat(*v, 'f', -1, 64)
+}
+
 // WriteTable writes the results as an aligned text table for people,
 // followed by the audit's verdict: every unsound strategy named loudly with
 // its problems, the counterexamples caught, and any error outside the
@@ -220,6 +269,10 @@ func WriteTable(w io.Writer, results []*Result) error {
 	}
 	if procs {
 		head = strings.Replace(head, "WORKERS\t", "WORKERS\tPROCS\t", 1)
+	}
+	cpu := hasCPU(results)
+	if cpu {
+		head += "SERVER CPU µs/op\tCLIENT CPU µs/op\t"
 	}
 	if flash {
 		head += "SOLD OUT\t"
@@ -246,6 +299,9 @@ func WriteTable(w io.Writer, results []*Result) error {
 			rate, count(r.AttemptRate),
 			millis(r.Latency.P50), millis(r.Latency.P90), millis(r.Latency.P99), millis(r.Latency.P999), millis(r.Latency.Max),
 			r.RetriesPerOp)
+		if cpu {
+			line += cpuText(r.ServerCPUPerOp()) + "\t" + cpuText(r.ClientCPUPerOp()) + "\t"
+		}
 		if flash {
 			line += sellOut(r) + "\t"
 		}
@@ -256,6 +312,11 @@ func WriteTable(w io.Writer, results []*Result) error {
 	}
 	if err := writeStats(w, results); err != nil {
 		return err
+	}
+	if cpu {
+		if err := writeCPU(w, results); err != nil {
+			return err
+		}
 	}
 	if checkout {
 		if err := writeCheckoutLegend(w); err != nil {
@@ -282,6 +343,47 @@ func writeLegend(w io.Writer, flash, open bool) error {
 		legend += openLegend
 	}
 	_, err := io.WriteString(w, legend)
+	return err
+}
+
+func hasCPU(results []*Result) bool {
+	return slices.ContainsFunc(results, func(r *Result) bool { return r.ClientCPU > 0 || r.ServerCPU != nil })
+}
+
+// cpuText is a CPU column's cell: µs with one decimal, "-" when not
+// measured.
+func cpuText(v float64, ok bool) string {
+	if !ok {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64)
+}
+
+// writeCPU says under the table what the CPU columns count and, where a
+// run measured more than one server or could not read one, each server's
+// share.
+func writeCPU(w io.Writer, results []*Result) error {
+	var b strings.Builder
+	b.WriteString("\nSERVER CPU µs/op: processor time (user + system) the servers of the strategy's backends spent together over the\n" +
+		"measured window, per request: a server this run started, its processes (/proc); any Redis or Valkey, INFO cpu (its\n" +
+		"other clients' work included); any other server is not measured. CLIENT CPU µs/op: the client processes' (workers,\n" +
+		"strategy client code, harness, and anything else in them: a tiered consumer, -rtt's forwarders). A -procs run\n" +
+		"adds up its worker processes' and measures no server.\n")
+	for _, r := range results {
+		if len(r.ServerCPU) < 2 && !slices.ContainsFunc(r.ServerCPU, func(s ServerCPU) bool { return s.Err != "" }) {
+			continue
+		}
+		var parts []string
+		for _, s := range r.ServerCPU {
+			if s.Err != "" {
+				parts = append(parts, fmt.Sprintf("%s at %s %s", s.Backend, s.Addr, s.Err))
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s at %s %s µs/op (%s)", s.Backend, s.Addr, cpuText(perOp(s.CPU, r.Attempts), r.Attempts > 0), s.From))
+		}
+		fmt.Fprintf(&b, "%s at %d workers: %s\n", r.Target, r.Workload.Workers, strings.Join(parts, "; "))
+	}
+	_, err := io.WriteString(w, b.String())
 	return err
 }
 

@@ -54,6 +54,16 @@ type Result struct {
 	Stats map[string]float64
 	// Interrupted reports that the run's context ended before the run did.
 	Interrupted bool
+	// ClientCPU is the processor time, user and system, the client
+	// processes used over the measured window: the workers, the
+	// strategies' client code, the harness, and whatever else runs in
+	// them (a tiered target's consumer; the forwarders of -rtt). Summed
+	// over the processes of a split run.
+	ClientCPU time.Duration
+	// ServerCPU is each server's processor time over the measured window,
+	// for the servers of the target's backends (see WithServerCPU); nil
+	// when none was asked for.
+	ServerCPU []ServerCPU
 }
 
 // Sound reports whether the audit found nothing wrong. Errors outside the

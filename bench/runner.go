@@ -21,6 +21,8 @@ type Option func(*runOptions)
 type runOptions struct {
 	progress   func(done float64)
 	begin, end func()
+	servers    []Server // whose CPU to measure (WithServerCPU)
+	needs      []string // the target's backends, whose servers are measured
 }
 
 // WithProgress makes Run call f with the fraction of the run done so far
@@ -103,6 +105,7 @@ func Run(ctx context.Context, t Target, s Servers, w Workload, opts ...Option) (
 			defer c.Close()
 		}
 	}
+	o.needs = t.Needs
 	r := newRun(w)
 	if r.co != nil {
 		for _, inv := range insts {
@@ -313,6 +316,7 @@ func (r *run) execute(ctx context.Context, insts []stockguard.Inventory, o runOp
 		timer.Stop()
 		retries0 = sumRetries(insts)
 	}
+	cpu := startCPU(ctx, o.servers, o.needs)
 	if o.begin != nil {
 		o.begin()
 	}
@@ -328,6 +332,7 @@ func (r *run) execute(ctx context.Context, insts []stockguard.Inventory, o runOp
 		o.end()
 	}
 	res := r.collect(r.start)
+	cpu.stop(ctx, res)
 	res.Retries = sumRetries(insts) - retries0
 	if res.Attempts > 0 {
 		res.RetriesPerOp = float64(res.Retries) / float64(res.Attempts)

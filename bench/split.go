@@ -115,6 +115,7 @@ func (st *Stocked) Finish(ctx context.Context, parts []*Part) (*Result, error) {
 	}
 	start := time.Duration(-1)
 	var retries int64
+	var clientCPU time.Duration
 	interrupted := false
 	for _, p := range parts {
 		d := &p.d
@@ -146,9 +147,11 @@ func (st *Stocked) Finish(ctx context.Context, parts []*Part) (*Result, error) {
 			}
 		}
 		retries += d.Retries
+		clientCPU += d.ClientCPU
 		interrupted = interrupted || d.Interrupted
 	}
 	res := r.collect(start)
+	res.ClientCPU = clientCPU
 	res.Workload, res.Procs = r.w, len(parts)
 	res.Retries = retries
 	if res.Attempts > 0 {
@@ -260,7 +263,7 @@ func (sh *Share) Run(ctx context.Context, opts ...Option) (*Part, error) {
 	res := r.execute(ctx, sh.insts, o)
 	n := len(r.skus)
 	p := &Part{d: partData{
-		Base: r.base, Start: r.start, Retries: res.Retries, Interrupted: res.Interrupted,
+		Base: r.base, Start: r.start, Retries: res.Retries, Interrupted: res.Interrupted, ClientCPU: res.ClientCPU,
 		Acked: make([]int64, n), Unknown: make([]int64, n), MinRefused: make([]int64, n),
 	}}
 	for i := range n {
@@ -306,6 +309,7 @@ type partData struct {
 	Start       time.Duration `json:"start_ns"`
 	Retries     int64         `json:"retries"`
 	Interrupted bool          `json:"interrupted,omitempty"`
+	ClientCPU   time.Duration `json:"client_cpu_ns,omitempty"` // the part's process over its window
 	Workers     []partWorker  `json:"workers"`
 	Acked       []int64       `json:"acked"`
 	Unknown     []int64       `json:"unknown"`

@@ -31,7 +31,7 @@ func hotRowStrategies(db *sqlx.DB, table string) map[string]stockguard.Inventory
 // the other, so their ratios are measured side by side. b.N is the number
 // of Decrement calls. Metrics: decrements/s (successful ones), p50-ms and
 // p99-ms (latency of a call, from per-worker HDR histograms), errors/op,
-// retries/op, client-cpu-us/op (the test process's user and system CPU
+// retries/op, client_cpu_us_per_op (the test process's user and system CPU
 // per call: what the client costs a machine it shares with the server),
 // and for batched requests/batch.
 //
@@ -52,7 +52,7 @@ func BenchmarkHotRow(b *testing.B) {
 // hotRow shares b.N one-unit decrements of sku among workers goroutines,
 // timing each, then checks that the stock went down by exactly the units
 // acknowledged. srv is the server's process when the tests started it
-// (server-cpu-us/op), else nil.
+// (server_cpu_us_per_op), else nil.
 func hotRow(b *testing.B, srv *backends.Process, inv stockguard.Inventory, sku string, workers int) {
 	ctx := context.Background()
 	if err := inv.SetStock(ctx, sku, stockguard.MaxQty); err != nil {

@@ -24,8 +24,8 @@ import (
 // Metrics: calls/s (successful ones), p50-ms and p99-ms, errors/op; the
 // server's own counts per call — stmts/op (statements, Questions),
 // commits/op, fsyncs/op (redo log), lock-waits/op and lock-ms/op (row-lock
-// waits and the time spent in them); CPU per call, client-cpu-us/op of
-// this process (the workers included) and server-cpu-us/op of the server
+// waits and the time spent in them); CPU per call, client_cpu_us_per_op of
+// this process (the workers included) and server_cpu_us_per_op of the server
 // when the tests started it; for NewBatched requests/batch or
 // orders/commit; and for orders ledger-B/order: the bytes the two ledger
 // tables take per recorded order, from information_schema.TABLES

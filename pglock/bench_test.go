@@ -127,8 +127,8 @@ func acked(b *testing.B) int64 {
 
 // calls shares b.N calls of call among workers goroutines, timing each,
 // and reports calls/s (successful ones), p50-ms, p99-ms, errors/op and the
-// CPU per call of this process (client-cpu-us/op) and of PostgreSQL's
-// processes when the tests started it (server-cpu-us/op). A failed call
+// CPU per call of this process (client_cpu_us_per_op) and of PostgreSQL's
+// processes when the tests started it (server_cpu_us_per_op). A failed call
 // must fail with a contract error.
 func calls(b *testing.B, workers int, call func(ctx context.Context, i int64) error) {
 	ctx := context.Background()

@@ -26,7 +26,9 @@ func BenchmarkAtomic(b *testing.B) {
 			sku := redistest.HotSKU(b, a)
 			b.Cleanup(func() { rdb.Del(context.Background(), rediskeys.Keys{Prefix: "bench:"}.Stock(sku)) })
 			b.ResetTimer()
+			cpu := backendstest.StartRedisCPU(b, rdb)
 			d := redistest.DecrementN(b, a, sku, workers, b.N)
+			cpu.Report(b)
 			b.ReportMetric(float64(b.N)/d.Seconds(), "decrements/s")
 		})
 	}

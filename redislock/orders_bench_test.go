@@ -131,6 +131,10 @@ func BenchmarkCheckoutCarts(b *testing.B) {
 			}
 			run := rand.Text()[:8]
 			b.ResetTimer()
+			var cpu *backendstest.CPU
+			if c, ok := rdb.(*redis.Client); ok { // one server; a cluster's are several
+				cpu = backendstest.StartRedisCPU(b, c)
+			}
 			d, lat := runN(b, workers, b.N, func(_ int, i int64) error {
 				err := a.Take(context.Background(), fmt.Sprintf("%s-%d", run, i), carts[i]...)
 				if errors.Is(err, stockguard.ErrInsufficientStock) {
@@ -138,6 +142,9 @@ func BenchmarkCheckoutCarts(b *testing.B) {
 				}
 				return err
 			})
+			if cpu != nil {
+				cpu.Report(b)
+			}
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/d.Seconds(), "orders/s")
 			b.ReportMetric(float64(b.N*lines)/d.Seconds(), "lines/s")

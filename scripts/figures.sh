@@ -21,6 +21,10 @@ load=$(cut -d' ' -f1-3 /proc/loadavg)
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 mem=$(awk '/^MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)
+# The sections recorded by other commands, from the marker line on, stay as
+# they are: this run does not reproduce them.
+marker='<!-- recorded separately: scripts/figures.sh keeps what follows -->'
+kept=$(awk -v m="$marker" '$0 == m { on = 1 } on' docs/results.md)
 # decr/s of a strategy at 64 workers, from the table's rows.
 rate() { awk -v s="$1" '$1 == s && $2 == 64 { gsub(",", "", $4); print $4 }' "$dir/table.txt"; }
 ratio() {
@@ -52,5 +56,9 @@ ratio() {
 	echo "- \`redis-batched\` ÷ \`redis-atomic\`: $(ratio redis-batched redis-atomic)"
 	echo "- \`redis-atomic\` ÷ \`redis-watchtx\`: $(ratio redis-atomic redis-watchtx)"
 	echo "- \`redis-guarded\` ÷ \`redis-redlock\`: $(ratio redis-guarded redis-redlock)"
+	if [ -n "$kept" ]; then
+		echo
+		echo "$kept"
+	fi
 } >docs/results.md
 echo "wrote docs/results.md and docs/stockbench.svg" >&2

@@ -37,7 +37,9 @@ var Backend = bench.Backend{
 				}
 				return nil
 			},
-			Open: func(ctx context.Context, pool int) (*bench.Opened, error) { return open(ctx, *dsn, *durable, pool) },
+			Open: func(ctx context.Context, c bench.OpenConfig) (*bench.Opened, error) {
+				return open(ctx, *dsn, *durable, c)
+			},
 		}
 	},
 }
@@ -47,9 +49,10 @@ var Backend = bench.Backend{
 const resolveTimeout = 3 * time.Minute
 
 // open connects to the server dsn names, or to one package backends
-// resolves when dsn is empty, with a pool of pool connections. With durable,
-// a private server is started durable and any server must turn out to be.
-func open(ctx context.Context, dsn string, durable bool, pool int) (_ *bench.Opened, err error) {
+// resolves when dsn is empty, with pools and round trip as oc says. With
+// durable, a private server is started durable and any server must turn
+// out to be.
+func open(ctx context.Context, dsn string, durable bool, oc bench.OpenConfig) (_ *bench.Opened, err error) {
 	var closers []func() error
 	closeAll := func() error {
 		var errs []error
@@ -64,6 +67,7 @@ func open(ctx context.Context, dsn string, durable bool, pool int) (_ *bench.Ope
 		}
 	}()
 	source := "-mysql-dsn"
+	var proc *backends.Process
 	if dsn == "" {
 		rctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 		var opts []backends.MySQLOption
@@ -76,11 +80,23 @@ func open(ctx context.Context, dsn string, durable bool, pool int) (_ *bench.Ope
 			return nil, err
 		}
 		closers = append(closers, m.Close)
-		dsn, source = m.DSN, string(m.Source)
+		dsn, source, proc = m.DSN, string(m.Source), m.Proc
 	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: %w", err)
+	}
+	addr := cfg.Addr
+	if oc.RTT != 0 {
+		if cfg.Net != "tcp" {
+			return nil, fmt.Errorf("mysql at %s: -rtt needs a TCP address, not %s", addr, cfg.Net)
+		}
+		via, end, err := bench.Route(addr, oc.RTT)
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, end)
+		cfg.Addr = via
 	}
 	// Client-side interpolation saves a prepare round trip per statement;
 	// stockguard recommends it, so the benchmark measures with it unless
@@ -98,23 +114,26 @@ func open(ctx context.Context, dsn string, durable bool, pool int) (_ *bench.Ope
 		return nil, fmt.Errorf("mysql: %w", err)
 	}
 	closers = append(closers, db.Close)
-	db.SetMaxOpenConns(pool)
-	db.SetMaxIdleConns(pool)
+	db.SetMaxOpenConns(oc.Pool)
+	db.SetMaxIdleConns(oc.Pool)
 	var version string
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := db.QueryRowContext(pctx, "SELECT VERSION()").Scan(&version); err != nil {
-		return nil, fmt.Errorf("mysql at %s: %w", cfg.Addr, err)
+		return nil, fmt.Errorf("mysql at %s: %w", addr, err)
 	}
 	product := "MySQL"
 	if v, _, ok := strings.Cut(version, "-MariaDB"); ok { // "10.11.6-MariaDB-0+deb12u1"
 		product, version = "MariaDB", v
 	}
-	srv := bench.Server{Backend: Name, Product: product, Version: version, Addr: cfg.Addr, Source: source}
+	srv := bench.Server{Backend: Name, Product: product, Version: version, Addr: addr, Source: source, CPUFrom: bench.CPUNotReadable}
+	if proc != nil {
+		srv.CPU, srv.CPUFrom = bench.ProcessCPU(proc), bench.CPUFromProcess
+	}
 	if _, v, ok := strings.Cut(version, "-TiDB-"); ok { // "8.0.11-TiDB-v8.5.3": no InnoDB settings to read
 		srv.Product, srv.Version = "TiDB", v
 		if durable {
-			return nil, fmt.Errorf("mysql at %s (%s): -durable configures MySQL or MariaDB, and this is TiDB", cfg.Addr, source)
+			return nil, fmt.Errorf("mysql at %s (%s): -durable configures MySQL or MariaDB, and this is TiDB", addr, source)
 		}
 		return &bench.Opened{Conn: db, Servers: []bench.Server{srv}, Close: closeAll, Args: []string{"-mysql-dsn", dsn}}, nil
 	}
@@ -122,12 +141,12 @@ func open(ctx context.Context, dsn string, durable bool, pool int) (_ *bench.Ope
 	// through the environment or in a container runs as it was configured.
 	settings, err := backends.ReadDurability(pctx, db.DB)
 	if err != nil {
-		return nil, fmt.Errorf("mysql at %s: %w", cfg.Addr, err)
+		return nil, fmt.Errorf("mysql at %s: %w", addr, err)
 	}
 	if durable && !settings.Full() {
 		return nil, fmt.Errorf("mysql at %s (%s): -durable, but the server runs with %s; "+
 			"-durable configures only a private server (unset -mysql-dsn and %s) or make that one durable",
-			cfg.Addr, source, settings, backends.EnvMySQLDSN)
+			addr, source, settings, backends.EnvMySQLDSN)
 	}
 	srv.Settings = settings.String()
 	return &bench.Opened{Conn: db, Servers: []bench.Server{srv}, Close: closeAll, Args: []string{"-mysql-dsn", dsn}}, nil

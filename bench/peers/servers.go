@@ -39,7 +39,7 @@ func OpenServers(ctx context.Context, n int) (_ *Servers, err error) {
 		}
 	}()
 	for len(s.Clients) < n {
-		o, err := redistargets.RedlockBackend.Flags(flag.NewFlagSet("peers", flag.ContinueOnError)).Open(ctx, PoolSize)
+		o, err := redistargets.RedlockBackend.Flags(flag.NewFlagSet("peers", flag.ContinueOnError)).Open(ctx, bench.OpenConfig{Pool: PoolSize})
 		if err != nil {
 			return nil, fmt.Errorf("peers: starting redis servers: %w", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,7 +42,9 @@ var Backend = bench.Backend{
 				}
 				return nil
 			},
-			Open: func(ctx context.Context, pool int) (*bench.Opened, error) { return open(ctx, *dsn, *durable, pool) },
+			Open: func(ctx context.Context, c bench.OpenConfig) (*bench.Opened, error) {
+				return open(ctx, *dsn, *durable, c)
+			},
 		}
 	},
 }
@@ -51,8 +54,9 @@ var Backend = bench.Backend{
 const resolveTimeout = 3 * time.Minute
 
 // open connects to the server dsn names, or to one package backends
-// resolves when dsn is empty, with a database/sql pool of pool connections.
-func open(ctx context.Context, dsn string, durable bool, pool int) (_ *bench.Opened, err error) {
+// resolves when dsn is empty, with a database/sql pool and round trip as oc
+// says.
+func open(ctx context.Context, dsn string, durable bool, oc bench.OpenConfig) (_ *bench.Opened, err error) {
 	var closers []func() error
 	closeAll := func() error {
 		var errs []error
@@ -67,6 +71,7 @@ func open(ctx context.Context, dsn string, durable bool, pool int) (_ *bench.Ope
 		}
 	}()
 	source := "-postgres-dsn"
+	var proc *backends.Process
 	if dsn == "" {
 		rctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 		var opts []backends.PostgresOption
@@ -79,20 +84,31 @@ func open(ctx context.Context, dsn string, durable bool, pool int) (_ *bench.Ope
 			return nil, err
 		}
 		closers = append(closers, pg.Close)
-		dsn, source = pg.DSN, string(pg.Source)
+		dsn, source, proc = pg.DSN, string(pg.Source), pg.Proc
 	}
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	addr := fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)
-	db, err := sqlx.Open("pgx", dsn)
+	connect := dsn
+	if oc.RTT != 0 {
+		via, end, err := bench.Route(addr, oc.RTT)
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, end)
+		if connect, err = reroute(dsn, via); err != nil {
+			return nil, err
+		}
+	}
+	db, err := sqlx.Open("pgx", connect)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	closers = append(closers, db.Close)
-	db.SetMaxOpenConns(pool)
-	db.SetMaxIdleConns(pool)
+	db.SetMaxOpenConns(oc.Pool)
+	db.SetMaxIdleConns(oc.Pool)
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var version string
@@ -110,6 +126,20 @@ func open(ctx context.Context, dsn string, durable bool, pool int) (_ *bench.Ope
 			"-postgres-durable configures only a private server (unset -postgres-dsn and %s) or make that one durable",
 			addr, source, settings, backends.EnvPostgresDSN)
 	}
-	srv := bench.Server{Backend: Name, Product: "PostgreSQL", Version: version, Addr: addr, Source: source, Settings: settings.String()}
+	srv := bench.Server{Backend: Name, Product: "PostgreSQL", Version: version, Addr: addr, Source: source, Settings: settings.String(), CPUFrom: bench.CPUNotReadable}
+	if proc != nil {
+		srv.CPU, srv.CPUFrom = bench.ProcessCPU(proc), bench.CPUFromProcess
+	}
 	return &bench.Opened{Conn: db, Servers: []bench.Server{srv}, Close: closeAll, Args: []string{"-postgres-dsn", dsn}}, nil
+}
+
+// reroute returns the URL dsn with its host and port replaced by addr, for
+// a route (see bench.Route).
+func reroute(dsn, addr string) (string, error) {
+	u, err := url.Parse(dsn)
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("postgres: -rtt needs a postgres:// URL with a host, not %q", dsn)
+	}
+	u.Host = addr
+	return u.String(), nil
 }

@@ -40,7 +40,7 @@ var Backend = bench.Backend{
 				}
 				return nil
 			},
-			Open: func(ctx context.Context, pool int) (*bench.Opened, error) { return openRedis(ctx, *addr, pool) },
+			Open: func(ctx context.Context, c bench.OpenConfig) (*bench.Opened, error) { return openRedis(ctx, *addr, c) },
 		}
 	},
 }
@@ -80,7 +80,9 @@ var RedlockBackend = bench.Backend{
 				}
 				return nil
 			},
-			Open: func(ctx context.Context, pool int) (*bench.Opened, error) { return openVoters(ctx, addrs(), pool) },
+			Open: func(ctx context.Context, c bench.OpenConfig) (*bench.Opened, error) {
+				return openVoters(ctx, addrs(), c)
+			},
 		}
 	},
 }
@@ -100,7 +102,7 @@ func (c closers) close() error {
 	return errors.Join(errs...)
 }
 
-func openRedis(ctx context.Context, addr string, pool int) (_ *bench.Opened, err error) {
+func openRedis(ctx context.Context, addr string, oc bench.OpenConfig) (_ *bench.Opened, err error) {
 	var cs closers
 	defer func() {
 		if err != nil {
@@ -118,7 +120,7 @@ func openRedis(ctx context.Context, addr string, pool int) (_ *bench.Opened, err
 		cs = append(cs, r.Close)
 		addr, source = r.Addr, string(r.Source)
 	}
-	rdb, srv, err := connect(ctx, addr, pool, &cs)
+	rdb, srv, err := connect(ctx, addr, oc, &cs)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +128,7 @@ func openRedis(ctx context.Context, addr string, pool int) (_ *bench.Opened, err
 	return &bench.Opened{Conn: redis.UniversalClient(rdb), Servers: []bench.Server{srv}, Close: cs.close, Args: []string{"-redis-addr", addr}}, nil
 }
 
-func openVoters(ctx context.Context, addrs []string, pool int) (_ *bench.Opened, err error) {
+func openVoters(ctx context.Context, addrs []string, oc bench.OpenConfig) (_ *bench.Opened, err error) {
 	var cs closers
 	defer func() {
 		if err != nil {
@@ -148,7 +150,7 @@ func openVoters(ctx context.Context, addrs []string, pool int) (_ *bench.Opened,
 	o := &bench.Opened{}
 	var voters []redis.UniversalClient
 	for _, a := range addrs {
-		rdb, srv, err := connect(ctx, a, pool, &cs)
+		rdb, srv, err := connect(ctx, a, oc, &cs)
 		if err != nil {
 			return nil, fmt.Errorf("redlock voter: %w", err)
 		}
@@ -161,10 +163,16 @@ func openVoters(ctx context.Context, addrs []string, pool int) (_ *bench.Opened,
 	return o, nil
 }
 
-// connect opens a client of pool connections on addr, adds its Close to
-// cs, and reads the server's version.
-func connect(ctx context.Context, addr string, pool int, cs *closers) (*redis.Client, bench.Server, error) {
-	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: pool})
+// connect opens a client on addr as oc says (its pool, the round trip to
+// put between them), adds its Close to cs, and reads the server's version.
+// The server's CPU is read through INFO cpu, whoever started it.
+func connect(ctx context.Context, addr string, oc bench.OpenConfig, cs *closers) (*redis.Client, bench.Server, error) {
+	via, end, err := bench.Route(addr, oc.RTT)
+	if err != nil {
+		return nil, bench.Server{}, err
+	}
+	*cs = append(*cs, end)
+	rdb := redis.NewClient(&redis.Options{Addr: via, PoolSize: oc.Pool})
 	*cs = append(*cs, rdb.Close)
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -172,7 +180,7 @@ func connect(ctx context.Context, addr string, pool int, cs *closers) (*redis.Cl
 	if err != nil {
 		return nil, bench.Server{}, fmt.Errorf("redis at %s: %w", addr, err)
 	}
-	srv := bench.Server{Product: "Redis", Version: "?", Addr: addr}
+	srv := bench.Server{Product: "Redis", Version: "?", Addr: addr, CPU: InfoCPU(rdb), CPUFrom: bench.CPUFromInfo}
 	var valkey string // Valkey reports the Redis version it is compatible with, and its own
 	for line := range strings.Lines(info) {
 		line = strings.TrimSpace(line)
@@ -187,4 +195,16 @@ func connect(ctx context.Context, addr string, pool int, cs *closers) (*redis.Cl
 		srv.Product, srv.Version = "Valkey", valkey
 	}
 	return rdb, srv, nil
+}
+
+// InfoCPU is a bench.Server's CPU reader for the Redis or Valkey server rdb
+// reaches: what its INFO cpu says (see backends.RedisCPU).
+func InfoCPU(rdb redis.Cmdable) func(context.Context) (time.Duration, error) {
+	return func(ctx context.Context) (time.Duration, error) {
+		info, err := rdb.Info(ctx, "cpu").Result()
+		if err != nil {
+			return 0, fmt.Errorf("INFO cpu: %w", err)
+		}
+		return backends.RedisCPU(info)
+	}
 }

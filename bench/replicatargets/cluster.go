@@ -6,11 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard/bench"
+	"github.com/stockguard/stockguard/bench/redistargets"
 	"github.com/stockguard/stockguard/internal/backends"
 )
 
@@ -37,7 +39,11 @@ var ClusterBackend = bench.Backend{
 				}
 				return nil
 			},
-			Open: func(ctx context.Context, pool int) (*bench.Opened, error) {
+			Open: func(ctx context.Context, oc bench.OpenConfig) (*bench.Opened, error) {
+				if oc.RTT != 0 {
+					return nil, bench.ErrNoRoute(ClusterName)
+				}
+				pool := oc.Pool
 				if addrs := splitList(*list); len(addrs) > 0 {
 					return openCluster(ctx, addrs, "-redis-cluster", pool)
 				}
@@ -81,7 +87,7 @@ func openCluster(ctx context.Context, addrs []string, source string, pool int) (
 		return nil, fmt.Errorf("redis cluster at %v: %w", addrs, err)
 	}
 	srv := bench.Server{Backend: ClusterName, Product: "Redis", Version: "?", Source: source,
-		Addr: "cluster " + strings.Join(addrs, ",")}
+		Addr: "cluster " + strings.Join(addrs, ","), CPU: clusterCPU(rdb), CPUFrom: "INFO cpu of every node"}
 	for line := range strings.Lines(info) {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
 			srv.Version = v
@@ -102,4 +108,24 @@ func openCluster(ctx context.Context, addrs []string, source string, pool int) (
 		Conn: redis.UniversalClient(rdb), Servers: []bench.Server{srv}, Close: rdb.Close,
 		Args: []string{"-redis-cluster", strings.Join(addrs, ",")},
 	}, nil
+}
+
+// clusterCPU reads the processor time of every node of the cluster,
+// masters and replicas, through INFO cpu, added up.
+func clusterCPU(rdb *redis.ClusterClient) func(context.Context) (time.Duration, error) {
+	return func(ctx context.Context) (time.Duration, error) {
+		var mu sync.Mutex
+		var sum time.Duration
+		err := rdb.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
+			d, err := redistargets.InfoCPU(node)(ctx)
+			if err != nil {
+				return fmt.Errorf("%s: %w", node.Options().Addr, err)
+			}
+			mu.Lock()
+			sum += d
+			mu.Unlock()
+			return nil
+		})
+		return sum, err
+	}
 }

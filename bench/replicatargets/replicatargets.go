@@ -63,7 +63,11 @@ var SentinelBackend = bench.Backend{
 				}
 				return nil
 			},
-			Open: func(ctx context.Context, pool int) (*bench.Opened, error) {
+			Open: func(ctx context.Context, oc bench.OpenConfig) (*bench.Opened, error) {
+				if oc.RTT != 0 {
+					return nil, bench.ErrNoRoute(SentinelName)
+				}
+				pool := oc.Pool
 				if addrs := splitList(*list); len(addrs) > 0 {
 					return OpenSentinel(ctx, &backends.Sentinel{MasterName: *name, Addrs: addrs}, "-redis-sentinel", pool)
 				}
@@ -109,7 +113,8 @@ func OpenSentinel(ctx context.Context, s *backends.Sentinel, source string, pool
 		return nil, fmt.Errorf("redis sentinel master %q via %v: %w", s.MasterName, s.Addrs, err)
 	}
 	srv := bench.Server{Backend: SentinelName, Product: "Redis", Version: "?", Source: source,
-		Addr: "sentinels " + strings.Join(s.Addrs, ",") + " master " + s.MasterName}
+		Addr: "sentinels " + strings.Join(s.Addrs, ",") + " master " + s.MasterName,
+		CPU:  redistargets.InfoCPU(rdb), CPUFrom: "INFO cpu of the master (its replicas not counted)"}
 	replicas := "?"
 	for line := range strings.Lines(info) {
 		line = strings.TrimSpace(line)

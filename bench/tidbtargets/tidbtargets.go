@@ -49,14 +49,14 @@ var Backend = bench.Backend{
 				}
 				return nil
 			},
-			Open: func(ctx context.Context, pool int) (*bench.Opened, error) { return open(ctx, *dsn, pool) },
+			Open: func(ctx context.Context, oc bench.OpenConfig) (*bench.Opened, error) { return open(ctx, *dsn, oc) },
 		}
 	},
 }
 
 // open resolves the server unless dsn names one, then opens it through the
 // MySQL backend's opener, told its DSN.
-func open(ctx context.Context, dsn string, pool int) (*bench.Opened, error) {
+func open(ctx context.Context, dsn string, oc bench.OpenConfig) (*bench.Opened, error) {
 	source, stop := "-tidb-dsn", func() error { return nil }
 	if dsn == "" {
 		m, err := backends.ResolveTiDB(ctx)
@@ -71,7 +71,7 @@ func open(ctx context.Context, dsn string, pool int) (*bench.Opened, error) {
 		stop()
 		return nil, err
 	}
-	o, err := opener.Open(ctx, pool)
+	o, err := opener.Open(ctx, oc)
 	if err != nil {
 		stop()
 		return nil, fmt.Errorf("tidb: %w", err)

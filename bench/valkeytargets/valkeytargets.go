@@ -43,7 +43,7 @@ var Backend = bench.Backend{
 				}
 				return nil
 			},
-			Open: func(ctx context.Context, pool int) (*bench.Opened, error) {
+			Open: func(ctx context.Context, oc bench.OpenConfig) (*bench.Opened, error) {
 				source, stop := "-valkey-addr", func() error { return nil }
 				a := *addr
 				if a == "" {
@@ -53,7 +53,7 @@ var Backend = bench.Backend{
 					}
 					a, source, stop = r.Addr, string(r.Source), r.Close
 				}
-				return reopen(ctx, redistargets.Backend, "redis-addr", a, pool, Name, source, stop, "-valkey-addr")
+				return reopen(ctx, redistargets.Backend, "redis-addr", a, oc, Name, source, stop, "-valkey-addr")
 			},
 		}
 	},
@@ -67,9 +67,9 @@ var RedlockBackend = bench.Backend{
 	About: fmt.Sprintf("the %d other Redlock voters of valkey-redlock: -valkey-redlock-addrs, else private valkey-servers from PATH", redistargets.RedlockVoters-1),
 	Flags: func(fs *flag.FlagSet) bench.Opener {
 		list := fs.String("valkey-redlock-addrs", "", fmt.Sprintf("the %d Valkey servers, host:port comma-separated, that valkey-redlock locks on besides -valkey-addr (default: private valkey-servers)", redistargets.RedlockVoters-1))
-		return bench.Opener{Open: func(ctx context.Context, pool int) (*bench.Opened, error) {
+		return bench.Opener{Open: func(ctx context.Context, oc bench.OpenConfig) (*bench.Opened, error) {
 			if *list != "" {
-				return reopen(ctx, redistargets.RedlockBackend, "redlock-addrs", *list, pool,
+				return reopen(ctx, redistargets.RedlockBackend, "redlock-addrs", *list, oc,
 					RedlockName, "-valkey-redlock-addrs", func() error { return nil }, "-valkey-redlock-addrs")
 			}
 			var addrs []string
@@ -89,7 +89,7 @@ var RedlockBackend = bench.Backend{
 				}
 				addrs, stops = append(addrs, r.Addr), append(stops, r.Close)
 			}
-			return reopen(ctx, redistargets.RedlockBackend, "redlock-addrs", strings.Join(addrs, ","), pool,
+			return reopen(ctx, redistargets.RedlockBackend, "redlock-addrs", strings.Join(addrs, ","), oc,
 				RedlockName, string(backends.SourceLocal), stop, "-valkey-redlock-addrs")
 		}}
 	},
@@ -99,14 +99,14 @@ var RedlockBackend = bench.Backend{
 // value, and names them backend, found through source; stop runs at Close
 // (or at once when opening fails). ownFlag is the flag of backend that
 // names the same servers in another process (Opened.Args).
-func reopen(ctx context.Context, b bench.Backend, flagName, value string, pool int, backend, source string, stop func() error, ownFlag string) (*bench.Opened, error) {
+func reopen(ctx context.Context, b bench.Backend, flagName, value string, oc bench.OpenConfig, backend, source string, stop func() error, ownFlag string) (*bench.Opened, error) {
 	fs := flag.NewFlagSet(backend, flag.ContinueOnError)
 	opener := b.Flags(fs)
 	if err := fs.Set(flagName, value); err != nil {
 		stop()
 		return nil, err
 	}
-	o, err := opener.Open(ctx, pool)
+	o, err := opener.Open(ctx, oc)
 	if err != nil {
 		stop()
 		return nil, fmt.Errorf("%s: %w", backend, err)

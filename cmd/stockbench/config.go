@@ -73,6 +73,9 @@ type config struct {
 	slo time.Duration
 	// faults, when set, makes the run a fault run (-faults, faults.go).
 	faults faultConfig
+	// rtt is the network round trip put between the clients and every
+	// server (-rtt); 0 for loopback.
+	rtt time.Duration
 }
 
 // usageError is a command line that cannot run; it exits with status 2.
@@ -139,6 +142,8 @@ func parse(args []string, e env, stdout io.Writer) (config, error) {
 			"(one instance per process at least), each with its own pools (this command re-executed); one run per count.\n"+
 			"1: the workers run in this process. Strategies whose store lives in one process, and checkout, run only at 1.\n"+
 			"Tiered strategies run their stream's consumers in as many consumer processes of their own")
+		rtt = fs.Duration("rtt", 0, "network round trip between the clients and every server, e.g. 1ms: connections go through\n"+
+			"a forwarder on loopback that delays each direction by half of it, as a database one network hop away would (default: loopback)")
 		claimIdle = fs.Duration("claim-idle", 0, "tiered strategies under -procs: how long a consumer process's unacknowledged entries\n"+
 			"wait before another consumer process claims them (default tiered.DefaultClaimIdle, 30s)")
 	)
@@ -177,6 +182,10 @@ func parse(args []string, e env, stdout io.Writer) (config, error) {
 		return c, usagef("-claim-idle %v: want 1ms or more", *claimIdle)
 	}
 	c.claimIdle = *claimIdle
+	if *rtt < 0 {
+		return c, usagef("-rtt %v: want 0 or more", *rtt)
+	}
+	c.rtt = *rtt
 	w := def
 	w.SKUs, w.Stock, w.Warmup, w.Instances, w.Seed, w.Ops = *skus, *stock, *warmup, *instances, *seed, *ops
 	w.Duration, w.Drain = *duration, *drain
@@ -237,6 +246,9 @@ func parse(args []string, e env, stdout io.Writer) (config, error) {
 	}
 	c.plot = *plot
 	if *faultList != "" {
+		if c.rtt != 0 {
+			return c, usagef("-rtt: a fault run sets up its own network (see docs/faults.md)")
+		}
 		if c.faults, err = parseFaults(*faultList, set, c.workers, *duration, c.format); err != nil {
 			return c, err
 		}

@@ -51,6 +51,9 @@ type job struct {
 	// Args are the backends' flags naming the parent's servers
 	// (bench.Opened.Args), so that the worker opens those, never its own.
 	Args []string `json:"args"`
+	// RTT is the round trip the process puts between itself and the
+	// servers (-rtt), through forwarders of its own.
+	RTT time.Duration `json:"rtt_ns,omitempty"`
 	// Consumer, when set, makes the process a consumer process: it runs
 	// that copy of the store's own work (bench.AttachConsumer) instead of
 	// workers, until its stdin says stop, then reports its figures.
@@ -109,7 +112,7 @@ func workerMain(ctx context.Context, stdin io.Reader, stdout io.Writer, backends
 				return fail("%v", err)
 			}
 		}
-		opened, err := o.Open(ctx, poolSize(j.Count))
+		opened, err := o.Open(ctx, bench.OpenConfig{Pool: poolSize(j.Count), RTT: j.RTT})
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -206,6 +209,9 @@ func serverArgs(t bench.Target, srv *servers) ([]string, error) {
 type splitPlan struct {
 	// claimIdle is every consumer process's bench.Consumer.ClaimIdle.
 	claimIdle time.Duration
+	// rtt is -rtt, which every process puts between itself and the
+	// servers.
+	rtt time.Duration
 	// logf reports what does not fail the run: a consumer process that
 	// died, whose share the others took over.
 	logf func(format string, args ...any)
@@ -252,7 +258,7 @@ func runProcs(ctx context.Context, procs int, t bench.Target, srv *servers, w be
 		consumers = make([]*workerProc, procs)
 		for i := range procs {
 			c := &bench.Consumer{Name: fmt.Sprintf("consumer-%d", i+1), ClaimIdle: plan.claimIdle}
-			j := job{Target: t.Name, Namespace: st.Namespace(), Workload: w, Args: args, Consumer: c}
+			j := job{Target: t.Name, Namespace: st.Namespace(), Workload: w, Args: args, Consumer: c, RTT: plan.rtt}
 			if consumers[i], err = startProc(exe, fmt.Sprintf("consumer process %d of %d", i+1, procs), j); err != nil {
 				return nil, err
 			}
@@ -263,7 +269,7 @@ func runProcs(ctx context.Context, procs int, t bench.Target, srv *servers, w be
 		count, insts := share(w.Workers, procs, i), share(w.Instances, procs, i)
 		wi := w
 		wi.Instances = insts
-		j := job{Target: t.Name, Namespace: st.Namespace(), Workload: wi, First: first, Count: count, Args: args}
+		j := job{Target: t.Name, Namespace: st.Namespace(), Workload: wi, First: first, Count: count, Args: args, RTT: plan.rtt}
 		first += count
 		if workers[i], err = startProc(exe, fmt.Sprintf("worker process %d of %d", i+1, procs), j); err != nil {
 			return nil, err

@@ -140,10 +140,10 @@ func runAll(ctx context.Context, c config, srv *servers, e env) (results []*benc
 					var r *bench.Result
 					var err error
 					if procs > 1 {
-						plan := splitPlan{claimIdle: c.claimIdle, logf: p.printf, started: e.consumerStarted}
+						plan := splitPlan{claimIdle: c.claimIdle, rtt: c.rtt, logf: p.printf, started: e.consumerStarted}
 						r, err = runProcs(ctx, procs, t, srv, w, plan, p.within)
 					} else {
-						r, err = bench.Run(ctx, t, srv.conns, w, bench.WithProgress(p.within))
+						r, err = bench.Run(ctx, t, srv.conns, w, bench.WithProgress(p.within), bench.WithServerCPU(srv.info))
 					}
 					p.done()
 					if r != nil {
@@ -183,6 +183,7 @@ func runAll(ctx context.Context, c config, srv *servers, e env) (results []*benc
 
 func report(w io.Writer, c config, m bench.Meta, results []*bench.Result, skipped []string) error {
 	m.Skipped = skipped
+	m.RTTMs = float64(c.rtt) / float64(time.Millisecond)
 	switch c.format {
 	case "json":
 		return bench.WriteJSON(w, m, results)
@@ -215,6 +216,9 @@ func report(w io.Writer, c config, m bench.Meta, results []*bench.Result, skippe
 	fmt.Fprintf(w, "workload: %s, %s, qty %s, stock %s per SKU, %s after %v warm-up, %s, seed %d\n",
 		wl.Shape, skus, wl.Qty(), stock, end, wl.Warmup, spread, wl.Seed)
 	fmt.Fprintf(w, "load: %s\n", loadText(c))
+	if c.rtt != 0 {
+		fmt.Fprintf(w, "network: %v round trip between the clients and every server (each direction delayed by %v through a forwarder)\n", c.rtt, c.rtt/2)
+	}
 	if len(m.Servers) > 0 {
 		var lines []string
 		for _, s := range m.Servers {

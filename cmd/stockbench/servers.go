@@ -53,7 +53,7 @@ func openServers(ctx context.Context, c config, maxWorkers int) (_ *servers, dro
 			errs[i] = fmt.Errorf("a strategy needs backend %q, which is not registered", name)
 			continue
 		}
-		wg.Go(func() { opened[i], errs[i] = o.Open(ctx, pool) })
+		wg.Go(func() { opened[i], errs[i] = o.Open(ctx, bench.OpenConfig{Pool: pool, RTT: c.rtt}) })
 	}
 	wg.Wait()
 	for i, name := range need {

@@ -1,25 +1,30 @@
 package backends
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Link is the network between a Redis node and its peers — its replicas and
 // the Sentinels — modelled as a TCP forwarder on loopback: peers reach the
 // node through Addr, its clients do not (see Sentinel.Dialer). Cutting the
 // link partitions the node from its peers while clients still reach it;
-// holding it lags every peer behind the node. It is safe for concurrent
-// use.
+// holding it lags every peer behind the node. A Link made by
+// NewDelayedLink also puts a network distance between any client and a
+// server. It is safe for concurrent use.
 type Link struct {
 	// Addr is the node's address as its peers know it: replicas follow it,
 	// Sentinels monitor it, and it announces it (replica-announce-port).
 	Addr string
 
-	l  net.Listener
-	wg sync.WaitGroup
+	l     net.Listener
+	wg    sync.WaitGroup
+	delay time.Duration // each byte's least time in transit, each way; set before accept starts
 
 	mu     sync.Mutex
 	target string // the node's own address, "" until connect
@@ -39,12 +44,14 @@ func (p *linkPair) close() {
 // listenLink listens on a free loopback port; it forwards to the node once
 // connect names it (the node announces the link's port, so the link comes
 // first).
-func listenLink() (*Link, error) {
+func listenLink() (*Link, error) { return listenDelayed(0) }
+
+func listenDelayed(delay time.Duration) (*Link, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	k := &Link{Addr: l.Addr().String(), l: l, pairs: map[*linkPair]struct{}{}}
+	k := &Link{Addr: l.Addr().String(), l: l, delay: delay, pairs: map[*linkPair]struct{}{}}
 	k.wg.Go(k.accept)
 	return k, nil
 }
@@ -63,6 +70,24 @@ func Forwarding() int { return int(forwarding.Load()) }
 // NewLink returns a Link that forwards its peers to the node at target.
 func NewLink(target string) (*Link, error) {
 	k, err := listenLink()
+	if err != nil {
+		return nil, err
+	}
+	k.connect(target)
+	return k, nil
+}
+
+// NewDelayedLink returns a Link that forwards to the server at target and
+// delivers every byte, in each direction, no sooner than oneWay after it
+// arrived: a round trip through it takes at least 2×oneWay, as across a
+// network of that distance, while bytes sent back to back still travel
+// together (the delay adds latency, not a limit on throughput). A client
+// that connects to Addr rather than target sees the server that far away.
+func NewDelayedLink(target string, oneWay time.Duration) (*Link, error) {
+	if oneWay < 0 {
+		return nil, errors.New("backends: a link's delay cannot be negative")
+	}
+	k, err := listenDelayed(oneWay)
 	if err != nil {
 		return nil, err
 	}
@@ -184,6 +209,13 @@ func (k *Link) held() chan struct{} {
 func (k *Link) forward(p *linkPair) {
 	forwarding.Add(1)
 	defer forwarding.Add(-1)
+	toPeer, toNode := io.Writer(p.peer), io.Writer(p.node)
+	if k.delay > 0 {
+		dp, dn := k.delayed(p.peer, p), k.delayed(p.node, p)
+		defer dp.close()
+		defer dn.close()
+		toPeer, toNode = dp, dn
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		forwarding.Add(1)
@@ -202,7 +234,7 @@ func (k *Link) forward(p *linkPair) {
 				if dead {
 					return
 				}
-				if _, err := p.peer.Write(buf[:n]); err != nil {
+				if _, err := toPeer.Write(buf[:n]); err != nil {
 					return
 				}
 			}
@@ -215,7 +247,7 @@ func (k *Link) forward(p *linkPair) {
 	for {
 		n, err := p.peer.Read(buf)
 		if n > 0 {
-			if _, err := p.node.Write(buf[:n]); err != nil {
+			if _, err := toNode.Write(buf[:n]); err != nil {
 				break
 			}
 		}
@@ -228,4 +260,57 @@ func (k *Link) forward(p *linkPair) {
 	k.mu.Lock()
 	delete(k.pairs, p)
 	k.mu.Unlock()
+}
+
+// delayedWriter delivers what is written to it to dst, each write no
+// sooner than the link's delay after it was made, in order, from a
+// goroutine of its own: the writer goes on reading meanwhile, so bytes in
+// flight overlap as on a network.
+type delayedWriter struct {
+	dst   net.Conn
+	delay time.Duration
+	queue chan delayedChunk
+	done  chan struct{} // closed when the delivering goroutine has ended
+}
+
+type delayedChunk struct {
+	b   []byte
+	due time.Time
+}
+
+// delayed starts a delayedWriter to dst of pair p; a failed delivery
+// closes p, which ends the pair's forwarding.
+func (k *Link) delayed(dst net.Conn, p *linkPair) *delayedWriter {
+	w := &delayedWriter{dst: dst, delay: k.delay, queue: make(chan delayedChunk, 256), done: make(chan struct{})}
+	forwarding.Add(1)
+	go func() {
+		defer forwarding.Add(-1)
+		defer close(w.done)
+		sleep := newSleeper()
+		defer sleep.close()
+		for c := range w.queue {
+			sleep.until(c.due)
+			if _, err := w.dst.Write(c.b); err != nil {
+				p.close()
+				return
+			}
+		}
+	}()
+	return w
+}
+
+func (w *delayedWriter) Write(b []byte) (int, error) {
+	select {
+	case w.queue <- delayedChunk{b: bytes.Clone(b), due: time.Now().Add(w.delay)}:
+		return len(b), nil
+	case <-w.done:
+		return 0, net.ErrClosed
+	}
+}
+
+// close stops accepting writes and waits for the delivering goroutine,
+// which drops what is queued once its connection is closed.
+func (w *delayedWriter) close() {
+	close(w.queue)
+	<-w.done
 }

@@ -198,12 +198,35 @@ func statFields(pid int) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 15 {
-		return nil, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
+	f, err := parseStat(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
 	return f, nil
+}
+
+// parseStat returns the fields of a /proc/<pid>/stat line after the
+// command name (see statFields).
+func parseStat(s string) ([]string, error) {
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 15 {
+		return nil, fmt.Errorf("%d fields after the name", len(f))
+	}
+	return f, nil
+}
+
+// statTicks returns the clock ticks of fields from parseStat: utime,
+// stime, cutime and cstime (fields 14 to 17).
+func statTicks(f []string) (int64, error) {
+	var ticks int64
+	for _, v := range f[11:15] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		ticks += n
+	}
+	return ticks, nil
 }
 
 // CPU returns the processor time the server's processes have used so
@@ -227,13 +250,9 @@ func procTicks(pid int) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var ticks int64
-	for _, v := range f[11:15] { // utime, stime, cutime, cstime: fields 14 to 17
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-		}
-		ticks += n
+	ticks, err := statTicks(f)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {

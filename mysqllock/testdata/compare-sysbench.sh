@@ -14,7 +14,7 @@
 # one after the other, so a machine whose load changes between them moves
 # the ratios: the order reverses round by round (sysbench first in odd
 # rounds), each round prints the three rates, each client's CPU per call
-# (user + system, the Go sides' from BenchmarkHotSKU's client-cpu-us/op,
+# (user + system, the Go sides' from BenchmarkHotSKU's client_cpu_us_per_op,
 # sysbench's from its process times), the load average and three ratios —
 # atomic ÷ sysbench (the figure), driver ÷ sysbench (what the Go driver and
 # runtime cost against a C client) and atomic ÷ driver (what the package
@@ -59,7 +59,7 @@ go_side() {
 		"$tmp/mysqllock.test" -test.run '^$' -test.bench "BenchmarkHotSKU/strategy=$1/workers=$threads\$" \
 		-test.benchtime "${secs}s" -test.count 1 >"$tmp/go.out"
 	go_rate=$(awk '/^Benchmark/ { for (i = 1; i < NF; i++) if ($(i + 1) == "decrements/s") print $i }' "$tmp/go.out")
-	go_cpu=$(awk '/^Benchmark/ { for (i = 1; i < NF; i++) if ($(i + 1) == "client-cpu-us/op") print $i }' "$tmp/go.out")
+	go_cpu=$(awk '/^Benchmark/ { for (i = 1; i < NF; i++) if ($(i + 1) == "client_cpu_us_per_op") print $i }' "$tmp/go.out")
 }
 
 atomic_side() {
