@@ -635,10 +635,11 @@ func (r *ordersRun) quietCheck(ctx context.Context, round int) {
 		want := []stockguard.Line{{SKU: rs.sku, Qty: rs.qty}}
 		switch {
 		case !rs.recorded && errors.Is(err, stockguard.ErrUnknownOrder):
-		case rs.recorded && err == nil && slices.Equal(info.Lines, want):
-			restocked[slices.Index(r.skus, rs.sku)] += rs.qty
-		case !rs.recorded && err == nil && slices.Equal(info.Lines, want):
-			// Its only attempts gave no definite answer, and one applied.
+		case err == nil && slices.Equal(info.Lines, want),
+			// A store may keep restocks out of Order: a restock is no order.
+			errors.Is(err, stockguard.ErrOrderMismatch):
+			// Recorded, or its only attempts gave no definite answer and
+			// one applied.
 			restocked[slices.Index(r.skus, rs.sku)] += rs.qty
 		default:
 			r.vs.add("restock %q (%v, recorded %v): Order says %v %v, %s; its calls:\n\t\t%s", rs.id, want, rs.recorded, info.State, info.Lines, answer(err), strings.Join(rs.hist, "\n\t\t"))
