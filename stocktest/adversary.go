@@ -10,7 +10,9 @@ import (
 	"math"
 	mrand "math/rand/v2"
 	"os"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -122,8 +124,12 @@ func (a Adversary) withDefaults() (adversary, error) {
 
 // reproduce tells how to run the same workload again.
 func (a adversary) reproduce(t *testing.T) string {
-	return fmt.Sprintf("adversary seed %d: repeat with %s=%d go test -race -count=1 -run '^%s$' (add %s=long for a long run)",
-		a.Seed, EnvAdversarySeed, a.Seed, t.Name(), EnvAdversary)
+	parts := strings.Split(t.Name(), "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	return fmt.Sprintf("adversary seed %d: repeat with %s=%d go test -race -count=1 -run '%s' (add %s=long for a long run)",
+		a.Seed, EnvAdversarySeed, a.Seed, strings.Join(parts, "/"), EnvAdversary)
 }
 
 // RunOrders runs the adversary against insts, instances of Orders over

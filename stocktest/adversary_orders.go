@@ -18,10 +18,10 @@ import (
 // the run.
 const (
 	advOrderSKUs = 6
-	advInitial   = 40
+	advInitial   = 20
 )
 
-var advTTLs = []time.Duration{2 * time.Millisecond, 40 * time.Millisecond, 300 * time.Millisecond, 1500 * time.Millisecond}
+var advTTLs = []time.Duration{2 * time.Millisecond, 40 * time.Millisecond, 300 * time.Millisecond, 600 * time.Millisecond}
 
 // stateSet is the set of states an order may be in, as far as its
 // history tells.
