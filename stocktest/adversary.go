@@ -68,10 +68,12 @@ type Adversary struct {
 	Rounds int
 	// Workers calling concurrently. Default 8.
 	Workers int
-	// Settle, when set, runs before every quiet check, with no call
-	// running: for a store whose reads need something to finish first
-	// (a queue drained).
-	Settle func(ctx context.Context) error
+	// Quiet, when set, runs before every quiet check of an Orders run,
+	// with no call running, given every SKU the run uses: for a store
+	// whose reads need something to finish first (a queue drained), and
+	// for checks of the store's own (its tiers agree). An error is a
+	// violation.
+	Quiet func(ctx context.Context, skus []string) error
 }
 
 // adversary is an Adversary with its defaults applied.

@@ -569,9 +569,13 @@ func (w *ordersWorker) stock() {
 
 // quietCheck compares the store with the model while no call runs.
 func (r *ordersRun) quietCheck(ctx context.Context, round int) {
-	if r.cfg.Settle != nil {
-		if err := r.cfg.Settle(ctx); err != nil {
-			r.vs.add("Settle after round %d: %v", round, err)
+	if r.cfg.Quiet != nil {
+		skus := slices.Clone(r.skus)
+		for _, w := range r.workers {
+			skus = append(skus, w.setSKU)
+		}
+		if err := r.cfg.Quiet(ctx, skus); err != nil {
+			r.vs.add("Quiet after round %d: %v", round, err)
 			return
 		}
 	}
@@ -590,21 +594,24 @@ func (r *ordersRun) quietCheck(ctx context.Context, round int) {
 	// orders would make them disagree: read the levels before and after
 	// the orders until both agree, so no hold expired in between.
 	var reads []read
-	var levels []int64
-	for try := 0; ; try++ {
-		before, err := levelsOf(ctx, inst, r.skus)
-		if err != nil {
-			r.vs.add("quiet check after round %d: %v", round, err)
-			return
-		}
+	var levels []int64 // nil: the levels could not be read, so conservation is not checked
+	readOrders := func() {
 		reads = make([]read, len(all))
 		parallel(len(all), r.cfg.Workers, func(i int) {
 			reads[i].info, reads[i].err = inst.Order(ctx, all[i].id)
 		})
+	}
+	for try := 0; ; try++ {
+		before, err := levelsOf(ctx, inst, r.skus)
+		readOrders()
+		if err != nil {
+			r.vs.add("quiet check after round %d: %v", round, err)
+			break
+		}
 		after, err := levelsOf(ctx, inst, r.skus)
 		if err != nil {
 			r.vs.add("quiet check after round %d: %v", round, err)
-			return
+			break
 		}
 		if slices.Equal(before, after) {
 			levels = after
@@ -612,7 +619,7 @@ func (r *ordersRun) quietCheck(ctx context.Context, round int) {
 		}
 		if try == 50 {
 			r.vs.add("quiet check after round %d: levels keep changing with no call running: %v, then %v", round, before, after)
-			return
+			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -646,6 +653,9 @@ func (r *ordersRun) quietCheck(ctx context.Context, round int) {
 		}
 	}
 	for i, sku := range r.skus {
+		if levels == nil {
+			break
+		}
 		if levels[i] < 0 || advInitial+restocked[i] != levels[i]+out[i] {
 			r.vs.add("SKU %q after round %d: initial %d + restocked %d != Stock %d + units on open orders %d (off by %d)",
 				sku, round, advInitial, restocked[i], levels[i], out[i], advInitial+restocked[i]-levels[i]-out[i])
