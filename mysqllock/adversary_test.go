@@ -4,47 +4,43 @@ import (
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/stocktest"
 )
 
 // The adversarial checker over the Orders strategies sharing one table:
 // callers that give up and repeat on another instance, with every order
-// call interleaved. Each row is one pool setting that changes how orders
-// are written (statement by statement, or batches in one multi-statement
-// round trip).
+// call interleaved. Atomic alone, and Atomic beside Batched and Batched
+// with lanes, on each pool kind that changes how orders are written
+// (statement by statement, or batches in one multi-statement round trip).
 func TestOrders_adversary(t *testing.T) {
-	pools := []struct {
-		name string
-		edit func(*mysql.Config)
+	rows := []struct {
+		name  string
+		edit  func(*mysql.Config)
+		insts func(db *sqlx.DB, table string) []stockguard.Orders
 	}{
-		{"interpolateParams", interpolate},
-		{"multiStatements", multi},
+		{"interpolateParams/atomic", interpolate, func(db *sqlx.DB, table string) []stockguard.Orders {
+			return []stockguard.Orders{NewAtomic(db, WithTable(table)), NewAtomic(db, WithTable(table))}
+		}},
+		{"interpolateParams/atomic+batched+lanes", interpolate, mixed},
+		{"multiStatements/atomic+batched+lanes", multi, mixed},
 	}
-	for _, p := range pools {
-		t.Run(p.name, func(t *testing.T) {
-			db := testDB(t, p.edit)
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			db := testDB(t, r.edit)
 			db.SetMaxOpenConns(32)
-			for _, mix := range []struct {
-				name  string
-				insts func(table string) []stockguard.Orders
-			}{
-				{"atomic", func(table string) []stockguard.Orders {
-					return []stockguard.Orders{NewAtomic(db, WithTable(table)), NewAtomic(db, WithTable(table))}
-				}},
-				{"atomic+batched+lanes", func(table string) []stockguard.Orders {
-					return []stockguard.Orders{
-						NewAtomic(db, WithTable(table)),
-						NewBatched(db, WithTable(table)),
-						NewBatched(db, WithTable(table), WithOrderLanes(4)),
-					}
-				}},
-			} {
-				t.Run(mix.name, func(t *testing.T) {
-					stocktest.Adversary{}.RunOrders(t, mix.insts(newTable(t, db)))
-				})
-			}
+			stocktest.Adversary{}.RunOrders(t, r.insts(db, newTable(t, db)))
 		})
+	}
+}
+
+// mixed is Atomic, Batched and Batched with four lanes on table.
+func mixed(db *sqlx.DB, table string) []stockguard.Orders {
+	return []stockguard.Orders{
+		NewAtomic(db, WithTable(table)),
+		NewBatched(db, WithTable(table)),
+		NewBatched(db, WithTable(table), WithOrderLanes(4)),
 	}
 }
 

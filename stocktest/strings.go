@@ -24,7 +24,7 @@ func HostileStrings() []string {
 	return []string{
 		"a", "a ", " a", "A", "'", `"`, `\`, `\'`, `'\`, "''", "中'", "𝄞'\\", "中' OR sku=0x76696374696d#",
 		"%", "_", "%_", "*", "?", "[a]", "{x}", "{", "}", "}{", "'; DROP TABLE stock;--", "-- ", "#", "/*", "*/",
-		"a\u2028b", "\u2029", "\ufeff", "é", "é", "ß", "ẞ", "İ", "\x00", "\n", "a\tb", "\xff", "\xe4\xb8",
+		"a\u2028b", "\u2029", "\ufeff", "\u00e9", "e\u0301", "ß", "ẞ", "İ", "\x00", "\n", "a\tb", "\xff", "\xe4\xb8",
 		strings.Repeat("x", 64), strings.Repeat("x", 65), strings.Repeat("中", 21) + "x", strings.Repeat("中", 22),
 		strings.Repeat("y", 128), strings.Repeat("y", 129), "",
 	}
@@ -63,9 +63,13 @@ func (c *StringCheck) Prepare(ctx context.Context) error {
 	// "victim" is the SKU the injections among HostileStrings aim at.
 	c.victims = []string{"victim", "victim~" + c.tag}
 	c.line = "line~" + c.tag
-	for _, v := range c.victims {
-		if err := c.Inventories[0].SetStock(ctx, v, victimLevel); err != nil {
-			return err
+	// Every instance stocks them: one whose stock lives apart (segments)
+	// has victims of its own.
+	for _, inv := range c.Inventories {
+		for _, v := range c.victims {
+			if err := inv.SetStock(ctx, v, victimLevel); err != nil {
+				return err
+			}
 		}
 	}
 	return c.Inventories[0].SetStock(ctx, c.line, stockguard.MaxQty/2)
@@ -120,8 +124,8 @@ func (c *StringCheck) SKU(ctx context.Context, sku string) []Violation {
 		}
 		return c.victimUntouched(ctx, vs)
 	}
-	level := func(what string, want int64) {
-		got, err := c.Inventories[0].Stock(ctx, sku)
+	level := func(inv stockguard.Inventory, what string, want int64) {
+		got, err := inv.Stock(ctx, sku)
 		if err != nil || got != want {
 			c.fail(&vs, "%s: Stock(%q) = %d, %s; want %d", what, sku, got, answer(err), want)
 		}
@@ -132,17 +136,17 @@ func (c *StringCheck) SKU(ctx context.Context, sku string) []Violation {
 			c.fail(&vs, "instance %d: SetStock(%q, %d): %s", i, sku, want, answer(err))
 			continue
 		}
-		level(fmt.Sprintf("instance %d: after SetStock", i), want)
+		level(inv, fmt.Sprintf("instance %d: after SetStock", i), want)
 		if err := inv.Decrement(ctx, sku, 1); err != nil {
 			c.fail(&vs, "instance %d: Decrement(%q, 1): %s", i, sku, answer(err))
 			continue
 		}
-		level(fmt.Sprintf("instance %d: after Decrement", i), want-1)
+		level(inv, fmt.Sprintf("instance %d: after Decrement", i), want-1)
 		for _, v := range variants(sku, stockguard.ValidateSKU) {
 			if err := inv.SetStock(ctx, v, 7); err != nil {
 				c.fail(&vs, "instance %d: SetStock(%q, 7): %s", i, v, answer(err))
 			}
-			level(fmt.Sprintf("instance %d: after SetStock(%q) of another SKU", i, v), want-1)
+			level(inv, fmt.Sprintf("instance %d: after SetStock(%q) of another SKU", i, v), want-1)
 		}
 	}
 	for i, o := range c.Orders {
@@ -161,14 +165,14 @@ func (c *StringCheck) SKU(ctx context.Context, sku string) []Violation {
 		if err != nil || !slices.Equal(info.Lines, stockguard.SortedLines(want)) {
 			c.fail(&vs, "orders %d: Order(%q) = %v, %s; want lines %v", i, id, info.Lines, answer(err), stockguard.SortedLines(want))
 		}
-		level(fmt.Sprintf("orders %d: after Take", i), before-1)
+		level(o, fmt.Sprintf("orders %d: after Take", i), before-1)
 		if err := o.Restock(ctx, id+"/r", sku, 2); err != nil {
 			c.fail(&vs, "orders %d: Restock(%q, 2): %s", i, sku, answer(err))
 		}
 		if err := o.Return(ctx, id); err != nil {
 			c.fail(&vs, "orders %d: Return(%q): %s", i, id, answer(err))
 		}
-		level(fmt.Sprintf("orders %d: after Restock and Return", i), before+2)
+		level(o, fmt.Sprintf("orders %d: after Restock and Return", i), before+2)
 	}
 	return c.victimUntouched(ctx, vs)
 }
@@ -237,9 +241,11 @@ func (c *StringCheck) invalidID(vs *[]Violation, who string, o stockguard.Orders
 
 // victimUntouched adds a violation when the victim SKU's level changed.
 func (c *StringCheck) victimUntouched(ctx context.Context, vs []Violation) []Violation {
-	for _, v := range c.victims {
-		if got, err := c.Inventories[0].Stock(ctx, v); err != nil || got != victimLevel {
-			c.fail(&vs, "Stock(%q) = %d, %s: a string touched another SKU (want %d)", v, got, answer(err), victimLevel)
+	for i, inv := range c.Inventories {
+		for _, v := range c.victims {
+			if got, err := inv.Stock(ctx, v); err != nil || got != victimLevel {
+				c.fail(&vs, "instance %d: Stock(%q) = %d, %s: a string touched another SKU (want %d)", i, v, got, answer(err), victimLevel)
+			}
 		}
 	}
 	return vs
