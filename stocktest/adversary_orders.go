@@ -585,7 +585,8 @@ func (r *ordersRun) quietCheck(ctx context.Context, round int) {
 		all = append(all, w.orders...)
 		restocks = append(restocks, w.restocks...)
 	}
-	inst := r.insts[0]
+	// Each quiet check reads through another instance.
+	inst := r.insts[round%len(r.insts)]
 	type read struct {
 		info stockguard.OrderInfo
 		err  error
