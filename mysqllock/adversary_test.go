@@ -56,3 +56,10 @@ func TestInventory_adversary(t *testing.T) {
 	insts = append(insts, NewBatched(db, WithTable(table)))
 	stocktest.Adversary{}.RunInventory(t, insts)
 }
+
+// The adversarial checker on TiDB (run when STOCKGUARD_TIDB=1): Atomic
+// beside Batched and Batched with lanes on one table.
+func TestTiDB_adversary(t *testing.T) {
+	db := tidbDB(t)
+	stocktest.Adversary{}.RunOrders(t, mixed(db, newTable(t, db)))
+}
