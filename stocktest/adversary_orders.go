@@ -112,7 +112,7 @@ type ordersRun struct {
 	started []atomic.Int64
 	vs      violations
 	workers []*ordersWorker
-	stats   struct{ calls, tries, refused, held, taken atomic.Int64 }
+	stats   struct{ calls, tries, levels, refused, held, taken atomic.Int64 }
 }
 
 // ordersWorker is one goroutine of an Orders run; it alone uses its IDs
@@ -172,8 +172,8 @@ func (a adversary) checkOrders(ctx context.Context, insts []stockguard.Orders) (
 		}
 	}
 	st := &r.stats
-	return r.vs.list(), fmt.Sprintf("%d calls in %d attempts; %d takes and %d holds acknowledged, %d refused",
-		st.calls.Load(), st.tries.Load(), st.taken.Load(), st.held.Load(), st.refused.Load())
+	return r.vs.list(), fmt.Sprintf("%d order calls in %d attempts, %d SetStock and Stock calls; %d takes and %d holds acknowledged, %d refused",
+		st.calls.Load(), st.tries.Load(), st.levels.Load(), st.taken.Load(), st.held.Load(), st.refused.Load())
 }
 
 // step makes one call of a random kind.
@@ -519,7 +519,7 @@ func (w *ordersWorker) setStock() {
 	level := int64(w.rng.IntN(1000))
 	o := &advOrder{id: "SetStock " + w.setSKU}
 	a := w.patiently(func(ctx context.Context, i int) error { return w.run.insts[i].SetStock(ctx, w.setSKU, level) })
-	w.run.stats.calls.Add(1)
+	w.run.stats.levels.Add(1)
 	if a.err != nil {
 		if w.ctx.Err() == nil {
 			o.note("SetStock(%d) → %v", level, a)
@@ -560,7 +560,7 @@ func (w *ordersWorker) stock() {
 	if w.ctx.Err() != nil {
 		return
 	}
-	w.run.stats.calls.Add(1)
+	w.run.stats.levels.Add(1)
 	ceiling := advInitial + w.run.started[i].Load()
 	if a.err != nil || got < 0 || got > ceiling {
 		w.run.vs.add("Stock(%q) = %d, %s; want 0…%d (initial and every restock begun)", w.run.skus[i], got, answer(a.err), ceiling)
