@@ -3,23 +3,32 @@ package mysqllock
 import (
 	"testing"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard/stocktest"
 )
 
 // stringCheck builds a StringCheck over every strategy of the package on
-// one table, through a pool with server-side prepared statements and one
-// that escapes client-side and sends several statements at once, and
-// over the same strategies on a closed pool: a string they refuse with
-// ErrInvalidRequest was refused before any I/O.
+// one table, through a pool with server-side prepared statements, one
+// that escapes client-side and sends several statements at once, and one
+// like it under sql_mode NO_BACKSLASH_ESCAPES (where a backslash is no
+// escape and only a doubled quote is); and over the same strategies on a
+// closed pool: a string they refuse with ErrInvalidRequest was refused
+// before any I/O.
 func stringCheck(f *testing.F) *stocktest.StringCheck {
 	prepared := testDB(f)
 	escaped := testDB(f, multi)
+	noBackslash := testDB(f, multi, func(c *mysql.Config) {
+		if c.Params == nil {
+			c.Params = map[string]string{}
+		}
+		c.Params["sql_mode"] = "'NO_BACKSLASH_ESCAPES'"
+	})
 	table := newTable(f, prepared)
 	closed := testDB(f)
 	closed.Close()
 	c := &stocktest.StringCheck{}
-	for _, db := range []*sqlx.DB{prepared, escaped} {
+	for _, db := range []*sqlx.DB{prepared, escaped, noBackslash} {
 		for _, name := range strategyNames {
 			c.Inventories = append(c.Inventories, strategies(db, WithTable(table))[name])
 		}
