@@ -206,12 +206,14 @@ func (v *violations) list() []Violation {
 	return v.vs
 }
 
-// Deadlines of the calls that give up: from abandonMin to abandonMax,
-// evenly spread on a log scale so that some end before anything is sent,
-// some while the request is on the wire and some while the server works.
+// Deadlines of the calls that give up: from abandonMin to abandonMax, half
+// of them evenly spread on a log scale, half evenly from abandonWire.
 const (
 	abandonMin = time.Microsecond
 	abandonMax = 30 * time.Millisecond
+	// abandonWire is where a round trip to a server on this host ends at
+	// the soonest.
+	abandonWire = 500 * time.Microsecond
 	// abandonShare of the calls run under such a deadline.
 	abandonShare = 0.3
 	// patient is the deadline of every call that does not give up: long
@@ -239,8 +241,15 @@ func newCaller(ctx context.Context, seed uint64, w, n int) caller {
 // share of the first attempts, patient for the rest.
 func (c *caller) deadline(attempt int) time.Duration {
 	if attempt < maxAttempts/2 && c.rng.Float64() < abandonShare {
-		lo, hi := float64(abandonMin), float64(abandonMax)
-		return time.Duration(lo * math.Pow(hi/lo, c.rng.Float64()))
+		if c.rng.IntN(2) == 0 {
+			// Spread over every scale: before the request leaves, on the
+			// wire, while the server works.
+			lo, hi := float64(abandonMin), float64(abandonMax)
+			return time.Duration(lo * math.Pow(hi/lo, c.rng.Float64()))
+		}
+		// While a round trip or a COMMIT is in flight, where a store that
+		// forgets an abandoned write goes wrong.
+		return abandonWire + time.Duration(c.rng.Int64N(int64(abandonMax-abandonWire)))
 	}
 	return patient
 }
