@@ -13,11 +13,13 @@ import (
 )
 
 // The store an Inventory run works on: SKUs that only Decrement takes
-// from, stocked once and sold out during the run, and one SKU per worker
-// that only it sets.
+// from, stocked once and sold out during the run, a fresh generation of
+// them every advDecEvery so that decrements keep finding units, and one
+// SKU per worker that only it sets.
 const (
 	advDecSKUs    = 4
 	advDecInitial = 120
+	advDecEvery   = 250 * time.Millisecond
 )
 
 // RunInventory runs the adversary's Inventory workload against insts,
@@ -64,8 +66,9 @@ type decSKU struct {
 type inventoryRun struct {
 	cfg   adversary
 	insts []stockguard.Inventory
-	skus  []*decSKU
-	ghost string // never stocked
+	skus  []*decSKU                 // every generation
+	gen   atomic.Pointer[[]*decSKU] // the generation decrements take from
+	ghost string                    // never stocked
 	vs    violations
 	stats struct{ calls, abandoned, unknown, refused atomic.Int64 }
 }
@@ -76,12 +79,21 @@ func (a adversary) checkInventory(ctx context.Context, insts []stockguard.Invent
 	}
 	tag := runTag()
 	r := &inventoryRun{cfg: a, insts: insts, ghost: "adv-ghost~" + tag}
-	for i := range advDecSKUs {
-		s := &decSKU{name: fmt.Sprintf("adv-dec-%d~%s", i, tag)}
-		if err := insts[0].SetStock(ctx, s.name, advDecInitial); err != nil {
-			return []Violation{{Case: "Adversary", Detail: fmt.Sprintf("SetStock(%q): %v", s.name, err)}}, ""
+	generation := func(g int) error {
+		var gen []*decSKU
+		for i := range advDecSKUs {
+			s := &decSKU{name: fmt.Sprintf("adv-dec-%d-%d~%s", g, i, tag)}
+			if err := insts[0].SetStock(ctx, s.name, advDecInitial); err != nil {
+				return fmt.Errorf("SetStock(%q): %w", s.name, err)
+			}
+			gen = append(gen, s)
 		}
-		r.skus = append(r.skus, s)
+		r.skus = append(r.skus, gen...)
+		r.gen.Store(&gen)
+		return nil
+	}
+	if err := generation(0); err != nil {
+		return []Violation{{Case: "Adversary", Detail: err.Error()}}, ""
 	}
 	type setter struct {
 		caller
@@ -105,11 +117,13 @@ func (a adversary) checkInventory(ctx context.Context, insts []stockguard.Invent
 				p := s.rng.IntN(100)
 				switch {
 				case p < 75:
-					r.decrement(&s.caller, r.skus[s.rng.IntN(len(r.skus))])
+					gen := *r.gen.Load()
+					r.decrement(&s.caller, gen[s.rng.IntN(len(gen))])
 				case p < 78:
 					r.decrementGhost(&s.caller)
 				case p < 88:
-					r.readDec(&s.caller, r.skus[s.rng.IntN(len(r.skus))])
+					gen := *r.gen.Load()
+					r.readDec(&s.caller, gen[s.rng.IntN(len(gen))])
 				case p < 94:
 					level := int64(s.rng.IntN(1000))
 					a := s.patiently(func(ctx context.Context, i int) error { return r.insts[i].SetStock(ctx, s.sku, level) })
@@ -131,6 +145,13 @@ func (a adversary) checkInventory(ctx context.Context, insts []stockguard.Invent
 				}
 			}
 		})
+	}
+	for g := 1; time.Now().Add(advDecEvery).Before(end) && ctx.Err() == nil; g++ {
+		time.Sleep(advDecEvery)
+		if err := generation(g); err != nil {
+			r.fail(ctx, "%v", err)
+			break
+		}
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
