@@ -223,18 +223,18 @@ const (
 	maxAttempts = 40
 )
 
-// caller is the part of a worker that makes calls: its random source,
-// the instances and the context of the run.
+// caller is the part of a worker that makes calls: the test's context,
+// its random source (from the seed and the worker's number w, so that a
+// seed repeats every worker's choices) and the number of instances.
 type caller struct {
-	ctx  context.Context
-	rng  *mrand.Rand
-	n    int // instances
-	seed uint64
-	w    int
+	ctx context.Context
+	rng *mrand.Rand
+	n   int
+	w   int
 }
 
 func newCaller(ctx context.Context, seed uint64, w, n int) caller {
-	return caller{ctx: ctx, rng: mrand.New(mrand.NewPCG(seed, uint64(w)+1)), n: n, seed: seed, w: w}
+	return caller{ctx: ctx, rng: mrand.New(mrand.NewPCG(seed, uint64(w)+1)), n: n, w: w}
 }
 
 // deadline returns the deadline of the next attempt: a short one for a
@@ -300,8 +300,8 @@ func answer(err error) string {
 }
 
 // repeat calls call on a random instance until its answer is definite and
-// returns that answer and every attempt. ok is false when the run ended or
-// no attempt was definite.
+// returns that answer and every attempt. ok is false when the test's
+// context ended or no attempt was definite.
 func (c *caller) repeat(call func(ctx context.Context, inst int) error) (err error, tries []attempt, ok bool) {
 	for i := range maxAttempts {
 		if c.ctx.Err() != nil {

@@ -69,6 +69,7 @@ type advOrder struct {
 	recorded bool
 	states   stateSet // when recorded
 	refused  bool     // the last placement was refused: nothing may be recorded
+	unsure   bool     // the last call had attempts without a definite answer
 	hist     []string
 }
 
@@ -243,13 +244,12 @@ func (w *ordersWorker) call(o *advOrder, what string, f func(ctx context.Context
 	err, ts, ok := w.repeat(func(ctx context.Context, i int) error { return f(ctx, w.run.insts[i]) })
 	w.run.stats.tries.Add(int64(len(ts)))
 	o.note("%s → %s", what, tries(ts))
+	o.unsure = len(ts) > 1
 	if !ok && w.ctx.Err() == nil {
 		w.fail(o, "%s: no definite answer in %d attempts", what, maxAttempts)
 	}
 	return err, ok
 }
-
-func abandoned(o *advOrder) bool { return strings.Contains(o.hist[len(o.hist)-1], ";") }
 
 func isRefusal(err error) bool {
 	return errors.Is(err, stockguard.ErrInsufficientStock) || errors.Is(err, stockguard.ErrUnknownSKU)
@@ -286,7 +286,7 @@ func (w *ordersWorker) place(o *advOrder, hold bool, lines []stockguard.Line) {
 			} else {
 				w.run.stats.taken.Add(1)
 			}
-		case errors.Is(err, stockguard.ErrOrderClosed) && abandoned(o):
+		case errors.Is(err, stockguard.ErrOrderClosed) && o.unsure:
 			// An abandoned attempt applied it, and it closed since: a hold
 			// expired (nothing returns an order the model does not know).
 			o.recorded, o.refused, o.hold, o.lines = true, false, hold, lines
