@@ -5,4 +5,12 @@
 // A strategy's test that can count what its store holds (keys under its
 // prefix, rows in its tables) sets Suite.Footprint, so that the suite also
 // checks that requests for SKUs never stocked create nothing.
+//
+// Adversary attacks several instances of one store at once with a seeded
+// workload of callers that give up and repeat (Adversary.RunOrders,
+// Adversary.RunInventory), and checks every answer against a model; a
+// failure prints the seed that repeats it (EnvAdversarySeed) and
+// EnvAdversary=long runs it longer. StringCheck, with the seeds of
+// HostileStrings, is what a fuzz target runs on one SKU or order ID
+// string.
 package stocktest

@@ -1,0 +1,41 @@
+package pglock
+
+import (
+	"testing"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/stocktest"
+)
+
+// The adversarial checker over the Orders strategies: Atomic alone, and
+// Atomic beside two Batched instances on one table, with callers that
+// give up and repeat on another instance.
+func TestOrders_adversary(t *testing.T) {
+	db := testDB(t)
+	for _, mix := range []struct {
+		name  string
+		insts func(table string) []stockguard.Orders
+	}{
+		{"atomic", func(table string) []stockguard.Orders {
+			return []stockguard.Orders{NewAtomic(db, WithTable(table)), NewAtomic(db, WithTable(table))}
+		}},
+		{"atomic+batched", func(table string) []stockguard.Orders {
+			return []stockguard.Orders{NewAtomic(db, WithTable(table)), NewBatched(db, WithTable(table)), NewBatched(db, WithTable(table))}
+		}},
+	} {
+		t.Run(mix.name, func(t *testing.T) {
+			stocktest.Adversary{}.RunOrders(t, mix.insts(newTable(t, db)))
+		})
+	}
+}
+
+// The Inventory workload over every strategy of the package on one table.
+func TestInventory_adversary(t *testing.T) {
+	db := testDB(t)
+	table := newTable(t, db)
+	var insts []stockguard.Inventory
+	for _, name := range strategyNames {
+		insts = append(insts, strategies(db, WithTable(table))[name])
+	}
+	stocktest.Adversary{}.RunInventory(t, insts)
+}
