@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -313,7 +314,9 @@ func (l *ledger) Order(ctx context.Context, id string) (stockguard.OrderInfo, er
 	if err := l.check(ctx, stockguard.ValidateID(id)); err != nil {
 		return stockguard.OrderInfo{}, err
 	}
-	var info stockguard.OrderInfo
+	// The read runs on a supervised goroutine that may outlive this call
+	// when ctx ends: it hands its result over atomically.
+	var found atomic.Pointer[stockguard.OrderInfo]
 	err := l.retrier.Do(ctx, func(ctx context.Context) error {
 		return l.pinned(ctx, l.session, func(ctx context.Context, conn *sqlx.Conn) error {
 			rec, ok, err := l.read(ctx, conn, id)
@@ -337,15 +340,20 @@ func (l *ledger) Order(ctx context.Context, id string) (stockguard.OrderInfo, er
 					return stockguard.Retry(errChanged)
 				}
 			}
-			info = stockguard.OrderInfo{ID: id, State: rec.state, Lines: rec.lines}
+			info := stockguard.OrderInfo{ID: id, State: rec.state, Lines: rec.lines}
 			// A confirmed hold is taken and expires no more: no deadline.
 			if rec.deadline.Valid && rec.state != stockguard.OrderTaken {
 				info.Deadline = time.UnixMicro(rec.deadline.Int64)
 			}
+			found.Store(&info)
 			return nil
 		})
 	})
-	return info, readOnly(err)
+	info := found.Load()
+	if err != nil || info == nil {
+		return stockguard.OrderInfo{}, readOnly(err)
+	}
+	return *info, nil
 }
 
 // readOnly is the error of a read (Order, Stock) whose reclaim of expired

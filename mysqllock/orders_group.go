@@ -109,6 +109,11 @@ type orderCall struct {
 	// changes nothing.
 	final  bool
 	answer error
+	// refused: the batch decided a refusal (answer), which turns final
+	// only once a locking read finds the call's ID unrecorded. Until then
+	// an error of the attempt answers the call, and the next attempt
+	// decides it again: a repeat of a recorded order is never refused.
+	refused bool
 }
 
 // result is c's answer once the write carrying it returned err: a final
@@ -518,9 +523,8 @@ func (g *groupTx) run(ctx context.Context) error {
 func (g *groupTx) refusedUnrecorded(ctx context.Context) error {
 	var ids []any
 	for i := range g.calls {
-		if c := &g.calls[i]; c.op == opPlace && c.final {
+		if c := &g.calls[i]; c.op == opPlace && c.refused {
 			ids = append(ids, c.order.id)
-			c.final = false
 		}
 	}
 	if len(ids) == 0 {
@@ -538,7 +542,7 @@ func (g *groupTx) refusedUnrecorded(ctx context.Context) error {
 		return errDuplicate
 	}
 	for i := range g.calls {
-		if c := &g.calls[i]; c.op == opPlace && c.answer != nil {
+		if c := &g.calls[i]; c.op == opPlace && c.refused {
 			c.final = true
 		}
 	}
@@ -631,11 +635,11 @@ func (g *groupTx) decide() (short []string) {
 	have := maps.Clone(g.levels)
 	for i := range g.calls {
 		c := &g.calls[i]
-		c.final, c.answer = false, nil
+		c.final, c.answer, c.refused = false, nil, false
 		switch c.op {
 		case opPlace:
 			if sku, err := g.fits(have, c.order.lines); err != nil {
-				c.final, c.answer = true, err
+				c.refused, c.answer = true, err
 				if g.refused != nil {
 					g.refused.mark(sku)
 				}
@@ -725,8 +729,8 @@ func (g *groupTx) write(ctx context.Context) error {
 	delta := map[string]int64{}
 	for i := range g.calls {
 		c := &g.calls[i]
-		if c.final && c.op == opPlace {
-			continue // refused
+		if c.refused {
+			continue
 		}
 		switch c.op {
 		case opPlace:
@@ -840,7 +844,7 @@ func (b *Batched) settleRecorded(ctx context.Context, conn *sqlx.Conn, calls []o
 	}
 	for i := range calls {
 		c := &calls[i]
-		c.final, c.answer = false, nil
+		c.final, c.answer, c.refused = false, nil, false
 		if c.op != opPlace || !slices.Contains(found, c.order.id) {
 			continue
 		}

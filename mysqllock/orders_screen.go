@@ -56,7 +56,7 @@ func (b *Batched) screen(ctx context.Context, conn *sqlx.Conn, calls []orderCall
 	}
 	lockingWay := func() (bool, error) {
 		for i := range calls {
-			calls[i].final, calls[i].answer = false, nil
+			calls[i].final, calls[i].answer, calls[i].refused = false, nil, false
 		}
 		return false, nil
 	}
@@ -85,7 +85,7 @@ func (b *Batched) screen(ctx context.Context, conn *sqlx.Conn, calls []orderCall
 			break
 		}
 		if !fits {
-			c.final, c.answer = true, answer
+			c.refused, c.answer = true, answer
 			b.short.mark(sku)
 			refused = append(refused, c.order.id)
 			continue
@@ -110,6 +110,11 @@ func (b *Batched) screen(ctx context.Context, conn *sqlx.Conn, calls []orderCall
 	}
 	if len(found) > 0 {
 		return lockingWay()
+	}
+	for i := range calls {
+		if calls[i].refused {
+			calls[i].final = true
+		}
 	}
 	return true, nil
 }
