@@ -37,9 +37,9 @@ func (a *Atomic) admitOrder(ctx context.Context, verr error) error {
 		case err != nil:
 			return redisx.Classify(ctx, err, redisx.Read)
 		}
-		if limit, policy := cfg["maxmemory"], cfg["maxmemory-policy"]; limit != "0" && limit != "" && policy != "noeviction" {
+		if maxmem, policy := cfg["maxmemory"], cfg["maxmemory-policy"]; maxmem != "0" && maxmem != "" && policy != "noeviction" {
 			return fmt.Errorf("%w: redislock: a server has maxmemory %s with maxmemory-policy %s, which may evict order and line records: Orders need noeviction (or maxmemory 0), nothing sent",
-				stockguard.ErrUnavailable, limit, policy)
+				stockguard.ErrUnavailable, maxmem, policy)
 		}
 		return nil
 	}
