@@ -300,12 +300,12 @@ func answer(err error) string {
 }
 
 // repeat calls call on a random instance until its answer is definite and
-// returns that answer and every attempt. ok is false when the test's
+// returns every attempt and that answer. ok is false when the test's
 // context ended or no attempt was definite.
-func (c *caller) repeat(call func(ctx context.Context, inst int) error) (err error, tries []attempt, ok bool) {
+func (c *caller) repeat(call func(ctx context.Context, inst int) error) (tries []attempt, ok bool, err error) {
 	for i := range maxAttempts {
 		if c.ctx.Err() != nil {
-			return nil, tries, false
+			return tries, false, nil
 		}
 		a := attempt{inst: c.rng.IntN(c.n), deadline: c.deadline(i)}
 		ctx, cancel := context.WithTimeout(c.ctx, a.deadline)
@@ -313,14 +313,14 @@ func (c *caller) repeat(call func(ctx context.Context, inst int) error) (err err
 		cancel()
 		tries = append(tries, a)
 		if definite(a.err) {
-			return a.err, tries, true
+			return tries, true, a.err
 		}
 		if i >= maxAttempts/2 && !errors.Is(a.err, stockguard.ErrContention) {
 			// Patient attempts that fail anyway: give the store a moment.
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	return nil, tries, false
+	return tries, false, nil
 }
 
 // patiently calls call once on a random instance with a patient deadline.

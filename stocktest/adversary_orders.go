@@ -241,7 +241,7 @@ func tries(ts []attempt) string {
 // when there was none (noted as a violation unless the test ended).
 func (w *ordersWorker) call(o *advOrder, what string, f func(ctx context.Context, inst stockguard.Orders) error) (error, bool) {
 	w.run.stats.calls.Add(1)
-	err, ts, ok := w.repeat(func(ctx context.Context, i int) error { return f(ctx, w.run.insts[i]) })
+	ts, ok, err := w.repeat(func(ctx context.Context, i int) error { return f(ctx, w.run.insts[i]) })
 	w.run.stats.tries.Add(int64(len(ts)))
 	o.note("%s → %s", what, tries(ts))
 	o.unsure = len(ts) > 1
