@@ -71,8 +71,10 @@ func TestRun_openLoopShowsAStall(t *testing.T) {
 	if open.Latency.P99 < 80*time.Millisecond || open.Latency.Max < stall {
 		t.Errorf("open-loop: p99 %v (want ≥ 80ms), max %v (want ≥ %v)", open.Latency.P99, open.Latency.Max, stall)
 	}
-	// The schedule, not the target, sets the pace: 4000/s for 0.5 s.
-	if open.Attempts < 1800 || open.Attempts > 2050 || open.AttemptRate < 3600 || open.AttemptRate > 4400 {
+	// The schedule, not the target, sets the pace: 4000/s for 0.5 s (the
+	// bounds leave room for a loaded machine's late timers and the drain
+	// requests; a closed loop would make orders of magnitude more).
+	if open.Attempts < 1600 || open.Attempts > 2400 || open.AttemptRate < 3000 || open.AttemptRate > 5000 {
 		t.Errorf("open-loop: %d attempts at %.0f/s, want about 2000 at 4000/s", open.Attempts, open.AttemptRate)
 	}
 	if open.Latency.P50 >= stall/2 {
