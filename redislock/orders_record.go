@@ -35,8 +35,7 @@ type record struct {
 // now it is, for a script on another server: the remaining time when the
 // record was read, less the time since the client asked for it (which is
 // longer than the record's age, so the answer errs early). Only durations
-// cross between servers, so their clocks may differ by any offset
-// (docs/design.md: clocks).
+// cross between servers, so their clocks may differ by any offset.
 func (r *record) in(t int64) int64 {
 	return t - r.now - time.Since(r.asked).Microseconds()
 }
