@@ -77,7 +77,7 @@ func WithOrderLanes(n int) Option {
 //
 // Orders (Take, Hold, Confirm, Return) are group-committed too, across
 // SKUs: every order call of the instance joins one queue, and a batch of
-// carts from many buyers is one transaction (see orders_group.go).
+// carts from many buyers is one transaction.
 //
 // Nothing waits to fill a batch: a request that finds its SKU idle goes
 // out alone at once, and batches grow only as long as the writes take. So

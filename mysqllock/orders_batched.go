@@ -9,8 +9,8 @@ import (
 )
 
 // Take takes every line, or none, for good under id, in a batch with the
-// instance's other order calls, whatever their SKUs (see the group commit
-// of orders in orders_group.go). It returns as Atomic.Take does; an order
+// instance's other order calls, whatever their SKUs. It returns as
+// Atomic.Take does; an order
 // the batch refuses is answered ErrInsufficientStock or ErrUnknownSKU and
 // recorded nowhere, even if the batch's COMMIT fails.
 func (b *Batched) Take(ctx context.Context, id string, lines ...stockguard.Line) error {

@@ -58,7 +58,7 @@ func WithBatchSize(n int) Option {
 // UPDATE of the total. Orders of several lines join one queue of their
 // own, whatever their SKUs, and a batch of them is one transaction that
 // locks their SKU rows in SKU order and grants or refuses each order whole,
-// in arrival order (see orders_group.go).
+// in arrival order.
 //
 // Nothing waits to fill a batch: a request that finds its SKU idle goes
 // out alone at once, and batches grow only as long as the writes take. So
