@@ -28,12 +28,7 @@ func Conservation(t *testing.T, insts []stockguard.Orders, workers, ops int) {
 	ctx := t.Context()
 	// Little stock, so that SKUs sell out and refusals must reclaim holds.
 	const skus, initial = 8, 50
-	sku := func(i int) string { return fmt.Sprintf("sku-%d", i) }
-	for i := range skus {
-		if err := insts[0].SetStock(ctx, sku(i), initial); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sku := stock(t, insts[0], "sku", skus, initial)
 	type placed struct {
 		id    string
 		lines []stockguard.Line
@@ -199,4 +194,17 @@ func OnOrdersMatchLedger(t *testing.T, db *sqlx.DB, query string) {
 			t.Errorf("%s: on_orders %d, the ledger's open orders %d", r.SKU, r.Column, r.Ledger)
 		}
 	}
+}
+
+// stock sets n SKUs named prefix-0… to qty units each and returns their
+// names by index.
+func stock(t *testing.T, inv stockguard.Inventory, prefix string, n int, qty int64) func(int) string {
+	t.Helper()
+	sku := func(i int) string { return fmt.Sprintf("%s-%d", prefix, i) }
+	for i := range n {
+		if err := inv.SetStock(t.Context(), sku(i), qty); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sku
 }

@@ -28,12 +28,7 @@ func Repeats(t *testing.T, insts []stockguard.Orders, settle func(), workers, or
 	t.Helper()
 	ctx := t.Context()
 	const skus, initial = 4, 20
-	sku := func(i int) string { return fmt.Sprintf("rsku-%d", i) }
-	for i := range skus {
-		if err := insts[0].SetStock(ctx, sku(i), initial); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sku := stock(t, insts[0], "rsku", skus, initial)
 	type answer struct {
 		id    string
 		lines []stockguard.Line
