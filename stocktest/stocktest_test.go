@@ -125,7 +125,10 @@ func (c *cacheAside) Stock(ctx context.Context, sku string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	time.Sleep(50 * time.Microsecond) // the round trip to the cache server
+	// The round trip to the cache server, long enough that the other
+	// goroutines' decrements land inside it even when two busy loops share
+	// the cores: the stale fill is then all but certain.
+	time.Sleep(5 * time.Millisecond)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.cache[sku] = level
