@@ -1,7 +1,6 @@
 package stockguard
 
 import (
-	"context"
 	"errors"
 	"fmt"
 )
@@ -43,68 +42,8 @@ var (
 // contract error a strategy reports for it.
 var ErrFenced = fmt.Errorf("stockguard: write fenced off by a newer lock holder: %w", ErrContention)
 
-// contractErrors is the one list of the errors a strategy may return. An
-// error from a strategy satisfies errors.Is for exactly one of them, in
-// this order of precedence: ErrOutcomeUnknown first, because an error that
-// says the request may have been applied must never be read as one that
-// says nothing was.
-var contractErrors = [...]error{
-	ErrOutcomeUnknown,
-	ErrInsufficientStock,
-	ErrUnknownSKU,
-	ErrInvalidRequest,
-	ErrContention,
-	ErrUnavailable,
-	ErrUnknownOrder,
-	ErrOrderMismatch,
-	ErrOrderClosed,
-	context.Canceled,
-	context.DeadlineExceeded,
-}
-
-// ContractErrors returns every error a strategy may return, in order of
-// precedence: the sentinels above, then context.Canceled and
-// context.DeadlineExceeded.
-func ContractErrors() []error {
-	out := contractErrors
-	return out[:]
-}
-
-// Contract returns the contract error err matches, the first in
-// ContractErrors' order, or nil when err is nil or outside the contract.
-func Contract(err error) error {
-	if err == nil {
-		return nil
-	}
-	for _, target := range contractErrors {
-		if errors.Is(err, target) {
-			return target
-		}
-	}
-	return nil
-}
-
-// IsContract reports whether err is one of the errors a strategy may
-// return: a contract sentinel or a context error.
-func IsContract(err error) bool { return Contract(err) != nil }
-
-// errNilContext is what Canceled reports for a nil context.
-var errNilContext = fmt.Errorf("%w: nil context", ErrInvalidRequest)
-
-// Canceled returns nil while ctx is live, else ctx.Err() joined with its
-// cause when the cause says more. Strategies call it before sending
-// anything, so an ended context is reported as the context's own error:
-// nothing was applied. A nil ctx is an error wrapping ErrInvalidRequest.
-func Canceled(ctx context.Context) error {
-	if ctx == nil {
-		return errNilContext
-	}
-	err := ctx.Err()
-	if err == nil {
-		return nil
-	}
-	if cause := context.Cause(ctx); cause != nil && cause != err {
-		return errors.Join(err, cause)
-	}
-	return err
-}
+// ErrCorruptStock is wrapped, together with ErrUnknownSKU, by the errors of
+// a SKU whose stored stock holds something stockguard did not write (a Redis
+// key that is not a string, or not the canonical decimal of 0…MaxQty).
+// Nothing was changed; SetStock overwrites the value.
+var ErrCorruptStock = errors.New("stockguard: stock key holds no valid stock level")

@@ -25,17 +25,18 @@ var floors = []struct {
 	name   string
 }{
 	{"", 0, "root"},
-	{"internal/", 1, "internal"},
-	{"mysqllock", 2, "strategies"},
-	{"pglock", 2, "strategies"},
-	{"redislock", 2, "strategies"},
-	{"watchtx", 2, "strategies"},
-	{"stocktest", 2, "strategies"},
-	{"stockotel", 2, "strategies"},
-	{"tiered", 3, "composites"},
-	{"bench", 4, "bench"},
-	{"bench/", 4, "bench"},
-	{"cmd/", 5, "cmd"},
+	{"strategy", 1, "strategy"},
+	{"internal/", 2, "internal"},
+	{"mysqllock", 3, "strategies"},
+	{"pglock", 3, "strategies"},
+	{"redislock", 3, "strategies"},
+	{"watchtx", 3, "strategies"},
+	{"stocktest", 3, "strategies"},
+	{"stockotel", 3, "strategies"},
+	{"tiered", 4, "composites"},
+	{"bench", 5, "bench"},
+	{"bench/", 5, "bench"},
+	{"cmd/", 6, "cmd"},
 }
 
 // floorOf returns the floor of a package path relative to the module, and
@@ -108,7 +109,7 @@ func imports(t *testing.T) map[string][]string {
 
 func TestFloors_importsGoNoHigher(t *testing.T) {
 	pkgs := imports(t)
-	for _, must := range []string{"", "internal/combine", "mysqllock", "redislock", "bench", "bench/faults", "cmd/stockbench"} {
+	for _, must := range []string{"", "strategy", "internal/combine", "mysqllock", "redislock", "bench", "bench/faults", "cmd/stockbench"} {
 		if _, ok := pkgs[must]; !ok {
 			t.Fatalf("package %q not found: the walk is broken, not the floors", path.Join(module, must))
 		}
@@ -126,7 +127,7 @@ func TestFloors_importsGoNoHigher(t *testing.T) {
 				t.Errorf("%s imports %s, which has no floor", pkg, dep)
 			case depFloor > floor:
 				t.Errorf("%s (%s) imports %s (%s): an arrow up the floors", path.Join(module, pkg), name, dep, depName)
-			case floor == 2 && depFloor == 2:
+			case floor == 3 && depFloor == 3:
 				t.Errorf("strategy %s imports strategy %s: share code through internal/ instead", pkg, dep)
 			}
 		}
@@ -140,14 +141,16 @@ func TestFloorOf(t *testing.T) {
 		ok    bool
 	}{
 		{"", 0, true},
-		{"internal/combine", 1, true},
-		{"internal/backends/backendstest", 1, true},
-		{"redislock", 2, true},
-		{"tiered", 3, true},
-		{"bench", 4, true},
-		{"bench/faults", 4, true},
+		{"strategy", 1, true},
+		{"strategyx", 0, false},
+		{"internal/combine", 2, true},
+		{"internal/backends/backendstest", 2, true},
+		{"redislock", 3, true},
+		{"tiered", 4, true},
+		{"bench", 5, true},
+		{"bench/faults", 5, true},
 		{"benchmarks", 0, false},
-		{"cmd/stockbench", 5, true},
+		{"cmd/stockbench", 6, true},
 		{"examples", 0, false},
 	} {
 		floor, _, ok := floorOf(tc.pkg)

@@ -1,11 +1,8 @@
 package stockguard
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 )
 
@@ -66,7 +63,7 @@ type OrderInfo struct {
 // remembers them, so that every call can be retried with exactly-once effect.
 //
 // Every method returns nil or an error satisfying errors.Is for exactly one
-// of the contract errors (ContractErrors). A call that returned
+// of the contract errors. A call that returned
 // ErrOutcomeUnknown, repeated with the same arguments, ends in the state one
 // successful call would have left.
 //
@@ -116,83 +113,4 @@ type Orders interface {
 	// nothing was, ErrOrderMismatch when Restock applied it (a restock is
 	// no order).
 	Order(ctx context.Context, id string) (OrderInfo, error)
-}
-
-// ValidateID reports whether id is an order ID: 1–MaxIDLen bytes of valid
-// UTF-8 with no control characters. It returns nil or an error wrapping
-// ErrInvalidRequest.
-func ValidateID(id string) error { return validText("order id", id, MaxIDLen) }
-
-// ValidateLines reports whether lines make an order: 1–MaxLines lines with
-// distinct SKUs, each passing Validate. It returns nil or an error wrapping
-// ErrInvalidRequest.
-func ValidateLines(lines []Line) error {
-	if len(lines) == 0 || len(lines) > MaxLines {
-		return fmt.Errorf("%w: %d lines, 1…%d allowed", ErrInvalidRequest, len(lines), MaxLines)
-	}
-	seen := make(map[string]struct{}, len(lines))
-	for i, l := range lines {
-		if err := Validate(l.SKU, l.Qty); err != nil {
-			// The contract error's text first, then where: "stockguard:
-			// invalid request: line 1: empty sku".
-			detail := strings.TrimPrefix(err.Error(), ErrInvalidRequest.Error()+": ")
-			return fmt.Errorf("%w: line %d: %s", ErrInvalidRequest, i, detail)
-		}
-		if _, dup := seen[l.SKU]; dup {
-			return fmt.Errorf("%w: sku %q appears on more than one line", ErrInvalidRequest, l.SKU)
-		}
-		seen[l.SKU] = struct{}{}
-	}
-	return nil
-}
-
-// ValidateTTL reports whether ttl is a hold's lifetime: MinHoldTTL…MaxHoldTTL.
-// It returns nil or an error wrapping ErrInvalidRequest.
-func ValidateTTL(ttl time.Duration) error {
-	if ttl < MinHoldTTL || ttl > MaxHoldTTL {
-		return fmt.Errorf("%w: hold ttl %v outside %v…%v", ErrInvalidRequest, ttl, MinHoldTTL, MaxHoldTTL)
-	}
-	return nil
-}
-
-// ValidateTake checks a Take request: ValidateID, then ValidateLines.
-// Strategies call it before any I/O.
-func ValidateTake(id string, lines []Line) error {
-	if err := ValidateID(id); err != nil {
-		return err
-	}
-	return ValidateLines(lines)
-}
-
-// ValidateHold checks a Hold request: ValidateTake, then ValidateTTL.
-func ValidateHold(id string, ttl time.Duration, lines []Line) error {
-	if err := ValidateTake(id, lines); err != nil {
-		return err
-	}
-	return ValidateTTL(ttl)
-}
-
-// ValidateRestock checks a Restock request: ValidateID, then Validate.
-func ValidateRestock(id, sku string, qty int64) error {
-	if err := ValidateID(id); err != nil {
-		return err
-	}
-	return Validate(sku, qty)
-}
-
-// SortedLines returns a copy of lines in SKU order: the order in which
-// implementations lock rows (so two carts never deadlock) and OrderInfo
-// lists them.
-func SortedLines(lines []Line) []Line {
-	out := slices.Clone(lines)
-	slices.SortFunc(out, func(a, b Line) int { return cmp.Compare(a.SKU, b.SKU) })
-	return out
-}
-
-// SameLines reports whether a and b, each in any order, hold the same lines.
-func SameLines(a, b []Line) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	return slices.Equal(SortedLines(a), SortedLines(b))
 }

@@ -4,12 +4,13 @@ import (
 	"context"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Kind classifies the outcome of one operation.
 type Kind uint8
 
-// The outcomes: one per contract error, in stockguard.ContractErrors' order
+// The outcomes: one per contract error, in strategy.ContractErrors' order
 // of precedence (an error that is both an unknown outcome and a context
 // error is an unknown outcome, because its units may have gone).
 const (
@@ -73,7 +74,7 @@ func Classify(err error) Kind {
 	if err == nil {
 		return KindOK
 	}
-	if k, ok := kindOf[stockguard.Contract(err)]; ok {
+	if k, ok := kindOf[strategy.Contract(err)]; ok {
 		return k
 	}
 	return KindOther

@@ -35,7 +35,7 @@ type Result struct {
 	AttemptRate float64
 	Latency     Latency
 	// Retries is the strategy's own retry count during the measured window
-	// (from stockguard.RetryCounter, 0 when it has none).
+	// (from strategy.RetryCounter, 0 when it has none).
 	Retries      int64
 	RetriesPerOp float64
 	// Errors counts measured requests by error kind (Kind.String), only

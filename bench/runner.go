@@ -13,6 +13,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Option configures Run.
@@ -149,7 +150,7 @@ func (r *run) conclude(ctx context.Context, t Target, res *Result, inv stockguar
 		res.Audit = r.audit(actx, inv, raw)
 	}
 	if res.Interrupted {
-		return res, fmt.Errorf("bench: %s: interrupted: %w", t.Name, stockguard.Canceled(ctx))
+		return res, fmt.Errorf("bench: %s: interrupted: %w", t.Name, strategy.Canceled(ctx))
 	}
 	return res, nil
 }
@@ -447,7 +448,7 @@ func newHistogram() *hdrhistogram.Histogram { return hdrhistogram.New(1, maxTrac
 func sumRetries(insts []stockguard.Inventory) int64 {
 	var n int64
 	for _, inv := range insts {
-		if rc, ok := inv.(stockguard.RetryCounter); ok {
+		if rc, ok := inv.(strategy.RetryCounter); ok {
 			n += rc.Retries()
 		}
 	}

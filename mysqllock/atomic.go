@@ -7,6 +7,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Atomic decrements with one conditional statement,
@@ -27,9 +28,9 @@ type Atomic struct {
 }
 
 var (
-	_ stockguard.Inventory    = (*Atomic)(nil)
-	_ stockguard.Orders       = (*Atomic)(nil)
-	_ stockguard.RetryCounter = (*Atomic)(nil)
+	_ stockguard.Inventory  = (*Atomic)(nil)
+	_ stockguard.Orders     = (*Atomic)(nil)
+	_ strategy.RetryCounter = (*Atomic)(nil)
 )
 
 // NewAtomic returns the conditional-UPDATE strategy over db's table
@@ -66,7 +67,7 @@ func (a *Atomic) Retries() int64 { return a.retrier.Retries() }
 // connection: nothing changed), ErrOutcomeUnknown (the connection failed
 // after the UPDATE was sent), or the context's error (nothing sent).
 func (a *Atomic) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := a.check(ctx, stockguard.Validate(sku, qty)); err != nil {
+	if err := a.check(ctx, strategy.Validate(sku, qty)); err != nil {
 		return err
 	}
 	return a.retrier.Do(ctx, func(ctx context.Context) error {

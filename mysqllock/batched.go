@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/combine"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // DefaultBatchSize is NewBatched's default bound on the requests one
@@ -100,9 +101,9 @@ type Batched struct {
 }
 
 var (
-	_ stockguard.Inventory    = (*Batched)(nil)
-	_ stockguard.Orders       = (*Batched)(nil)
-	_ stockguard.RetryCounter = (*Batched)(nil)
+	_ stockguard.Inventory  = (*Batched)(nil)
+	_ stockguard.Orders     = (*Batched)(nil)
+	_ strategy.RetryCounter = (*Batched)(nil)
 )
 
 // NewBatched returns the combining strategy over db's table (options read:
@@ -181,7 +182,7 @@ func (r *request) result(err error) error {
 // ErrInsufficientStock even when the batch's COMMIT fails, because the
 // write never included it.
 func (b *Batched) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := b.check(ctx, stockguard.Validate(sku, qty)); err != nil {
+	if err := b.check(ctx, strategy.Validate(sku, qty)); err != nil {
 		return err
 	}
 	return b.writes.Do(ctx, sku, request{qty: qty})

@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // dialCounter counts the connections a pool opens.
@@ -71,7 +72,7 @@ func runDeadlines(t *testing.T, d *dialCounter, workers, calls int, deadline tim
 				if err == nil {
 					run.ok++
 				} else {
-					c := stockguard.Contract(err)
+					c := strategy.Contract(err)
 					if c == nil {
 						t.Errorf("not a contract error: %v", err)
 					}
@@ -121,7 +122,7 @@ func TestDecrement_shortDeadlines(t *testing.T) {
 				inv = NewAtomic(db, WithTable(table)) // to stock the SKU
 				call = func(ctx context.Context) error { return f.SetStock(ctx, "dl", stock) }
 			case "segmented":
-				if err := CreateSegmentedSchema(t.Context(), db, WithTable(table)); err != nil {
+				if err := CreateSchema(t.Context(), db, WithTable(table)); err != nil {
 					t.Fatal(err)
 				}
 				dropAtCleanup(t, db, SegmentsTable(table))

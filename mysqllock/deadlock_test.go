@@ -9,6 +9,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // deadlock calls start, which must make the strategy under test decrement
@@ -63,7 +64,7 @@ func TestDecrement_deadlockRetried(t *testing.T) {
 			for _, attempts := range []int{1, 10} {
 				table := newTable(t, db)
 				mustSet(t, db, table, "hot", 10)
-				inv := strategies(db, WithTable(table), WithRetry(stockguard.RetryPolicy{MaxAttempts: attempts}))[name]
+				inv := strategies(db, WithTable(table), WithRetry(strategy.RetryPolicy{MaxAttempts: attempts}))[name]
 				waiter := "UPDATE " + quote(table)
 				if name == "pessimistic" {
 					waiter = "SELECT qty FROM " + quote(table)
@@ -90,7 +91,7 @@ func TestDecrement_deadlockRetried(t *testing.T) {
 				if err != nil {
 					t.Fatalf("attempts=%d: %v", attempts, err)
 				}
-				if r := inv.(stockguard.RetryCounter).Retries(); r < 1 {
+				if r := inv.(strategy.RetryCounter).Retries(); r < 1 {
 					t.Errorf("Retries() = %d, want ≥ 1", r)
 				}
 				if qty != 8 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // TestClassify_tidb: TiDB's own error numbers, and 1105, before and after a
@@ -16,7 +17,7 @@ import (
 func TestClassify_tidb(t *testing.T) {
 	live := context.Background()
 	server := func(n uint16) error { return fmt.Errorf("exec: %w", &mysql.MySQLError{Number: n, Message: "x"}) }
-	retry := errors.New("retry") // stands for stockguard.Retry
+	retry := errors.New("retry") // stands for strategy.Retry
 	type row struct {
 		n      uint16
 		unsent error
@@ -60,7 +61,7 @@ func TestClassify_tidb(t *testing.T) {
 			t.Run(fmt.Sprintf("%d/%s", c.n, k.name), func(t *testing.T) {
 				if k.want == retry {
 					calls := 0
-					err := stockguard.NewRetrier(stockguard.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Microsecond}).Do(live,
+					err := strategy.NewRetrier(strategy.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Microsecond}).Do(live,
 						func(context.Context) error { calls++; return k.got })
 					if calls != 2 || !errors.Is(err, stockguard.ErrContention) {
 						t.Fatalf("%v: %d calls, then %v; want a retry, then ErrContention", k.got, calls, err)

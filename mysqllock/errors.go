@@ -11,11 +11,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
-
-// ErrFenced is stockguard.ErrFenced, returned by FencedStore.WriteFenced
-// when the row was already written under a newer lock token.
-var ErrFenced = stockguard.ErrFenced
 
 // Server error numbers this package tells apart (MySQL and MariaDB share
 // them unless noted). Every other server error is a refusal: see classify.
@@ -152,7 +149,7 @@ func classify(ctx context.Context, err error, st stage) error {
 		return nil
 	}
 	if rolledBack(err) {
-		return stockguard.Retry(fmt.Errorf("%w: write conflict, rolled back: %w", stockguard.ErrContention, err))
+		return strategy.Retry(fmt.Errorf("%w: write conflict, rolled back: %w", stockguard.ErrContention, err))
 	}
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
@@ -161,7 +158,7 @@ func classify(ctx context.Context, err error, st stage) error {
 		}
 		switch me.Number {
 		case erLockDeadlock:
-			return stockguard.Retry(fmt.Errorf("%w: deadlock: %w", stockguard.ErrContention, err))
+			return strategy.Retry(fmt.Errorf("%w: deadlock: %w", stockguard.ErrContention, err))
 		case erLockWaitTimeout, erLockNowait, erTiDBResolveLockTimeout:
 			return fmt.Errorf("%w: row busy: %w", stockguard.ErrContention, err)
 		case erStatementTimeout, erQueryTimeout:
@@ -212,7 +209,7 @@ func commitError(ctx context.Context, err error) error {
 // later — else nil.
 func ended(ctx context.Context) error {
 	ctx = callerOf(ctx)
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 func TestClassify(t *testing.T) {
@@ -28,7 +29,7 @@ func TestClassify(t *testing.T) {
 	server := func(n uint16) error { return fmt.Errorf("exec: %w", &mysql.MySQLError{Number: n, Message: "x"}) }
 	dialRefused := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}
 	dialTimeout := &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}
-	retry := errors.New("retry") // stands for stockguard.Retry
+	retry := errors.New("retry") // stands for strategy.Retry
 	type row struct {
 		name string
 		ctx  context.Context
@@ -86,7 +87,7 @@ func TestClassify(t *testing.T) {
 			got := classify(c.ctx, c.err, c.st)
 			if c.want == retry {
 				calls := 0
-				err := stockguard.NewRetrier(stockguard.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Microsecond}).Do(live,
+				err := strategy.NewRetrier(strategy.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Microsecond}).Do(live,
 					func(context.Context) error { calls++; return got })
 				if calls != 2 || !errors.Is(err, stockguard.ErrContention) {
 					t.Fatalf("%v: %d calls, then %v; want a retry, then ErrContention", got, calls, err)

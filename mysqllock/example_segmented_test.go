@@ -14,7 +14,7 @@ func ExampleNewSegmented() {
 	ctx := context.Background()
 	db := open(64)
 	defer db.Close()
-	if err := mysqllock.CreateSegmentedSchema(ctx, db); err != nil { // table stock_segments
+	if err := mysqllock.CreateSchema(ctx, db); err != nil { // table stock_segments
 		log.Fatal(err)
 	}
 	inv := mysqllock.NewSegmented(db, mysqllock.WithSegments(16))

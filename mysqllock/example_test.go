@@ -100,7 +100,7 @@ func ExampleFencedStore_WriteFenced() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := store.WriteFenced(ctx, "sku-42", qty-1, token); errors.Is(err, mysqllock.ErrFenced) {
+	if err := store.WriteFenced(ctx, "sku-42", qty-1, token); errors.Is(err, stockguard.ErrFenced) {
 		fmt.Println("lost the lock meanwhile; nothing written")
 	}
 }

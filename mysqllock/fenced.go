@@ -8,6 +8,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // FencedStore is stock in a MySQL table written under an external lock
@@ -35,14 +36,14 @@ func NewFencedStore(db *sqlx.DB, opts ...Option) *FencedStore {
 //
 //	UPDATE stock SET qty = ?, fence = ?, version = version + 1 WHERE sku = ? AND fence < ?
 //
-// It returns nil, or an error wrapping ErrFenced (the row was written with a
+// It returns nil, or an error wrapping stockguard.ErrFenced (the row was written with a
 // token ≥ token; it also satisfies stockguard.ErrContention; nothing
 // changed), stockguard.ErrUnknownSKU, ErrInvalidRequest, ErrUnavailable
 // (the server refused, or no connection: nothing changed), ErrOutcomeUnknown
 // (the connection failed after the UPDATE was sent) or the context's error
 // (nothing sent).
 func (f *FencedStore) WriteFenced(ctx context.Context, sku string, qty, token int64) error {
-	invalid := stockguard.ValidateSet(sku, qty)
+	invalid := strategy.ValidateSet(sku, qty)
 	if invalid == nil && token < 1 {
 		invalid = fmt.Errorf("%w: fencing token %d, want ≥ 1", stockguard.ErrInvalidRequest, token)
 	}
@@ -78,5 +79,5 @@ func (f *FencedStore) WriteFenced(ctx context.Context, sku string, qty, token in
 	case fence < token:
 		return unknownSKU(sku)
 	}
-	return fmt.Errorf("%w: %q carries token %d, the write had %d", ErrFenced, sku, fence, token)
+	return fmt.Errorf("%w: %q carries token %d, the write had %d", stockguard.ErrFenced, sku, fence, token)
 }

@@ -28,7 +28,7 @@ func TestFencedStore_WriteFenced(t *testing.T) {
 	// A stale holder (lower token) and a replay (same token) are refused.
 	for _, token := range []int64{3, 5} {
 		err := f.WriteFenced(ctx, "sku", 1, token)
-		if !errors.Is(err, ErrFenced) {
+		if !errors.Is(err, stockguard.ErrFenced) {
 			t.Errorf("token %d after 5: %v, want ErrFenced", token, err)
 		}
 		contractOne(t, err, stockguard.ErrContention)
@@ -42,7 +42,7 @@ func TestFencedStore_WriteFenced(t *testing.T) {
 	if err := f.SetStock(ctx, "sku", 100); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.WriteFenced(ctx, "sku", 1, 4); !errors.Is(err, ErrFenced) {
+	if err := f.WriteFenced(ctx, "sku", 1, 4); !errors.Is(err, stockguard.ErrFenced) {
 		t.Errorf("token 4 after a re-stock: %v, want ErrFenced", err)
 	}
 	stock(100)

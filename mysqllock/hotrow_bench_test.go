@@ -14,6 +14,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // hotRowStrategies builds every strategy of the package, with its default
@@ -68,7 +69,7 @@ func hotRow(b *testing.B, srv *backends.Process, inv stockguard.Inventory, sku s
 		tallies[i].lat = hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 2)
 	}
 	var retries0 int64
-	rc, _ := inv.(stockguard.RetryCounter)
+	rc, _ := inv.(strategy.RetryCounter)
 	if rc != nil {
 		retries0 = rc.Retries()
 	}
@@ -86,7 +87,7 @@ func hotRow(b *testing.B, srv *backends.Process, inv stockguard.Inventory, sku s
 				t.lat.RecordValue(max(1, time.Since(start).Microseconds()))
 				if err != nil {
 					t.failed++
-					if t.stray == nil && !stockguard.IsContract(err) {
+					if t.stray == nil && !strategy.IsContract(err) {
 						t.stray = err
 					}
 				}

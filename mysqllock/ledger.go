@@ -15,6 +15,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // ledger is what the strategies that implement stockguard.Orders share:
@@ -29,7 +30,7 @@ import (
 type ledger struct {
 	store
 	lq      ledgerQueries
-	retrier *stockguard.Retrier
+	retrier *strategy.Retrier
 	session *sessionInit // applied to every connection the ledger uses; nil: none
 	multi   *multiStatements
 }
@@ -38,7 +39,7 @@ func newLedger(db *sqlx.DB, o options, session *sessionInit) ledger {
 	return ledger{
 		store:   newStore(db, o),
 		lq:      newLedgerQueries(o.table),
-		retrier: stockguard.NewRetrier(o.retryPolicy(stockguard.RetryPolicy{})),
+		retrier: strategy.NewRetrier(o.retryPolicy(strategy.RetryPolicy{})),
 		session: session,
 		multi:   &multiStatements{},
 	}
@@ -409,7 +410,7 @@ func (l *ledger) credit(ctx context.Context, tx *sqlx.Tx, lines []stockguard.Lin
 // reclaims them and tries the lines again (recording o, unless nil), and
 // its verdict is final: it keeps what it reclaimed also when the lines
 // still do not fit. When every line fits by the time of the read, the
-// request is tried again (stockguard.Retry).
+// request is tried again (strategy.Retry).
 func (l *ledger) short(ctx context.Context, conn *sqlx.Conn, o *newOrder, lines []stockguard.Line) error {
 	reclaim, err := l.explain(ctx, conn, lines)
 	if len(reclaim) == 0 {
@@ -489,7 +490,7 @@ func (l *ledger) explain(ctx context.Context, conn *sqlx.Conn, lines []stockguar
 		}
 	}
 	if refusal == nil {
-		return nil, stockguard.Retry(errChanged)
+		return nil, strategy.Retry(errChanged)
 	}
 	return reclaim, refusal
 }
@@ -506,7 +507,7 @@ func (l *ledger) explainPlain(ctx context.Context, conn *sqlx.Conn, lines []stoc
 			return insufficient(ln.SKU, ln.Qty, have)
 		}
 	}
-	return stockguard.Retry(errChanged)
+	return strategy.Retry(errChanged)
 }
 
 // reclaimIn gives the units of every hold of skus whose deadline has
@@ -724,7 +725,7 @@ func (l *ledger) settle(ctx context.Context, conn *sqlx.Conn, err error, o newOr
 			return err
 		case !ok:
 			// Deleted by PurgeOrders since: the ID is free again.
-			return stockguard.Retry(errDuplicate)
+			return strategy.Retry(errDuplicate)
 		}
 		return resolve(o.id, rec, o.kind, o.lines)
 	case errors.Is(err, errShort):

@@ -16,6 +16,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 func TestMain(m *testing.M) {
@@ -134,7 +135,7 @@ func waitingOn(t testing.TB, db *sqlx.DB, prefix string) int64 {
 func contractOne(t testing.TB, err, want error) {
 	t.Helper()
 	var hits []error
-	for _, e := range stockguard.ContractErrors() {
+	for _, e := range strategy.ContractErrors() {
 		if errors.Is(err, e) {
 			hits = append(hits, e)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // NamedLock decrements under a MySQL named lock, on one pinned connection:
@@ -40,13 +41,13 @@ type NamedLock struct {
 	store
 	table   string
 	timeout time.Duration
-	retrier *stockguard.Retrier
+	retrier *strategy.Retrier
 	dbName  atomic.Pointer[string] // DATABASE() of the pool, read once
 }
 
 var (
-	_ stockguard.Inventory    = (*NamedLock)(nil)
-	_ stockguard.RetryCounter = (*NamedLock)(nil)
+	_ stockguard.Inventory  = (*NamedLock)(nil)
+	_ strategy.RetryCounter = (*NamedLock)(nil)
 )
 
 // releaseTimeout bounds the RELEASE_LOCK (and the KILL after a failed one),
@@ -68,7 +69,7 @@ func NewNamedLock(db *sqlx.DB, opts ...Option) *NamedLock {
 		store:   newStore(db, o),
 		table:   o.table,
 		timeout: o.lockTimeout,
-		retrier: stockguard.NewRetrier(o.retryPolicy(stockguard.RetryPolicy{})),
+		retrier: strategy.NewRetrier(o.retryPolicy(strategy.RetryPolicy{})),
 	}
 	n.engine.supports = func(e Engine) error {
 		if e == EngineTiDB {
@@ -102,7 +103,7 @@ func (n *NamedLock) Retries() int64 { return n.retrier.Retries() }
 // the context's error (nothing changed; also when the caller's deadline
 // ended a wait for the lock).
 func (n *NamedLock) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := n.check(ctx, stockguard.Validate(sku, qty)); err != nil {
+	if err := n.check(ctx, strategy.Validate(sku, qty)); err != nil {
 		return err
 	}
 	return n.retrier.Do(ctx, func(ctx context.Context) error {
@@ -122,7 +123,7 @@ func (n *NamedLock) Decrement(ctx context.Context, sku string, qty int64) error 
 // timeout), ErrUnavailable (the server refused, or no connection) or the
 // context's error.
 func (n *NamedLock) WithLock(ctx context.Context, sku string, fn func(ctx context.Context, conn *sqlx.Conn) error) error {
-	if err := n.check(ctx, stockguard.ValidateSKU(sku)); err != nil {
+	if err := n.check(ctx, strategy.ValidateSKU(sku)); err != nil {
 		return err
 	}
 	return n.hold(ctx, sku, fn)
@@ -160,7 +161,7 @@ func (n *NamedLock) hold(ctx context.Context, sku string, fn func(context.Contex
 			// it is what ended it, and it is due within the server's timer
 			// slack. Its error is the answer, as on every other strategy.
 			<-ctx.Done()
-			return stockguard.Canceled(ctx)
+			return strategy.Canceled(ctx)
 		}
 		return fmt.Errorf("%w: named lock of %q not obtained within %v", stockguard.ErrContention, sku, wait)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Optimistic decrements by compare-and-swap on the row's version:
@@ -21,16 +22,16 @@ import (
 // with the other strategies of this package on the same table.
 type Optimistic struct {
 	store
-	retrier *stockguard.Retrier
+	retrier *strategy.Retrier
 }
 
 var (
-	_ stockguard.Inventory    = (*Optimistic)(nil)
-	_ stockguard.RetryCounter = (*Optimistic)(nil)
+	_ stockguard.Inventory  = (*Optimistic)(nil)
+	_ strategy.RetryCounter = (*Optimistic)(nil)
 )
 
 // defaultOptimisticPolicy is NewOptimistic's retry policy, documented there.
-var defaultOptimisticPolicy = stockguard.RetryPolicy{
+var defaultOptimisticPolicy = strategy.RetryPolicy{
 	MaxAttempts: 100,
 	BaseDelay:   time.Millisecond,
 	MaxDelay:    100 * time.Millisecond,
@@ -41,7 +42,7 @@ var defaultOptimisticPolicy = stockguard.RetryPolicy{
 // read: WithTable, WithRetry). See NewAtomic for the DSN settings that
 // matter.
 //
-// The default retry policy is contention-aware — stockguard.RetryPolicy{
+// The default retry policy is contention-aware — strategy.RetryPolicy{
 // MaxAttempts: 100, BaseDelay: 1ms, MaxDelay: 100ms, Adaptive: true}: the
 // more requests of the instance are backing off, the wider their jitter, so
 // colliding writers spread out to about one attempt in flight at a time
@@ -53,7 +54,7 @@ var defaultOptimisticPolicy = stockguard.RetryPolicy{
 // it sees them all.
 func NewOptimistic(db *sqlx.DB, opts ...Option) *Optimistic {
 	o := newOptions(opts)
-	return &Optimistic{store: newStore(db, o), retrier: stockguard.NewRetrier(o.retryPolicy(defaultOptimisticPolicy))}
+	return &Optimistic{store: newStore(db, o), retrier: strategy.NewRetrier(o.retryPolicy(defaultOptimisticPolicy))}
 }
 
 // Retries returns how many times a request was tried again after a version
@@ -70,7 +71,7 @@ var errConflict = errors.New("mysqllock: version changed between read and write"
 // sent, or ctx ended while it was in flight), or the context's error
 // (nothing changed).
 func (o *Optimistic) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := o.check(ctx, stockguard.Validate(sku, qty)); err != nil {
+	if err := o.check(ctx, strategy.Validate(sku, qty)); err != nil {
 		return err
 	}
 	return o.retrier.Do(ctx, func(ctx context.Context) error {
@@ -105,7 +106,7 @@ func (s *store) swap(ctx context.Context, conn *sqlx.Conn, sku string, qty int64
 	case err != nil:
 		return classify(ctx, err, sent)
 	case n == 0:
-		return stockguard.Retry(errConflict)
+		return strategy.Retry(errConflict)
 	}
 	return nil
 }

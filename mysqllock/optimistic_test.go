@@ -6,6 +6,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // conflicts calls start, which must make the strategy under test
@@ -77,7 +78,7 @@ func TestOptimistic_Decrement_attemptsBounded(t *testing.T) {
 		t.Run(fmt.Sprint(attempts), func(t *testing.T) {
 			table := newTable(t, db)
 			mustSet(t, db, table, "hot", 10)
-			o := NewOptimistic(db, WithTable(table), WithRetry(stockguard.RetryPolicy{MaxAttempts: attempts}))
+			o := NewOptimistic(db, WithTable(table), WithRetry(strategy.RetryPolicy{MaxAttempts: attempts}))
 			done := make(chan error, 1)
 			conflicts(t, db, table, "hot", attempts, func() {
 				go func() { done <- o.Decrement(t.Context(), "hot", 1) }()

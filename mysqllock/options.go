@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Option configures CreateSchema and the constructors of this package. Each
@@ -17,7 +18,7 @@ type Option func(*options)
 
 type options struct {
 	table       string
-	retry       *stockguard.RetryPolicy
+	retry       *strategy.RetryPolicy
 	mode        LockMode
 	lockWait    time.Duration
 	lockTimeout time.Duration
@@ -90,7 +91,7 @@ func WithTable(name string) Option {
 // (NewAtomic). Zero fields take stockguard's defaults; a policy
 // RetryPolicy.Validate refuses is an invalid option. Default: the
 // stockguard defaults, except for NewOptimistic (see there).
-func WithRetry(p stockguard.RetryPolicy) Option {
+func WithRetry(p strategy.RetryPolicy) Option {
 	return func(o *options) {
 		if err := p.Validate(); err != nil {
 			o.fail(err)
@@ -194,7 +195,7 @@ func newOptions(opts []Option) options {
 }
 
 // retryPolicy returns the configured policy, or def.
-func (o *options) retryPolicy(def stockguard.RetryPolicy) stockguard.RetryPolicy {
+func (o *options) retryPolicy(def strategy.RetryPolicy) strategy.RetryPolicy {
 	if o.retry != nil {
 		return *o.retry
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/room"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // The Orders methods of NewAtomic and NewBatched. Each call is one
@@ -42,20 +43,20 @@ import (
 // the errors every method returns (ErrInvalidRequest, ErrContention,
 // ErrUnavailable, ErrOutcomeUnknown, the context's error).
 func (l *ledger) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
-	if err := l.check(ctx, stockguard.ValidateTake(id, lines)); err != nil {
+	if err := l.check(ctx, strategy.ValidateTake(id, lines)); err != nil {
 		return err
 	}
-	return l.place(ctx, newOrder{id: id, kind: kindTake, lines: stockguard.SortedLines(lines)})
+	return l.place(ctx, newOrder{id: id, kind: kindTake, lines: strategy.SortedLines(lines)})
 }
 
 // Hold takes every line, or none, under id until Confirm, Return, or ttl
 // has passed by the server's clock, whichever comes first. It returns as
 // Take does.
 func (l *ledger) Hold(ctx context.Context, id string, ttl time.Duration, lines ...stockguard.Line) error {
-	if err := l.check(ctx, stockguard.ValidateHold(id, ttl, lines)); err != nil {
+	if err := l.check(ctx, strategy.ValidateHold(id, ttl, lines)); err != nil {
 		return err
 	}
-	return l.place(ctx, newOrder{id: id, kind: kindHold, ttl: ttl, lines: stockguard.SortedLines(lines)})
+	return l.place(ctx, newOrder{id: id, kind: kindHold, ttl: ttl, lines: strategy.SortedLines(lines)})
 }
 
 // place records o and takes its lines in one transaction.
@@ -106,7 +107,7 @@ func (l *ledger) placeAll(ctx context.Context, conn *sqlx.Conn, multi bool, orde
 // (returned, or its deadline passed), ErrUnknownOrder, ErrOrderMismatch
 // (id was applied by Restock), or one of the errors every method returns.
 func (l *ledger) Confirm(ctx context.Context, id string) error {
-	if err := l.check(ctx, stockguard.ValidateID(id)); err != nil {
+	if err := l.check(ctx, strategy.ValidateID(id)); err != nil {
 		return err
 	}
 	return l.retrier.Do(ctx, func(ctx context.Context) error {
@@ -134,7 +135,7 @@ func (l *ledger) Confirm(ctx context.Context, id string) error {
 				case h.state == stockguard.OrderTaken:
 					return errNoChange
 				case h.state == stockguard.OrderHeld && !h.expired:
-					return stockguard.Retry(errChanged) // the deadline moved? never: the row is locked
+					return strategy.Retry(errChanged) // the deadline moved? never: the row is locked
 				}
 				return fmt.Errorf("%w: order %q is %v", stockguard.ErrOrderClosed, id, h.effective())
 			})
@@ -153,7 +154,7 @@ func (l *ledger) Confirm(ctx context.Context, id string) error {
 // for want of room under stockguard.MaxQty: Restock and SetStock keep room
 // for every unit out on an open order.
 func (l *ledger) Return(ctx context.Context, id string) error {
-	if err := l.check(ctx, stockguard.ValidateID(id)); err != nil {
+	if err := l.check(ctx, strategy.ValidateID(id)); err != nil {
 		return err
 	}
 	return l.retrier.Do(ctx, func(ctx context.Context) error {
@@ -226,7 +227,7 @@ func (l *ledger) lockOrder(ctx context.Context, tx *sqlx.Tx, id string) (orderRe
 // orders plus qty would pass stockguard.MaxQty, so that a Return could
 // not fit: nothing recorded), or one of the errors every method returns.
 func (l *ledger) Restock(ctx context.Context, id, sku string, qty int64) error {
-	if err := l.check(ctx, stockguard.ValidateRestock(id, sku, qty)); err != nil {
+	if err := l.check(ctx, strategy.ValidateRestock(id, sku, qty)); err != nil {
 		return err
 	}
 	o := newOrder{id: id, kind: kindRestock, lines: []stockguard.Line{{SKU: sku, Qty: qty}}}
@@ -279,7 +280,7 @@ func (l *ledger) units(ctx context.Context, tx *sqlx.Tx, sku string) (have, out 
 // (nothing changed), ErrOutcomeUnknown (the COMMIT's reply was lost) or
 // the context's error.
 func (l *ledger) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := l.check(ctx, stockguard.ValidateSet(sku, qty)); err != nil {
+	if err := l.check(ctx, strategy.ValidateSet(sku, qty)); err != nil {
 		return err
 	}
 	return l.retrier.Do(ctx, func(ctx context.Context) error {
@@ -311,7 +312,7 @@ func (l *ledger) SetStock(ctx context.Context, sku string, qty int64) error {
 // ErrInvalidRequest, ErrContention, ErrUnavailable (also when the reclaim's
 // COMMIT reply was lost: never ErrOutcomeUnknown) or the context's error.
 func (l *ledger) Order(ctx context.Context, id string) (stockguard.OrderInfo, error) {
-	if err := l.check(ctx, stockguard.ValidateID(id)); err != nil {
+	if err := l.check(ctx, strategy.ValidateID(id)); err != nil {
 		return stockguard.OrderInfo{}, err
 	}
 	// The read runs on a supervised goroutine that may outlive this call
@@ -337,7 +338,7 @@ func (l *ledger) Order(ctx context.Context, id string) (stockguard.OrderInfo, er
 					return err
 				}
 				if rec.state == stockguard.OrderHeld {
-					return stockguard.Retry(errChanged)
+					return strategy.Retry(errChanged)
 				}
 			}
 			info := stockguard.OrderInfo{ID: id, State: rec.state, Lines: rec.lines}
@@ -381,7 +382,7 @@ func readOnly(err error) error {
 // predate a reclaim another session committed meanwhile — a hold neither
 // held nor back.
 func (l *ledger) Stock(ctx context.Context, sku string) (int64, error) {
-	if err := l.check(ctx, stockguard.ValidateSKU(sku)); err != nil {
+	if err := l.check(ctx, strategy.ValidateSKU(sku)); err != nil {
 		return 0, err
 	}
 	var qty int64
@@ -407,7 +408,7 @@ func (l *ledger) Stock(ctx context.Context, sku string) (int64, error) {
 					return err
 				}
 			}
-			return stockguard.Retry(errChanged)
+			return strategy.Retry(errChanged)
 		})
 	})
 	return qty, readOnly(err)

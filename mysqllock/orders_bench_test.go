@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // BenchmarkOrders compares, side by side in one run, on one hot SKU that
@@ -95,7 +96,7 @@ func ordersBench(b *testing.B, db *sqlx.DB, table string, o stockguard.Orders, o
 				lats[w].RecordValue(max(1, time.Since(start).Microseconds()))
 				if err != nil {
 					failed[w]++
-					if !stockguard.IsContract(err) {
+					if !strategy.IsContract(err) {
 						b.Errorf("non-contract error: %v", err)
 					}
 				}

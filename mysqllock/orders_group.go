@@ -18,6 +18,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/combine"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Group commit of orders (NewBatched's Take, Hold, Confirm and Return).
@@ -856,7 +857,7 @@ func (b *Batched) settleRecorded(ctx context.Context, conn *sqlx.Conn, calls []o
 			c.final, c.answer = true, resolve(c.order.id, rec, c.order.kind, c.order.lines)
 		}
 	}
-	return stockguard.Retry(errDuplicate)
+	return strategy.Retry(errDuplicate)
 }
 
 // querier is what a batch's statements run on: its transaction, or its

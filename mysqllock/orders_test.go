@@ -13,6 +13,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/combine/combinetest"
 	"github.com/stockguard/stockguard/internal/ordersload"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // orderStrategies builds the strategies that implement Orders on table.
@@ -58,7 +59,7 @@ func want(t testing.TB, what string, err, target error) {
 		return
 	}
 	var hits []error
-	for _, e := range stockguard.ContractErrors() {
+	for _, e := range strategy.ContractErrors() {
 		if errors.Is(err, e) {
 			hits = append(hits, e)
 		}
@@ -136,7 +137,7 @@ func TestOrders_semantics(t *testing.T) {
 		}
 		info, err := o.Order(ctx, "t1")
 		if err != nil || info.State != stockguard.OrderTaken || info.ID != "t1" ||
-			!stockguard.SameLines(info.Lines, []stockguard.Line{line("a", 2), line("b", 3)}) || info.Lines[0].SKU != "a" || !info.Deadline.IsZero() {
+			!strategy.SameLines(info.Lines, []stockguard.Line{line("a", 2), line("b", 3)}) || info.Lines[0].SKU != "a" || !info.Deadline.IsZero() {
 			t.Fatalf("Order(t1) = %+v, %v", info, err)
 		}
 		// Other lines, or the other call, under a used ID.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // purgeBatch is how many orders PurgeOrders reads, and deletes, at a time.
@@ -39,7 +40,7 @@ func PurgeOrders(ctx context.Context, db *sqlx.DB, opts ...Option) (purged int64
 	if err := o.err; err != nil {
 		return 0, err
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return 0, err
 	}
 	l := newLedger(db, o, nil)

@@ -12,8 +12,8 @@ import (
 
 // CreateSchema creates every table the package uses, unless it exists
 // (options read: WithTable), so that one call sets a database up for every
-// strategy: the stock table, NewSegmented's segments table (see
-// CreateSegmentedSchema), and the two tables of the order ledger that
+// strategy: the stock table, NewSegmented's segments table
+// (SegmentsTable), and the two tables of the order ledger that
 // NewAtomic's and NewBatched's Orders methods keep (OrdersTable,
 // OrderLinesTable). Tables lists their names. It is idempotent and leaves
 // an existing table as it is.
@@ -92,7 +92,7 @@ func CreateSchema(ctx context.Context, db sqlx.ExecerContext, opts ...Option) er
 	if err != nil {
 		return err
 	}
-	if err := CreateSegmentedSchema(ctx, db, WithTable(o.table)); err != nil {
+	if err := createSegments(ctx, db, o.table); err != nil {
 		return err
 	}
 	// No CHECK constraints here: MySQL names them <table>_chk_<n>, which

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // SKUs that text collations would merge — PAD SPACE, case and accent
@@ -83,7 +84,7 @@ func TestOptions_invalid(t *testing.T) {
 		"namedNegative":  WithNamedLockTimeout(-time.Second),
 		"namedHuge":      WithNamedLockTimeout(200_000_000 * time.Second),
 		"tableThenValid": func(o *options) { WithTable("bad name")(o); WithTable("good")(o) },
-		"retryNegative":  WithRetry(stockguard.RetryPolicy{MaxAttempts: -1}),
+		"retryNegative":  WithRetry(strategy.RetryPolicy{MaxAttempts: -1}),
 	} {
 		t.Run(name, func(t *testing.T) {
 			if err := CreateSchema(t.Context(), nil, opt); !errors.Is(err, stockguard.ErrInvalidRequest) {

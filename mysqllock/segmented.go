@@ -8,6 +8,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // DefaultSegments is NewSegmented's default number of rows per SKU.
@@ -31,22 +32,13 @@ func WithSegments(n int) Option {
 // of table in: table + "_segments".
 func SegmentsTable(table string) string { return table + "_segments" }
 
-// CreateSegmentedSchema creates NewSegmented's table if it does not exist
-// (options read: WithTable): SegmentsTable of the stock table's name,
-// default "stock_segments". Like CreateSchema it is idempotent, and sku is
-// binary for the same reasons:
+// createSegments creates NewSegmented's table, SegmentsTable(table),
+// unless it exists. sku is binary for the reasons CreateSchema gives:
 //
 //	sku VARBINARY(64), seg INT, PRIMARY KEY (sku, seg)
 //	qty BIGINT NOT NULL     units left in this segment
-//
-// It returns an error wrapping stockguard.ErrInvalidRequest for an invalid
-// option, else the driver's error.
-func CreateSegmentedSchema(ctx context.Context, db sqlx.ExecerContext, opts ...Option) error {
-	o := newOptions(opts)
-	if o.err != nil {
-		return o.err
-	}
-	return createTable(ctx, db, SegmentsTable(o.table), `
+func createSegments(ctx context.Context, db sqlx.ExecerContext, table string) error {
+	return createTable(ctx, db, SegmentsTable(table), `
 	sku VARBINARY(64) NOT NULL,
 	seg INT NOT NULL,
 	qty BIGINT NOT NULL,
@@ -71,7 +63,7 @@ func CreateSegmentedSchema(ctx context.Context, db sqlx.ExecerContext, opts ...O
 //
 // So it never reports a false sold-out: it refuses only when a snapshot or
 // the locked rows show fewer than qty units in total. The stock lives in
-// its own table (SegmentsTable, created by CreateSegmentedSchema), which the
+// its own table (SegmentsTable, created by CreateSchema), which the
 // package's other strategies do not read. Segmented is safe for concurrent
 // use and with other instances.
 type Segmented struct {
@@ -79,14 +71,14 @@ type Segmented struct {
 	n       int
 	q       segQueries
 	session *sessionInit
-	retrier *stockguard.Retrier
+	retrier *strategy.Retrier
 	seed    maphash.Seed
 	tokens  []chan int // see Decrement
 }
 
 var (
-	_ stockguard.Inventory    = (*Segmented)(nil)
-	_ stockguard.RetryCounter = (*Segmented)(nil)
+	_ stockguard.Inventory  = (*Segmented)(nil)
+	_ strategy.RetryCounter = (*Segmented)(nil)
 )
 
 // segQueries are the statements of one segments table.
@@ -123,7 +115,7 @@ func NewSegmented(db *sqlx.DB, opts ...Option) *Segmented {
 			fill:    "INSERT INTO " + t + " (sku, seg, qty) VALUES " + placeholders("(?, ?, ?)", o.segments),
 		},
 		session: lockWaitSession(o.lockWait),
-		retrier: stockguard.NewRetrier(o.retryPolicy(stockguard.RetryPolicy{})),
+		retrier: strategy.NewRetrier(o.retryPolicy(strategy.RetryPolicy{})),
 		seed:    maphash.MakeSeed(),
 		tokens:  newTokens(o.segments),
 	}
@@ -164,7 +156,7 @@ func (s *Segmented) Retries() int64 { return s.retrier.Retries() }
 // read-only — or no connection: nothing changed), ErrOutcomeUnknown (COMMIT
 // was sent but its reply was lost) or the context's error.
 func (s *Segmented) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := s.check(ctx, stockguard.ValidateSet(sku, qty)); err != nil {
+	if err := s.check(ctx, strategy.ValidateSet(sku, qty)); err != nil {
 		return err
 	}
 	args := make([]any, 0, 3*s.n)
@@ -197,7 +189,7 @@ func (s *Segmented) SetStock(ctx context.Context, sku string, qty int64) error {
 // or no connection: nothing changed), ErrOutcomeUnknown (the connection failed after an UPDATE or
 // COMMIT was sent), or the context's error (nothing changed).
 func (s *Segmented) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := s.check(ctx, stockguard.Validate(sku, qty)); err != nil {
+	if err := s.check(ctx, strategy.Validate(sku, qty)); err != nil {
 		return err
 	}
 	// A request first takes a segment token of its SKU's pool, waiting in
@@ -213,7 +205,7 @@ func (s *Segmented) Decrement(ctx context.Context, sku string, qty int64) error 
 	select {
 	case seg = <-tokens:
 	case <-ctx.Done():
-		return stockguard.Canceled(ctx)
+		return strategy.Canceled(ctx)
 	}
 	defer func() { tokens <- seg }()
 	return s.retrier.Do(ctx, func(ctx context.Context) error {

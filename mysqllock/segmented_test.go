@@ -17,7 +17,7 @@ import (
 func newSegTable(t testing.TB, db *sqlx.DB) string {
 	t.Helper()
 	table := newTable(t, db)
-	if err := CreateSegmentedSchema(t.Context(), db, WithTable(table)); err != nil {
+	if err := CreateSchema(t.Context(), db, WithTable(table)); err != nil {
 		t.Fatal(err)
 	}
 	dropAtCleanup(t, db, SegmentsTable(table))
@@ -50,10 +50,10 @@ func TestCreateSegmentedSchema(t *testing.T) {
 	db := testDB(t)
 	table := newSegTable(t, db)
 	// Idempotent.
-	if err := CreateSegmentedSchema(t.Context(), db, WithTable(table)); err != nil {
+	if err := CreateSchema(t.Context(), db, WithTable(table)); err != nil {
 		t.Fatal(err)
 	}
-	if err := CreateSegmentedSchema(t.Context(), db, WithTable("no-such name")); !errors.Is(err, stockguard.ErrInvalidRequest) {
+	if err := CreateSchema(t.Context(), db, WithTable("no-such name")); !errors.Is(err, stockguard.ErrInvalidRequest) {
 		t.Fatalf("invalid table name: %v", err)
 	}
 }

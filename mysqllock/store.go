@@ -8,6 +8,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // store is what every strategy shares: the pool, the table's statements,
@@ -30,7 +31,7 @@ func newStore(db *sqlx.DB, o options) store {
 // or an error wrapping stockguard.ErrInvalidRequest, ErrUnavailable
 // (nothing changed), ErrOutcomeUnknown or the context's error.
 func (s *store) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := s.check(ctx, stockguard.ValidateSet(sku, qty)); err != nil {
+	if err := s.check(ctx, strategy.ValidateSet(sku, qty)); err != nil {
 		return err
 	}
 	return s.pinned(ctx, nil, func(ctx context.Context, conn *sqlx.Conn) error {
@@ -43,7 +44,7 @@ func (s *store) SetStock(ctx context.Context, sku string, qty int64) error {
 // stockguard.ErrUnknownSKU when sku was never stocked, ErrInvalidRequest,
 // ErrUnavailable (the read failed) or the context's error.
 func (s *store) Stock(ctx context.Context, sku string) (int64, error) {
-	if err := s.check(ctx, stockguard.ValidateSKU(sku)); err != nil {
+	if err := s.check(ctx, strategy.ValidateSKU(sku)); err != nil {
 		return 0, err
 	}
 	var qty int64
@@ -67,7 +68,7 @@ func (s *store) level(ctx context.Context, conn *sqlx.Conn, sku string) (int64, 
 
 // check admits a request before any I/O: it returns, in this order, the
 // error of an invalid option, invalid (the request's validation error:
-// stockguard.Validate, ValidateSet or ValidateSKU), and the context's error.
+// strategy.Validate, ValidateSet or ValidateSKU), and the context's error.
 func (s *store) check(ctx context.Context, invalid error) error {
 	if s.err != nil {
 		return s.err
@@ -75,7 +76,7 @@ func (s *store) check(ctx context.Context, invalid error) error {
 	if invalid != nil {
 		return invalid
 	}
-	return stockguard.Canceled(ctx)
+	return strategy.Canceled(ctx)
 }
 
 // conn pins a pooled connection for one request, so that every statement

@@ -10,6 +10,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/stocktest"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // tidbDB opens a pool on the test binary's TiDB server (started from
@@ -103,7 +104,7 @@ func TestEngine_detected(t *testing.T) {
 // else, and what was acknowledged must be what is gone.
 func TestTiDB_hotRow(t *testing.T) {
 	db := tidbDB(t)
-	once := WithRetry(stockguard.RetryPolicy{MaxAttempts: 1})
+	once := WithRetry(strategy.RetryPolicy{MaxAttempts: 1})
 	for _, c := range []struct {
 		name   string
 		engine Engine

@@ -126,7 +126,7 @@ func TestUnavailable_readOnly(t *testing.T) {
 	if err := CreateSchema(t.Context(), root, WithTable(table)); err != nil {
 		t.Fatal(err)
 	}
-	if err := CreateSegmentedSchema(t.Context(), root, WithTable(table)); err != nil {
+	if err := CreateSchema(t.Context(), root, WithTable(table)); err != nil {
 		t.Fatal(err)
 	}
 	if err := NewAtomic(root, WithTable(table)).SetStock(t.Context(), "u", 10); err != nil {

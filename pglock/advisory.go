@@ -8,6 +8,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // AdvisoryLock serializes the decrements of one SKU on a transaction-scoped
@@ -30,12 +31,12 @@ type AdvisoryLock struct {
 	store
 	prefix  string // the table name, hashed before the SKU
 	session *sessionInit
-	retrier *stockguard.Retrier
+	retrier *strategy.Retrier
 }
 
 var (
-	_ stockguard.Inventory    = (*AdvisoryLock)(nil)
-	_ stockguard.RetryCounter = (*AdvisoryLock)(nil)
+	_ stockguard.Inventory  = (*AdvisoryLock)(nil)
+	_ strategy.RetryCounter = (*AdvisoryLock)(nil)
 )
 
 // NewAdvisoryLock returns the advisory-lock strategy over db's table
@@ -45,7 +46,7 @@ var (
 func NewAdvisoryLock(db *sqlx.DB, opts ...Option) *AdvisoryLock {
 	o := newOptions(opts)
 	return &AdvisoryLock{store: newStore(db, o), prefix: o.table, session: lockTimeoutSession(o.lockWait),
-		retrier: stockguard.NewRetrier(o.retryPolicy(stockguard.RetryPolicy{}))}
+		retrier: strategy.NewRetrier(o.retryPolicy(strategy.RetryPolicy{}))}
 }
 
 // Retries returns how many times a request was tried again: after a
@@ -66,7 +67,7 @@ func (a *AdvisoryLock) key(sku string) int64 {
 // Pessimistic.Decrement does, ErrContention meaning that the lock stayed
 // busy past the lock timeout.
 func (a *AdvisoryLock) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := a.check(ctx, stockguard.Validate(sku, qty)); err != nil {
+	if err := a.check(ctx, strategy.Validate(sku, qty)); err != nil {
 		return err
 	}
 	return a.retrier.Do(ctx, func(ctx context.Context) error {
@@ -88,7 +89,7 @@ func (a *AdvisoryLock) Decrement(ctx context.Context, sku string, qty int64) err
 				var left int64
 				err = tx.QueryRowxContext(ctx, a.q.take, qty, sku).Scan(&left)
 				if errors.Is(err, sql.ErrNoRows) {
-					return stockguard.Retry(errChanged) // a writer outside the lock took units
+					return strategy.Retry(errChanged) // a writer outside the lock took units
 				}
 				return classify(ctx, err, unsent)
 			})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Atomic decrements with one conditional statement,
@@ -29,13 +30,13 @@ type Atomic struct {
 }
 
 var (
-	_ stockguard.Inventory    = (*Atomic)(nil)
-	_ stockguard.Orders       = (*Atomic)(nil)
-	_ stockguard.RetryCounter = (*Atomic)(nil)
+	_ stockguard.Inventory  = (*Atomic)(nil)
+	_ stockguard.Orders     = (*Atomic)(nil)
+	_ strategy.RetryCounter = (*Atomic)(nil)
 )
 
 // NewAtomic returns the conditional-UPDATE strategy over db's table
-// (options read: WithTable, WithRetry, WithEngine). db is a database/sql
+// (options read: WithTable, WithRetry). db is a database/sql
 // pool with the pgx driver (sqlx.Open("pgx", dsn)); let it hold at least as
 // many connections as there are concurrent callers (db.SetMaxOpenConns,
 // db.SetMaxIdleConns), or requests queue for a connection and new ones are
@@ -64,7 +65,7 @@ func (a *Atomic) Retries() int64 { return a.retrier.Retries() }
 // (the connection failed after the UPDATE was sent), or the context's
 // error (nothing sent).
 func (a *Atomic) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := a.check(ctx, stockguard.Validate(sku, qty)); err != nil {
+	if err := a.check(ctx, strategy.Validate(sku, qty)); err != nil {
 		return err
 	}
 	return a.retrier.Do(ctx, func(ctx context.Context) error {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // BenchmarkHotRow runs every strategy on one hot SKU that never sells out,
@@ -148,7 +149,7 @@ func calls(b *testing.B, workers int, call func(ctx context.Context, i int64) er
 				lats[w].RecordValue(max(1, time.Since(start).Microseconds()))
 				if err != nil {
 					failed[w]++
-					if !stockguard.IsContract(err) {
+					if !strategy.IsContract(err) {
 						b.Errorf("non-contract error: %v", err)
 					}
 				}

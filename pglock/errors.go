@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // SQLSTATEs this package tells apart. Every other server error is a
@@ -95,9 +96,9 @@ func classify(ctx context.Context, err error, st stage) error {
 	if code := sqlstate(err); code != "" {
 		switch {
 		case code == sqlstateSerialization:
-			return stockguard.Retry(fmt.Errorf("%w: serialization failure: %w", stockguard.ErrContention, err))
+			return strategy.Retry(fmt.Errorf("%w: serialization failure: %w", stockguard.ErrContention, err))
 		case code == sqlstateDeadlock:
-			return stockguard.Retry(fmt.Errorf("%w: deadlock: %w", stockguard.ErrContention, err))
+			return strategy.Retry(fmt.Errorf("%w: deadlock: %w", stockguard.ErrContention, err))
 		case code == sqlstateLockUnavailable:
 			return fmt.Errorf("%w: lock busy: %w", stockguard.ErrContention, err)
 		case code == sqlstateQueryCanceled:
@@ -150,7 +151,7 @@ func commitError(ctx context.Context, err error) error {
 // its deadline has passed, which ctx.Err() reports only when the context's
 // timer has fired, a moment later — else nil.
 func ended(ctx context.Context) error {
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {

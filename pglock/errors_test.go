@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // TestClassify maps every SQLSTATE and transport failure the package tells
@@ -55,7 +56,7 @@ func TestClassify(t *testing.T) {
 				}
 				contractOne(t, got, c.want)
 				// A Retrier tries again exactly the errors marked for it.
-				r := stockguard.NewRetrier(stockguard.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Microsecond, MaxDelay: time.Microsecond})
+				r := strategy.NewRetrier(strategy.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Microsecond, MaxDelay: time.Microsecond})
 				r.Do(ctxOK, func(context.Context) error { return got })
 				if retried := r.Retries() == 1; retried != tt.retry {
 					t.Errorf("stage %d: %v retried=%v, want %v", c.st, got, retried, tt.retry)
@@ -85,7 +86,7 @@ func ctxOnly(t *testing.T, err, want error) {
 	if !errors.Is(err, want) {
 		t.Fatalf("%v, want %v", err, want)
 	}
-	for _, e := range stockguard.ContractErrors() {
+	for _, e := range strategy.ContractErrors() {
 		if e != want && errors.Is(err, e) {
 			t.Fatalf("%v also matches %v", err, e)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // ledger is what the strategies that implement stockguard.Orders share:
@@ -26,7 +27,7 @@ import (
 type ledger struct {
 	store
 	lq      ledgerQueries
-	retrier *stockguard.Retrier
+	retrier *strategy.Retrier
 	session *sessionInit // applied to every connection the ledger uses; nil: none
 }
 
@@ -34,7 +35,7 @@ func newLedger(db *sqlx.DB, o options, session *sessionInit) ledger {
 	return ledger{
 		store:   newStore(db, o),
 		lq:      newLedgerQueries(o.table),
-		retrier: stockguard.NewRetrier(o.retryPolicy(stockguard.RetryPolicy{})),
+		retrier: strategy.NewRetrier(o.retryPolicy(strategy.RetryPolicy{})),
 		session: session,
 	}
 }
@@ -318,7 +319,7 @@ func (l *ledger) credit(ctx context.Context, tx *sqlx.Tx, lines []stockguard.Lin
 // ErrInsufficientStock — a refusal true at the moment of the read — unless
 // expired holds of its SKU have units to give back. Then a transaction of
 // its own reclaims them, and the request is tried again
-// (stockguard.Retry), as it is when every line fits by the time of the
+// (strategy.Retry), as it is when every line fits by the time of the
 // read.
 //
 // Reclaiming and retaking are two transactions, not one, because of
@@ -343,9 +344,9 @@ func (l *ledger) short(ctx context.Context, conn *sqlx.Conn, lines []stockguard.
 	case err != nil:
 		return err
 	case n == 0: // another request reclaimed them first: explain anew
-		return stockguard.Retry(errChanged)
+		return strategy.Retry(errChanged)
 	}
-	return stockguard.Retry(errReclaimed)
+	return strategy.Retry(errReclaimed)
 }
 
 var errReclaimed = errors.New("pglock: expired holds were reclaimed; trying again")
@@ -389,7 +390,7 @@ func (l *ledger) explain(ctx context.Context, conn *sqlx.Conn, lines []stockguar
 		}
 	}
 	if refusal == nil {
-		return nil, stockguard.Retry(errChanged)
+		return nil, strategy.Retry(errChanged)
 	}
 	return reclaim, refusal
 }
@@ -406,7 +407,7 @@ func (l *ledger) explainPlain(ctx context.Context, conn *sqlx.Conn, lines []stoc
 			return insufficient(ln.SKU, ln.Qty, have)
 		}
 	}
-	return stockguard.Retry(errChanged)
+	return strategy.Retry(errChanged)
 }
 
 // reclaimIn gives the units of every hold of skus whose deadline has
@@ -570,7 +571,7 @@ func (l *ledger) settle(ctx context.Context, conn *sqlx.Conn, err error, o newOr
 		case err != nil:
 			return err
 		case !ok:
-			return stockguard.Retry(errDuplicate)
+			return strategy.Retry(errDuplicate)
 		}
 		return resolve(o.id, rec, o.kind, o.lines)
 	case errors.Is(err, errShort):

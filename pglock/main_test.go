@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 func TestMain(m *testing.M) { backendstest.Main(m) }
@@ -52,7 +52,7 @@ func newTable(t testing.TB, db *sqlx.DB) string {
 func contractOne(t testing.TB, err, want error) {
 	t.Helper()
 	var hits []error
-	for _, e := range stockguard.ContractErrors() {
+	for _, e := range strategy.ContractErrors() {
 		if errors.Is(err, e) {
 			hits = append(hits, e)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Optimistic decrements by compare-and-swap on the row's version: read qty
@@ -20,18 +21,18 @@ import (
 // with the package's other strategies on the same table.
 type Optimistic struct {
 	store
-	retrier *stockguard.Retrier
+	retrier *strategy.Retrier
 }
 
 var (
-	_ stockguard.Inventory    = (*Optimistic)(nil)
-	_ stockguard.RetryCounter = (*Optimistic)(nil)
+	_ stockguard.Inventory  = (*Optimistic)(nil)
+	_ strategy.RetryCounter = (*Optimistic)(nil)
 )
 
 // defaultCASPolicy is NewOptimistic's and NewSerializable's retry policy
 // unless WithRetry sets one: a hot row makes most attempts conflict, so
-// they get many tries and adaptive backoff (see stockguard.RetryPolicy).
-var defaultCASPolicy = stockguard.RetryPolicy{
+// they get many tries and adaptive backoff (see strategy.RetryPolicy).
+var defaultCASPolicy = strategy.RetryPolicy{
 	MaxAttempts: 100,
 	BaseDelay:   time.Millisecond,
 	MaxDelay:    100 * time.Millisecond,
@@ -43,7 +44,7 @@ var defaultCASPolicy = stockguard.RetryPolicy{
 // backoff from 1ms to 100ms).
 func NewOptimistic(db *sqlx.DB, opts ...Option) *Optimistic {
 	o := newOptions(opts)
-	return &Optimistic{store: newStore(db, o), retrier: stockguard.NewRetrier(o.retryPolicy(defaultCASPolicy))}
+	return &Optimistic{store: newStore(db, o), retrier: strategy.NewRetrier(o.retryPolicy(defaultCASPolicy))}
 }
 
 // Retries returns how many times a request was tried again after a
@@ -59,7 +60,7 @@ var errConflict = errors.New("pglock: version changed between read and write")
 // changed), ErrOutcomeUnknown (the connection failed after the UPDATE was
 // sent), or the context's error (nothing changed).
 func (o *Optimistic) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := o.check(ctx, stockguard.Validate(sku, qty)); err != nil {
+	if err := o.check(ctx, strategy.Validate(sku, qty)); err != nil {
 		return err
 	}
 	return o.retrier.Do(ctx, func(ctx context.Context) error {
@@ -83,7 +84,7 @@ func (o *Optimistic) Decrement(ctx context.Context, sku string, qty int64) error
 		case err != nil:
 			return classify(ctx, err, sent)
 		case n == 0:
-			return stockguard.Retry(errConflict)
+			return strategy.Retry(errConflict)
 		}
 		return nil
 	})

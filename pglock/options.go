@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Option configures CreateSchema and the constructors of this package. Each
@@ -17,12 +18,11 @@ type Option func(*options)
 
 type options struct {
 	table     string
-	retry     *stockguard.RetryPolicy
+	retry     *strategy.RetryPolicy
 	mode      LockMode
 	lockWait  time.Duration
 	batchSize int // NewBatched
 	segments  int // NewSegmented
-	engine    Engine
 	err       error
 }
 
@@ -87,7 +87,7 @@ func WithTable(name string) Option {
 // and the read explaining it. Zero fields take stockguard's defaults; a
 // policy RetryPolicy.Validate refuses is an invalid option. Default: the
 // stockguard defaults.
-func WithRetry(p stockguard.RetryPolicy) Option {
+func WithRetry(p strategy.RetryPolicy) Option {
 	return func(o *options) {
 		if err := p.Validate(); err != nil {
 			o.fail(err)
@@ -150,7 +150,6 @@ func newOptions(opts []Option) options {
 		lockWait:  DefaultLockTimeout,
 		batchSize: DefaultBatchSize,
 		segments:  DefaultSegments,
-		engine:    EnginePostgreSQL,
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -159,7 +158,7 @@ func newOptions(opts []Option) options {
 }
 
 // retryPolicy returns the configured policy, or def.
-func (o *options) retryPolicy(def stockguard.RetryPolicy) stockguard.RetryPolicy {
+func (o *options) retryPolicy(def strategy.RetryPolicy) strategy.RetryPolicy {
 	if o.retry != nil {
 		return *o.retry
 	}

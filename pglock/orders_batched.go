@@ -9,6 +9,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Take takes every line, or none, for good under id. An order of one line
@@ -18,19 +19,19 @@ import (
 // is answered ErrInsufficientStock or ErrUnknownSKU and recorded nowhere,
 // even if the batch's COMMIT fails.
 func (b *Batched) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
-	if err := b.check(ctx, stockguard.ValidateTake(id, lines)); err != nil {
+	if err := b.check(ctx, strategy.ValidateTake(id, lines)); err != nil {
 		return err
 	}
-	return b.order(ctx, newOrder{id: id, kind: kindTake, lines: stockguard.SortedLines(lines)})
+	return b.order(ctx, newOrder{id: id, kind: kindTake, lines: strategy.SortedLines(lines)})
 }
 
 // Hold takes every line, or none, under id until Confirm, Return, or ttl
 // has passed by the server's clock; it batches as Take does.
 func (b *Batched) Hold(ctx context.Context, id string, ttl time.Duration, lines ...stockguard.Line) error {
-	if err := b.check(ctx, stockguard.ValidateHold(id, ttl, lines)); err != nil {
+	if err := b.check(ctx, strategy.ValidateHold(id, ttl, lines)); err != nil {
 		return err
 	}
-	return b.order(ctx, newOrder{id: id, kind: kindHold, ttl: ttl, lines: stockguard.SortedLines(lines)})
+	return b.order(ctx, newOrder{id: id, kind: kindHold, ttl: ttl, lines: strategy.SortedLines(lines)})
 }
 
 func (b *Batched) order(ctx context.Context, o newOrder) error {
@@ -110,7 +111,7 @@ func (b *Batched) settleRecorded(ctx context.Context, conn *sqlx.Conn, members [
 			r.settled, r.answer = true, resolve(r.order.id, rec, r.order.kind, r.order.lines)
 		}
 	}
-	return stockguard.Retry(errDuplicate)
+	return strategy.Retry(errDuplicate)
 }
 
 // unrecord deletes, in tx, the records of the refused members that carry

@@ -8,6 +8,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/ordersload"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 func line(sku string, qty int64) stockguard.Line { return stockguard.Line{SKU: sku, Qty: qty} }
@@ -23,7 +24,7 @@ func want(t testing.TB, what string, err, target error) {
 		return
 	}
 	var hits []error
-	for _, e := range stockguard.ContractErrors() {
+	for _, e := range strategy.ContractErrors() {
 		if errors.Is(err, e) {
 			hits = append(hits, e)
 		}

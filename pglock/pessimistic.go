@@ -8,6 +8,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Pessimistic decrements in a transaction that locks the row first:
@@ -26,12 +27,12 @@ type Pessimistic struct {
 	store
 	mode    LockMode
 	session *sessionInit // lock_timeout, for LockWait; nil otherwise
-	retrier *stockguard.Retrier
+	retrier *strategy.Retrier
 }
 
 var (
-	_ stockguard.Inventory    = (*Pessimistic)(nil)
-	_ stockguard.RetryCounter = (*Pessimistic)(nil)
+	_ stockguard.Inventory  = (*Pessimistic)(nil)
+	_ strategy.RetryCounter = (*Pessimistic)(nil)
 )
 
 // NewPessimistic returns the SELECT … FOR UPDATE strategy over db's table
@@ -41,7 +42,7 @@ var (
 func NewPessimistic(db *sqlx.DB, opts ...Option) *Pessimistic {
 	o := newOptions(opts)
 	p := &Pessimistic{store: newStore(db, o), mode: o.mode,
-		retrier: stockguard.NewRetrier(o.retryPolicy(stockguard.RetryPolicy{}))}
+		retrier: strategy.NewRetrier(o.retryPolicy(strategy.RetryPolicy{}))}
 	if o.mode == LockWait {
 		p.session = lockTimeoutSession(o.lockWait)
 	}
@@ -61,7 +62,7 @@ func (p *Pessimistic) Retries() int64 { return p.retrier.Retries() }
 // changed), ErrOutcomeUnknown (COMMIT was sent but its reply was lost), or
 // the context's error (nothing changed).
 func (p *Pessimistic) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := p.check(ctx, stockguard.Validate(sku, qty)); err != nil {
+	if err := p.check(ctx, strategy.Validate(sku, qty)); err != nil {
 		return err
 	}
 	return p.retrier.Do(ctx, func(ctx context.Context) error {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // DefaultSegments is NewSegmented's default number of rows per SKU.
@@ -52,12 +53,12 @@ type Segmented struct {
 	n       int
 	q       segQueries
 	session *sessionInit
-	retrier *stockguard.Retrier
+	retrier *strategy.Retrier
 }
 
 var (
-	_ stockguard.Inventory    = (*Segmented)(nil)
-	_ stockguard.RetryCounter = (*Segmented)(nil)
+	_ stockguard.Inventory  = (*Segmented)(nil)
+	_ strategy.RetryCounter = (*Segmented)(nil)
 )
 
 // segQueries are the statements of one segments table.
@@ -96,7 +97,7 @@ func NewSegmented(db *sqlx.DB, opts ...Option) *Segmented {
 				"FROM generate_series(0, $3 - 1) g ON CONFLICT (sku, seg) DO UPDATE SET qty = EXCLUDED.qty",
 		},
 		session: lockTimeoutSession(o.lockWait),
-		retrier: stockguard.NewRetrier(o.retryPolicy(stockguard.RetryPolicy{})),
+		retrier: strategy.NewRetrier(o.retryPolicy(strategy.RetryPolicy{})),
 	}
 }
 
@@ -108,7 +109,7 @@ func (s *Segmented) Retries() int64 { return s.retrier.Retries() }
 // qty mod n get one more), replacing whatever rows sku had, in one
 // transaction. It returns as the other strategies' SetStock does.
 func (s *Segmented) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := s.check(ctx, stockguard.ValidateSet(sku, qty)); err != nil {
+	if err := s.check(ctx, strategy.ValidateSet(sku, qty)); err != nil {
 		return err
 	}
 	return s.retrier.Do(ctx, func(ctx context.Context) error {
@@ -133,7 +134,7 @@ func (s *Segmented) SetStock(ctx context.Context, sku string, qty int64) error {
 // connection failed after a write was sent), or the context's error
 // (nothing changed).
 func (s *Segmented) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := s.check(ctx, stockguard.Validate(sku, qty)); err != nil {
+	if err := s.check(ctx, strategy.Validate(sku, qty)); err != nil {
 		return err
 	}
 	return s.retrier.Do(ctx, func(ctx context.Context) error {

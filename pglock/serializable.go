@@ -7,6 +7,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Serializable decrements in a SERIALIZABLE transaction — read, check,
@@ -25,19 +26,19 @@ import (
 // carries over to engines that offer only SERIALIZABLE (CockroachDB).
 type Serializable struct {
 	store
-	retrier *stockguard.Retrier
+	retrier *strategy.Retrier
 }
 
 var (
-	_ stockguard.Inventory    = (*Serializable)(nil)
-	_ stockguard.RetryCounter = (*Serializable)(nil)
+	_ stockguard.Inventory  = (*Serializable)(nil)
+	_ strategy.RetryCounter = (*Serializable)(nil)
 )
 
 // NewSerializable returns the SERIALIZABLE strategy over db's table
 // (options read: WithTable, WithRetry; default policy as NewOptimistic's).
 func NewSerializable(db *sqlx.DB, opts ...Option) *Serializable {
 	o := newOptions(opts)
-	return &Serializable{store: newStore(db, o), retrier: stockguard.NewRetrier(o.retryPolicy(defaultCASPolicy))}
+	return &Serializable{store: newStore(db, o), retrier: strategy.NewRetrier(o.retryPolicy(defaultCASPolicy))}
 }
 
 // Retries returns how many transactions were tried again after a
@@ -50,7 +51,7 @@ var serializable = &sql.TxOptions{Isolation: sql.LevelSerializable}
 // Pessimistic.Decrement does, ErrContention meaning that every attempt
 // met a serialization failure.
 func (s *Serializable) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := s.check(ctx, stockguard.Validate(sku, qty)); err != nil {
+	if err := s.check(ctx, strategy.Validate(sku, qty)); err != nil {
 		return err
 	}
 	return s.retrier.Do(ctx, func(ctx context.Context) error {

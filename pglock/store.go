@@ -6,7 +6,7 @@ import (
 	"errors"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // store is what every strategy shares: the pool, the table's statements,
@@ -29,7 +29,7 @@ func newStore(db *sqlx.DB, o options) store {
 // ErrUnavailable (nothing changed), ErrOutcomeUnknown or the context's
 // error.
 func (s *store) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := s.check(ctx, stockguard.ValidateSet(sku, qty)); err != nil {
+	if err := s.check(ctx, strategy.ValidateSet(sku, qty)); err != nil {
 		return err
 	}
 	_, err := s.db.ExecContext(ctx, s.q.setStock, sku, qty)
@@ -40,7 +40,7 @@ func (s *store) SetStock(ctx context.Context, sku string, qty int64) error {
 // stockguard.ErrUnknownSKU when sku was never stocked, ErrInvalidRequest,
 // ErrUnavailable (the read failed) or the context's error.
 func (s *store) Stock(ctx context.Context, sku string) (int64, error) {
-	if err := s.check(ctx, stockguard.ValidateSKU(sku)); err != nil {
+	if err := s.check(ctx, strategy.ValidateSKU(sku)); err != nil {
 		return 0, err
 	}
 	return s.level(ctx, s.db, sku)
@@ -67,7 +67,7 @@ func (s *store) check(ctx context.Context, invalid error) error {
 	if invalid != nil {
 		return invalid
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	return s.enc.verify(ctx, s.db)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // A read-only server refuses every write with 25006: ErrUnavailable, never
@@ -93,7 +94,7 @@ func TestAtomic_terminatedSessionsRecover(t *testing.T) {
 	for range 3 {
 		if err := a.Decrement(ctx, "term", 1); err == nil {
 			ok++
-		} else if !stockguard.IsContract(err) {
+		} else if !strategy.IsContract(err) {
 			t.Fatalf("non-contract error: %v", err)
 		}
 	}

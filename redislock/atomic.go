@@ -13,6 +13,7 @@ import (
 	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redisx"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 var (
@@ -26,12 +27,6 @@ var (
 // segment of NewSegmented). It is hashed once per process; Run sends
 // EVALSHA and falls back to EVAL when a server has not seen the script yet.
 var atomicScript = redis.NewScript(levelLua + atomicLua)
-
-// ErrCorruptStock is wrapped, together with stockguard.ErrUnknownSKU, by
-// the errors of a SKU whose stock key holds something stockguard did not
-// write: not a string, or not the canonical decimal of 0…stockguard.MaxQty.
-// Nothing was changed; SetStock overwrites the value.
-var ErrCorruptStock = redisx.ErrCorrupt
 
 // AtomicClient is the part of a go-redis client that NewAtomic needs. Every
 // redis.UniversalClient — *redis.Client, *redis.ClusterClient, a failover
@@ -123,7 +118,7 @@ func NewAtomic(rdb AtomicClient, opts ...Option) *Atomic {
 //   - stockguard.ErrInvalidRequest: bad sku or qty, checked before any I/O;
 //   - the context's error: ctx ended before the script was sent;
 //   - stockguard.ErrUnknownSKU: the stock key does not exist (nothing is
-//     created), or it holds no stock level (then also ErrCorruptStock);
+//     created), or it holds no stock level (then also stockguard.ErrCorruptStock);
 //   - stockguard.ErrInsufficientStock: fewer than qty units are left, once
 //     every hold due back is back;
 //   - stockguard.ErrContention: Redis is busy (every pooled connection in
@@ -136,7 +131,7 @@ func NewAtomic(rdb AtomicClient, opts ...Option) *Atomic {
 // Only the last one leaves the stock in doubt. With WithOrderStream,
 // Decrement is refused with ErrInvalidRequest.
 func (a *Atomic) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := a.admit(ctx, stockguard.Validate(sku, qty)); err != nil {
+	if err := a.admit(ctx, strategy.Validate(sku, qty)); err != nil {
 		return err
 	}
 	if a.stream != "" {
@@ -176,7 +171,7 @@ func (a *Atomic) Decrement(ctx context.Context, sku string, qty int64) error {
 // applied; see Decrement) or stockguard.ErrOutcomeUnknown (the write may
 // have been applied).
 func (a *Atomic) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := a.admit(ctx, stockguard.ValidateSet(sku, qty)); err != nil {
+	if err := a.admit(ctx, strategy.ValidateSet(sku, qty)); err != nil {
 		return err
 	}
 	reply, err := setStockScript.Run(ctx, a.scripts, []string{a.keys.Stock(sku), a.holdsKey(sku)}, qty).Slice()
@@ -193,11 +188,11 @@ func (a *Atomic) SetStock(ctx context.Context, sku string, qty int64) error {
 // Stock returns the units of sku left, once every hold due back is back.
 // Its errors wrap stockguard.ErrInvalidRequest (before any I/O), the
 // context's error, stockguard.ErrUnknownSKU (no stock key; with
-// ErrCorruptStock, a key that holds no stock level) or
+// stockguard.ErrCorruptStock, a key that holds no stock level) or
 // stockguard.ErrUnavailable (the read failed) or ErrContention (Redis was
 // busy).
 func (a *Atomic) Stock(ctx context.Context, sku string) (int64, error) {
-	if err := a.admit(ctx, stockguard.ValidateSKU(sku)); err != nil {
+	if err := a.admit(ctx, strategy.ValidateSKU(sku)); err != nil {
 		return 0, err
 	}
 	keys := []string{a.keys.Stock(sku), a.holdsKey(sku)}
@@ -253,5 +248,5 @@ func (a *Atomic) admit(ctx context.Context, verr error) error {
 	if verr != nil {
 		return verr
 	}
-	return stockguard.Canceled(ctx)
+	return strategy.Canceled(ctx)
 }

@@ -72,10 +72,10 @@ func checkCorrupt(t *testing.T, inv stockguard.Inventory, rdb redis.UniversalCli
 		t.Fatal(err)
 	}
 	err = inv.Decrement(ctx, sku, 1)
-	if !errors.Is(err, ErrCorruptStock) || !errors.Is(err, stockguard.ErrUnknownSKU) {
+	if !errors.Is(err, stockguard.ErrCorruptStock) || !errors.Is(err, stockguard.ErrUnknownSKU) {
 		t.Errorf("Decrement: %v, want ErrCorruptStock and ErrUnknownSKU", err)
 	}
-	if _, err := inv.Stock(ctx, sku); !errors.Is(err, ErrCorruptStock) || !errors.Is(err, stockguard.ErrUnknownSKU) {
+	if _, err := inv.Stock(ctx, sku); !errors.Is(err, stockguard.ErrCorruptStock) || !errors.Is(err, stockguard.ErrUnknownSKU) {
 		t.Errorf("Stock: %v, want ErrCorruptStock and ErrUnknownSKU", err)
 	}
 	if after := rdb.Dump(ctx, key).Val(); after != before {

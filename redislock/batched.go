@@ -10,6 +10,7 @@ import (
 	"github.com/stockguard/stockguard/internal/combine"
 	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/redisx"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 //go:embed batched.lua
@@ -136,7 +137,7 @@ func (r *batchReq) result(err error) error {
 //   - the context's error: ctx ended before any call carried the request,
 //     which was dropped: nothing changed;
 //   - stockguard.ErrUnknownSKU: the stock key does not exist (nothing is
-//     created), or it holds no stock level (then also ErrCorruptStock);
+//     created), or it holds no stock level (then also stockguard.ErrCorruptStock);
 //   - stockguard.ErrInsufficientStock: fewer than qty units were left after
 //     the requests ahead of it in its batch;
 //   - stockguard.ErrContention: Redis is busy (every pooled connection in
@@ -149,7 +150,7 @@ func (r *batchReq) result(err error) error {
 //     reply). A request the script refused gets it too: its refusal was in
 //     the lost reply.
 func (b *Batched) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := b.check(ctx, stockguard.Validate(sku, qty)); err != nil {
+	if err := b.check(ctx, strategy.Validate(sku, qty)); err != nil {
 		return err
 	}
 	return b.calls.Do(ctx, sku, batchReq{qty: qty})
@@ -172,7 +173,7 @@ func (b *Batched) SetStock(ctx context.Context, sku string, qty int64) error {
 // Stock returns the units of sku left. Its errors wrap
 // stockguard.ErrInvalidRequest (a bad option, bad sku or a nil ctx, before
 // any I/O), the context's error, stockguard.ErrUnknownSKU (no stock key;
-// with ErrCorruptStock, a key that holds no stock level),
+// with stockguard.ErrCorruptStock, a key that holds no stock level),
 // stockguard.ErrContention (Redis busy) or stockguard.ErrUnavailable (the
 // read failed).
 func (b *Batched) Stock(ctx context.Context, sku string) (int64, error) {
@@ -191,7 +192,7 @@ func (b *Batched) check(ctx context.Context, invalid error) error {
 	if invalid != nil {
 		return invalid
 	}
-	return stockguard.Canceled(ctx)
+	return strategy.Canceled(ctx)
 }
 
 // write runs the script once for bt's members, claimed right before the

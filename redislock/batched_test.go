@@ -18,6 +18,7 @@ import (
 	"github.com/stockguard/stockguard/internal/redisx"
 	"github.com/stockguard/stockguard/internal/redisx/cutproxy"
 	"github.com/stockguard/stockguard/stocktest"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 func TestBatched_conformance(t *testing.T) {
@@ -38,7 +39,7 @@ func TestBatched_conformanceCluster(t *testing.T) {
 func wantOnly(t testing.TB, what string, err, want error) {
 	t.Helper()
 	var hits []error
-	for _, e := range stockguard.ContractErrors() {
+	for _, e := range strategy.ContractErrors() {
 		if errors.Is(err, e) {
 			hits = append(hits, e)
 		}
@@ -69,7 +70,7 @@ func TestBatched_validatesBeforeIO(t *testing.T) {
 	}
 	// A valid request reaches the closed client: nothing sent, classified
 	// as redisx says.
-	notSent := stockguard.Contract(redisx.Classify(ctx, redis.ErrClosed, redisx.Write))
+	notSent := strategy.Contract(redisx.Classify(ctx, redis.ErrClosed, redisx.Write))
 	wantOnly(t, "Decrement on a closed client", b.Decrement(ctx, "x", 1), notSent)
 	if got := b.Stats(); got != (BatchStats{Batches: 1, Requests: 1}) {
 		t.Errorf("stats %+v after one request refused by the client", got)

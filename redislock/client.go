@@ -13,6 +13,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redisx"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Errors of the lock client. Compare with errors.Is.
@@ -331,7 +332,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	case o.reentrant && (o.unfenced || o.exists != ""):
 		return nil, fmt.Errorf("%w: redislock: a reentrant lock takes no NoFence or IfExists", stockguard.ErrInvalidRequest)
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return nil, err
 	}
 	retry := o.retry
@@ -391,7 +392,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 					c.abandon(k, owner)
 					return nil, errors.Join(
 						fmt.Errorf("%w: %q is held by another owner (%d attempts)", ErrNotObtained, key, attempt),
-						stockguard.Canceled(ctx))
+						strategy.Canceled(ctx))
 				}
 				return nil, fmt.Errorf("redislock: obtain %q: %w", key, err)
 			}
@@ -428,7 +429,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		case <-ctx.Done():
 			return nil, errors.Join(
 				fmt.Errorf("%w: %q is held by another owner (%d attempts)", ErrNotObtained, key, attempt),
-				stockguard.Canceled(ctx))
+				strategy.Canceled(ctx))
 		case <-timer.C:
 		case <-wake:
 		case g := <-granted:

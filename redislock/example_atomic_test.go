@@ -49,5 +49,5 @@ func ExampleAtomic_Decrement_corruptStock() {
 	rdb.Set(ctx, "stock:{sku-7}", "lots", 0)
 
 	err := redislock.NewAtomic(rdb).Decrement(ctx, "sku-7", 1)
-	fmt.Println(errors.Is(err, stockguard.ErrUnknownSKU), errors.Is(err, redislock.ErrCorruptStock))
+	fmt.Println(errors.Is(err, stockguard.ErrUnknownSKU), errors.Is(err, stockguard.ErrCorruptStock))
 }

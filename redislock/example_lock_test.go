@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/redislock"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Obtain, work, Release. The fencing token goes with every write to the
@@ -112,7 +113,7 @@ func ExampleNewGuarded() {
 
 	inv := redislock.NewGuarded(rdb, redislock.WithPrefix("shop:"),
 		redislock.WithLockTTL(time.Second),
-		redislock.WithRetry(stockguard.RetryPolicy{MaxAttempts: 20}))
+		redislock.WithRetry(strategy.RetryPolicy{MaxAttempts: 20}))
 	if err := inv.SetStock(ctx, "sku-42", 100); err != nil {
 		log.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/redisx"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // DefaultLockTTL is the lease of a Guarded inventory's SKU lock, and of
@@ -48,13 +49,13 @@ type Guarded struct {
 	locks   locker
 	store   Store // reads and SetStock; writes go through the lock
 	ttl     time.Duration
-	retrier *stockguard.Retrier
+	retrier *strategy.Retrier
 	err     error // an invalid option, returned by every method
 }
 
 var (
-	_ stockguard.Inventory    = (*Guarded)(nil)
-	_ stockguard.RetryCounter = (*Guarded)(nil)
+	_ stockguard.Inventory  = (*Guarded)(nil)
+	_ strategy.RetryCounter = (*Guarded)(nil)
 )
 
 // NewGuarded returns a Guarded inventory locking on rdb. It reads the
@@ -72,7 +73,7 @@ func NewGuarded(rdb RedisClient, opts ...Option) *Guarded {
 }
 
 func newGuarded(locks locker, store Store, o options) *Guarded {
-	return &Guarded{locks: locks, store: store, ttl: o.lockTTL, retrier: stockguard.NewRetrier(o.retry), err: o.err}
+	return &Guarded{locks: locks, store: store, ttl: o.lockTTL, retrier: strategy.NewRetrier(o.retry), err: o.err}
 }
 
 // locker is how a Guarded takes a SKU's lock: a single-master lock whose
@@ -166,10 +167,10 @@ func (g *Guarded) Decrement(ctx context.Context, sku string, qty int64) error {
 	if g.err != nil {
 		return g.err
 	}
-	if err := stockguard.Validate(sku, qty); err != nil {
+	if err := strategy.Validate(sku, qty); err != nil {
 		return err
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	err := g.retrier.Do(ctx, func(ctx context.Context) error {
@@ -193,7 +194,7 @@ func (g *Guarded) Decrement(ctx context.Context, sku string, qty int64) error {
 // requests that then find it down): that SKU is not busy, its backend
 // cannot serve, and the answer is ErrUnavailable, not ErrContention.
 func (g *Guarded) gaveUp(ctx context.Context, sku string, err error) error {
-	if !errors.Is(err, stockguard.ErrContention) || errors.Is(err, stockguard.ErrOutcomeUnknown) || stockguard.Canceled(ctx) != nil {
+	if !errors.Is(err, stockguard.ErrContention) || errors.Is(err, stockguard.ErrOutcomeUnknown) || strategy.Canceled(ctx) != nil {
 		return err
 	}
 	if _, rerr := g.store.Stock(ctx, sku); errors.Is(rerr, stockguard.ErrUnavailable) {
@@ -213,10 +214,10 @@ func (g *Guarded) SetStock(ctx context.Context, sku string, qty int64) error {
 	if g.err != nil {
 		return g.err
 	}
-	if err := stockguard.ValidateSet(sku, qty); err != nil {
+	if err := strategy.ValidateSet(sku, qty); err != nil {
 		return err
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	return g.retrier.Do(ctx, func(ctx context.Context) error {
@@ -234,10 +235,10 @@ func (g *Guarded) Stock(ctx context.Context, sku string) (int64, error) {
 	if g.err != nil {
 		return 0, g.err
 	}
-	if err := stockguard.ValidateSKU(sku); err != nil {
+	if err := strategy.ValidateSKU(sku); err != nil {
 		return 0, err
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return 0, err
 	}
 	n, err := g.store.Stock(ctx, sku)
@@ -266,8 +267,8 @@ func withLock[H any](ctx context.Context, sku string, lease time.Duration,
 	h, err := obtain(ctx, sku, lease)
 	switch {
 	case errors.Is(err, ErrNotObtained):
-		return stockguard.Retry(err)
-	case stockguard.IsContract(err):
+		return strategy.Retry(err)
+	case strategy.IsContract(err):
 		return err
 	case err != nil:
 		// Whatever the obtain script did, the stock is untouched.
@@ -288,12 +289,12 @@ func (g *Guarded) write(ctx context.Context, h hold, sku string, level int64) er
 	if !h.valid() {
 		// The lease ran out (a slow read, a pause): the store would refuse
 		// the write if anyone has taken over, so don't send it.
-		return stockguard.Retry(fmt.Errorf("%w: the lease of %q ran out before the write", ErrNotHeld, sku))
+		return strategy.Retry(fmt.Errorf("%w: the lease of %q ran out before the write", ErrNotHeld, sku))
 	}
 	err := h.write(ctx, sku, level)
 	if errors.Is(err, stockguard.ErrContention) && !errors.Is(err, stockguard.ErrOutcomeUnknown) {
 		// Fenced off, or refused: nothing was written, so try again.
-		return stockguard.Retry(err)
+		return strategy.Retry(err)
 	}
 	return written(sku, err)
 }
@@ -301,7 +302,7 @@ func (g *Guarded) write(ctx context.Context, h hold, sku string, level int64) er
 // written maps the error of a store write: contract errors as they are,
 // anything else as a write that may have happened.
 func written(sku string, err error) error {
-	if err == nil || stockguard.IsContract(err) {
+	if err == nil || strategy.IsContract(err) {
 		return err
 	}
 	return fmt.Errorf("%w: writing the stock of %q: %v", stockguard.ErrOutcomeUnknown, sku, err)
@@ -312,7 +313,7 @@ func written(sku string, err error) error {
 // store that cannot serve, ErrUnavailable — not ErrContention, which would
 // tell the caller that trying again soon helps.
 func readFailed(sku string, err error) error {
-	if stockguard.IsContract(err) && !errors.Is(err, stockguard.ErrOutcomeUnknown) {
+	if strategy.IsContract(err) && !errors.Is(err, stockguard.ErrOutcomeUnknown) {
 		return err
 	}
 	return fmt.Errorf("%w: reading the stock of %q: %v", stockguard.ErrUnavailable, sku, err)

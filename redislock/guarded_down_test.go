@@ -7,6 +7,7 @@ import (
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/rediskeys"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // TestRedlockGuarded_stockMasterDownIsUnavailable kills the stock's master
@@ -19,7 +20,7 @@ func TestRedlockGuarded_stockMasterDownIsUnavailable(t *testing.T) {
 	prefix := lockPrefix(t)
 	ctx := t.Context()
 	g := NewRedlockGuarded(clients, WithPrefix(prefix), WithNodeTimeout(testNodeTimeout),
-		WithRetry(stockguard.RetryPolicy{MaxAttempts: 3}))
+		WithRetry(strategy.RetryPolicy{MaxAttempts: 3}))
 	if err := g.SetStock(ctx, "sku", 10); err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func TestRedlockGuarded_stockMasterDownIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := g.Decrement(ctx, "sku", 1)
-	if !errors.Is(err, stockguard.ErrUnavailable) || stockguard.Contract(err) != stockguard.ErrUnavailable {
+	if !errors.Is(err, stockguard.ErrUnavailable) || strategy.Contract(err) != stockguard.ErrUnavailable {
 		t.Fatalf("Decrement with the stock's master down = %v, want ErrUnavailable only", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/stocktest"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 func TestRedlockGuarded_conformance(t *testing.T) {
@@ -86,7 +87,7 @@ func TestRedlockGuarded_staleHolderIsRefused(t *testing.T) {
 		stock := servers[0].Client()
 		stock.AddHook(hook)
 		g := NewRedlockGuarded(append([]redis.UniversalClient{stock}, clients[1:]...), WithPrefix(prefix),
-			WithNodeTimeout(testNodeTimeout), WithRetry(stockguard.RetryPolicy{MaxAttempts: tc.attempts}))
+			WithNodeTimeout(testNodeTimeout), WithRetry(strategy.RetryPolicy{MaxAttempts: tc.attempts}))
 		err := g.Decrement(ctx, "sku", 2)
 		stock.Close()
 		if !errors.Is(err, tc.want) {
@@ -113,7 +114,7 @@ func TestRedlockGuarded_stockMasterMustGrant(t *testing.T) {
 	prefix := lockPrefix(t)
 	ctx := t.Context()
 	g := NewRedlockGuarded(clients, WithPrefix(prefix), WithNodeTimeout(testNodeTimeout),
-		WithRetry(stockguard.RetryPolicy{MaxAttempts: 3}))
+		WithRetry(strategy.RetryPolicy{MaxAttempts: 3}))
 	if err := g.SetStock(ctx, "sku", 10); err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +184,7 @@ func BenchmarkGuarded_redlockVsSingle(b *testing.B) {
 	// Generous retries: a release that a stalled machine failed to send in
 	// time leaves a lock behind until its TTL, which should slow the run
 	// down, not fail it.
-	retry := WithRetry(stockguard.RetryPolicy{MaxAttempts: 50})
+	retry := WithRetry(strategy.RetryPolicy{MaxAttempts: 50})
 	for _, s := range []struct {
 		name string
 		inv  stockguard.Inventory

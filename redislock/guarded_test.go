@@ -18,6 +18,7 @@ import (
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/mysqllock"
 	"github.com/stockguard/stockguard/stocktest"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 func TestGuarded_conformance(t *testing.T) {
@@ -53,7 +54,7 @@ func TestGuarded_busyLockIsContention(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := lockPrefix(t)
 	ctx := t.Context()
-	g := NewGuarded(rdb, WithPrefix(prefix), WithRetry(stockguard.RetryPolicy{MaxAttempts: 3}))
+	g := NewGuarded(rdb, WithPrefix(prefix), WithRetry(strategy.RetryPolicy{MaxAttempts: 3}))
 	if err := g.SetStock(ctx, "sku", 10); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestGuarded_lockLostBeforeWriteIsRefused(t *testing.T) {
 		{1, stockguard.ErrContention, 10}, // refused, given up: nothing written
 		{2, nil, 9},                       // refused, retried: written once
 	} {
-		g := NewGuarded(rdb, WithPrefix(prefix), WithStore(store), WithRetry(stockguard.RetryPolicy{MaxAttempts: tc.attempts}))
+		g := NewGuarded(rdb, WithPrefix(prefix), WithStore(store), WithRetry(strategy.RetryPolicy{MaxAttempts: tc.attempts}))
 		if err := g.SetStock(ctx, "sku", 10); err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +124,7 @@ func TestGuarded_lockLostBeforeWriteIsRefused(t *testing.T) {
 		if !errors.Is(err, tc.want) {
 			t.Fatalf("attempts %d: Decrement = %v, want %v", tc.attempts, err, tc.want)
 		}
-		if tc.want != nil && !errors.Is(err, ErrFenced) {
+		if tc.want != nil && !errors.Is(err, stockguard.ErrFenced) {
 			t.Fatalf("attempts %d: Decrement = %v, want it to say the write was fenced off", tc.attempts, err)
 		}
 		if n, err := g.Stock(ctx, "sku"); err != nil || n != tc.left {
@@ -135,7 +136,7 @@ func TestGuarded_lockLostBeforeWriteIsRefused(t *testing.T) {
 // TestGuarded_fencedOffIsErrFenced lets a thief take the lock and write
 // between a request's read and its write, with each store: the request's
 // write is refused, and given up it is ErrContention matching
-// redislock.ErrFenced (the same value as mysqllock.ErrFenced) whatever the
+// stockguard.ErrFenced whatever the
 // store.
 func TestGuarded_fencedOffIsErrFenced(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
@@ -165,14 +166,14 @@ func TestGuarded_fencedOffIsErrFenced(t *testing.T) {
 				}
 				return base.WriteFenced(ctx, sku, n, l.Token())
 			}}
-			g := NewGuarded(rdb, WithPrefix(prefix), WithStore(store), WithRetry(stockguard.RetryPolicy{MaxAttempts: 1}))
+			g := NewGuarded(rdb, WithPrefix(prefix), WithStore(store), WithRetry(strategy.RetryPolicy{MaxAttempts: 1}))
 			if err := g.SetStock(ctx, "sku", 10); err != nil {
 				t.Fatal(err)
 			}
 			store.steals.Store(1)
 			err := g.Decrement(ctx, "sku", 1)
-			if !errors.Is(err, ErrFenced) || !errors.Is(err, mysqllock.ErrFenced) || stockguard.Contract(err) != stockguard.ErrContention {
-				t.Fatalf("Decrement fenced off: %v, want ErrContention matching redislock.ErrFenced", err)
+			if !errors.Is(err, stockguard.ErrFenced) || strategy.Contract(err) != stockguard.ErrContention {
+				t.Fatalf("Decrement fenced off: %v, want ErrContention matching stockguard.ErrFenced", err)
 			}
 			if n, err := g.Stock(ctx, "sku"); n != 10 || err != nil {
 				t.Fatalf("Stock = %d, %v; want 10 (nothing written)", n, err)
@@ -247,7 +248,7 @@ func TestRedisStore_WriteFenced(t *testing.T) {
 	}
 	defer second.Release(ctx)
 	err = s.WriteFenced(ctx, "sku", 1, first.Token())
-	if !errors.Is(err, ErrFenced) || !errors.Is(err, stockguard.ErrContention) {
+	if !errors.Is(err, stockguard.ErrFenced) || !errors.Is(err, stockguard.ErrContention) {
 		t.Fatalf("stale token's write = %v, want ErrFenced (ErrContention)", err)
 	}
 	if err := s.WriteFenced(ctx, "sku", 8, second.Token()); err != nil {
@@ -292,7 +293,7 @@ func TestGuarded_storeReadFailureIsUnavailable(t *testing.T) {
 	}
 	_, stockErr := g.Stock(ctx, "sku")
 	for what, err := range map[string]error{"Stock": stockErr, "Decrement": g.Decrement(ctx, "sku", 1)} {
-		if c := stockguard.Contract(err); c != stockguard.ErrUnavailable {
+		if c := strategy.Contract(err); c != stockguard.ErrUnavailable {
 			t.Errorf("%s = %v, want exactly ErrUnavailable", what, err)
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Lock is the handle of an obtained lock. A Lock is safe for concurrent use.
@@ -93,7 +93,7 @@ func (l *Lock) OwnerToken() string { return l.owner }
 //   - any other error is Redis failing; the watchdog is stopped all the
 //     same, so the lock expires at the end of its lease at the latest.
 func (l *Lock) Release(ctx context.Context) error {
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	l.mu.Lock()
@@ -175,7 +175,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		return err
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	if err := l.heldErr(); err != nil {
@@ -209,7 +209,7 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration) (bool, error) {
 // error wrapping ErrNotHeld when the lock has expired or is someone else's,
 // the context's error, or Redis's.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return 0, err
 	}
 	script := lockPTTLScript

@@ -18,6 +18,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/redistest"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // lockPrefix returns a key prefix unique to t, so tests sharing a server
@@ -534,7 +535,7 @@ func TestClient_Obtain_IfExists(t *testing.T) {
 	ctx := t.Context()
 	resource := prefix + "res:{k}"
 	_, err := c.Obtain(ctx, "k", time.Second, IfExists(resource))
-	if !errors.Is(err, ErrNotExist) || stockguard.IsContract(err) {
+	if !errors.Is(err, ErrNotExist) || strategy.IsContract(err) {
 		t.Fatalf("Obtain IfExists a missing key: %v, want ErrNotExist", err)
 	}
 	if keys := redistest.Keys(ctx, t, rdb, prefix); len(keys) != 0 {

@@ -8,6 +8,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redisx"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Option configures a constructor of this package (NewAtomic, New,
@@ -25,7 +26,7 @@ type Option func(*options)
 type options struct {
 	keys    rediskeys.Keys
 	orders  orderOptions // NewAtomic's Orders: see orders_options.go
-	retry   stockguard.RetryPolicy
+	retry   strategy.RetryPolicy
 	store   Store         // NewGuarded: where the stock lives; nil means Redis
 	lockTTL time.Duration // NewGuarded, NewSegmented: lease of the locks
 
@@ -93,7 +94,7 @@ func WithPrefix(prefix string) Option {
 // ObtainRetry. A policy RetryPolicy.Validate refuses is an invalid
 // option. Default: stockguard's defaults (NewSegmented with
 // WithSegmentLocks: see there).
-func WithRetry(p stockguard.RetryPolicy) Option {
+func WithRetry(p strategy.RetryPolicy) Option {
 	return func(o *options) {
 		if err := p.Validate(); err != nil {
 			o.fail(err)

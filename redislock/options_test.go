@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // closedClient is a client whose every command fails: what is checked
@@ -41,7 +42,7 @@ func TestOptions_invalidIsDeferredErrInvalidRequest(t *testing.T) {
 		{"WithDrift NaN", WithDrift(math.NaN(), 0)},
 		{"WithDrift negative fixed", WithDrift(0.01, -time.Millisecond)},
 		{"WithStockMaster negative", WithStockMaster(-1)},
-		{"WithRetry MaxDelay below BaseDelay", WithRetry(stockguard.RetryPolicy{BaseDelay: time.Second, MaxDelay: time.Millisecond})},
+		{"WithRetry MaxDelay below BaseDelay", WithRetry(strategy.RetryPolicy{BaseDelay: time.Second, MaxDelay: time.Millisecond})},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -117,7 +118,7 @@ func (i storeInventory) Stock(ctx context.Context, sku string) (int64, error) {
 
 func checkInvalid(t *testing.T, what string, err error) {
 	t.Helper()
-	if !errors.Is(err, stockguard.ErrInvalidRequest) || stockguard.Contract(err) != stockguard.ErrInvalidRequest {
+	if !errors.Is(err, stockguard.ErrInvalidRequest) || strategy.Contract(err) != stockguard.ErrInvalidRequest {
 		t.Errorf("%s: %v, want only ErrInvalidRequest", what, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/redisx"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // pendingWindow is how long a two-phase Take, Hold or Restock may stay
@@ -57,7 +58,7 @@ const pendingWindow = 30 * time.Second
 // Take returns nil (also for a retry of an order held or taken with the
 // same lines), or an error wrapping:
 //   - stockguard.ErrInvalidRequest: bad id or lines, before any I/O;
-//   - stockguard.ErrInsufficientStock, ErrUnknownSKU (with ErrCorruptStock
+//   - stockguard.ErrInsufficientStock, ErrUnknownSKU (with stockguard.ErrCorruptStock
 //     for a stock key that holds no level): nothing taken or recorded;
 //   - stockguard.ErrOrderMismatch: id was applied with other lines, or by
 //     Hold or Restock (a Restock's ID is never an order's);
@@ -68,7 +69,7 @@ const pendingWindow = 30 * time.Second
 //     with the order pending; repeat the call with the same arguments;
 //   - the context's error: ctx ended before anything was sent.
 func (a *Atomic) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
-	if err := a.admitOrder(ctx, stockguard.ValidateTake(id, lines)); err != nil {
+	if err := a.admitOrder(ctx, strategy.ValidateTake(id, lines)); err != nil {
 		return err
 	}
 	return a.place(ctx, kindTake, id, 0, lines)
@@ -79,7 +80,7 @@ func (a *Atomic) Take(ctx context.Context, id string, lines ...stockguard.Line) 
 // its units are back before any buyer of its SKUs is refused and before
 // Stock answers, with no sweeper running. Its errors are Take's.
 func (a *Atomic) Hold(ctx context.Context, id string, ttl time.Duration, lines ...stockguard.Line) error {
-	if err := a.admitOrder(ctx, stockguard.ValidateHold(id, ttl, lines)); err != nil {
+	if err := a.admitOrder(ctx, strategy.ValidateHold(id, ttl, lines)); err != nil {
 		return err
 	}
 	return a.place(ctx, kindHold, id, ttl, lines)
@@ -94,7 +95,7 @@ func (a *Atomic) Hold(ctx context.Context, id string, ttl time.Duration, lines .
 // ErrContention, ErrUnavailable, ErrOutcomeUnknown or the context's error
 // as Take.
 func (a *Atomic) Restock(ctx context.Context, id, sku string, qty int64) error {
-	if err := a.admitOrder(ctx, stockguard.ValidateRestock(id, sku, qty)); err != nil {
+	if err := a.admitOrder(ctx, strategy.ValidateRestock(id, sku, qty)); err != nil {
 		return err
 	}
 	lines := []stockguard.Line{{SKU: sku, Qty: qty}}
@@ -145,7 +146,7 @@ func (a *Atomic) Return(ctx context.Context, id string) error {
 // (id was applied by Restock, which is no order), ErrInvalidRequest,
 // ErrUnavailable or ErrContention (nothing changed) or the context's error.
 func (a *Atomic) Order(ctx context.Context, id string) (stockguard.OrderInfo, error) {
-	if err := a.admitOrder(ctx, stockguard.ValidateID(id)); err != nil {
+	if err := a.admitOrder(ctx, strategy.ValidateID(id)); err != nil {
 		return stockguard.OrderInfo{}, err
 	}
 	r, err := a.settled(ctx, "order", id)
@@ -171,7 +172,7 @@ func (a *Atomic) returnGrace() time.Duration { return cmp.Or(a.grace, returnGrac
 
 // place runs a Take or a Hold.
 func (a *Atomic) place(ctx context.Context, kind byte, id string, ttl time.Duration, lines []stockguard.Line) error {
-	lines = stockguard.SortedLines(lines)
+	lines = strategy.SortedLines(lines)
 	var err error
 	switch {
 	case a.stream != "" && !a.oneSlot(id, lines):
@@ -193,7 +194,7 @@ func (a *Atomic) place(ctx context.Context, kind byte, id string, ttl time.Durat
 
 // decide runs a Confirm or a Return.
 func (a *Atomic) decide(ctx context.Context, op, id string) error {
-	if err := a.admitOrder(ctx, stockguard.ValidateID(id)); err != nil {
+	if err := a.admitOrder(ctx, strategy.ValidateID(id)); err != nil {
 		return err
 	}
 	r, err := a.settled(ctx, op, id)

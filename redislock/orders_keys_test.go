@@ -9,6 +9,7 @@ import (
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redistest"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // adversarial returns every valid SKU and order ID of up to n atoms chosen
@@ -31,7 +32,7 @@ func adversarial(n int) []string {
 	}
 	grow("", n)
 	return slices.DeleteFunc(out, func(s string) bool {
-		return stockguard.ValidateID(s) != nil || stockguard.ValidateSKU(s) != nil
+		return strategy.ValidateID(s) != nil || strategy.ValidateSKU(s) != nil
 	})
 }
 

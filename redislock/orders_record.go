@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Kinds of order record ("k").
@@ -91,7 +92,7 @@ func parseRecord(reply []any, hasFlag bool) (*record, error) {
 			return bad()
 		}
 	}
-	r.lines = stockguard.SortedLines(r.lines)
+	r.lines = strategy.SortedLines(r.lines)
 	return r, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/redisx"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // orderKey is the record of the order under id: "<prefix>order:{id}".
@@ -57,7 +58,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return stockguard.Canceled(ctx)
+		return strategy.Canceled(ctx)
 	case <-t.C:
 		return nil
 	}
@@ -166,11 +167,11 @@ func (r *record) stateOrNone() []byte {
 // not taken for good, whatever the reclaim does meanwhile (package tiered's
 // Reconciler compares it with its back). Lines of two-phase orders are not
 // counted. It returns an error wrapping stockguard.ErrInvalidRequest (bad
-// sku, before any I/O), ErrUnknownSKU (no level; with ErrCorruptStock when
+// sku, before any I/O), ErrUnknownSKU (no level; with stockguard.ErrCorruptStock when
 // the key holds something else), ErrContention, ErrUnavailable, or the
 // context's error.
 func (a *Atomic) Held(ctx context.Context, sku string) (level, held int64, err error) {
-	if err := a.admit(ctx, stockguard.ValidateSKU(sku)); err != nil {
+	if err := a.admit(ctx, strategy.ValidateSKU(sku)); err != nil {
 		return 0, 0, err
 	}
 	keys := []string{a.keys.Stock(sku), a.holdsKey(sku)}

@@ -11,6 +11,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redisx"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // DefaultNodeTimeout caps how long a Redlock waits for one master's reply
@@ -197,7 +198,7 @@ func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opt
 	case o.notify || o.watchdog || o.reentrant || o.unfenced || o.exists != "":
 		return nil, fmt.Errorf("%w: redislock: Redlock supports no Notify, Watchdog, MaxHold, Reentrant, NoFence or IfExists", stockguard.ErrInvalidRequest)
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return nil, err
 	}
 	retry := o.retry
@@ -216,7 +217,7 @@ func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opt
 			return l, nil
 		}
 		err = fmt.Errorf("%w: %q (%d rounds): %w", ErrNotObtained, key, attempt, err)
-		if cerr := stockguard.Canceled(ctx); cerr != nil {
+		if cerr := strategy.Canceled(ctx); cerr != nil {
 			return nil, errors.Join(err, cerr)
 		}
 		d, ok := retry.Backoff(attempt)
@@ -230,7 +231,7 @@ func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opt
 		}
 		select {
 		case <-ctx.Done():
-			return nil, errors.Join(err, stockguard.Canceled(ctx))
+			return nil, errors.Join(err, strategy.Canceled(ctx))
 		case <-timer.C:
 		}
 	}
@@ -569,7 +570,7 @@ func (l *QuorumLock) releaseOn(ctx context.Context, i int) (bool, error) {
 //   - any other error is masters failing (joined): fewer than a quorum
 //     confirmed the delete; the lock expires at the end of its ttl.
 func (l *QuorumLock) Release(ctx context.Context) error {
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	l.mu.Lock()
@@ -614,7 +615,7 @@ func (l *QuorumLock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		return err
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	l.mu.Lock()

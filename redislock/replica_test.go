@@ -16,6 +16,7 @@ import (
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/stocktest"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // ackWriter is a writer of this package under test with WithReplicaAck.
@@ -194,7 +195,7 @@ func TestReplicaAck_pausedReplica(t *testing.T) {
 	prefix := "paused:"
 	invs := make([]stockguard.Inventory, len(ackWriters))
 	for i, w := range ackWriters {
-		opts := []Option{WithPrefix(prefix + w.name + ":"), WithRetry(stockguard.RetryPolicy{MaxAttempts: 1})}
+		opts := []Option{WithPrefix(prefix + w.name + ":"), WithRetry(strategy.RetryPolicy{MaxAttempts: 1})}
 		if err := w.build(rdb, append(opts, WithReplicaAck(1, 5*time.Second))...).SetStock(ctx, "sku", initial); err != nil {
 			t.Fatal(err)
 		}

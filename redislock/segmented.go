@@ -18,6 +18,7 @@ import (
 	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redisx"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // DefaultSegments is the number of segments NewSegmented splits a SKU's
@@ -139,13 +140,13 @@ type Segmented struct {
 	gather   *Client // the SKU's gather lock
 	segLocks *Client // WithSegmentLocks: the segments' locks; nil without
 	lease    time.Duration
-	retrier  *stockguard.Retrier
+	retrier  *strategy.Retrier
 	err      error // an invalid option, returned by every method
 }
 
 var (
-	_ stockguard.Inventory    = (*Segmented)(nil)
-	_ stockguard.RetryCounter = (*Segmented)(nil)
+	_ stockguard.Inventory  = (*Segmented)(nil)
+	_ strategy.RetryCounter = (*Segmented)(nil)
 )
 
 // NewSegmented returns a Segmented inventory over rdb — a cluster client to
@@ -168,13 +169,13 @@ func NewSegmented(rdb redis.UniversalClient, opts ...Option) *Segmented {
 		n:       o.segments,
 		gather:  New(rdb, WithPrefix(o.keys.Prefix+"seggather"), withAck(o.ack)),
 		lease:   o.lockTTL,
-		retrier: stockguard.NewRetrier(o.retry),
+		retrier: strategy.NewRetrier(o.retry),
 		err:     o.err,
 	}
 	if o.segmentLocks {
 		s.segLocks = New(rdb, WithPrefix(o.keys.Prefix+"seg"), withAck(o.ack))
-		if o.retry == (stockguard.RetryPolicy{}) {
-			s.retrier = stockguard.NewRetrier(segmentLocksRetry)
+		if o.retry == (strategy.RetryPolicy{}) {
+			s.retrier = strategy.NewRetrier(segmentLocksRetry)
 		}
 	}
 	return s
@@ -205,7 +206,7 @@ func (s *Segmented) metaKey(sku string) string { return s.keys.Name("segmeta", s
 //     checked before any I/O;
 //   - the context's error: ctx ended before anything was sent;
 //   - stockguard.ErrUnknownSKU: sku was never stocked (nothing is created),
-//     or one of its keys holds something else (then also ErrCorruptStock);
+//     or one of its keys holds something else (then also stockguard.ErrCorruptStock);
 //   - stockguard.ErrInsufficientStock: fewer than qty units were left in
 //     all segments together (see Segmented for how that is established);
 //   - stockguard.ErrContention: the retry policy ran out while requests
@@ -217,10 +218,10 @@ func (s *Segmented) Decrement(ctx context.Context, sku string, qty int64) error 
 	if s.err != nil {
 		return s.err
 	}
-	if err := stockguard.Validate(sku, qty); err != nil {
+	if err := strategy.Validate(sku, qty); err != nil {
 		return err
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	if s.segLocks != nil {
@@ -310,7 +311,7 @@ func (s *Segmented) takeFitting(ctx context.Context, sku string, qty int64, leve
 		err = s.take(ctx, sku, i, qty)
 	}
 	if errors.Is(err, errSegmentShort) || errors.Is(err, errSegmentBusy) {
-		return stockguard.Retry(errtext.Wrap(err, "redislock: segment %d of %q", i, sku))
+		return strategy.Retry(errtext.Wrap(err, "redislock: segment %d of %q", i, sku))
 	}
 	return err
 }
@@ -399,7 +400,7 @@ func (s *Segmented) readLevels(ctx context.Context, sku string, n int) ([]int64,
 		key := keys[i]
 		switch err := c.Err(); {
 		case errors.Is(err, redis.Nil):
-			return nil, stockguard.Retry(fmt.Errorf("redislock: segment %d of %q is missing", i, sku))
+			return nil, strategy.Retry(fmt.Errorf("redislock: segment %d of %q is missing", i, sku))
 		case redisx.IsWrongType(err):
 			return nil, redisx.Corrupt(key, "is not a string")
 		case err != nil:
@@ -482,7 +483,7 @@ func (s *Segmented) gatherPieces(ctx context.Context, l *Lock, sku string, qty i
 			break
 		}
 		if !l.Valid() {
-			failed = stockguard.Retry(fmt.Errorf("%w: the gather lock of %q ran out", ErrNotHeld, sku))
+			failed = strategy.Retry(fmt.Errorf("%w: the gather lock of %q ran out", ErrNotHeld, sku))
 			break
 		}
 		touched = append(touched, i)
@@ -495,7 +496,7 @@ func (s *Segmented) gatherPieces(ctx context.Context, l *Lock, sku string, qty i
 		case got == -3:
 			failed = redisx.Corrupt(key, "holds no stock level")
 		case got < 0:
-			failed = stockguard.Retry(fmt.Errorf("redislock: segment %d of %q is missing", i, sku))
+			failed = strategy.Retry(fmt.Errorf("redislock: segment %d of %q is missing", i, sku))
 		default:
 			need -= got
 			continue
@@ -520,7 +521,7 @@ func (s *Segmented) gatherPieces(ctx context.Context, l *Lock, sku string, qty i
 		case err != nil:
 			failed = errtext.Wrap(redisx.Classify(ctx, err, redisx.Read), "redislock: gather %q", sku)
 		default:
-			failed = stockguard.Retry(fmt.Errorf("redislock: a gather of %q was rolled back by another (its lock ran out)", sku))
+			failed = strategy.Retry(fmt.Errorf("redislock: a gather of %q was rolled back by another (its lock ran out)", sku))
 		}
 	}
 	s.rollback(ctx, sku, field, id, touched)
@@ -612,10 +613,10 @@ func (s *Segmented) SetStock(ctx context.Context, sku string, qty int64) error {
 	if s.err != nil {
 		return s.err
 	}
-	if err := stockguard.ValidateSet(sku, qty); err != nil {
+	if err := strategy.ValidateSet(sku, qty); err != nil {
 		return err
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	return s.retrier.Do(ctx, func(ctx context.Context) error {
@@ -628,7 +629,7 @@ func (s *Segmented) SetStock(ctx context.Context, sku string, qty int64) error {
 				if err := s.recover(ctx, sku, m); err != nil {
 					return err
 				}
-			case errors.Is(err, ErrCorruptStock):
+			case errors.Is(err, stockguard.ErrCorruptStock):
 				// Overwritten like a corrupt stock key: the meta goes (and
 				// with it the count of segments to delete, if it had one).
 				del := redis.NewIntCmd(ctx, "del", s.metaKey(sku))
@@ -639,7 +640,7 @@ func (s *Segmented) SetStock(ctx context.Context, sku string, qty int64) error {
 				return err
 			}
 			if !l.Valid() {
-				return stockguard.Retry(fmt.Errorf("%w: the gather lock of %q ran out", ErrNotHeld, sku))
+				return strategy.Retry(fmt.Errorf("%w: the gather lock of %q ran out", ErrNotHeld, sku))
 			}
 			return s.write(ctx, sku, qty, old)
 		})
@@ -694,17 +695,17 @@ func (s *Segmented) write(ctx context.Context, sku string, qty int64, old int) e
 // between two quiet reads of its meta slot (see Segmented), retried under
 // the retry policy while gathers or SetStock run. Its errors wrap
 // stockguard.ErrInvalidRequest (before any I/O), the context's error,
-// stockguard.ErrUnknownSKU (with ErrCorruptStock: a key holding something
+// stockguard.ErrUnknownSKU (with stockguard.ErrCorruptStock: a key holding something
 // else), stockguard.ErrUnavailable (a read failed) or
 // stockguard.ErrContention (the SKU never was quiet).
 func (s *Segmented) Stock(ctx context.Context, sku string) (int64, error) {
 	if s.err != nil {
 		return 0, s.err
 	}
-	if err := stockguard.ValidateSKU(sku); err != nil {
+	if err := strategy.ValidateSKU(sku); err != nil {
 		return 0, err
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return 0, err
 	}
 	var total int64
@@ -722,7 +723,7 @@ func (s *Segmented) Stock(ctx context.Context, sku string) (int64, error) {
 			return err
 		}
 		if before.locked || after.locked || before.fence != after.fence || before.n != after.n {
-			return stockguard.Retry(fmt.Errorf("redislock: %q changed while it was read", sku))
+			return strategy.Retry(fmt.Errorf("redislock: %q changed while it was read", sku))
 		}
 		total = sum(levels)
 		return nil

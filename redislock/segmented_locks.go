@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/redisx"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // WithSegmentLocks makes NewSegmented take from a segment the classic way
@@ -40,7 +40,7 @@ func WithSegmentLocks() Option {
 var errSegmentBusy = errors.New("redislock: segment busy")
 
 // segmentLocksRetry is the default retry policy with segment locks.
-var segmentLocksRetry = stockguard.RetryPolicy{MaxAttempts: 50, Adaptive: true}
+var segmentLocksRetry = strategy.RetryPolicy{MaxAttempts: 50, Adaptive: true}
 
 // decrementLocked is one attempt of Decrement with segment locks: from a
 // random start, the first segment whose lock is free is locked and taken
@@ -58,7 +58,7 @@ func (s *Segmented) decrementLocked(ctx context.Context, sku string, qty int64) 
 		}
 		return err
 	}
-	return stockguard.Retry(fmt.Errorf("redislock: every segment of %q is locked", sku))
+	return strategy.Retry(fmt.Errorf("redislock: every segment of %q is locked", sku))
 }
 
 // takeLocked takes qty units from segment i of sku under the segment's
@@ -80,7 +80,7 @@ func (s *Segmented) takeLocked(ctx context.Context, sku string, i int, qty int64
 		_ = l.Release(ctx)
 		cancel()
 	}()
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	key := s.segKey(sku, i)

@@ -14,6 +14,7 @@ import (
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/stocktest"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // segmentModes are the two ways a Segmented takes from a segment.
@@ -289,7 +290,7 @@ func TestSegmented_Decrement_waitsForRunningGather(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := abandonGather(t, gatherer, "sku", "p", 4, 2)
-	buyer := NewSegmented(rdb, WithPrefix(prefix), WithRetry(stockguard.RetryPolicy{MaxAttempts: 3}))
+	buyer := NewSegmented(rdb, WithPrefix(prefix), WithRetry(strategy.RetryPolicy{MaxAttempts: 3}))
 	if err := buyer.Decrement(ctx, "sku", 16-held+1); !errors.Is(err, stockguard.ErrContention) {
 		t.Fatalf("Decrement of units a running gather holds: %v, want ErrContention", err)
 	}
@@ -375,7 +376,7 @@ func TestSegmented_gatherCommitFails(t *testing.T) {
 			prefix := redistest.Prefix(t, plain)
 			rdb := backendstest.RedisClient(t)
 			rdb.AddHook(commitHook{lost: tt.lost})
-			s := NewSegmented(rdb, WithPrefix(prefix), WithRetry(stockguard.RetryPolicy{MaxAttempts: 1}))
+			s := NewSegmented(rdb, WithPrefix(prefix), WithRetry(strategy.RetryPolicy{MaxAttempts: 1}))
 			if err := s.SetStock(ctx, "sku", 10); err != nil {
 				t.Fatal(err)
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/redisx"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Store is where a Guarded inventory keeps its stock levels. The lock
@@ -18,7 +19,7 @@ import (
 //
 // RedisStore is the default; mysqllock.NewFencedStore keeps the stock in a
 // MySQL table with a fence column. Implementations must be safe for
-// concurrent use and return errors that satisfy stockguard.IsContract.
+// concurrent use and return errors that satisfy strategy.IsContract.
 type Store interface {
 	// SetStock creates sku with qty units or overwrites its level.
 	SetStock(ctx context.Context, sku string, qty int64) error
@@ -31,12 +32,6 @@ type Store interface {
 	// wrapping stockguard.ErrContention.
 	WriteFenced(ctx context.Context, sku string, qty, token int64) error
 }
-
-// ErrFenced is stockguard.ErrFenced, wrapped by the error of a fenced write
-// refused because a newer lock holder exists (the writer's lease ran out and
-// someone else obtained the lock): nothing was written. The MySQL store
-// (mysqllock.ErrFenced) reports the same value.
-var ErrFenced = stockguard.ErrFenced
 
 //go:embed guarded_write.lua
 var guardedWriteLua string
@@ -92,7 +87,7 @@ func (s *RedisStore) SetStock(ctx context.Context, sku string, qty int64) error 
 
 // Stock returns the units of sku left. Its errors wrap
 // stockguard.ErrInvalidRequest (before any I/O), the context's error,
-// stockguard.ErrUnknownSKU (no stock key; with ErrCorruptStock, a key that
+// stockguard.ErrUnknownSKU (no stock key; with stockguard.ErrCorruptStock, a key that
 // holds no stock level), stockguard.ErrContention (Redis busy) or
 // stockguard.ErrUnavailable (the read failed).
 func (s *RedisStore) Stock(ctx context.Context, sku string) (int64, error) {
@@ -106,7 +101,7 @@ func (s *RedisStore) Stock(ctx context.Context, sku string) (int64, error) {
 // token issued for sku. It returns nil, or an error wrapping:
 //   - stockguard.ErrInvalidRequest: bad sku, level or token, before any I/O;
 //   - the context's error: ctx ended before the script was sent;
-//   - ErrFenced (and so stockguard.ErrContention): a newer token exists,
+//   - stockguard.ErrFenced (and so stockguard.ErrContention): a newer token exists,
 //     nothing was written;
 //   - stockguard.ErrUnknownSKU: the stock key is gone, nothing was written;
 //   - stockguard.ErrContention: Redis or the pool was busy, nothing sent;
@@ -117,7 +112,7 @@ func (s *RedisStore) WriteFenced(ctx context.Context, sku string, qty, token int
 	if s.err != nil {
 		return s.err
 	}
-	if err := stockguard.ValidateSet(sku, qty); err != nil {
+	if err := strategy.ValidateSet(sku, qty); err != nil {
 		return err
 	}
 	if token < 1 {
@@ -128,7 +123,7 @@ func (s *RedisStore) WriteFenced(ctx context.Context, sku string, qty, token int
 	case err != nil:
 		return errtext.Wrap(err, "redislock: fenced write of %q", sku)
 	case !written:
-		return fmt.Errorf("%w: %q, token %d", ErrFenced, sku, token)
+		return fmt.Errorf("%w: %q, token %d", stockguard.ErrFenced, sku, token)
 	}
 	return nil
 }
@@ -139,7 +134,7 @@ func (s *RedisStore) WriteFenced(ctx context.Context, sku string, qty, token int
 // stockguard.ErrUnknownSKU (the stock key is gone, nothing written) or
 // redisx.Classify's (Write).
 func (s *RedisStore) writeIf(ctx context.Context, sku string, qty int64, guardKey, guard string) (bool, error) {
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return false, err
 	}
 	keys := []string{s.levels.Keys.Stock(sku), guardKey}

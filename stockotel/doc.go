@@ -18,7 +18,7 @@
 // error the call returned (Outcome). SKUs and order IDs are span
 // attributes only, never metric attributes, so a catalogue of a million
 // SKUs does not become a million time series. Strategies that count retries
-// (stockguard.RetryCounter) or batches (a Stats method returning a struct
+// (strategy.RetryCounter) or batches (a Stats method returning a struct
 // with int64 fields Batches and Requests, as mysqllock.Batched does) are
 // also observed through MetricRetries, MetricBatches and
 // MetricBatchRequests.

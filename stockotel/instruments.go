@@ -4,11 +4,10 @@ import (
 	"context"
 	"reflect"
 
+	sgstrategy "github.com/stockguard/stockguard/strategy"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-
-	"github.com/stockguard/stockguard"
 )
 
 // durationBuckets are the histogram's advised boundaries in seconds: from
@@ -57,11 +56,11 @@ func newInstruments(meter metric.Meter) *instruments {
 }
 
 // observe registers the observable instruments that inner supports:
-// retries for a stockguard.RetryCounter, batch counts for a strategy with
+// retries for a strategy.RetryCounter, batch counts for a strategy with
 // Stats. The callback lives as long as the MeterProvider, so wrap a
 // strategy once, at start-up.
 func observe(meter metric.Meter, inner any, strategy attribute.KeyValue) {
-	retrier, _ := inner.(stockguard.RetryCounter)
+	retrier, _ := inner.(sgstrategy.RetryCounter)
 	stats := statsOf(inner)
 	if retrier == nil && stats == nil {
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // ScopeName is the instrumentation scope of the meter and tracer.
@@ -32,7 +33,7 @@ const (
 	// Restock, Order) by AttrOperation, AttrOutcome and, when the call
 	// succeeded, AttrOrderState: the state the order is in afterwards.
 	MetricOrders = "stockguard.orders"
-	// MetricRetries observes stockguard.RetryCounter.Retries of the
+	// MetricRetries observes strategy.RetryCounter.Retries of the
 	// wrapped strategy, when it has one.
 	MetricRetries = "stockguard.retries"
 	// MetricBatches and MetricBatchRequests observe a combining strategy's
@@ -98,13 +99,13 @@ const (
 )
 
 // Outcome returns the stable name of err's contract error class
-// (stockguard.Contract): OutcomeOK for nil, OutcomeOther outside the
+// (strategy.Contract): OutcomeOK for nil, OutcomeOther outside the
 // contract.
 func Outcome(err error) string {
 	if err == nil {
 		return OutcomeOK
 	}
-	switch stockguard.Contract(err) {
+	switch strategy.Contract(err) {
 	case stockguard.ErrOutcomeUnknown:
 		return OutcomeOutcomeUnknown
 	case stockguard.ErrInsufficientStock:

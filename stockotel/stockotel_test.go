@@ -15,6 +15,7 @@ import (
 	"github.com/stockguard/stockguard/internal/memorders"
 	"github.com/stockguard/stockguard/stockotel"
 	"github.com/stockguard/stockguard/stocktest"
+	sgstrategy "github.com/stockguard/stockguard/strategy"
 )
 
 func wrapped(r *recorder, inner stockguard.Orders) *stockotel.Orders {
@@ -292,7 +293,7 @@ func TestWrap_nilContext(t *testing.T) {
 
 func TestOutcome_everyContractErrorHasItsOwnName(t *testing.T) {
 	seen := map[string]error{}
-	for _, e := range stockguard.ContractErrors() {
+	for _, e := range sgstrategy.ContractErrors() {
 		name := stockotel.Outcome(fmt.Errorf("wrapped: %w", e))
 		if name == stockotel.OutcomeOther || name == stockotel.OutcomeOK {
 			t.Errorf("%v → %q", e, name)

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 var (
@@ -178,7 +179,7 @@ func (w *Inventory) Stock(ctx context.Context, sku string) (int64, error) {
 func (o *Orders) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
 	c := &call{op: OpTake, order: true, state: stockguard.OrderTaken.String(), attrs: orderAttrs(id, lines)}
 	return o.do(ctx, c, func(ctx context.Context) error {
-		return o.countOnce(ctx, c, id, lines, stockguard.ValidateTake(id, lines), func() error { return o.orders.Take(ctx, id, lines...) })
+		return o.countOnce(ctx, c, id, lines, strategy.ValidateTake(id, lines), func() error { return o.orders.Take(ctx, id, lines...) })
 	})
 }
 
@@ -186,7 +187,7 @@ func (o *Orders) Take(ctx context.Context, id string, lines ...stockguard.Line) 
 func (o *Orders) Hold(ctx context.Context, id string, ttl time.Duration, lines ...stockguard.Line) error {
 	c := &call{op: OpHold, order: true, state: stockguard.OrderHeld.String(), attrs: orderAttrs(id, lines)}
 	return o.do(ctx, c, func(ctx context.Context) error {
-		return o.countOnce(ctx, c, id, lines, stockguard.ValidateHold(id, ttl, lines), func() error { return o.orders.Hold(ctx, id, ttl, lines...) })
+		return o.countOnce(ctx, c, id, lines, strategy.ValidateHold(id, ttl, lines), func() error { return o.orders.Hold(ctx, id, ttl, lines...) })
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Environment variables that steer an Adversary run from outside a test.
@@ -290,7 +291,7 @@ func answer(err error) string {
 	if err == nil {
 		return "nil"
 	}
-	if c := stockguard.Contract(err); c != nil {
+	if c := strategy.Contract(err); c != nil {
 		if errors.Is(err, stockguard.ErrOutcomeUnknown) {
 			return stockguard.ErrOutcomeUnknown.Error()
 		}

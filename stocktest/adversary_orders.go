@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // The store an Orders run works on: few SKUs with little stock, so that
@@ -258,7 +259,7 @@ func isRefusal(err error) bool {
 // place takes or holds lines under o's ID and checks the answer against
 // what o's history allows.
 func (w *ordersWorker) place(o *advOrder, hold bool, lines []stockguard.Line) {
-	lines = stockguard.SortedLines(lines)
+	lines = strategy.SortedLines(lines)
 	ttl := advTTLs[w.rng.IntN(len(advTTLs))]
 	what := fmt.Sprintf("Take(%v)", lines)
 	if hold {

@@ -14,6 +14,7 @@ import (
 	"github.com/stockguard/stockguard/internal/memorders"
 	"github.com/stockguard/stockguard/internal/memstock"
 	"github.com/stockguard/stockguard/stocktest"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // The reference passes, with every instance the same store.
@@ -235,7 +236,7 @@ func newWire(s *memorders.Store) *wire {
 }
 
 func (w *wire) send(ctx context.Context, id string, call func(ctx context.Context) error) error {
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	w.mu.Lock()
@@ -271,14 +272,14 @@ func (w *wire) send(ctx context.Context, id string, call func(ctx context.Contex
 }
 
 func (w *wire) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
-	if err := stockguard.ValidateTake(id, lines); err != nil {
+	if err := strategy.ValidateTake(id, lines); err != nil {
 		return err
 	}
 	return w.send(ctx, id, func(ctx context.Context) error { return w.Store.Take(ctx, id, lines...) })
 }
 
 func (w *wire) Hold(ctx context.Context, id string, ttl time.Duration, lines ...stockguard.Line) error {
-	if err := stockguard.ValidateHold(id, ttl, lines); err != nil {
+	if err := strategy.ValidateHold(id, ttl, lines); err != nil {
 		return err
 	}
 	return w.send(ctx, id, func(ctx context.Context) error { return w.Store.Hold(ctx, id, ttl, lines...) })
@@ -297,7 +298,7 @@ func (w *wire) Restock(ctx context.Context, id, sku string, qty int64) error {
 }
 
 func (w *wire) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.Validate(sku, qty); err != nil {
+	if err := strategy.Validate(sku, qty); err != nil {
 		return err
 	}
 	return w.send(ctx, "\x00decrement", func(ctx context.Context) error { return w.Store.Decrement(ctx, sku, qty) })

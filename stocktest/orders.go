@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // OrdersSubject is what an order case checks.
@@ -186,7 +187,7 @@ func (o *orders) unknown(id string) {
 // order records a violation unless Order(id), read through both instances,
 // reports state and lines (in SKU order), and returns what b reported.
 func (o *orders) order(id string, state stockguard.OrderState, lines ...stockguard.Line) (stockguard.OrderInfo, bool) {
-	want := stockguard.SortedLines(lines)
+	want := strategy.SortedLines(lines)
 	var info stockguard.OrderInfo
 	ok := true
 	for _, inst := range []stockguard.Orders{o.a, o.b} {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // The concurrency case's size: teams of concTeam goroutines each make the
@@ -302,7 +303,7 @@ func checkConcurrentOrders(o *orders) {
 			case !c.placed:
 				o.r.add("Order(%q) reports %v, but every Take or Hold of it was refused", c.id, info.State)
 			}
-			if want := stockguard.SortedLines(c.lines); !slices.Equal(info.Lines, want) {
+			if want := strategy.SortedLines(c.lines); !slices.Equal(info.Lines, want) {
 				o.r.add("Order(%q): lines %v, want %v", c.id, info.Lines, want)
 			}
 			if allowed := c.finalStates(); !slices.Contains(allowed, info.State) {

@@ -12,6 +12,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // The one-order linearizability case: a few rounds, each one order ID over
@@ -237,7 +238,7 @@ func (o *orders) linOrderOp(client int, call linOrderCall, start time.Time, do f
 	out, err := do()
 	end := int64(time.Since(start))
 	op := porcupine.Operation{ClientId: client, Input: call, Call: begin, Return: end}
-	switch c := stockguard.Contract(err); {
+	switch c := strategy.Contract(err); {
 	case c == stockguard.ErrOutcomeUnknown && (call == lcStock || call == lcOrder):
 		return op, false
 	case c == stockguard.ErrOutcomeUnknown:

@@ -13,6 +13,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/memorders"
 	"github.com/stockguard/stockguard/stocktest"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 func TestRunOrders_memorders(t *testing.T) {
@@ -158,7 +159,7 @@ func TestCheckOrders_reportsBrokenOrders(t *testing.T) {
 				return &brokenOrders{Store: memorders.New(), take: func(s *memorders.Store, ctx context.Context, id string, lines []stockguard.Line) error {
 					if _, err := s.Order(ctx, id); err == nil {
 						// Taken again, but refusals keep the contract.
-						if err := takeLines(s, ctx, stockguard.SortedLines(lines)); err != nil {
+						if err := takeLines(s, ctx, strategy.SortedLines(lines)); err != nil {
 							return nil
 						}
 					}
@@ -288,7 +289,7 @@ func TestCheckOrders_reportsBrokenOrders(t *testing.T) {
 			name: "validation after the context",
 			orders: func() stockguard.Orders {
 				return &brokenOrders{Store: memorders.New(), hold: func(s *memorders.Store, ctx context.Context, id string, ttl time.Duration, lines []stockguard.Line) error {
-					if err := stockguard.Canceled(ctx); err != nil {
+					if err := strategy.Canceled(ctx); err != nil {
 						return err
 					}
 					return s.Hold(ctx, id, ttl, lines...)

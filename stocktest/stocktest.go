@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Violation is one way an Inventory or Orders broke the contract.
@@ -202,7 +203,7 @@ func (r *recorder) contract(op string, err error) {
 	if err == nil {
 		return
 	}
-	c := stockguard.Contract(err)
+	c := strategy.Contract(err)
 	switch {
 	case c == nil:
 		r.add("%s returned a non-contract error: %v", op, err)

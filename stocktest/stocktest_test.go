@@ -14,6 +14,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/memstock"
 	"github.com/stockguard/stockguard/stocktest"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 func TestRun_memstock(t *testing.T) {
@@ -43,10 +44,10 @@ func (r *racy) cell(sku string) *atomic.Int64 {
 }
 
 func (r *racy) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.Validate(sku, qty); err != nil {
+	if err := strategy.Validate(sku, qty); err != nil {
 		return err
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	c := r.cell(sku)
@@ -63,10 +64,10 @@ func (r *racy) Decrement(ctx context.Context, sku string, qty int64) error {
 }
 
 func (r *racy) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.ValidateSet(sku, qty); err != nil {
+	if err := strategy.ValidateSet(sku, qty); err != nil {
 		return err
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	r.mu.Lock()
@@ -78,7 +79,7 @@ func (r *racy) SetStock(ctx context.Context, sku string, qty int64) error {
 }
 
 func (r *racy) Stock(ctx context.Context, sku string) (int64, error) {
-	if err := stockguard.ValidateSKU(sku); err != nil {
+	if err := strategy.ValidateSKU(sku); err != nil {
 		return 0, err
 	}
 	c := r.cell(sku)
@@ -190,7 +191,7 @@ func TestCheck_reportsBrokenInventories(t *testing.T) {
 			name: "nil context panics",
 			inv: func() stockguard.Inventory {
 				return broken{memstock.New(), func(s *memstock.Store, ctx context.Context, sku string, qty int64) error {
-					if err := stockguard.Validate(sku, qty); err != nil {
+					if err := strategy.Validate(sku, qty); err != nil {
 						return err
 					}
 					if err := ctx.Err(); err != nil { // panics on a nil ctx
@@ -279,7 +280,7 @@ type fenced struct {
 }
 
 func (f *fenced) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.Validate(sku, qty); err != nil {
+	if err := strategy.Validate(sku, qty); err != nil {
 		return err
 	}
 	f.mu.Lock()

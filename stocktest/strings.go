@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // HostileStrings are SKUs and order IDs that have broken stores before:
@@ -106,7 +107,7 @@ func (c *StringCheck) fail(vs *[]Violation, format string, args ...any) {
 // SKU checks sku on every instance.
 func (c *StringCheck) SKU(ctx context.Context, sku string) []Violation {
 	var vs []Violation
-	if stockguard.ValidateSKU(sku) != nil {
+	if strategy.ValidateSKU(sku) != nil {
 		for i, inv := range slices.Concat(c.Inventories, c.Offline) {
 			invalid(&vs, fmt.Sprintf("instance %d: SetStock(%q, 1)", i, sku), inv.SetStock(ctx, sku, 1))
 			invalid(&vs, fmt.Sprintf("instance %d: Decrement(%q, 1)", i, sku), inv.Decrement(ctx, sku, 1))
@@ -142,7 +143,7 @@ func (c *StringCheck) SKU(ctx context.Context, sku string) []Violation {
 			continue
 		}
 		level(inv, fmt.Sprintf("instance %d: after Decrement", i), want-1)
-		for _, v := range variants(sku, stockguard.ValidateSKU) {
+		for _, v := range variants(sku, strategy.ValidateSKU) {
 			if err := inv.SetStock(ctx, v, 7); err != nil {
 				c.fail(&vs, "instance %d: SetStock(%q, 7): %s", i, v, answer(err))
 			}
@@ -162,8 +163,8 @@ func (c *StringCheck) SKU(ctx context.Context, sku string) []Violation {
 			continue
 		}
 		info, err := o.Order(ctx, id)
-		if err != nil || !slices.Equal(info.Lines, stockguard.SortedLines(want)) {
-			c.fail(&vs, "orders %d: Order(%q) = %v, %s; want lines %v", i, id, info.Lines, answer(err), stockguard.SortedLines(want))
+		if err != nil || !slices.Equal(info.Lines, strategy.SortedLines(want)) {
+			c.fail(&vs, "orders %d: Order(%q) = %v, %s; want lines %v", i, id, info.Lines, answer(err), strategy.SortedLines(want))
 		}
 		level(o, fmt.Sprintf("orders %d: after Take", i), before-1)
 		if err := o.Restock(ctx, id+"/r", sku, 2); err != nil {
@@ -181,7 +182,7 @@ func (c *StringCheck) SKU(ctx context.Context, sku string) []Violation {
 func (c *StringCheck) OrderID(ctx context.Context, id string) []Violation {
 	var vs []Violation
 	ln := stockguard.Line{SKU: c.line, Qty: 1}
-	if stockguard.ValidateID(id) != nil {
+	if strategy.ValidateID(id) != nil {
 		for i, inv := range c.Offline {
 			if o, ok := inv.(stockguard.Orders); ok {
 				c.invalidID(&vs, fmt.Sprintf("offline %d", i), o, id, ln)
@@ -206,14 +207,14 @@ func (c *StringCheck) OrderID(ctx context.Context, id string) []Violation {
 		// The string behind a prefix of its own, so that its neighbours
 		// (a space added, other case) are surely unrecorded.
 		u := fmt.Sprintf("%d~%s~%s", c.n.Add(1), c.tag, id)
-		if stockguard.ValidateID(u) != nil {
+		if strategy.ValidateID(u) != nil {
 			continue
 		}
 		if err := o.Hold(ctx, u, time.Hour, ln); err != nil {
 			c.fail(&vs, "orders %d: Hold(%q): %s", i, u, answer(err))
 			continue
 		}
-		for _, v := range variants(u, stockguard.ValidateID) {
+		for _, v := range variants(u, strategy.ValidateID) {
 			if _, err := o.Order(ctx, v); !errors.Is(err, stockguard.ErrUnknownOrder) {
 				c.fail(&vs, "orders %d: Order(%q) after Hold(%q) only: %s, want %s", i, v, u, answer(err), stockguard.ErrUnknownOrder)
 			}

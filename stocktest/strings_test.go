@@ -9,6 +9,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/memorders"
 	"github.com/stockguard/stockguard/stocktest"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // The string checks pass on the reference for every hostile string, with
@@ -50,28 +51,28 @@ type offline struct{ *memorders.Store }
 var errOffline = fmt.Errorf("%w: offline", stockguard.ErrUnavailable)
 
 func (o offline) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.ValidateSet(sku, qty); err != nil {
+	if err := strategy.ValidateSet(sku, qty); err != nil {
 		return err
 	}
 	return errOffline
 }
 
 func (o offline) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.Validate(sku, qty); err != nil {
+	if err := strategy.Validate(sku, qty); err != nil {
 		return err
 	}
 	return errOffline
 }
 
 func (o offline) Stock(ctx context.Context, sku string) (int64, error) {
-	if err := stockguard.ValidateSKU(sku); err != nil {
+	if err := strategy.ValidateSKU(sku); err != nil {
 		return 0, err
 	}
 	return 0, errOffline
 }
 
 func (o offline) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
-	if err := stockguard.ValidateTake(id, lines); err != nil {
+	if err := strategy.ValidateTake(id, lines); err != nil {
 		return err
 	}
 	return errOffline

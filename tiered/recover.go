@@ -10,6 +10,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/redisx"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Recover re-seeds a front that lost its data (ErrFrontLost) from the back,
@@ -40,16 +41,16 @@ func (o *Orders) Recover(ctx context.Context, skus, ids []string) error {
 		return o.err
 	}
 	for _, sku := range skus {
-		if err := stockguard.ValidateSKU(sku); err != nil {
+		if err := strategy.ValidateSKU(sku); err != nil {
 			return err
 		}
 	}
 	for _, id := range ids {
-		if err := stockguard.ValidateID(id); err != nil {
+		if err := strategy.ValidateID(id); err != nil {
 			return err
 		}
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	switch n, err := o.rdb.Exists(ctx, EpochKey(o.stream)).Result(); {

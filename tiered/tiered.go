@@ -15,6 +15,7 @@ import (
 	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/redisx"
 	"github.com/stockguard/stockguard/redislock"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // DefaultPrefix is the key prefix of New's front and stream (WithPrefix).
@@ -74,7 +75,7 @@ func (o *Orders) Setup(ctx context.Context) error {
 	if o.err != nil {
 		return o.err
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	if err := NewStreams(o.rdb, o.stream, o.group).create(ctx); err != nil {
@@ -180,7 +181,7 @@ func (o *Orders) Restock(ctx context.Context, id, sku string, qty int64) error {
 	if o.err != nil {
 		return o.err
 	}
-	if err := stockguard.ValidateRestock(id, sku, qty); err != nil {
+	if err := strategy.ValidateRestock(id, sku, qty); err != nil {
 		return err
 	}
 	if err := o.guard(ctx); err != nil {
@@ -227,7 +228,7 @@ func (o *Orders) SetStock(ctx context.Context, sku string, qty int64) error {
 	if o.err != nil {
 		return o.err
 	}
-	if err := stockguard.ValidateSet(sku, qty); err != nil {
+	if err := strategy.ValidateSet(sku, qty); err != nil {
 		return err
 	}
 	if err := o.guard(ctx); err != nil {
@@ -258,7 +259,7 @@ func (o *Orders) Decrement(ctx context.Context, sku string, qty int64) error {
 	if o.err != nil {
 		return o.err
 	}
-	if err := stockguard.Validate(sku, qty); err != nil {
+	if err := strategy.Validate(sku, qty); err != nil {
 		return err
 	}
 	var b [12]byte
@@ -270,7 +271,7 @@ func (o *Orders) Decrement(ctx context.Context, sku string, qty int64) error {
 // call that would stock the front: levels written on a front that lost its
 // data would sell again units the back sold.
 func (o *Orders) guard(ctx context.Context) error {
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	n, err := o.rdb.Exists(ctx, EpochKey(o.stream)).Result()

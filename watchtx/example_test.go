@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 	"github.com/stockguard/stockguard/watchtx"
 )
 
@@ -48,7 +49,7 @@ func ExampleWithRetry() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
 
-	inv := watchtx.New(rdb, watchtx.WithRetry(stockguard.RetryPolicy{
+	inv := watchtx.New(rdb, watchtx.WithRetry(strategy.RetryPolicy{
 		MaxAttempts: 3,
 		BaseDelay:   time.Millisecond,
 		MaxDelay:    10 * time.Millisecond,

@@ -8,6 +8,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redisx"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Defaults of New's retry policy (DefaultRetry). The policy is
@@ -28,8 +29,8 @@ const (
 
 // DefaultRetry returns the retry policy of New without WithRetry:
 // DefaultMaxAttempts, DefaultBaseDelay, DefaultMaxDelay, Adaptive.
-func DefaultRetry() stockguard.RetryPolicy {
-	return stockguard.RetryPolicy{
+func DefaultRetry() strategy.RetryPolicy {
+	return strategy.RetryPolicy{
 		MaxAttempts: DefaultMaxAttempts,
 		BaseDelay:   DefaultBaseDelay,
 		MaxDelay:    DefaultMaxDelay,
@@ -45,7 +46,7 @@ type Option func(*options)
 
 type options struct {
 	keys  rediskeys.Keys
-	retry stockguard.RetryPolicy
+	retry strategy.RetryPolicy
 	ack   redisx.Ack // WithReplicaAck, WithAOFAck; zero for none
 	err   error      // the first invalid option
 }
@@ -77,7 +78,7 @@ func WithPrefix(prefix string) Option {
 // because the key changed after WATCH). Zero fields take stockguard's
 // defaults, not DefaultRetry's; a policy RetryPolicy.Validate refuses is
 // an invalid option. Default DefaultRetry().
-func WithRetry(p stockguard.RetryPolicy) Option {
+func WithRetry(p strategy.RetryPolicy) Option {
 	return func(o *options) {
 		if err := p.Validate(); err != nil {
 			if o.err == nil {

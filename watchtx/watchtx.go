@@ -9,14 +9,8 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/redisx"
+	"github.com/stockguard/stockguard/strategy"
 )
-
-// ErrCorruptStock is wrapped, together with stockguard.ErrUnknownSKU, by
-// the errors of a SKU whose stock key holds something stockguard did not
-// write: not a string, or not the canonical decimal of 0…stockguard.MaxQty.
-// Nothing was changed; SetStock overwrites the value. It is the same error
-// as redislock.ErrCorruptStock.
-var ErrCorruptStock = redisx.ErrCorrupt
 
 // Client is the part of a go-redis client that New needs. Every
 // redis.UniversalClient — *redis.Client, *redis.ClusterClient, *redis.Ring,
@@ -44,13 +38,13 @@ type Inventory struct {
 	ack     redisx.Ack          // WithReplicaAck, WithAOFAck; zero for none
 	writer  redisx.ScriptClient // rdb through redisx.Acked: SetStock, and the WAITAOF probe
 	levels  redisx.Levels
-	retrier *stockguard.Retrier
+	retrier *strategy.Retrier
 	err     error // an invalid option, returned by every method
 }
 
 var (
-	_ stockguard.Inventory    = (*Inventory)(nil)
-	_ stockguard.RetryCounter = (*Inventory)(nil)
+	_ stockguard.Inventory  = (*Inventory)(nil)
+	_ strategy.RetryCounter = (*Inventory)(nil)
 )
 
 // New returns an Inventory over rdb. It reads the options WithPrefix,
@@ -64,7 +58,7 @@ func New(rdb Client, opts ...Option) *Inventory {
 		rdb:     rdb,
 		ack:     o.ack,
 		levels:  redisx.Levels{Client: rdb, Keys: o.keys, Pkg: "watchtx"},
-		retrier: stockguard.NewRetrier(o.retry),
+		retrier: strategy.NewRetrier(o.retry),
 		err:     o.err,
 	}
 	if o.ack.On() {
@@ -90,7 +84,7 @@ func (inv *Inventory) Retries() int64 { return inv.retrier.Retries() }
 //   - the context's error: ctx ended before anything was sent, or while a
 //     read was in flight (nothing applied);
 //   - stockguard.ErrUnknownSKU: the stock key does not exist (nothing is
-//     created), or it holds no stock level (then also ErrCorruptStock);
+//     created), or it holds no stock level (then also stockguard.ErrCorruptStock);
 //   - stockguard.ErrInsufficientStock: fewer than qty units are left;
 //   - stockguard.ErrContention: every attempt lost to another writer (then
 //     also redis.TxFailedErr), every pooled connection was busy, or Redis
@@ -108,10 +102,10 @@ func (inv *Inventory) Decrement(ctx context.Context, sku string, qty int64) erro
 	if inv.err != nil {
 		return inv.err
 	}
-	if err := stockguard.Validate(sku, qty); err != nil {
+	if err := strategy.Validate(sku, qty); err != nil {
 		return err
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	key := inv.levels.Keys.Stock(sku)
@@ -122,7 +116,7 @@ func (inv *Inventory) Decrement(ctx context.Context, sku string, qty int64) erro
 	return nil
 }
 
-// attempt runs one WATCH … EXEC round. It returns stockguard.Retry when
+// attempt runs one WATCH … EXEC round. It returns strategy.Retry when
 // EXEC was aborted, which applied nothing.
 func (inv *Inventory) attempt(ctx context.Context, key, sku string, qty int64) error {
 	var result error
@@ -169,7 +163,7 @@ func (inv *Inventory) watched(ctx context.Context, tx *redis.Tx, key, sku string
 		return p.Process(ctx, redisx.Once(redis.NewIntCmd(ctx, "decrby", key, qty)))
 	})
 	if errors.Is(err, redis.TxFailedErr) {
-		return stockguard.Retry(err)
+		return strategy.Retry(err)
 	}
 	return redisx.Classify(ctx, err, redisx.Write)
 }
@@ -194,7 +188,7 @@ func (inv *Inventory) execAcked(ctx context.Context, tx *redis.Tx, key string, q
 	_, _ = p.Exec(ctx) // each command carries its own error
 	switch err := exec.Err(); {
 	case errors.Is(err, redis.Nil): // EXEC aborted: the key changed after WATCH
-		return stockguard.Retry(redis.TxFailedErr)
+		return strategy.Retry(redis.TxFailedErr)
 	case err != nil:
 		return redisx.Classify(ctx, err, redisx.Write)
 	}
@@ -217,7 +211,7 @@ func (inv *Inventory) SetStock(ctx context.Context, sku string, qty int64) error
 
 // Stock returns the units of sku left. Its errors wrap
 // stockguard.ErrInvalidRequest (before any I/O), the context's error,
-// stockguard.ErrUnknownSKU (no stock key; with ErrCorruptStock, a key that
+// stockguard.ErrUnknownSKU (no stock key; with stockguard.ErrCorruptStock, a key that
 // holds no stock level), stockguard.ErrUnavailable (the read failed) or
 // ErrContention (Redis or the pool busy).
 func (inv *Inventory) Stock(ctx context.Context, sku string) (int64, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/internal/redisx/cutproxy"
 	"github.com/stockguard/stockguard/stocktest"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 func TestInventory_conformance(t *testing.T) {
@@ -102,7 +103,7 @@ func TestInventory_Decrement_retriesOnConflict(t *testing.T) {
 func TestInventory_Decrement_oneAttemptGivesUp(t *testing.T) {
 	prefix := redistest.Prefix(t, backendstest.RedisClient(t))
 	rdb, _ := conflictOnce(t, prefix, "sku")
-	inv := New(rdb, WithPrefix(prefix), WithRetry(stockguard.RetryPolicy{MaxAttempts: 1}))
+	inv := New(rdb, WithPrefix(prefix), WithRetry(strategy.RetryPolicy{MaxAttempts: 1}))
 	ctx := t.Context()
 	if err := inv.SetStock(ctx, "sku", 10); err != nil {
 		t.Fatal(err)
@@ -164,10 +165,10 @@ func TestInventory_Decrement_corruptValue(t *testing.T) {
 			}
 			before := rdb.Dump(ctx, key).Val()
 			err := inv.Decrement(ctx, c.Name, 1)
-			if !errors.Is(err, ErrCorruptStock) || !errors.Is(err, stockguard.ErrUnknownSKU) {
+			if !errors.Is(err, stockguard.ErrCorruptStock) || !errors.Is(err, stockguard.ErrUnknownSKU) {
 				t.Errorf("Decrement: %v, want ErrCorruptStock and ErrUnknownSKU", err)
 			}
-			if _, err := inv.Stock(ctx, c.Name); !errors.Is(err, ErrCorruptStock) {
+			if _, err := inv.Stock(ctx, c.Name); !errors.Is(err, stockguard.ErrCorruptStock) {
 				t.Errorf("Stock: %v, want ErrCorruptStock", err)
 			}
 			if after := rdb.Dump(ctx, key).Val(); after != before {
@@ -262,18 +263,18 @@ func TestInventory_validatesBeforeIO(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalidRequest", name, err)
 		}
 	}
-	bad := New(rdb, WithRetry(stockguard.RetryPolicy{BaseDelay: -time.Millisecond}))
+	bad := New(rdb, WithRetry(strategy.RetryPolicy{BaseDelay: -time.Millisecond}))
 	_, stockErr := bad.Stock(ctx, "x")
 	for name, err := range map[string]error{
 		"Decrement, bad option": bad.Decrement(ctx, "x", 1),
 		"SetStock, bad option":  bad.SetStock(ctx, "x", 1),
 		"Stock, bad option":     stockErr,
 	} {
-		if stockguard.Contract(err) != stockguard.ErrInvalidRequest {
+		if strategy.Contract(err) != stockguard.ErrInvalidRequest {
 			t.Errorf("%s: %v, want ErrInvalidRequest", name, err)
 		}
 	}
-	if err := inv.Decrement(ctx, "x", 1); stockguard.Contract(err) != stockguard.ErrUnavailable {
+	if err := inv.Decrement(ctx, "x", 1); strategy.Contract(err) != stockguard.ErrUnavailable {
 		t.Errorf("Decrement on a closed client: %v, want ErrUnavailable", err)
 	}
 }
@@ -297,7 +298,7 @@ func TestInventory_unreachable(t *testing.T) {
 		"SetStock":  inv.SetStock(t.Context(), "x", 1),
 		"Stock":     stockErr,
 	} {
-		if stockguard.Contract(err) != stockguard.ErrUnavailable {
+		if strategy.Contract(err) != stockguard.ErrUnavailable {
 			t.Errorf("%s: %v, want ErrUnavailable", name, err)
 		}
 	}
@@ -318,10 +319,10 @@ func TestInventory_readOnlyReplica(t *testing.T) {
 	rdb := srv.Client()
 	t.Cleanup(func() { rdb.Close() })
 	inv := New(rdb)
-	if err := inv.SetStock(t.Context(), "x", 5); stockguard.Contract(err) != stockguard.ErrUnavailable {
+	if err := inv.SetStock(t.Context(), "x", 5); strategy.Contract(err) != stockguard.ErrUnavailable {
 		t.Errorf("SetStock on a replica: %v, want ErrUnavailable", err)
 	}
-	if _, err := inv.Stock(t.Context(), "x"); stockguard.Contract(err) != stockguard.ErrUnknownSKU {
+	if _, err := inv.Stock(t.Context(), "x"); strategy.Contract(err) != stockguard.ErrUnknownSKU {
 		t.Errorf("Stock on a replica: %v, want ErrUnknownSKU (read served)", err)
 	}
 }

@@ -53,7 +53,7 @@ var (
 			if err := mysqllock.CreateSchema(ctx, db, mysqllock.WithTable(table)); err != nil {
 				return err
 			}
-			return mysqllock.CreateSegmentedSchema(ctx, db, mysqllock.WithTable(table))
+			return mysqllock.CreateSchema(ctx, db, mysqllock.WithTable(table))
 		},
 		tables: func(table string) []string { return []string{table, mysqllock.SegmentsTable(table)} },
 		raw: func(table string) string {

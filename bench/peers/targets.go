@@ -12,6 +12,7 @@ import (
 	"github.com/stockguard/stockguard/bench"
 	"github.com/stockguard/stockguard/bench/redistargets"
 	"github.com/stockguard/stockguard/redislock"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // The peers as harness targets: a decrement guarded by each peer's lock,
@@ -51,19 +52,19 @@ func init() {
 type Locked struct {
 	peer    Peer
 	store   *redislock.RedisStore
-	retrier *stockguard.Retrier
+	retrier *strategy.Retrier
 	closed  atomic.Bool
 }
 
 var (
-	_ stockguard.Inventory    = (*Locked)(nil)
-	_ stockguard.RetryCounter = (*Locked)(nil)
+	_ stockguard.Inventory  = (*Locked)(nil)
+	_ strategy.RetryCounter = (*Locked)(nil)
 )
 
 // NewLocked returns a Locked inventory over p, with the stock on rdb under
 // prefix.
 func NewLocked(p Peer, rdb redis.UniversalClient, prefix string) *Locked {
-	return &Locked{peer: p, store: redislock.NewRedisStore(rdb, redislock.WithPrefix(prefix)), retrier: stockguard.NewRetrier(stockguard.RetryPolicy{})}
+	return &Locked{peer: p, store: redislock.NewRedisStore(rdb, redislock.WithPrefix(prefix)), retrier: strategy.NewRetrier(strategy.RetryPolicy{})}
 }
 
 // Decrement takes qty units of sku, all or none, under the peer's lock on
@@ -71,7 +72,7 @@ func NewLocked(p Peer, rdb redis.UniversalClient, prefix string) *Locked {
 // context's error, ErrUnknownSKU, ErrInsufficientStock, ErrContention (the
 // lock stayed busy, or the peer or a read failed) or ErrOutcomeUnknown.
 func (l *Locked) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.Validate(sku, qty); err != nil {
+	if err := strategy.Validate(sku, qty); err != nil {
 		return err
 	}
 	return l.locked(ctx, sku, func(ctx context.Context) error {
@@ -89,7 +90,7 @@ func (l *Locked) Decrement(ctx context.Context, sku string, qty int64) error {
 // SetStock creates sku with qty units or overwrites its level, under the
 // peer's lock on sku; errors as Decrement's.
 func (l *Locked) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.ValidateSet(sku, qty); err != nil {
+	if err := strategy.ValidateSet(sku, qty); err != nil {
 		return err
 	}
 	return l.locked(ctx, sku, func(ctx context.Context) error { return l.store.SetStock(ctx, sku, qty) })
@@ -102,16 +103,16 @@ func (l *Locked) Stock(ctx context.Context, sku string) (int64, error) {
 
 // locked runs fn holding the peer's lock on sku, retrying a busy lock.
 func (l *Locked) locked(ctx context.Context, sku string, fn func(ctx context.Context) error) error {
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	return l.retrier.Do(ctx, func(ctx context.Context) error {
 		release, err := l.peer.Obtain(ctx, "lock:"+sku, false)
 		switch {
 		case errors.Is(err, ErrBusy):
-			return stockguard.Retry(err)
+			return strategy.Retry(err)
 		case err != nil:
-			if cerr := stockguard.Canceled(ctx); cerr != nil {
+			if cerr := strategy.Canceled(ctx); cerr != nil {
 				return cerr
 			}
 			return fmt.Errorf("%w: %s: %v", stockguard.ErrContention, l.peer.Name, err)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // errorBody is every error response: a stable code for programs, a
@@ -23,7 +24,7 @@ const retryAfter = "1"
 // statusOf maps the contract error class of err to an HTTP status, a
 // code and a message. An error outside the contract is a bug: 500.
 func statusOf(err error) (int, string, string) {
-	switch stockguard.Contract(err) {
+	switch strategy.Contract(err) {
 	case stockguard.ErrInsufficientStock:
 		return http.StatusConflict, "sold_out", "not enough stock left"
 	case stockguard.ErrUnknownSKU:

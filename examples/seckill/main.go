@@ -28,6 +28,7 @@ import (
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/stockotel"
+	"github.com/stockguard/stockguard/strategy"
 	"github.com/stockguard/stockguard/tiered"
 )
 
@@ -155,7 +156,7 @@ func (cfg config) check(buyerKey string) error {
 	case len(buyerKey) < minBuyerKeyLen:
 		return fmt.Errorf("%s must hold the buyer-token key, at least %d bytes", envBuyerKey, minBuyerKeyLen)
 	}
-	if err := stockguard.ValidateTTL(cfg.holdTTL); err != nil {
+	if err := strategy.ValidateTTL(cfg.holdTTL); err != nil {
 		return fmt.Errorf("-hold-ttl: %w", err)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // mutexCounterexample is DELIBERATELY BROKEN: the flash-sale controller
@@ -33,10 +34,10 @@ func newMutexCounterexample(rdb *redis.Client, prefix string) *mutexCounterexamp
 func (m *mutexCounterexample) key(sku string) string { return m.prefix + "stock:{" + sku + "}" }
 
 func (m *mutexCounterexample) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
-	if err := stockguard.Validate(sku, qty); err != nil {
+	if err := strategy.Validate(sku, qty); err != nil {
 		return err
 	}
 	m.mu.Lock() // guards this process only: that is the bug
@@ -55,10 +56,10 @@ func (m *mutexCounterexample) Decrement(ctx context.Context, sku string, qty int
 }
 
 func (m *mutexCounterexample) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
-	if err := stockguard.ValidateSet(sku, qty); err != nil {
+	if err := strategy.ValidateSet(sku, qty); err != nil {
 		return err
 	}
 	if err := m.rdb.Set(ctx, m.key(sku), qty, 0).Err(); err != nil {
@@ -68,10 +69,10 @@ func (m *mutexCounterexample) SetStock(ctx context.Context, sku string, qty int6
 }
 
 func (m *mutexCounterexample) Stock(ctx context.Context, sku string) (int64, error) {
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return 0, err
 	}
-	if err := stockguard.ValidateSKU(sku); err != nil {
+	if err := strategy.ValidateSKU(sku); err != nil {
 		return 0, err
 	}
 	n, err := m.rdb.Get(ctx, m.key(sku)).Int64()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // replyTimeout is how long a handler gives its reply to be written once
@@ -230,7 +231,7 @@ func (s *server) checkBuy(req buyRequest) error {
 		if err := checkText("order_id", req.OrderID); err != nil {
 			return err
 		}
-		if err := stockguard.ValidateID(req.OrderID); err != nil {
+		if err := strategy.ValidateID(req.OrderID); err != nil {
 			return err
 		}
 	} else if req.OrderID != "" {
@@ -309,7 +310,7 @@ func (s *server) decrement(ctx context.Context, w http.ResponseWriter, req buyRe
 // allowance or not registered from a SKU sold out or unknown: the order
 // does not say which of its lines refused, so the allowance is read.
 func (s *server) failBuy(ctx context.Context, w http.ResponseWriter, err error, buyer string, req buyRequest) {
-	switch stockguard.Contract(err) {
+	switch strategy.Contract(err) {
 	case stockguard.ErrUnknownSKU, stockguard.ErrInsufficientStock:
 		left, aerr := s.inv.Stock(ctx, allowanceSKU(buyer))
 		switch {

@@ -11,6 +11,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/memorders"
 	"github.com/stockguard/stockguard/internal/memstock"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // testToken is the admin token of the test servers.
@@ -118,7 +119,7 @@ func TestServer_decrementWithoutOrders(t *testing.T) {
 }
 
 func TestStatusOf_everyContractError(t *testing.T) {
-	for _, err := range stockguard.ContractErrors() {
+	for _, err := range strategy.ContractErrors() {
 		status, code, _ := statusOf(err)
 		if code == "internal" || status < 400 {
 			t.Errorf("%v → %d %s", err, status, code)

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // maxBody bounds every request body: the largest legal one, an order
@@ -48,7 +49,7 @@ func checkSKU(sku string) error {
 	if strings.HasPrefix(sku, reservedPrefix) {
 		return fmt.Errorf("%w: sku may not start with %q", stockguard.ErrInvalidRequest, reservedPrefix)
 	}
-	return stockguard.ValidateSKU(sku)
+	return strategy.ValidateSKU(sku)
 }
 
 // errUnsupportedMedia is a body that is not application/json.

@@ -17,6 +17,7 @@ import (
 	"github.com/stockguard/stockguard/examples/seckill/internal/load"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/mysqllock"
+	"github.com/stockguard/stockguard/strategy"
 	"github.com/stockguard/stockguard/tiered"
 )
 
@@ -112,7 +113,7 @@ func TestSeckill_tieredTwoServicesAndConsumers(t *testing.T) {
 		switch {
 		case accepted[o] && err != nil:
 			t.Errorf("order %s answered 200, not on the back: %v", id, err)
-		case accepted[o] && (info.State != stockguard.OrderTaken || !stockguard.SameLines(info.Lines, []stockguard.Line{{SKU: sku, Qty: 1}, {SKU: allowanceSKU(o.Buyer), Qty: 1}})):
+		case accepted[o] && (info.State != stockguard.OrderTaken || !strategy.SameLines(info.Lines, []stockguard.Line{{SKU: sku, Qty: 1}, {SKU: allowanceSKU(o.Buyer), Qty: 1}})):
 			t.Errorf("order %s on the back: %v %v", id, info.State, info.Lines)
 		case !accepted[o] && !errors.Is(err, stockguard.ErrUnknownOrder):
 			t.Errorf("order %s not answered 200, on the back: %v %v (%v)", id, info.State, info.Lines, err)

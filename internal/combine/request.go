@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // A request's state: waiting in a queue or in a batch not yet written,
@@ -50,7 +51,7 @@ func (c *Combiner[T]) abandon(ctx context.Context, r *request[T]) error {
 		if bt != nil {
 			bt.leave()
 		}
-		return stockguard.Canceled(ctx)
+		return strategy.Canceled(ctx)
 	}
 	select {
 	case err := <-r.done:

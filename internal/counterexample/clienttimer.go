@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // ClientTimer is a checkout client that holds a cart by taking it and
@@ -61,7 +62,7 @@ func NewClientTimer(inner stockguard.Orders, book *HoldBook, dropEvery int) *Cli
 
 // Hold takes lines for good and starts a timer to return them after ttl.
 func (c *ClientTimer) Hold(ctx context.Context, id string, ttl time.Duration, lines ...stockguard.Line) error {
-	if err := stockguard.ValidateHold(id, ttl, lines); err != nil {
+	if err := strategy.ValidateHold(id, ttl, lines); err != nil {
 		return err
 	}
 	if err := c.Orders.Take(ctx, id, lines...); err != nil {
@@ -112,7 +113,7 @@ func (c *ClientTimer) settle(id string, confirm bool) (expired bool) {
 
 // Confirm stops the timer; an expired hold is ErrOrderClosed.
 func (c *ClientTimer) Confirm(ctx context.Context, id string) error {
-	if err := stockguard.ValidateID(id); err != nil {
+	if err := strategy.ValidateID(id); err != nil {
 		return err
 	}
 	if c.settle(id, true) {
@@ -123,7 +124,7 @@ func (c *ClientTimer) Confirm(ctx context.Context, id string) error {
 
 // Return stops the timer and returns the order.
 func (c *ClientTimer) Return(ctx context.Context, id string) error {
-	if err := stockguard.ValidateID(id); err != nil {
+	if err := strategy.ValidateID(id); err != nil {
 		return err
 	}
 	c.settle(id, false)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // LineByLine is a checkout client that takes a cart one line at a time,
@@ -24,7 +25,7 @@ var _ stockguard.Orders = (*LineByLine)(nil)
 func NewLineByLine(inner stockguard.Orders) *LineByLine { return &LineByLine{parted{inner}} }
 
 func (c *LineByLine) each(ctx context.Context, id string, lines []stockguard.Line, call func(ctx context.Context, id string, l stockguard.Line) error) error {
-	if err := stockguard.ValidateTake(id, lines); err != nil {
+	if err := strategy.ValidateTake(id, lines); err != nil {
 		return err
 	}
 	for n, l := range lines {

@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // mysqlStock reads and writes a stock table of mysqllock's schema (sku,
@@ -45,10 +46,10 @@ func newMySQLStock(db *sqlx.DB, table string) (mysqlStock, error) {
 
 // SetStock creates or overwrites sku's stock level.
 func (s mysqlStock) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.ValidateSet(sku, qty); err != nil {
+	if err := strategy.ValidateSet(sku, qty); err != nil {
 		return err
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	if _, err := s.db.ExecContext(ctx, s.setQuery, sku, qty); err != nil {
@@ -59,10 +60,10 @@ func (s mysqlStock) SetStock(ctx context.Context, sku string, qty int64) error {
 
 // Stock returns sku's stock level, or ErrUnknownSKU.
 func (s mysqlStock) Stock(ctx context.Context, sku string) (int64, error) {
-	if err := stockguard.ValidateSKU(sku); err != nil {
+	if err := strategy.ValidateSKU(sku); err != nil {
 		return 0, err
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return 0, err
 	}
 	return s.read(ctx, s.db, sku)
@@ -76,7 +77,7 @@ func (s mysqlStock) read(ctx context.Context, q sqlx.QueryerContext, sku string)
 	case errors.Is(err, sql.ErrNoRows):
 		return 0, fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
 	case err != nil:
-		if cerr := stockguard.Canceled(ctx); cerr != nil {
+		if cerr := strategy.Canceled(ctx); cerr != nil {
 			return 0, cerr
 		}
 		return 0, fmt.Errorf("%w: read: %w", stockguard.ErrContention, err)

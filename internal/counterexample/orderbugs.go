@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // The order counterexamples below wrap a sound stockguard.Orders and break
@@ -65,7 +66,7 @@ func NewPhantom(inner stockguard.Orders, book *Book) *Phantom {
 func (c *Phantom) record(id string, lines []stockguard.Line, err error) error {
 	if errors.Is(err, stockguard.ErrInsufficientStock) {
 		c.book.mu.Lock()
-		c.book.get(id, func() *entry { return &entry{lines: stockguard.SortedLines(lines)} })
+		c.book.get(id, func() *entry { return &entry{lines: strategy.SortedLines(lines)} })
 		c.book.mu.Unlock()
 	}
 	return err
@@ -131,7 +132,7 @@ func (c *LazyExpiry) settle(ctx context.Context, id string) (*entry, error) {
 
 // Hold takes lines and notes the deadline.
 func (c *LazyExpiry) Hold(ctx context.Context, id string, ttl time.Duration, lines ...stockguard.Line) error {
-	if err := stockguard.ValidateHold(id, ttl, lines); err != nil {
+	if err := strategy.ValidateHold(id, ttl, lines); err != nil {
 		return err
 	}
 	e, err := c.settle(ctx, id)
@@ -241,7 +242,7 @@ func NewFlakyRestock(inner stockguard.Orders, book *Book) *FlakyRestock {
 // Restock answers unknown, having done nothing, the first UnknownTries
 // times id is tried.
 func (c *FlakyRestock) Restock(ctx context.Context, id string, sku string, qty int64) error {
-	if err := stockguard.ValidateRestock(id, sku, qty); err != nil {
+	if err := strategy.ValidateRestock(id, sku, qty); err != nil {
 		return err
 	}
 	c.book.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // The checkout counterexamples wrap a sound stockguard.Orders and break it
@@ -20,7 +21,7 @@ func partID(id string, n int) string { return id + "#" + strconv.Itoa(n) }
 
 // parts returns the records kept for id, in the order they were made.
 func parts(ctx context.Context, inner stockguard.Orders, id string) ([]stockguard.OrderInfo, error) {
-	if err := stockguard.ValidateID(id); err != nil {
+	if err := strategy.ValidateID(id); err != nil {
 		return nil, err
 	}
 	var out []stockguard.OrderInfo
@@ -58,7 +59,7 @@ func merged(ctx context.Context, inner stockguard.Orders, id string) (stockguard
 			info.Lines = append(info.Lines, l)
 		}
 	}
-	info.Lines = stockguard.SortedLines(info.Lines)
+	info.Lines = strategy.SortedLines(info.Lines)
 	return info, nil
 }
 

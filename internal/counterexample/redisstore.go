@@ -11,6 +11,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redisx"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // redisStock keeps stock levels as plain strings under rediskeys names, as
@@ -74,10 +75,10 @@ func (s redisStock) takeUnlocked(ctx context.Context, sku string, qty int64, sta
 
 // admit checks a Decrement's input and its context before any I/O.
 func admit(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.Validate(sku, qty); err != nil {
+	if err := strategy.Validate(sku, qty); err != nil {
 		return err
 	}
-	return stockguard.Canceled(ctx)
+	return strategy.Canceled(ctx)
 }
 
 // Stall is an occasional pause of the application — a garbage-collection
@@ -105,7 +106,7 @@ func spin(ctx context.Context) error {
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return stockguard.Canceled(ctx)
+		return strategy.Canceled(ctx)
 	case <-t.C:
 		return nil
 	}

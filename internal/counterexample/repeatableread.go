@@ -8,6 +8,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // RepeatableRead reads the stock and writes the computed new level inside
@@ -45,7 +46,7 @@ func (r *RepeatableRead) Decrement(ctx context.Context, sku string, qty int64) e
 	}
 	tx, err := r.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
 	if err != nil {
-		if cerr := stockguard.Canceled(ctx); cerr != nil {
+		if cerr := strategy.Canceled(ctx); cerr != nil {
 			return cerr
 		}
 		return fmt.Errorf("%w: begin: %w", stockguard.ErrContention, err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // RetryWithoutID is a checkout client that retries a lost reply as a fresh
@@ -42,14 +43,14 @@ func NewRetryWithoutID(inner stockguard.Orders, lossEvery int) *RetryWithoutID {
 // naive makes call under a fresh record ID, and once more under another
 // when the reply was lost.
 func (c *RetryWithoutID) naive(ctx context.Context, id string, call func(ctx context.Context, id string) error) error {
-	if err := stockguard.ValidateID(id); err != nil {
+	if err := strategy.ValidateID(id); err != nil {
 		return err
 	}
 	err := call(ctx, partID(id, 0))
 	if err == nil && c.n.Add(1)%c.lossEvery == 0 {
 		err = fmt.Errorf("%w: reply lost", stockguard.ErrOutcomeUnknown)
 	}
-	if stockguard.Contract(err) != stockguard.ErrOutcomeUnknown {
+	if strategy.Contract(err) != stockguard.ErrOutcomeUnknown {
 		return err
 	}
 	return call(ctx, partID(id, 1)) // the bug: a new ID for the same order

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Wrap returns err with where (format and args) put after its contract
@@ -21,7 +22,7 @@ func Wrap(err error, format string, args ...any) error {
 		return nil
 	}
 	where := fmt.Sprintf(format, args...)
-	c := stockguard.Contract(err)
+	c := strategy.Contract(err)
 	if c == nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}

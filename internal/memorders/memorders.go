@@ -11,6 +11,7 @@ import (
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/room"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // kind is the call that applied an order.
@@ -57,7 +58,7 @@ func (s *Store) admit(ctx context.Context, valid error) error {
 	if valid != nil {
 		return valid
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -86,7 +87,7 @@ func (s *Store) giveBack(o *order) {
 // Decrement takes qty units of sku. It returns ErrInvalidRequest,
 // ErrUnknownSKU, ErrInsufficientStock or ctx's error.
 func (s *Store) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := s.admit(ctx, stockguard.Validate(sku, qty)); err != nil {
+	if err := s.admit(ctx, strategy.Validate(sku, qty)); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
@@ -97,7 +98,7 @@ func (s *Store) Decrement(ctx context.Context, sku string, qty int64) error {
 // ErrInvalidRequest (also when qty and the units out on open orders would
 // pass MaxQty) or ctx's error.
 func (s *Store) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := s.admit(ctx, stockguard.ValidateSet(sku, qty)); err != nil {
+	if err := s.admit(ctx, strategy.ValidateSet(sku, qty)); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
@@ -128,7 +129,7 @@ func (s *Store) out(sku string) int64 {
 // Stock returns sku's stock level, counting expired holds as back. It
 // returns ErrInvalidRequest, ErrUnknownSKU or ctx's error.
 func (s *Store) Stock(ctx context.Context, sku string) (int64, error) {
-	if err := s.admit(ctx, stockguard.ValidateSKU(sku)); err != nil {
+	if err := s.admit(ctx, strategy.ValidateSKU(sku)); err != nil {
 		return 0, err
 	}
 	defer s.mu.Unlock()
@@ -160,7 +161,7 @@ func (s *Store) take(lines []stockguard.Line) error {
 // ErrInvalidRequest, ErrUnknownSKU, ErrInsufficientStock, ErrOrderMismatch,
 // ErrOrderClosed or ctx's error.
 func (s *Store) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
-	if err := s.admit(ctx, stockguard.ValidateTake(id, lines)); err != nil {
+	if err := s.admit(ctx, strategy.ValidateTake(id, lines)); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
@@ -170,7 +171,7 @@ func (s *Store) Take(ctx context.Context, id string, lines ...stockguard.Line) e
 // Hold takes every line under id until Confirm, Return or ttl has passed.
 // It returns what Take returns.
 func (s *Store) Hold(ctx context.Context, id string, ttl time.Duration, lines ...stockguard.Line) error {
-	if err := s.admit(ctx, stockguard.ValidateHold(id, ttl, lines)); err != nil {
+	if err := s.admit(ctx, strategy.ValidateHold(id, ttl, lines)); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
@@ -179,7 +180,7 @@ func (s *Store) Hold(ctx context.Context, id string, ttl time.Duration, lines ..
 
 // place applies a take or a hold under id, or answers a retry of one.
 func (s *Store) place(id string, k kind, ttl time.Duration, lines []stockguard.Line) error {
-	lines = stockguard.SortedLines(lines)
+	lines = strategy.SortedLines(lines)
 	if o, ok := s.orders[id]; ok {
 		switch {
 		case o.kind != k || !slices.Equal(o.lines, lines):
@@ -217,7 +218,7 @@ func (s *Store) lookup(id string) (*order, error) {
 // ErrInvalidRequest, ErrUnknownOrder, ErrOrderMismatch (a restock),
 // ErrOrderClosed or ctx's error.
 func (s *Store) Confirm(ctx context.Context, id string) error {
-	if err := s.admit(ctx, stockguard.ValidateID(id)); err != nil {
+	if err := s.admit(ctx, strategy.ValidateID(id)); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
@@ -236,7 +237,7 @@ func (s *Store) Confirm(ctx context.Context, id string) error {
 // ErrInvalidRequest, ErrUnknownOrder, ErrOrderMismatch (a restock) or ctx's
 // error.
 func (s *Store) Return(ctx context.Context, id string) error {
-	if err := s.admit(ctx, stockguard.ValidateID(id)); err != nil {
+	if err := s.admit(ctx, strategy.ValidateID(id)); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
@@ -254,7 +255,7 @@ func (s *Store) Return(ctx context.Context, id string) error {
 // Restock adds qty units to a stocked sku once per id. It returns
 // ErrInvalidRequest, ErrUnknownSKU, ErrOrderMismatch or ctx's error.
 func (s *Store) Restock(ctx context.Context, id string, sku string, qty int64) error {
-	if err := s.admit(ctx, stockguard.ValidateRestock(id, sku, qty)); err != nil {
+	if err := s.admit(ctx, strategy.ValidateRestock(id, sku, qty)); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
@@ -280,7 +281,7 @@ func (s *Store) Restock(ctx context.Context, id string, sku string, qty int64) e
 // Order reports the order applied under id. It returns ErrInvalidRequest,
 // ErrUnknownOrder or ctx's error.
 func (s *Store) Order(ctx context.Context, id string) (stockguard.OrderInfo, error) {
-	if err := s.admit(ctx, stockguard.ValidateID(id)); err != nil {
+	if err := s.admit(ctx, strategy.ValidateID(id)); err != nil {
 		return stockguard.OrderInfo{}, err
 	}
 	defer s.mu.Unlock()
@@ -298,7 +299,7 @@ func (s *Store) Order(ctx context.Context, id string) (stockguard.OrderInfo, err
 // Footprint returns the number of SKUs and orders the store holds: what a
 // backend would count as keys or rows.
 func (s *Store) Footprint(ctx context.Context) (int64, error) {
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()

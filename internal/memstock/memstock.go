@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Store is an in-memory Inventory guarded by one mutex. Several Store values
@@ -26,10 +27,10 @@ func New() *Store { return &Store{stock: make(map[string]int64)} }
 // Decrement takes qty units of sku. It returns ErrInvalidRequest,
 // ErrUnknownSKU, ErrInsufficientStock or ctx's error.
 func (s *Store) Decrement(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.Validate(sku, qty); err != nil {
+	if err := strategy.Validate(sku, qty); err != nil {
 		return err
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -47,10 +48,10 @@ func (s *Store) Decrement(ctx context.Context, sku string, qty int64) error {
 
 // SetStock creates or overwrites sku's stock level.
 func (s *Store) SetStock(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.ValidateSet(sku, qty); err != nil {
+	if err := strategy.ValidateSet(sku, qty); err != nil {
 		return err
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -61,10 +62,10 @@ func (s *Store) SetStock(ctx context.Context, sku string, qty int64) error {
 
 // Stock returns sku's stock level, or ErrUnknownSKU.
 func (s *Store) Stock(ctx context.Context, sku string) (int64, error) {
-	if err := stockguard.ValidateSKU(sku); err != nil {
+	if err := strategy.ValidateSKU(sku); err != nil {
 		return 0, err
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()

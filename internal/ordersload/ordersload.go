@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Conservation has workers goroutines place ops calls on insts —
@@ -146,7 +147,7 @@ func Conservation(t *testing.T, insts []stockguard.Orders, workers, ops int) {
 		}
 		states[p.id] = info
 		switch {
-		case !stockguard.SameLines(info.Lines, p.lines):
+		case !strategy.SameLines(info.Lines, p.lines):
 			t.Errorf("%s: lines %v, placed %v", p.id, info.Lines, p.lines)
 		case info.State == stockguard.OrderExpired && !p.hold:
 			t.Errorf("%s: a Take is expired", p.id)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Repeats has workers goroutines take orders on insts — instances over
@@ -115,7 +116,7 @@ func Repeats(t *testing.T, insts []stockguard.Orders, settle func(), workers, or
 			}
 		case err != nil:
 			t.Errorf("%s was acknowledged, yet Order: %v", a.id, err)
-		case info.State != stockguard.OrderTaken || !stockguard.SameLines(info.Lines, a.lines):
+		case info.State != stockguard.OrderTaken || !strategy.SameLines(info.Lines, a.lines):
 			t.Errorf("%s was acknowledged with %v, yet the ledger says %+v", a.id, a.lines, info)
 		}
 		if err == nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Effect says what a failed command could have done had it reached the
@@ -69,7 +70,7 @@ const (
 // out at the caller's deadline fails before the context's timer fires,
 // and must not be reported as an unreachable Redis.
 //
-// Every non-nil result other than redis.Nil satisfies stockguard.IsContract
+// Every non-nil result other than redis.Nil satisfies strategy.IsContract
 // and matches exactly one contract sentinel.
 func Classify(ctx context.Context, err error, effect Effect) error {
 	var reply redis.Error
@@ -121,7 +122,7 @@ func busy(reply redis.Error) bool {
 // (ctx.Err() reports a deadline only once the context's timer has fired, a
 // moment later), else nil.
 func ended(ctx context.Context) error {
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {

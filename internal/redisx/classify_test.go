@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // replyError stands in for a Redis error reply (go-redis's own type is internal).
@@ -71,7 +72,7 @@ func TestClassify(t *testing.T) {
 		{"unknown origin, write", live, errors.New("hook failed"), Write, stockguard.ErrOutcomeUnknown},
 		{"unknown origin, read", live, errors.New("hook failed"), Read, stockguard.ErrUnavailable},
 	}
-	sentinels := stockguard.ContractErrors()
+	sentinels := strategy.ContractErrors()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := Classify(tt.ctx, tt.err, tt.effect)
@@ -103,7 +104,7 @@ func TestNotSent_dialRefused(t *testing.T) {
 	if !NotSent(err) {
 		t.Fatalf("NotSent(%v) = false for a refused dial", err)
 	}
-	if got := Classify(t.Context(), err, Write); stockguard.Contract(got) != stockguard.ErrUnavailable {
+	if got := Classify(t.Context(), err, Write); strategy.Contract(got) != stockguard.ErrUnavailable {
 		t.Fatalf("Classify(%v) = %v, want ErrUnavailable", err, got)
 	}
 }
@@ -141,7 +142,7 @@ func TestParseLevel(t *testing.T) {
 		switch {
 		case tt.ok && (err != nil || got != tt.want):
 			t.Errorf("ParseLevel(%q) = %d, %v; want %d", tt.in, got, err, tt.want)
-		case !tt.ok && !(errors.Is(err, ErrCorrupt) && errors.Is(err, stockguard.ErrUnknownSKU)):
+		case !tt.ok && !(errors.Is(err, stockguard.ErrCorruptStock) && errors.Is(err, stockguard.ErrUnknownSKU)):
 			t.Errorf("ParseLevel(%q) = %d, %v; want ErrCorrupt and ErrUnknownSKU", tt.in, got, err)
 		}
 	}

@@ -10,13 +10,8 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/rediskeys"
+	"github.com/stockguard/stockguard/strategy"
 )
-
-// ErrCorrupt means a stock key holds something that is not a stock level:
-// not a string (WRONGTYPE), or not the canonical decimal of an integer in
-// 0…stockguard.MaxQty. stockguard never writes such a value; someone else
-// did. Errors wrapping it also wrap stockguard.ErrUnknownSKU — see Corrupt.
-var ErrCorrupt = errors.New("stockguard: stock key holds no valid stock level")
 
 // Corrupt reports that key holds no valid stock level (detail says what it
 // holds). The contract needs one of its sentinels, and the choice is
@@ -25,10 +20,10 @@ var ErrCorrupt = errors.New("stockguard: stock key holds no valid stock level")
 // readable stock level is one that cannot be sold. ErrContention would
 // invite retries that can never succeed, ErrOutcomeUnknown would claim an
 // ambiguity there is none of, and ErrInvalidRequest is about the caller's
-// input, checked before I/O. errors.Is(err, ErrCorrupt) tells it apart from
+// input, checked before I/O. errors.Is(err, stockguard.ErrCorruptStock) tells it apart from
 // a missing key; SetStock overwrites the bad value.
 func Corrupt(key, detail string) error {
-	return fmt.Errorf("%w: %w: key %q %s", stockguard.ErrUnknownSKU, ErrCorrupt, key, detail)
+	return fmt.Errorf("%w: %w: key %q %s", stockguard.ErrUnknownSKU, stockguard.ErrCorruptStock, key, detail)
 }
 
 // ParseLevel parses the value of stock key key as written by SetStock or
@@ -36,7 +31,7 @@ func Corrupt(key, detail string) error {
 // "-1" are all corrupt). Otherwise it returns a Corrupt error.
 func ParseLevel(key, s string) (int64, error) {
 	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || strconv.FormatInt(n, 10) != s || stockguard.ValidateLevel(n) != nil {
+	if err != nil || strconv.FormatInt(n, 10) != s || strategy.ValidateLevel(n) != nil {
 		const show = 32
 		if len(s) > show {
 			s = s[:show] + "…"
@@ -97,10 +92,10 @@ type Levels struct {
 // stockguard.ErrInvalidRequest (before any I/O), the context's error, or
 // one of SetLevel.
 func (l Levels) Set(ctx context.Context, sku string, qty int64) error {
-	if err := stockguard.ValidateSet(sku, qty); err != nil {
+	if err := strategy.ValidateSet(sku, qty); err != nil {
 		return err
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
 	w := l.Writer
@@ -117,10 +112,10 @@ func (l Levels) Set(ctx context.Context, sku string, qty int64) error {
 // stockguard.ErrInvalidRequest (before any I/O), the context's error, or
 // one of GetLevel.
 func (l Levels) Get(ctx context.Context, sku string) (int64, error) {
-	if err := stockguard.ValidateSKU(sku); err != nil {
+	if err := strategy.ValidateSKU(sku); err != nil {
 		return 0, err
 	}
-	if err := stockguard.Canceled(ctx); err != nil {
+	if err := strategy.Canceled(ctx); err != nil {
 		return 0, err
 	}
 	n, err := GetLevel(ctx, l.Client, l.Keys.Stock(sku))

@@ -1,4 +1,4 @@
-package stockguard
+package strategy
 
 import "time"
 

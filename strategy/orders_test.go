@@ -1,4 +1,4 @@
-package stockguard_test
+package strategy_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 func TestValidateHold(t *testing.T) {
@@ -35,16 +36,16 @@ func TestValidateHold(t *testing.T) {
 		{"control id", "o\n", time.Second, ok, false},
 		{"no lines", "o", time.Second, nil, false},
 		{"65 lines", "o", time.Second, many, false},
-		{"duplicate sku", "o", time.Second, []stockguard.Line{{"a", 1}, {"a", 2}}, false},
-		{"bad sku", "o", time.Second, []stockguard.Line{{"", 1}}, false},
-		{"zero qty", "o", time.Second, []stockguard.Line{{"a", 0}}, false},
-		{"huge qty", "o", time.Second, []stockguard.Line{{"a", stockguard.MaxQty + 1}}, false},
+		{"duplicate sku", "o", time.Second, []stockguard.Line{{SKU: "a", Qty: 1}, {SKU: "a", Qty: 2}}, false},
+		{"bad sku", "o", time.Second, []stockguard.Line{{SKU: "", Qty: 1}}, false},
+		{"zero qty", "o", time.Second, []stockguard.Line{{SKU: "a", Qty: 0}}, false},
+		{"huge qty", "o", time.Second, []stockguard.Line{{SKU: "a", Qty: stockguard.MaxQty + 1}}, false},
 		{"zero ttl", "o", 0, ok, false},
 		{"negative ttl", "o", -time.Second, ok, false},
 		{"ttl over 7 days", "o", 7*24*time.Hour + time.Nanosecond, ok, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := stockguard.ValidateHold(tc.id, tc.ttl, tc.lines)
+			err := strategy.ValidateHold(tc.id, tc.ttl, tc.lines)
 			if tc.ok != (err == nil) || (err != nil && !errors.Is(err, stockguard.ErrInvalidRequest)) {
 				t.Fatalf("ValidateHold = %v, want ok=%v", err, tc.ok)
 			}
@@ -53,32 +54,32 @@ func TestValidateHold(t *testing.T) {
 }
 
 func TestContract_exactlyOne(t *testing.T) {
-	for _, target := range stockguard.ContractErrors() {
-		if got := stockguard.Contract(target); got != target {
+	for _, target := range strategy.ContractErrors() {
+		if got := strategy.Contract(target); got != target {
 			t.Errorf("Contract(%v) = %v", target, got)
 		}
 	}
-	if stockguard.Contract(errors.New("driver: boom")) != nil || stockguard.IsContract(nil) {
+	if strategy.Contract(errors.New("driver: boom")) != nil || strategy.IsContract(nil) {
 		t.Error("an error outside the contract, or nil, matched")
 	}
 }
 
 func TestCanceled_nilContext(t *testing.T) {
 	//lint:ignore SA1012 a nil context is the input under test
-	if err := stockguard.Canceled(nil); !errors.Is(err, stockguard.ErrInvalidRequest) { //nolint:staticcheck
+	if err := strategy.Canceled(nil); !errors.Is(err, stockguard.ErrInvalidRequest) { //nolint:staticcheck
 		t.Fatalf("Canceled(nil) = %v, want ErrInvalidRequest", err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if err := stockguard.Canceled(ctx); !errors.Is(err, context.Canceled) {
+	if err := strategy.Canceled(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Canceled(ended) = %v", err)
 	}
 }
 
 func TestSortedLines(t *testing.T) {
-	in := []stockguard.Line{{"b", 1}, {"a", 2}}
-	got := stockguard.SortedLines(in)
-	if got[0].SKU != "a" || in[0].SKU != "b" || !stockguard.SameLines(in, got) || stockguard.SameLines(in, got[:1]) {
+	in := []stockguard.Line{{SKU: "b", Qty: 1}, {SKU: "a", Qty: 2}}
+	got := strategy.SortedLines(in)
+	if got[0].SKU != "a" || in[0].SKU != "b" || !strategy.SameLines(in, got) || strategy.SameLines(in, got[:1]) {
 		t.Fatalf("SortedLines(%v) = %v", in, got)
 	}
 }

@@ -1,4 +1,4 @@
-package stockguard
+package strategy
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
+
+	"github.com/stockguard/stockguard"
 )
 
 // RetryPolicy bounds how a strategy retries after a conflict: at most
@@ -32,6 +34,14 @@ type RetryPolicy struct {
 	// flight at a time — instead of N retries piling up each round, which is
 	// what makes optimistic schemes collapse under load. Default false.
 	Adaptive bool
+}
+
+// RetryCounter is implemented by strategies that retry internally (optimistic
+// concurrency, lock acquisition). The harness reads it to report retries per
+// operation.
+type RetryCounter interface {
+	// Retries returns the number of retries since the strategy was created.
+	Retries() int64
 }
 
 // Default values of RetryPolicy's fields.
@@ -60,18 +70,18 @@ func Retry(reason error) error { return &retryError{reason} }
 // Validate reports a policy no Retrier follows as given: a negative field,
 // or a MaxDelay below a BaseDelay when both are set. Zero fields are valid
 // and mean the defaults. It returns nil or an error wrapping
-// ErrInvalidRequest; the strategy packages' WithRetry options turn it into
+// stockguard.ErrInvalidRequest; the strategy packages' WithRetry options turn it into
 // their deferred option error.
 func (p RetryPolicy) Validate() error {
 	switch {
 	case p.MaxAttempts < 0:
-		return fmt.Errorf("%w: retry policy: MaxAttempts %d is negative", ErrInvalidRequest, p.MaxAttempts)
+		return fmt.Errorf("%w: retry policy: MaxAttempts %d is negative", stockguard.ErrInvalidRequest, p.MaxAttempts)
 	case p.BaseDelay < 0:
-		return fmt.Errorf("%w: retry policy: BaseDelay %v is negative", ErrInvalidRequest, p.BaseDelay)
+		return fmt.Errorf("%w: retry policy: BaseDelay %v is negative", stockguard.ErrInvalidRequest, p.BaseDelay)
 	case p.MaxDelay < 0:
-		return fmt.Errorf("%w: retry policy: MaxDelay %v is negative", ErrInvalidRequest, p.MaxDelay)
+		return fmt.Errorf("%w: retry policy: MaxDelay %v is negative", stockguard.ErrInvalidRequest, p.MaxDelay)
 	case p.MaxDelay > 0 && p.MaxDelay < p.BaseDelay:
-		return fmt.Errorf("%w: retry policy: MaxDelay %v below BaseDelay %v", ErrInvalidRequest, p.MaxDelay, p.BaseDelay)
+		return fmt.Errorf("%w: retry policy: MaxDelay %v below BaseDelay %v", stockguard.ErrInvalidRequest, p.MaxDelay, p.BaseDelay)
 	}
 	return nil
 }
@@ -125,8 +135,8 @@ func (r *Retrier) Retries() int64 { return r.retries.Load() }
 
 // Do calls op until it returns an error not made by Retry (nil included) and
 // returns that error. When the attempts run out it returns an error wrapping
-// ErrContention and the last reason, or the last reason alone when it wraps
-// ErrUnavailable; when ctx ends while backing off it
+// stockguard.ErrContention and the last reason, or the last reason alone when it wraps
+// stockguard.ErrUnavailable; when ctx ends while backing off it
 // returns ctx's error (Canceled): the caller gave up, and nothing was
 // applied. op must have applied nothing when it asks for a retry.
 func (r *Retrier) Do(ctx context.Context, op func(ctx context.Context) error) error {
@@ -143,15 +153,15 @@ func (r *Retrier) Do(ctx context.Context, op func(ctx context.Context) error) er
 			r.observe(time.Since(began))
 		}
 		if attempt >= p.MaxAttempts {
-			if errors.Is(re.reason, ErrUnavailable) {
+			if errors.Is(re.reason, stockguard.ErrUnavailable) {
 				// The last attempt met a server that could not serve: "busy,
 				// try again" would hide an outage from the caller.
 				return fmt.Errorf("gave up after %d attempts: %w", attempt, re.reason)
 			}
 			if re.reason == nil {
-				return fmt.Errorf("%w after %d attempts", ErrContention, attempt)
+				return fmt.Errorf("%w after %d attempts", stockguard.ErrContention, attempt)
 			}
-			return fmt.Errorf("%w after %d attempts: %w", ErrContention, attempt, re.reason)
+			return fmt.Errorf("%w after %d attempts: %w", stockguard.ErrContention, attempt, re.reason)
 		}
 		r.retries.Add(1)
 		var extra time.Duration

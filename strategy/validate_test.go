@@ -1,4 +1,4 @@
-package stockguard_test
+package strategy_test
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 func TestValidate(t *testing.T) {
@@ -39,7 +40,7 @@ func TestValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := stockguard.Validate(tt.sku, tt.qty)
+			err := strategy.Validate(tt.sku, tt.qty)
 			if tt.ok && err != nil {
 				t.Fatalf("Validate(%q, %d) = %v, want nil", tt.sku, tt.qty, err)
 			}
@@ -55,7 +56,7 @@ func TestValidateLevel(t *testing.T) {
 		qty int64
 		ok  bool
 	}{{0, true}, {stockguard.MaxQty, true}, {-1, false}, {stockguard.MaxQty + 1, false}} {
-		if err := stockguard.ValidateLevel(tt.qty); (err == nil) != tt.ok || (err != nil && !errors.Is(err, stockguard.ErrInvalidRequest)) {
+		if err := strategy.ValidateLevel(tt.qty); (err == nil) != tt.ok || (err != nil && !errors.Is(err, stockguard.ErrInvalidRequest)) {
 			t.Errorf("ValidateLevel(%d) = %v, want ok=%v", tt.qty, err, tt.ok)
 		}
 	}
