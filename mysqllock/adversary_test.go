@@ -21,7 +21,7 @@ func TestOrders_adversary(t *testing.T) {
 		insts func(db *sqlx.DB, table string) []stockguard.Orders
 	}{
 		{"interpolateParams/atomic", interpolate, func(db *sqlx.DB, table string) []stockguard.Orders {
-			return []stockguard.Orders{NewAtomic(db, WithTable(table)), NewAtomic(db, WithTable(table))}
+			return []stockguard.Orders{mustNew(NewAtomic(db, WithTable(table))), mustNew(NewAtomic(db, WithTable(table)))}
 		}},
 		{"interpolateParams/atomic+batched+lanes", interpolate, mixed},
 		{"multiStatements/atomic+batched+lanes", multi, mixed},
@@ -38,9 +38,9 @@ func TestOrders_adversary(t *testing.T) {
 // mixed is Atomic, Batched and Batched with four lanes on table.
 func mixed(db *sqlx.DB, table string) []stockguard.Orders {
 	return []stockguard.Orders{
-		NewAtomic(db, WithTable(table)),
-		NewBatched(db, WithTable(table)),
-		NewBatched(db, WithTable(table), WithOrderLanes(4)),
+		mustNew(NewAtomic(db, WithTable(table))),
+		mustNew(NewBatched(db, WithTable(table))),
+		mustNew(NewBatched(db, WithTable(table), WithOrderLanes(4))),
 	}
 }
 
@@ -53,7 +53,7 @@ func TestInventory_adversary(t *testing.T) {
 	for _, name := range strategyNames {
 		insts = append(insts, strategies(db, WithTable(table))[name])
 	}
-	insts = append(insts, NewBatched(db, WithTable(table)))
+	insts = append(insts, mustNew(NewBatched(db, WithTable(table))))
 	stocktest.Adversary{}.RunInventory(t, insts)
 }
 

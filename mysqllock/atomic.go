@@ -51,7 +51,17 @@ var (
 // gets the row: the request reports ErrOutcomeUnknown. To bound that wait on
 // the server too, put innodb_lock_wait_timeout=N (seconds) in the DSN; the
 // driver sets it on every connection.
-func NewAtomic(db *sqlx.DB, opts ...Option) *Atomic {
+func NewAtomic(db *sqlx.DB, opts ...Option) (*Atomic, error) {
+	v := newAtomic(db, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newAtomic builds what NewAtomic returns; an invalid option or argument is
+// left in its err field.
+func newAtomic(db *sqlx.DB, opts ...Option) *Atomic {
 	return &Atomic{ledger: newLedger(db, newOptions(opts), nil)}
 }
 

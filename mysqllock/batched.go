@@ -113,7 +113,17 @@ var (
 // variable on the same pool. See NewAtomic for the DSN settings that
 // matter; the pool needs a connection per SKU being written at once, not
 // per buyer.
-func NewBatched(db *sqlx.DB, opts ...Option) *Batched {
+func NewBatched(db *sqlx.DB, opts ...Option) (*Batched, error) {
+	v := newBatched(db, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newBatched builds what NewBatched returns; an invalid option or argument is
+// left in its err field.
+func newBatched(db *sqlx.DB, opts ...Option) *Batched {
 	o := newOptions(opts)
 	o.mode = LockWait // the fallback must see every row, not skip or refuse a busy one
 	b := &Batched{ledger: newLedger(db, o, lockWaitSession(o.lockWait))}

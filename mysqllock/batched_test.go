@@ -23,7 +23,7 @@ func TestBatched_conformance(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
 	stocktest.Run(t, func(*testing.T) stockguard.Inventory {
-		return NewBatched(db, WithTable(table))
+		return mustNew(NewBatched(db, WithTable(table)))
 	})
 }
 
@@ -45,7 +45,10 @@ func TestBatched_Decrement_partialFillInArrivalOrder(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
 	mustSet(t, db, table, "hot", 7)
-	b := NewBatched(db, WithTable(table))
+	b, err := NewBatched(db, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
 	tx, first := stalled(t, db, b, table, "hot")
 	var done []<-chan error
 	for i, qty := range []int64{5, 4, 1} {
@@ -80,7 +83,10 @@ func TestBatched_Decrement_canceled(t *testing.T) {
 		db := testDB(t, interpolate)
 		table := newTable(t, db)
 		mustSet(t, db, table, "hot", 10)
-		b := NewBatched(db, WithTable(table))
+		b, err := NewBatched(db, WithTable(table))
+		if err != nil {
+			t.Fatal(err)
+		}
 		tx, first := stalled(t, db, b, table, "hot")
 		ctx, cancel := context.WithCancel(t.Context())
 		gone := combinetest.Go(ctx, b, "hot", 2)
@@ -109,7 +115,10 @@ func TestBatched_Decrement_canceled(t *testing.T) {
 		db.SetMaxOpenConns(1)
 		table := newTable(t, db)
 		mustSet(t, db, table, "hot", 10)
-		b := NewBatched(db, WithTable(table))
+		b, err := NewBatched(db, WithTable(table))
+		if err != nil {
+			t.Fatal(err)
+		}
 		conn, err := db.Connx(t.Context())
 		if err != nil {
 			t.Fatal(err)
@@ -129,7 +138,10 @@ func TestBatched_Decrement_canceled(t *testing.T) {
 		db := testDB(t, interpolate)
 		table := newTable(t, db)
 		mustSet(t, db, table, "hot", 10)
-		b := NewBatched(db, WithTable(table))
+		b, err := NewBatched(db, WithTable(table))
+		if err != nil {
+			t.Fatal(err)
+		}
 		tx := holdRow(t, db, table, "hot", "FOR UPDATE")
 		ctx, cancel := context.WithCancel(t.Context())
 		gone := combinetest.Go(ctx, b, "hot", 2)
@@ -153,7 +165,10 @@ func TestBatched_Decrement_unknownSKU(t *testing.T) {
 	db := testDB(t, interpolate)
 	db.SetMaxOpenConns(1)
 	table := newTable(t, db)
-	b := NewBatched(db, WithTable(table))
+	b, err := NewBatched(db, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
 	conn, err := db.Connx(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +260,10 @@ func TestBatched_Decrement_commitLost(t *testing.T) {
 			table := newTable(t, side)
 			mustSet(t, side, table, "hot", c.stock)
 			var cut cutter
-			b := NewBatched(cutDB(t, &cut), WithTable(table))
+			b, err := NewBatched(cutDB(t, &cut), WithTable(table))
+			if err != nil {
+				t.Fatal(err)
+			}
 			tx, first := stalled(t, side, b, table, "hot")
 			var done []<-chan error
 			for i, qty := range c.qtys {
@@ -282,7 +300,7 @@ func TestBatched_Decrement_commitLost(t *testing.T) {
 func TestBatched_Decrement_combinesAcrossInstances(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
-	insts := []*Batched{NewBatched(db, WithTable(table)), NewBatched(db, WithTable(table))}
+	insts := []*Batched{mustNew(NewBatched(db, WithTable(table))), mustNew(NewBatched(db, WithTable(table)))}
 	combinetest.DrainMixed(t, []stockguard.Inventory{insts[0], insts[1]}, "hot", 3000)
 	var s BatchStats
 	for _, b := range insts {
@@ -324,7 +342,10 @@ func TestBatched_Decrement_batchSizeBound(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
 	mustSet(t, db, table, "hot", 100)
-	b := NewBatched(db, WithTable(table), WithBatchSize(2))
+	b, err := NewBatched(db, WithTable(table), WithBatchSize(2))
+	if err != nil {
+		t.Fatal(err)
+	}
 	tx, first := stalled(t, db, b, table, "hot")
 	var done []<-chan error
 	for i := range 5 {
@@ -353,7 +374,10 @@ func TestBatched_Decrement_abandonedBatchKeepsItsConnection(t *testing.T) {
 	db := countedDB(t, &d, conns)
 	table := newTable(t, db)
 	mustSet(t, db, table, "hot", 10)
-	b := NewBatched(db, WithTable(table))
+	b, err := NewBatched(db, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
 	tx, first := stalled(t, db, b, table, "hot")
 	ctx, cancel := context.WithCancel(t.Context())
 	queued := []<-chan error{combinetest.Go(ctx, b, "hot", 2), nil}

@@ -46,7 +46,7 @@ type driverOnly struct {
 }
 
 func newDriverOnly(db *sqlx.DB, table string) driverOnly {
-	return driverOnly{NewAtomic(db, WithTable(table))}
+	return driverOnly{mustNew(NewAtomic(db, WithTable(table)))}
 }
 
 func (d driverOnly) Decrement(ctx context.Context, sku string, qty int64) error {
@@ -70,7 +70,7 @@ func BenchmarkAtomicDSN(b *testing.B) {
 		table := newTable(b, db)
 		for _, workers := range []int{1, 16} {
 			b.Run(fmt.Sprintf("interpolateParams=%t/workers=%d", ip, workers), func(b *testing.B) {
-				hotRow(b, backendstest.SharedMySQL(b).Proc, NewAtomic(db, WithTable(table)), fmt.Sprintf("hot-%t-%d", ip, workers), workers)
+				hotRow(b, backendstest.SharedMySQL(b).Proc, mustNew(NewAtomic(db, WithTable(table))), fmt.Sprintf("hot-%t-%d", ip, workers), workers)
 			})
 		}
 	}

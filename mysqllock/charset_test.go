@@ -89,12 +89,12 @@ func hostileStrings(t *testing.T, check, db *sqlx.DB, unsafe bool) {
 	}
 	opts := []Option{WithTable(table)}
 	inventories := map[string]stockguard.Inventory{
-		"atomic":      NewAtomic(db, opts...),
-		"pessimistic": NewPessimistic(db, opts...),
-		"optimistic":  NewOptimistic(db, opts...),
-		"namedlock":   NewNamedLock(db, opts...),
-		"segmented":   NewSegmented(db, opts...),
-		"batched":     NewBatched(db, opts...),
+		"atomic":      mustNew(NewAtomic(db, opts...)),
+		"pessimistic": mustNew(NewPessimistic(db, opts...)),
+		"optimistic":  mustNew(NewOptimistic(db, opts...)),
+		"namedlock":   mustNew(NewNamedLock(db, opts...)),
+		"segmented":   mustNew(NewSegmented(db, opts...)),
+		"batched":     mustNew(NewBatched(db, opts...)),
 	}
 	for name, inv := range inventories {
 		for _, sku := range []string{where, stmt} {
@@ -108,11 +108,14 @@ func hostileStrings(t *testing.T, check, db *sqlx.DB, unsafe bool) {
 		}
 		outcome(name+" Decrement of a SKU never stocked", inv.Decrement(ctx, where+"x", 1), stockguard.ErrUnknownSKU)
 	}
-	fenced := NewFencedStore(db, opts...)
+	fenced, err := NewFencedStore(db, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	outcome("fenced WriteFenced", fenced.WriteFenced(ctx, where, 7, 1), nil)
 	outcome("fenced WriteFenced", fenced.WriteFenced(ctx, stmt, 7, 1), nil)
 
-	for name, o := range map[string]stockguard.Orders{"atomic": NewAtomic(db, opts...), "batched": NewBatched(db, opts...)} {
+	for name, o := range map[string]stockguard.Orders{"atomic": mustNew(NewAtomic(db, opts...)), "batched": mustNew(NewBatched(db, opts...))} {
 		outcome(name+" SetStock", o.SetStock(ctx, where, 10), nil)
 		outcome(name+" SetStock", o.SetStock(ctx, stmt, 10), nil)
 		for _, id := range []string{where, stmt} {

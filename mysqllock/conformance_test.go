@@ -51,7 +51,7 @@ func TestPessimistic_conformance_lockModes(t *testing.T) {
 		t.Run(m.String(), func(t *testing.T) {
 			table := newTable(t, db)
 			stocktest.Run(t, func(*testing.T) stockguard.Inventory {
-				return NewPessimistic(db, WithTable(table), WithLockMode(m))
+				return mustNew(NewPessimistic(db, WithTable(table), WithLockMode(m)))
 			})
 		})
 	}

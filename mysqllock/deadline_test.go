@@ -118,15 +118,18 @@ func TestDecrement_shortDeadlines(t *testing.T) {
 			var call func(ctx context.Context) error
 			switch c.name {
 			case "setstock":
-				f := NewFencedStore(db, WithTable(table))
-				inv = NewAtomic(db, WithTable(table)) // to stock the SKU
+				f, err := NewFencedStore(db, WithTable(table))
+				if err != nil {
+					t.Fatal(err)
+				}
+				inv = mustNew(NewAtomic(db, WithTable(table))) // to stock the SKU
 				call = func(ctx context.Context) error { return f.SetStock(ctx, "dl", stock) }
 			case "segmented":
 				if err := CreateSchema(t.Context(), db, WithTable(table)); err != nil {
 					t.Fatal(err)
 				}
 				dropAtCleanup(t, db, SegmentsTable(table))
-				inv = NewSegmented(db, WithTable(table))
+				inv = mustNew(NewSegmented(db, WithTable(table)))
 			default:
 				inv = strategies(db, WithTable(table))[c.name]
 			}

@@ -21,7 +21,10 @@ func ExampleNewBatched() {
 	if err := mysqllock.CreateSchema(ctx, db); err != nil {
 		log.Fatal(err)
 	}
-	inv := mysqllock.NewBatched(db, mysqllock.WithBatchSize(128))
+	inv, err := mysqllock.NewBatched(db, mysqllock.WithBatchSize(128))
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := inv.SetStock(ctx, "sku-42", 1000); err != nil {
 		log.Fatal(err)
 	}

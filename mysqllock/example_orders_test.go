@@ -22,7 +22,10 @@ func Example_checkout() {
 	if err := mysqllock.CreateSchema(ctx, db); err != nil { // stock, segments and the order ledger
 		log.Fatal(err)
 	}
-	shop := mysqllock.NewAtomic(db) // or NewBatched: the same calls
+	shop, err := mysqllock.NewAtomic(db) // or NewBatched: the same calls
+	if err != nil {
+		log.Fatal(err)
+	}
 	for sku, qty := range map[string]int64{"tee-m": 5, "mug": 2} {
 		if err := shop.SetStock(ctx, sku, qty); err != nil {
 			log.Fatal(err)

@@ -30,7 +30,10 @@ func Example() {
 	if err := mysqllock.CreateSchema(ctx, db); err != nil {
 		log.Fatal(err)
 	}
-	shop := mysqllock.NewAtomic(db) // every constructor takes the *sqlx.DB
+	shop, err := mysqllock.NewAtomic(db) // every constructor takes the *sqlx.DB
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := shop.SetStock(ctx, "sku-42", 10); err != nil {
 		log.Fatal(err)
 	}

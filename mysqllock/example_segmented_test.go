@@ -17,7 +17,10 @@ func ExampleNewSegmented() {
 	if err := mysqllock.CreateSchema(ctx, db); err != nil { // table stock_segments
 		log.Fatal(err)
 	}
-	inv := mysqllock.NewSegmented(db, mysqllock.WithSegments(16))
+	inv, err := mysqllock.NewSegmented(db, mysqllock.WithSegments(16))
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := inv.SetStock(ctx, "sku-42", 10); err != nil { // 1 unit in ten segments, none in six
 		log.Fatal(err)
 	}

@@ -37,9 +37,12 @@ func ExampleNewPessimistic() {
 	ctx := context.Background()
 	db := open(64)
 	defer db.Close()
-	inv := mysqllock.NewPessimistic(db,
+	inv, err := mysqllock.NewPessimistic(db,
 		mysqllock.WithLockMode(mysqllock.LockNoWait),
 	)
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := inv.Decrement(ctx, "sku-42", 1); errors.Is(err, stockguard.ErrContention) {
 		fmt.Println("busy, try again")
 	}
@@ -50,7 +53,10 @@ func ExampleNewPessimistic() {
 func ExampleWithLockWaitTimeout() {
 	db := open(16)
 	defer db.Close()
-	inv := mysqllock.NewPessimistic(db, mysqllock.WithLockWaitTimeout(2*time.Second))
+	inv, err := mysqllock.NewPessimistic(db, mysqllock.WithLockWaitTimeout(2*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
 	_ = inv.Decrement(context.Background(), "sku-42", 1)
 }
 
@@ -60,7 +66,10 @@ func ExampleNewOptimistic() {
 	ctx := context.Background()
 	db := open(64)
 	defer db.Close()
-	inv := mysqllock.NewOptimistic(db, mysqllock.WithTable("stock"))
+	inv, err := mysqllock.NewOptimistic(db, mysqllock.WithTable("stock"))
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := inv.Decrement(ctx, "sku-42", 1); err != nil {
 		fmt.Println(err)
 	}
@@ -73,7 +82,7 @@ func ExampleNamedLock_WithLock() {
 	ctx := context.Background()
 	db := open(16)
 	defer db.Close()
-	inv := mysqllock.NewNamedLock(db, mysqllock.WithNamedLockTimeout(time.Second))
+	inv := mustNew(mysqllock.NewNamedLock(db, mysqllock.WithNamedLockTimeout(time.Second)))
 	err := inv.WithLock(ctx, "sku-42", func(ctx context.Context, conn *sqlx.Conn) error {
 		var qty int64
 		if err := conn.QueryRowxContext(ctx, "SELECT qty FROM stock WHERE sku = ?", "sku-42").Scan(&qty); err != nil {
@@ -94,7 +103,10 @@ func ExampleFencedStore_WriteFenced() {
 	ctx := context.Background()
 	db := open(16)
 	defer db.Close()
-	store := mysqllock.NewFencedStore(db)
+	store, err := mysqllock.NewFencedStore(db)
+	if err != nil {
+		log.Fatal(err)
+	}
 	var token int64 = 17 // from the lock that guards "sku-42"
 	qty, err := store.Stock(ctx, "sku-42")
 	if err != nil {

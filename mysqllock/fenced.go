@@ -27,7 +27,17 @@ type FencedStore struct {
 
 // NewFencedStore returns a FencedStore over db's table (options read:
 // WithTable). See NewAtomic for the DSN settings that matter.
-func NewFencedStore(db *sqlx.DB, opts ...Option) *FencedStore {
+func NewFencedStore(db *sqlx.DB, opts ...Option) (*FencedStore, error) {
+	v := newFencedStore(db, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newFencedStore builds what NewFencedStore returns; an invalid option or argument is
+// left in its err field.
+func newFencedStore(db *sqlx.DB, opts ...Option) *FencedStore {
 	return &FencedStore{store: newStore(db, newOptions(opts))}
 }
 

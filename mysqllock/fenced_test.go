@@ -10,7 +10,10 @@ import (
 func TestFencedStore_WriteFenced(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
-	f := NewFencedStore(db, WithTable(table))
+	f, err := NewFencedStore(db, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 	if err := f.SetStock(ctx, "sku", 10); err != nil {
 		t.Fatal(err)
@@ -57,7 +60,10 @@ func TestFencedStore_WriteFenced(t *testing.T) {
 }
 
 func TestFencedStore_WriteFenced_invalid(t *testing.T) {
-	f := NewFencedStore(nil) // rejected before any I/O
+	f, err := NewFencedStore(nil) // rejected before any I/O
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		sku        string
 		qty, token int64

@@ -32,7 +32,7 @@ func stringCheck(f *testing.F) *stocktest.StringCheck {
 		for _, name := range strategyNames {
 			c.Inventories = append(c.Inventories, strategies(db, WithTable(table))[name])
 		}
-		c.Inventories = append(c.Inventories, NewSegmented(db, WithTable(table)))
+		c.Inventories = append(c.Inventories, mustNew(NewSegmented(db, WithTable(table))))
 		for _, name := range orderStrategyNames {
 			o := orderStrategies(db, WithTable(table))[name]
 			c.Inventories = append(c.Inventories, o)
@@ -45,7 +45,7 @@ func stringCheck(f *testing.F) *stocktest.StringCheck {
 	for _, name := range orderStrategyNames {
 		c.Offline = append(c.Offline, orderStrategies(closed, WithTable(table))[name])
 	}
-	c.Offline = append(c.Offline, NewSegmented(closed, WithTable(table)))
+	c.Offline = append(c.Offline, mustNew(NewSegmented(closed, WithTable(table))))
 	if err := c.Prepare(f.Context()); err != nil {
 		f.Fatal(err)
 	}

@@ -21,8 +21,8 @@ import (
 // options, on table.
 func hotRowStrategies(db *sqlx.DB, table string) map[string]stockguard.Inventory {
 	all := strategies(db, WithTable(table))
-	all["segmented"] = NewSegmented(db, WithTable(table))
-	all["batched"] = NewBatched(db, WithTable(table))
+	all["segmented"] = mustNew(NewSegmented(db, WithTable(table)))
+	all["batched"] = mustNew(NewBatched(db, WithTable(table)))
 	return all
 }
 

@@ -66,7 +66,7 @@ func dropAtCleanup(t testing.TB, db *sqlx.DB, name string) {
 // mustSet stocks sku through a FencedStore (any strategy would do).
 func mustSet(t testing.TB, db *sqlx.DB, table, sku string, qty int64) {
 	t.Helper()
-	if err := NewFencedStore(db, WithTable(table)).SetStock(t.Context(), sku, qty); err != nil {
+	if err := mustNew(NewFencedStore(db, WithTable(table))).SetStock(t.Context(), sku, qty); err != nil {
 		t.Fatalf("SetStock(%q, %d): %v", sku, qty, err)
 	}
 }
@@ -148,10 +148,10 @@ func contractOne(t testing.TB, err, want error) {
 // strategies builds every Inventory strategy of the package on one table.
 func strategies(db *sqlx.DB, opts ...Option) map[string]stockguard.Inventory {
 	return map[string]stockguard.Inventory{
-		"atomic":      NewAtomic(db, opts...),
-		"pessimistic": NewPessimistic(db, opts...),
-		"optimistic":  NewOptimistic(db, opts...),
-		"namedlock":   NewNamedLock(db, opts...),
+		"atomic":      mustNew(NewAtomic(db, opts...)),
+		"pessimistic": mustNew(NewPessimistic(db, opts...)),
+		"optimistic":  mustNew(NewOptimistic(db, opts...)),
+		"namedlock":   mustNew(NewNamedLock(db, opts...)),
 	}
 }
 

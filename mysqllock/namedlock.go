@@ -63,7 +63,17 @@ const releaseTimeout = 5 * time.Second
 // MySQL's 64-character limit for every valid SKU and distinct across tables
 // and databases of one server. See NewAtomic for the DSN settings that
 // matter; each request holds a connection for its whole duration.
-func NewNamedLock(db *sqlx.DB, opts ...Option) *NamedLock {
+func NewNamedLock(db *sqlx.DB, opts ...Option) (*NamedLock, error) {
+	v := newNamedLock(db, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newNamedLock builds what NewNamedLock returns; an invalid option or argument is
+// left in its err field.
+func newNamedLock(db *sqlx.DB, opts ...Option) *NamedLock {
 	o := newOptions(opts)
 	n := &NamedLock{
 		store:   newStore(db, o),

@@ -58,7 +58,10 @@ func TestNamedLock_WithLock_releasedOnCancelMidHold(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
 	mustSet(t, db, table, "hot", 10)
-	n := NewNamedLock(db, WithTable(table))
+	n, err := NewNamedLock(db, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, body := range map[string]func(ctx context.Context, conn *sqlx.Conn) error{
 		// The context ends between statements: RELEASE_LOCK still runs.
 		"idle": func(ctx context.Context, _ *sqlx.Conn) error {
@@ -103,7 +106,10 @@ func TestNamedLock_WithLock_releasedOnPanic(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
 	mustSet(t, db, table, "hot", 10)
-	n := NewNamedLock(db, WithTable(table))
+	n, err := NewNamedLock(db, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
 	func() {
 		defer func() {
 			if r := recover(); r != "boom" {
@@ -122,8 +128,8 @@ func TestNamedLock_Decrement_lockBusy(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
 	mustSet(t, db, table, "hot", 10)
-	holder := NewNamedLock(db, WithTable(table))
-	n := NewNamedLock(db, WithTable(table), WithNamedLockTimeout(200*time.Millisecond))
+	holder := mustNew(NewNamedLock(db, WithTable(table)))
+	n := mustNew(NewNamedLock(db, WithTable(table), WithNamedLockTimeout(200*time.Millisecond)))
 	held, release := make(chan struct{}), make(chan struct{})
 	go holder.WithLock(t.Context(), "hot", func(context.Context, *sqlx.Conn) error {
 		close(held)
@@ -142,7 +148,7 @@ func TestNamedLock_Decrement_lockBusy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	began = time.Now()
-	err = NewNamedLock(db, WithTable(table)).Decrement(ctx, "hot", 1)
+	err = mustNew(NewNamedLock(db, WithTable(table))).Decrement(ctx, "hot", 1)
 	if took := time.Since(began); took > time.Second || err == nil {
 		t.Errorf("with a 100ms deadline: %v after %v", err, took)
 	}
@@ -159,8 +165,14 @@ func TestNamedLock_Decrement_deadlineWhileWaiting(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
 	mustSet(t, db, table, "hot", 10)
-	holder := NewNamedLock(db, WithTable(table))
-	n := NewNamedLock(db, WithTable(table)) // lock timeout: the default, far above every deadline here
+	holder, err := NewNamedLock(db, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := NewNamedLock(db, WithTable(table)) // lock timeout: the default, far above every deadline here
+	if err != nil {
+		t.Fatal(err)
+	}
 	held, release := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
@@ -196,7 +208,10 @@ func TestNewNamedLock_refusesTiDB(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
 	mustSet(t, db, table, "hot", 10)
-	n := NewNamedLock(db, WithTable(table), WithEngine(EngineTiDB))
+	n, err := NewNamedLock(db, WithTable(table), WithEngine(EngineTiDB))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, err := range map[string]error{
 		"Decrement": n.Decrement(t.Context(), "hot", 1),
 		"SetStock":  n.SetStock(t.Context(), "hot", 5),

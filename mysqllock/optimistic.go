@@ -52,7 +52,17 @@ var defaultOptimisticPolicy = strategy.RetryPolicy{
 // 1-writer throughput on 2 cores (BenchmarkHotSKU), at under one retry per
 // decrement. Share one instance among the goroutines of a process so that
 // it sees them all.
-func NewOptimistic(db *sqlx.DB, opts ...Option) *Optimistic {
+func NewOptimistic(db *sqlx.DB, opts ...Option) (*Optimistic, error) {
+	v := newOptimistic(db, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newOptimistic builds what NewOptimistic returns; an invalid option or argument is
+// left in its err field.
+func newOptimistic(db *sqlx.DB, opts ...Option) *Optimistic {
 	o := newOptions(opts)
 	return &Optimistic{store: newStore(db, o), retrier: strategy.NewRetrier(o.retryPolicy(defaultOptimisticPolicy))}
 }

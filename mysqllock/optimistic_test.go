@@ -56,7 +56,10 @@ func TestOptimistic_Decrement_retriesOnConflict(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
 	mustSet(t, db, table, "hot", 10)
-	o := NewOptimistic(db, WithTable(table))
+	o, err := NewOptimistic(db, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
 	conflicts(t, db, table, "hot", 1, func() {
 		go func() { done <- o.Decrement(t.Context(), "hot", 3) }()
@@ -78,7 +81,10 @@ func TestOptimistic_Decrement_attemptsBounded(t *testing.T) {
 		t.Run(fmt.Sprint(attempts), func(t *testing.T) {
 			table := newTable(t, db)
 			mustSet(t, db, table, "hot", 10)
-			o := NewOptimistic(db, WithTable(table), WithRetry(strategy.RetryPolicy{MaxAttempts: attempts}))
+			o, err := NewOptimistic(db, WithTable(table), WithRetry(strategy.RetryPolicy{MaxAttempts: attempts}))
+			if err != nil {
+				t.Fatal(err)
+			}
 			done := make(chan error, 1)
 			conflicts(t, db, table, "hot", attempts, func() {
 				go func() { done <- o.Decrement(t.Context(), "hot", 1) }()

@@ -44,7 +44,7 @@ func BenchmarkOrders(b *testing.B) {
 				table := newTable(b, db)
 				o := orderStrategies(db, WithTable(table))[name]
 				if name == "batched-lanes4" {
-					o = NewBatched(db, WithTable(table), WithOrderLanes(4))
+					o = mustNew(NewBatched(db, WithTable(table), WithOrderLanes(4)))
 				}
 				ordersBench(b, db, table, o, op, workers)
 			})

@@ -78,7 +78,10 @@ func TestBatched_Take_groupCommitAcrossSKUs(t *testing.T) { bothPaths(t, groupCo
 func groupCommitAcrossSKUs(t *testing.T, db *sqlx.DB) {
 	table := newTable(t, db)
 	ctx := t.Context()
-	b := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the calls below share a batch
+	b, err := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the calls below share a batch
+	if err != nil {
+		t.Fatal(err)
+	}
 	stockAll(t, b, map[string]int64{"gate": 10, "a": 100, "b": 100, "scarce": 3})
 	release := queueBehind(t, b, table, "gate")
 	// Queued in this order: carts 0–3 take one "scarce" unit each (the
@@ -121,7 +124,10 @@ func TestBatched_Return_unitsServeLaterCallsInBatch(t *testing.T) {
 func unitsServeLaterCallsInBatch(t *testing.T, db *sqlx.DB) {
 	table := newTable(t, db)
 	ctx := t.Context()
-	b := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the calls below share a batch
+	b, err := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the calls below share a batch
+	if err != nil {
+		t.Fatal(err)
+	}
 	stockAll(t, b, map[string]int64{"gate": 2, "x": 2})
 	want(t, "Hold", b.Hold(ctx, "held", stockguard.MaxHoldTTL, line("x", 2)), nil)
 	release := queueBehind(t, b, table, "gate")
@@ -152,7 +158,10 @@ func TestBatched_Take_retriedAfterSoldOut(t *testing.T) { bothPaths(t, retriedAf
 func retriedAfterSoldOut(t *testing.T, db *sqlx.DB) {
 	table := newTable(t, db)
 	ctx := t.Context()
-	b := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the calls below share a batch
+	b, err := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the calls below share a batch
+	if err != nil {
+		t.Fatal(err)
+	}
 	stockAll(t, b, map[string]int64{"gate": 2, "x": 2})
 	want(t, "Take", b.Take(ctx, "o", line("x", 2)), nil)
 	if err := b.SetStock(ctx, "x", 1); err != nil {
@@ -184,7 +193,10 @@ func TestBatched_Take_refusedSKUGoesLockingWay(t *testing.T) { bothPaths(t, refu
 func refusedSKUGoesLockingWay(t *testing.T, db *sqlx.DB) {
 	table := newTable(t, db)
 	ctx := t.Context()
-	b := NewBatched(db, WithTable(table))
+	b, err := NewBatched(db, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
 	stockAll(t, b, map[string]int64{"x": 1, "y": 5})
 	want(t, "Take a", b.Take(ctx, "a", line("x", 1), line("y", 1)), nil)
 	if b.short.any([]stockguard.Line{line("x", 1)}) {

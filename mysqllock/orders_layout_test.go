@@ -118,7 +118,10 @@ func TestOrders_takeWritesNoLineRow(t *testing.T) {
 func lockingWay(t *testing.T, db *sqlx.DB, table string) {
 	t.Helper()
 	ctx := t.Context()
-	b := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the calls below share a batch
+	b, err := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the calls below share a batch
+	if err != nil {
+		t.Fatal(err)
+	}
 	stockAll(t, b, map[string]int64{"gate": 10, "scarce": 1})
 	release := queueBehind(t, b, table, "gate")
 	results := queueCalls(t, b,

@@ -32,10 +32,13 @@ func TestBatched_repeatIsNotRefusedWhileItsFirstAttemptMayCommit(t *testing.T) {
 				db := testDB(t, pool.edit)
 				db.SetMaxOpenConns(16)
 				table := newTable(t, db)
-				first := NewBatched(db, WithTable(table))
+				first, err := NewBatched(db, WithTable(table))
+				if err != nil {
+					t.Fatal(err)
+				}
 				repeat := first
 				if where == "other instance" {
-					repeat = NewBatched(db, WithTable(table))
+					repeat = mustNew(NewBatched(db, WithTable(table)))
 				}
 				ctx := t.Context()
 				want(t, "SetStock", first.SetStock(ctx, "s", 0), nil)
@@ -156,8 +159,8 @@ func TestBatched_callerWhoLeftBeforeTheWriteIsNeverWritten(t *testing.T) {
 	db := testDB(t, interpolate) // statement by statement: a Confirm sends the batch the locking way
 	db.SetMaxOpenConns(16)
 	table := newTable(t, db)
-	b1 := NewBatched(db, WithTable(table))
-	b2 := NewBatched(db, WithTable(table))
+	b1 := mustNew(NewBatched(db, WithTable(table)))
+	b2 := mustNew(NewBatched(db, WithTable(table)))
 	ctx := t.Context()
 	want(t, "SetStock s", b1.SetStock(ctx, "s", 0), nil)
 	want(t, "SetStock z", b1.SetStock(ctx, "z", 10), nil)
@@ -243,9 +246,9 @@ func TestTiDB_repeatsAgreeWithTheLedger(t *testing.T) {
 func repeats(t *testing.T, db *sqlx.DB) {
 	table := newTable(t, db)
 	insts := []stockguard.Orders{
-		NewBatched(db, WithTable(table)),
-		NewBatched(db, WithTable(table), WithOrderLanes(4)),
-		NewAtomic(db, WithTable(table)),
+		mustNew(NewBatched(db, WithTable(table))),
+		mustNew(NewBatched(db, WithTable(table), WithOrderLanes(4))),
+		mustNew(NewAtomic(db, WithTable(table))),
 	}
 	ordersload.Repeats(t, insts, func() { settled(t, db, table) }, 12, 2000)
 }

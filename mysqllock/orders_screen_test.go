@@ -17,7 +17,10 @@ func TestBatched_Take_shortSKURefusedWithoutLock(t *testing.T) {
 	bothPaths(t, func(t *testing.T, db *sqlx.DB) {
 		table := newTable(t, db)
 		ctx := t.Context()
-		b := NewBatched(db, WithTable(table))
+		b, err := NewBatched(db, WithTable(table))
+		if err != nil {
+			t.Fatal(err)
+		}
 		stockAll(t, b, map[string]int64{"x": 1, "y": 5})
 		want(t, "Take a", b.Take(ctx, "a", line("x", 1)), nil)
 		want(t, "Take b", b.Take(ctx, "b", line("x", 1)), stockguard.ErrInsufficientStock)

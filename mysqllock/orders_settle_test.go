@@ -18,7 +18,10 @@ func TestBatched_Return_optimisticBatchGrantsOnNetUnits(t *testing.T) {
 	bothPaths(t, func(t *testing.T, db *sqlx.DB) {
 		table := newTable(t, db)
 		ctx := t.Context()
-		b := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the calls below share a batch
+		b, err := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the calls below share a batch
+		if err != nil {
+			t.Fatal(err)
+		}
 		stockAll(t, b, map[string]int64{"gate": 2, "x": 2, "y": 2})
 		want(t, "Hold back", b.Hold(ctx, "back", stockguard.MaxHoldTTL, line("x", 2)), nil)
 		want(t, "Hold keep", b.Hold(ctx, "keep", stockguard.MaxHoldTTL, line("y", 1)), nil)
@@ -66,7 +69,7 @@ func TestBatched_Return_concurrentReturnsCreditOnce(t *testing.T) {
 	db := testDB(t, multi)
 	table := newTable(t, db)
 	ctx := t.Context()
-	b1, b2 := NewBatched(db, WithTable(table)), NewBatched(db, WithTable(table))
+	b1, b2 := mustNew(NewBatched(db, WithTable(table))), mustNew(NewBatched(db, WithTable(table)))
 	if err := b1.SetStock(ctx, "x", 5); err != nil {
 		t.Fatal(err)
 	}

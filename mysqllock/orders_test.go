@@ -19,8 +19,8 @@ import (
 // orderStrategies builds the strategies that implement Orders on table.
 func orderStrategies(db *sqlx.DB, opts ...Option) map[string]stockguard.Orders {
 	return map[string]stockguard.Orders{
-		"atomic":  NewAtomic(db, opts...),
-		"batched": NewBatched(db, opts...),
+		"atomic":  mustNew(NewAtomic(db, opts...)),
+		"batched": mustNew(NewBatched(db, opts...)),
 	}
 }
 
@@ -348,7 +348,10 @@ func TestBatched_Take_duplicatesInBatch(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
 	ctx := t.Context()
-	b := NewBatched(db, WithTable(table))
+	b, err := NewBatched(db, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := b.SetStock(ctx, "hot", 10_000); err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +397,10 @@ func TestBatched_Take_partialBatch(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
 	ctx := t.Context()
-	b := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the Takes below share a batch
+	b, err := NewBatched(db, WithTable(table), WithOrderLanes(1)) // one queue: the Takes below share a batch
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := b.SetStock(ctx, "hot", 10); err != nil {
 		t.Fatal(err)
 	}
@@ -442,7 +448,10 @@ func TestBatched_Hold_expiredInOwnBatchIsNotReclaimed(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
 	ctx := t.Context()
-	b := NewBatched(db, WithTable(table))
+	b, err := NewBatched(db, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := b.SetStock(ctx, "hot", 1); err != nil {
 		t.Fatal(err)
 	}
@@ -499,10 +508,10 @@ func TestOrders_invalid(t *testing.T) {
 			want(t, name+": "+what, err, stockguard.ErrInvalidRequest)
 		}
 	}
-	for _, name := range orderStrategyNames {
-		o := orderStrategies(nil, WithOrderRetention(time.Second))[name]
-		want(t, name+": bad option", o.Take(ctx, "x", line("a", 1)), stockguard.ErrInvalidRequest)
-	}
+	_, err := NewAtomic(nil, WithOrderRetention(time.Second))
+	want(t, "NewAtomic: bad option", err, stockguard.ErrInvalidRequest)
+	_, err = NewBatched(nil, WithOrderRetention(time.Second))
+	want(t, "NewBatched: bad option", err, stockguard.ErrInvalidRequest)
 	if _, err := PurgeOrders(ctx, nil, WithOrderRetention(0)); !errors.Is(err, stockguard.ErrInvalidRequest) {
 		t.Fatalf("PurgeOrders: %v", err)
 	}
@@ -541,7 +550,10 @@ func TestPurgeOrders(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
 	ctx := t.Context()
-	o := NewAtomic(db, WithTable(table))
+	o, err := NewAtomic(db, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := o.SetStock(ctx, "x", 100); err != nil {
 		t.Fatal(err)
 	}
@@ -588,7 +600,7 @@ func TestAtomic_noLedger(t *testing.T) {
 		}
 	}
 	ctx := t.Context()
-	for name, inv := range map[string]stockguard.Inventory{"atomic": NewAtomic(db, WithTable(table)), "batched": NewBatched(db, WithTable(table))} {
+	for name, inv := range map[string]stockguard.Inventory{"atomic": mustNew(NewAtomic(db, WithTable(table))), "batched": mustNew(NewBatched(db, WithTable(table)))} {
 		if err := inv.SetStock(ctx, "x", 1); err != nil {
 			t.Fatal(err)
 		}

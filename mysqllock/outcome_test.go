@@ -40,7 +40,7 @@ func TestDecrement_outcomeUnknown(t *testing.T) {
 			t.Run(how+"/"+name, func(t *testing.T) {
 				table := newTable(t, db)
 				mustSet(t, db, table, "hot", 10)
-				w := writers(NewFencedStore(db, WithTable(table)), strategies(db, WithTable(table)))[name]
+				w := writers(mustNew(NewFencedStore(db, WithTable(table))), strategies(db, WithTable(table)))[name]
 				tx := holdRow(t, db, table, "hot", "FOR UPDATE")
 				ctx, cancel := context.WithCancel(t.Context())
 				defer cancel()
@@ -73,7 +73,10 @@ func TestNamedLock_Decrement_killedFreesLock(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
 	mustSet(t, db, table, "hot", 10)
-	n := NewNamedLock(db, WithTable(table))
+	n, err := NewNamedLock(db, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
 	tx := holdRow(t, db, table, "hot", "FOR UPDATE")
 	done := make(chan error, 1)
 	go func() { done <- n.Decrement(t.Context(), "hot", 1) }()

@@ -35,7 +35,10 @@ func TestBatched_batchFitsMaxAllowedPacket(t *testing.T) {
 		t.Run(pool.name, func(t *testing.T) {
 			db := testDB(t, pool.edit)
 			table := newTable(t, root)
-			b := NewBatched(db, WithTable(table), WithBatchSize(64))
+			b, err := NewBatched(db, WithTable(table), WithBatchSize(64))
+			if err != nil {
+				t.Fatal(err)
+			}
 			var lines []stockguard.Line
 			for i := range stockguard.MaxLines {
 				sku := fmt.Sprintf("%s%08d", strings.Repeat("s", 56), i)

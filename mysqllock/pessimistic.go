@@ -45,7 +45,17 @@ var (
 // SET SESSION innodb_lock_wait_timeout once (WithLockWaitTimeout); don't
 // change that variable on the same pool. See NewAtomic for the DSN
 // settings that matter.
-func NewPessimistic(db *sqlx.DB, opts ...Option) *Pessimistic {
+func NewPessimistic(db *sqlx.DB, opts ...Option) (*Pessimistic, error) {
+	v := newPessimistic(db, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newPessimistic builds what NewPessimistic returns; an invalid option or argument is
+// left in its err field.
+func newPessimistic(db *sqlx.DB, opts ...Option) *Pessimistic {
 	o := newOptions(opts)
 	p := &Pessimistic{
 		store:   newStore(db, o),

@@ -21,7 +21,10 @@ func TestCreateSchema_distinctSKUs(t *testing.T) {
 	}
 	skus := []string{"a", "a ", "a  ", " a", "A", "é", "e\u0301", "e", "E", "ß", "ss", "i", "ı", "🙂", "😀",
 		strings.Repeat("x", stockguard.MaxSKULen), strings.Repeat("é", stockguard.MaxSKULen/2)}
-	inv := NewAtomic(db, WithTable(table))
+	inv, err := NewAtomic(db, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i, sku := range skus {
 		if err := inv.SetStock(t.Context(), sku, int64(i)); err != nil {
 			t.Fatalf("SetStock(%q): %v", sku, err)
@@ -50,6 +53,21 @@ func TestCreateSchema_checkConstraint(t *testing.T) {
 	}
 }
 
+// constructorErrs returns what every constructor of the package answers to
+// opts, with no database: an invalid option is refused before any I/O.
+func constructorErrs(opts ...Option) map[string]error {
+	errOf := func(_ any, err error) error { return err }
+	return map[string]error{
+		"NewAtomic":      errOf(NewAtomic(nil, opts...)),
+		"NewBatched":     errOf(NewBatched(nil, opts...)),
+		"NewPessimistic": errOf(NewPessimistic(nil, opts...)),
+		"NewOptimistic":  errOf(NewOptimistic(nil, opts...)),
+		"NewNamedLock":   errOf(NewNamedLock(nil, opts...)),
+		"NewSegmented":   errOf(NewSegmented(nil, opts...)),
+		"NewFencedStore": errOf(NewFencedStore(nil, opts...)),
+	}
+}
+
 func TestWithTable_invalid(t *testing.T) {
 	for _, name := range []string{"", "1stock", "stock;DROP TABLE x", "st`ock", "sto ck", "schema.stock", "stöck",
 		strings.Repeat("s", 49)} {
@@ -58,19 +76,10 @@ func TestWithTable_invalid(t *testing.T) {
 			if err := CreateSchema(t.Context(), nil, WithTable(name)); !errors.Is(err, stockguard.ErrInvalidRequest) {
 				t.Errorf("CreateSchema: %v, want ErrInvalidRequest", err)
 			}
-			for sname, inv := range strategies(nil, WithTable(name)) {
-				if err := inv.Decrement(t.Context(), "x", 1); !errors.Is(err, stockguard.ErrInvalidRequest) {
-					t.Errorf("%s.Decrement: %v, want ErrInvalidRequest", sname, err)
+			for ctor, err := range constructorErrs(WithTable(name)) {
+				if !errors.Is(err, stockguard.ErrInvalidRequest) {
+					t.Errorf("%s: %v, want ErrInvalidRequest", ctor, err)
 				}
-				if err := inv.SetStock(t.Context(), "x", 1); !errors.Is(err, stockguard.ErrInvalidRequest) {
-					t.Errorf("%s.SetStock: %v, want ErrInvalidRequest", sname, err)
-				}
-				if _, err := inv.Stock(t.Context(), "x"); !errors.Is(err, stockguard.ErrInvalidRequest) {
-					t.Errorf("%s.Stock: %v, want ErrInvalidRequest", sname, err)
-				}
-			}
-			if err := NewFencedStore(nil, WithTable(name)).WriteFenced(t.Context(), "x", 1, 1); !errors.Is(err, stockguard.ErrInvalidRequest) {
-				t.Errorf("WriteFenced: %v, want ErrInvalidRequest", err)
 			}
 		})
 	}
@@ -89,6 +98,11 @@ func TestOptions_invalid(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if err := CreateSchema(t.Context(), nil, opt); !errors.Is(err, stockguard.ErrInvalidRequest) {
 				t.Errorf("CreateSchema: %v, want ErrInvalidRequest", err)
+			}
+			for ctor, err := range constructorErrs(opt) {
+				if !errors.Is(err, stockguard.ErrInvalidRequest) {
+					t.Errorf("%s: %v, want ErrInvalidRequest", ctor, err)
+				}
 			}
 		})
 	}
@@ -109,7 +123,10 @@ func TestCreateSchema_addsOnOrders(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
 	ctx := t.Context()
-	a := NewAtomic(db, WithTable(table))
+	a, err := NewAtomic(db, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := a.SetStock(ctx, "x", 10); err != nil {
 		t.Fatal(err)
 	}

@@ -96,7 +96,17 @@ type segQueries struct {
 // pooled connection it uses gets SET SESSION innodb_lock_wait_timeout once
 // (WithLockWaitTimeout); don't change that variable on the same pool. See
 // NewAtomic for the DSN settings that matter.
-func NewSegmented(db *sqlx.DB, opts ...Option) *Segmented {
+func NewSegmented(db *sqlx.DB, opts ...Option) (*Segmented, error) {
+	v := newSegmented(db, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newSegmented builds what NewSegmented returns; an invalid option or argument is
+// left in its err field.
+func newSegmented(db *sqlx.DB, opts ...Option) *Segmented {
 	o := newOptions(opts)
 	t := quote(SegmentsTable(o.table))
 	st := newStore(db, o)

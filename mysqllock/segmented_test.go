@@ -40,7 +40,7 @@ func TestSegmented_conformance(t *testing.T) {
 		t.Run(fmt.Sprintf("segments=%d", n), func(t *testing.T) {
 			table := newSegTable(t, db)
 			stocktest.Run(t, func(*testing.T) stockguard.Inventory {
-				return NewSegmented(db, WithTable(table), WithSegments(n))
+				return mustNew(NewSegmented(db, WithTable(table), WithSegments(n)))
 			})
 		})
 	}
@@ -61,7 +61,10 @@ func TestCreateSegmentedSchema(t *testing.T) {
 func TestSegmented_SetStock_spreadsEvenly(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newSegTable(t, db)
-	s := NewSegmented(db, WithTable(table))
+	s, err := NewSegmented(db, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		segments int
 		qty      int64
@@ -75,7 +78,10 @@ func TestSegmented_SetStock_spreadsEvenly(t *testing.T) {
 		{1, 0, []int64{0}},
 		{2, stockguard.MaxQty, []int64{stockguard.MaxQty/2 + 1, stockguard.MaxQty / 2}},
 	} {
-		inv := NewSegmented(db, WithTable(table), WithSegments(c.segments))
+		inv, err := NewSegmented(db, WithTable(table), WithSegments(c.segments))
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := inv.SetStock(t.Context(), "sku", c.qty); err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +113,10 @@ func TestSegmented_Decrement_noFalseSoldOut(t *testing.T) {
 		{"too much", 10, []int64{6}, 5},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := NewSegmented(db, WithTable(table))
+			s, err := NewSegmented(db, WithTable(table))
+			if err != nil {
+				t.Fatal(err)
+			}
 			if err := s.SetStock(t.Context(), "sku", c.stock); err != nil {
 				t.Fatal(err)
 			}
@@ -137,7 +146,10 @@ func TestSegmented_Decrement_noFalseSoldOut(t *testing.T) {
 func TestSegmented_Decrement_unknownSKU(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newSegTable(t, db)
-	s := NewSegmented(db, WithTable(table))
+	s, err := NewSegmented(db, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
 	contractOne(t, s.Decrement(t.Context(), "ghost", 1), stockguard.ErrUnknownSKU)
 	if got := segments(t, db, table, "ghost"); len(got) != 0 {
 		t.Fatalf("segments appeared: %v", got)
@@ -150,7 +162,10 @@ func TestSegmented_Decrement_unknownSKU(t *testing.T) {
 func TestSegmented_Decrement_waitsForLockedSegments(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newSegTable(t, db)
-	s := NewSegmented(db, WithTable(table), WithSegments(4))
+	s, err := NewSegmented(db, WithTable(table), WithSegments(4))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := s.SetStock(t.Context(), "sku", 8); err != nil {
 		t.Fatal(err)
 	}
@@ -180,5 +195,5 @@ func TestSegmented_Decrement_waitsForLockedSegments(t *testing.T) {
 func TestSegmented_Decrement_conservation(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newSegTable(t, db)
-	combinetest.DrainMixed(t, []stockguard.Inventory{NewSegmented(db, WithTable(table)), NewSegmented(db, WithTable(table))}, "hot", 3000)
+	combinetest.DrainMixed(t, []stockguard.Inventory{mustNew(NewSegmented(db, WithTable(table))), mustNew(NewSegmented(db, WithTable(table)))}, "hot", 3000)
 }

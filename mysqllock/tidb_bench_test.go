@@ -27,9 +27,9 @@ func BenchmarkTiDBHotRow(b *testing.B) {
 			name string
 			new  func() stockguard.Inventory
 		}{
-			{"atomic", func() stockguard.Inventory { return NewAtomic(db, WithTable(table)) }},
-			{"atomic-autocommit", func() stockguard.Inventory { return NewAtomic(db, WithTable(table), WithEngine(EngineMySQL)) }},
-			{"batched", func() stockguard.Inventory { return NewBatched(db, WithTable(table)) }},
+			{"atomic", func() stockguard.Inventory { return mustNew(NewAtomic(db, WithTable(table))) }},
+			{"atomic-autocommit", func() stockguard.Inventory { return mustNew(NewAtomic(db, WithTable(table), WithEngine(EngineMySQL))) }},
+			{"batched", func() stockguard.Inventory { return mustNew(NewBatched(db, WithTable(table))) }},
 		} {
 			b.Run(fmt.Sprintf("strategy=%s/workers=64/round=%d", c.name, round+1), func(b *testing.B) {
 				hotRow(b, backendstest.SharedTiDB(b).Proc, c.new(), fmt.Sprintf("hot-%s-%d", c.name, round), 64)

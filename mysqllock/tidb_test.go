@@ -33,17 +33,17 @@ func TestTiDB_conformance(t *testing.T) {
 		segmented bool
 		new       func(table string) stockguard.Inventory
 	}{
-		{"atomic", false, func(table string) stockguard.Inventory { return NewAtomic(db, WithTable(table)) }},
+		{"atomic", false, func(table string) stockguard.Inventory { return mustNew(NewAtomic(db, WithTable(table))) }},
 		{"atomic-autocommit", false, func(table string) stockguard.Inventory {
-			return NewAtomic(db, WithTable(table), WithEngine(EngineMySQL))
+			return mustNew(NewAtomic(db, WithTable(table), WithEngine(EngineMySQL)))
 		}},
-		{"pessimistic", false, func(table string) stockguard.Inventory { return NewPessimistic(db, WithTable(table)) }},
+		{"pessimistic", false, func(table string) stockguard.Inventory { return mustNew(NewPessimistic(db, WithTable(table))) }},
 		{"pessimistic-nowait", false, func(table string) stockguard.Inventory {
-			return NewPessimistic(db, WithTable(table), WithLockMode(LockNoWait))
+			return mustNew(NewPessimistic(db, WithTable(table), WithLockMode(LockNoWait)))
 		}},
-		{"optimistic", false, func(table string) stockguard.Inventory { return NewOptimistic(db, WithTable(table)) }},
-		{"segmented", true, func(table string) stockguard.Inventory { return NewSegmented(db, WithTable(table)) }},
-		{"batched", false, func(table string) stockguard.Inventory { return NewBatched(db, WithTable(table)) }},
+		{"optimistic", false, func(table string) stockguard.Inventory { return mustNew(NewOptimistic(db, WithTable(table))) }},
+		{"segmented", true, func(table string) stockguard.Inventory { return mustNew(NewSegmented(db, WithTable(table))) }},
+		{"batched", false, func(table string) stockguard.Inventory { return mustNew(NewBatched(db, WithTable(table))) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			table := newTable(t, db)
@@ -56,7 +56,10 @@ func TestTiDB_conformance(t *testing.T) {
 	t.Run("namedlock-refused", func(t *testing.T) {
 		// Detected, not told: NewNamedLock refuses TiDB at first use.
 		table := newTable(t, db)
-		n := NewNamedLock(db, WithTable(table))
+		n, err := NewNamedLock(db, WithTable(table))
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := n.Decrement(t.Context(), "sku", 1); !errors.Is(err, stockguard.ErrUnavailable) || !strings.Contains(err.Error(), "TiDB") {
 			t.Errorf("NewNamedLock on TiDB: %v, want ErrUnavailable naming TiDB", err)
 		}
@@ -83,7 +86,10 @@ func TestEngine_detected(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			db := c.db(t)
-			a := NewAtomic(db, WithTable(newTable(t, db)))
+			a, err := NewAtomic(db, WithTable(newTable(t, db)))
+			if err != nil {
+				t.Fatal(err)
+			}
 			if got := a.engine.known(); got != EngineDetect {
 				t.Fatalf("before first use: %v", got)
 			}
@@ -115,7 +121,10 @@ func TestTiDB_hotRow(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			table := newTable(t, db)
 			mustSet(t, db, table, "hot", 1_000_000)
-			a := NewAtomic(db, WithTable(table), WithEngine(c.engine), once)
+			a, err := NewAtomic(db, WithTable(table), WithEngine(c.engine), once)
+			if err != nil {
+				t.Fatal(err)
+			}
 			const workers, each = 32, 40
 			var mu sync.Mutex
 			var acked, contended int64
@@ -154,7 +163,10 @@ func TestTiDB_skipLockedUnavailable(t *testing.T) {
 	db := tidbDB(t)
 	table := newTable(t, db)
 	mustSet(t, db, table, "sku", 10)
-	p := NewPessimistic(db, WithTable(table), WithLockMode(LockSkipLocked))
+	p, err := NewPessimistic(db, WithTable(table), WithLockMode(LockSkipLocked))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, call := range []func() error{
 		func() error { return p.Decrement(t.Context(), "sku", 1) },
 		func() error { _, err := p.Stock(t.Context(), "sku"); return err },

@@ -18,10 +18,10 @@ import (
 // (FencedStore is not one; callers test it apart).
 func every(db *sqlx.DB, opts ...Option) map[string]stockguard.Inventory {
 	inv := strategies(db, opts...)
-	inv["pessimistic-nowait"] = NewPessimistic(db, append(opts, WithLockMode(LockNoWait))...)
-	inv["pessimistic-skiplocked"] = NewPessimistic(db, append(opts, WithLockMode(LockSkipLocked))...)
-	inv["segmented"] = NewSegmented(db, opts...)
-	inv["batched"] = NewBatched(db, opts...)
+	inv["pessimistic-nowait"] = mustNew(NewPessimistic(db, append(opts, WithLockMode(LockNoWait))...))
+	inv["pessimistic-skiplocked"] = mustNew(NewPessimistic(db, append(opts, WithLockMode(LockSkipLocked))...))
+	inv["segmented"] = mustNew(NewSegmented(db, opts...))
+	inv["batched"] = mustNew(NewBatched(db, opts...))
 	return inv
 }
 
@@ -34,7 +34,10 @@ func unavailableCalls(t *testing.T, db *sqlx.DB, opts ...Option) map[string]func
 		calls[name+"/SetStock"] = func(ctx context.Context) error { return inv.SetStock(ctx, "u", 5) }
 		calls[name+"/Stock"] = func(ctx context.Context) error { _, err := inv.Stock(ctx, "u"); return err }
 	}
-	f := NewFencedStore(db, opts...)
+	f, err := NewFencedStore(db, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	calls["fenced/WriteFenced"] = func(ctx context.Context) error { return f.WriteFenced(ctx, "u", 5, 1) }
 	return calls
 }
@@ -69,7 +72,10 @@ func TestSegmented_missingSegmentsTable(t *testing.T) {
 	if _, err := db.Exec("DROP TABLE " + quote(SegmentsTable(table))); err != nil {
 		t.Fatal(err)
 	}
-	s := NewSegmented(db, WithTable(table))
+	s, err := NewSegmented(db, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
 	contractOne(t, s.SetStock(t.Context(), "u", 5), stockguard.ErrUnavailable)
 	contractOne(t, s.Decrement(t.Context(), "u", 1), stockguard.ErrUnavailable)
 }
@@ -98,7 +104,7 @@ func TestUnavailable_unreachable(t *testing.T) {
 		})
 	}
 	// Without a deadline the request is not supervised: the same answer.
-	contractOne(t, NewAtomic(db).Decrement(context.Background(), "u", 1), stockguard.ErrUnavailable)
+	contractOne(t, mustNew(NewAtomic(db)).Decrement(context.Background(), "u", 1), stockguard.ErrUnavailable)
 }
 
 // A read-only server refuses every write (1290): unavailable, nothing
@@ -129,10 +135,10 @@ func TestUnavailable_readOnly(t *testing.T) {
 	if err := CreateSchema(t.Context(), root, WithTable(table)); err != nil {
 		t.Fatal(err)
 	}
-	if err := NewAtomic(root, WithTable(table)).SetStock(t.Context(), "u", 10); err != nil {
+	if err := mustNew(NewAtomic(root, WithTable(table))).SetStock(t.Context(), "u", 10); err != nil {
 		t.Fatal(err)
 	}
-	if err := NewSegmented(root, WithTable(table)).SetStock(t.Context(), "u", 10); err != nil {
+	if err := mustNew(NewSegmented(root, WithTable(table))).SetStock(t.Context(), "u", 10); err != nil {
 		t.Fatal(err)
 	}
 	// root may write to a read-only server (READ_ONLY ADMIN); a plain
@@ -152,7 +158,7 @@ func TestUnavailable_readOnly(t *testing.T) {
 			}
 		})
 	}
-	contractOne(t, NewFencedStore(app, WithTable(table)).WriteFenced(t.Context(), "u", 3, 1), stockguard.ErrUnavailable)
+	contractOne(t, mustNew(NewFencedStore(app, WithTable(table))).WriteFenced(t.Context(), "u", 3, 1), stockguard.ErrUnavailable)
 	var qty int64
 	if err := root.GetContext(t.Context(), &qty, "SELECT qty FROM "+quote(table)+" WHERE sku = 'u'"); err != nil || qty != 10 {
 		t.Errorf("qty %d, %v; want 10", qty, err)

@@ -17,10 +17,10 @@ func TestOrders_adversary(t *testing.T) {
 		insts func(table string) []stockguard.Orders
 	}{
 		{"atomic", func(table string) []stockguard.Orders {
-			return []stockguard.Orders{NewAtomic(db, WithTable(table)), NewAtomic(db, WithTable(table))}
+			return []stockguard.Orders{mustNew(NewAtomic(db, WithTable(table))), mustNew(NewAtomic(db, WithTable(table)))}
 		}},
 		{"atomic+batched", func(table string) []stockguard.Orders {
-			return []stockguard.Orders{NewAtomic(db, WithTable(table)), NewBatched(db, WithTable(table)), NewBatched(db, WithTable(table))}
+			return []stockguard.Orders{mustNew(NewAtomic(db, WithTable(table))), mustNew(NewBatched(db, WithTable(table))), mustNew(NewBatched(db, WithTable(table)))}
 		}},
 	} {
 		t.Run(mix.name, func(t *testing.T) {

@@ -43,7 +43,17 @@ var (
 // (options read: WithTable, WithLockTimeout, WithRetry). Each pooled
 // connection it uses gets SET lock_timeout once; don't change that
 // setting on the same pool.
-func NewAdvisoryLock(db *sqlx.DB, opts ...Option) *AdvisoryLock {
+func NewAdvisoryLock(db *sqlx.DB, opts ...Option) (*AdvisoryLock, error) {
+	v := newAdvisoryLock(db, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newAdvisoryLock builds what NewAdvisoryLock returns; an invalid option or argument is
+// left in its err field.
+func newAdvisoryLock(db *sqlx.DB, opts ...Option) *AdvisoryLock {
 	o := newOptions(opts)
 	return &AdvisoryLock{store: newStore(db, o), prefix: o.table, session: lockTimeoutSession(o.lockWait),
 		retrier: strategy.NewRetrier(o.retryPolicy(strategy.RetryPolicy{}))}

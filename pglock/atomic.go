@@ -48,7 +48,17 @@ var (
 // ErrOutcomeUnknown. Bound the server-side wait with lock_timeout or
 // statement_timeout in the DSN (pgx sends them as run-time parameters):
 // those end the statement on the server, with ErrContention.
-func NewAtomic(db *sqlx.DB, opts ...Option) *Atomic {
+func NewAtomic(db *sqlx.DB, opts ...Option) (*Atomic, error) {
+	v := newAtomic(db, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newAtomic builds what NewAtomic returns; an invalid option or argument is
+// left in its err field.
+func newAtomic(db *sqlx.DB, opts ...Option) *Atomic {
 	return &Atomic{ledger: newLedger(db, newOptions(opts), nil)}
 }
 

@@ -89,7 +89,17 @@ var (
 // one pooled connection, which gets SET lock_timeout once
 // (WithLockTimeout); don't change that setting on the same pool. The pool
 // needs a connection per SKU being written at once, not per buyer.
-func NewBatched(db *sqlx.DB, opts ...Option) *Batched {
+func NewBatched(db *sqlx.DB, opts ...Option) (*Batched, error) {
+	v := newBatched(db, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newBatched builds what NewBatched returns; an invalid option or argument is
+// left in its err field.
+func newBatched(db *sqlx.DB, opts ...Option) *Batched {
 	o := newOptions(opts)
 	o.mode = LockWait // the fallback must see every row, not skip or refuse a busy one
 	b := &Batched{ledger: newLedger(db, o, lockTimeoutSession(o.lockWait))}

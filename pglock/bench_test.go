@@ -27,7 +27,7 @@ func BenchmarkHotRow(b *testing.B) {
 	db.SetMaxOpenConns(96)
 	table := newTable(b, db)
 	all := strategies(db, WithTable(table))
-	all["segmented"] = NewSegmented(db, WithTable(table))
+	all["segmented"] = mustNew(NewSegmented(db, WithTable(table)))
 	for _, workers := range []int{16, 64} {
 		for _, name := range append(strategyNames, "segmented") {
 			b.Run(fmt.Sprintf("strategy=%s/workers=%d", name, workers), func(b *testing.B) {
@@ -93,7 +93,10 @@ func BenchmarkOrders(b *testing.B) {
 func BenchmarkPool(b *testing.B) {
 	db := testDB(b)
 	table := newTable(b, db)
-	a := NewAtomic(db, WithTable(table))
+	a, err := NewAtomic(db, WithTable(table))
+	if err != nil {
+		b.Fatal(err)
+	}
 	pool, err := pgxpool.New(b.Context(), backendstest.SharedPostgres(b).DSN+"&pool_max_conns=32")
 	if err != nil {
 		b.Fatal(err)
@@ -185,7 +188,10 @@ func BenchmarkRestock(b *testing.B) {
 		b.Run(fmt.Sprintf("orders=%d", n), func(b *testing.B) {
 			table := newTable(b, db)
 			ctx := b.Context()
-			a := NewAtomic(db, WithTable(table))
+			a, err := NewAtomic(db, WithTable(table))
+			if err != nil {
+				b.Fatal(err)
+			}
 			if err := a.SetStock(ctx, "hot", 1_000_000); err != nil {
 				b.Fatal(err)
 			}

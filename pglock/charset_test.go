@@ -57,7 +57,7 @@ func hostileStrings(t *testing.T, check, db *sqlx.DB, plain bool) {
 			check.Exec("DROP TABLE IF EXISTS " + quote(n))
 		}
 	})
-	if err := NewAtomic(check, WithTable(table)).SetStock(ctx, "victim", 5); err != nil {
+	if err := mustNew(NewAtomic(check, WithTable(table))).SetStock(ctx, "victim", 5); err != nil {
 		t.Fatal(err)
 	}
 	where := "中' OR sku='victim'--"
@@ -80,7 +80,10 @@ func hostileStrings(t *testing.T, check, db *sqlx.DB, plain bool) {
 			}
 		}
 	}
-	seg := NewSegmented(db, opts...)
+	seg, err := NewSegmented(db, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	outcome("segmented SetStock", seg.SetStock(ctx, where, 3))
 	outcome("segmented Decrement", seg.Decrement(ctx, where, 1))
 	for name, o := range orderStrategies(db, opts...) {

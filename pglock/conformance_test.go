@@ -13,12 +13,12 @@ import (
 // strategies builds every Inventory strategy of the package on one table.
 func strategies(db *sqlx.DB, opts ...Option) map[string]stockguard.Inventory {
 	return map[string]stockguard.Inventory{
-		"atomic":       NewAtomic(db, opts...),
-		"pessimistic":  NewPessimistic(db, opts...),
-		"optimistic":   NewOptimistic(db, opts...),
-		"serializable": NewSerializable(db, opts...),
-		"advisory":     NewAdvisoryLock(db, opts...),
-		"batched":      NewBatched(db, opts...),
+		"atomic":       mustNew(NewAtomic(db, opts...)),
+		"pessimistic":  mustNew(NewPessimistic(db, opts...)),
+		"optimistic":   mustNew(NewOptimistic(db, opts...)),
+		"serializable": mustNew(NewSerializable(db, opts...)),
+		"advisory":     mustNew(NewAdvisoryLock(db, opts...)),
+		"batched":      mustNew(NewBatched(db, opts...)),
 	}
 }
 
@@ -30,7 +30,7 @@ func TestSegmented_conformance(t *testing.T) {
 	db := testDB(t)
 	table := newTable(t, db)
 	stocktest.Run(t, func(*testing.T) stockguard.Inventory {
-		return NewSegmented(db, WithTable(table), WithSegments(4))
+		return mustNew(NewSegmented(db, WithTable(table), WithSegments(4)))
 	})
 }
 
@@ -89,7 +89,7 @@ func TestPessimistic_conformance_lockModes(t *testing.T) {
 			t.Parallel()
 			table := newTable(t, db)
 			stocktest.Run(t, func(*testing.T) stockguard.Inventory {
-				return NewPessimistic(db, WithTable(table), WithLockMode(m))
+				return mustNew(NewPessimistic(db, WithTable(table), WithLockMode(m)))
 			})
 		})
 	}
@@ -98,8 +98,8 @@ func TestPessimistic_conformance_lockModes(t *testing.T) {
 // orderStrategies builds every Orders strategy of the package on one table.
 func orderStrategies(db *sqlx.DB, opts ...Option) map[string]stockguard.Orders {
 	return map[string]stockguard.Orders{
-		"atomic":  NewAtomic(db, opts...),
-		"batched": NewBatched(db, opts...),
+		"atomic":  mustNew(NewAtomic(db, opts...)),
+		"batched": mustNew(NewBatched(db, opts...)),
 	}
 }
 

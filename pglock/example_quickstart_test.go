@@ -31,7 +31,10 @@ func Example() {
 	if err := pglock.CreateSchema(ctx, db); err != nil {
 		log.Fatal(err)
 	}
-	shop := pglock.NewAtomic(db) // every constructor takes the *sqlx.DB
+	shop, err := pglock.NewAtomic(db) // every constructor takes the *sqlx.DB
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := shop.SetStock(ctx, "sku-42", 10); err != nil {
 		log.Fatal(err)
 	}

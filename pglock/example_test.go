@@ -27,7 +27,10 @@ func ExampleNewBatched() {
 	if err := pglock.CreateSchema(ctx, db); err != nil {
 		log.Fatal(err)
 	}
-	inv := pglock.NewBatched(db) // or NewAtomic, NewSegmented, …
+	inv, err := pglock.NewBatched(db) // or NewAtomic, NewSegmented, …
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := inv.SetStock(ctx, "sku-42", 10); err != nil {
 		log.Fatal(err)
 	}

@@ -42,7 +42,17 @@ var defaultCASPolicy = strategy.RetryPolicy{
 // NewOptimistic returns the version-CAS strategy over db's table (options
 // read: WithTable, WithRetry; default policy: 100 attempts, adaptive
 // backoff from 1ms to 100ms).
-func NewOptimistic(db *sqlx.DB, opts ...Option) *Optimistic {
+func NewOptimistic(db *sqlx.DB, opts ...Option) (*Optimistic, error) {
+	v := newOptimistic(db, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newOptimistic builds what NewOptimistic returns; an invalid option or argument is
+// left in its err field.
+func newOptimistic(db *sqlx.DB, opts ...Option) *Optimistic {
 	o := newOptions(opts)
 	return &Optimistic{store: newStore(db, o), retrier: strategy.NewRetrier(o.retryPolicy(defaultCASPolicy))}
 }

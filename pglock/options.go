@@ -12,8 +12,8 @@ import (
 
 // Option configures CreateSchema and the constructors of this package. Each
 // documents the options it reads and ignores the rest. An invalid option
-// value makes CreateSchema, and every method of the strategy built with it,
-// return an error wrapping stockguard.ErrInvalidRequest.
+// value makes CreateSchema and every constructor return an error wrapping
+// stockguard.ErrInvalidRequest, before any I/O.
 type Option func(*options)
 
 type options struct {

@@ -93,7 +93,10 @@ func TestBatched_Take_groupCommitAcrossSKUs(t *testing.T) {
 	db := testDB(t)
 	table := newTable(t, db)
 	ctx := t.Context()
-	b := NewBatched(db, WithTable(table))
+	b, err := NewBatched(db, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
 	stockAll(t, b, map[string]int64{"gate": 10, "gate2": 10, "a": 100, "b": 100, "scarce": 3})
 	release := queueBehind(t, b, db, table)
 	// Queued in this order: carts 0–3 take one "scarce" unit each (the
@@ -135,7 +138,10 @@ func TestBatched_Take_retriedIDTakesOnce(t *testing.T) {
 	db := testDB(t)
 	table := newTable(t, db)
 	ctx := t.Context()
-	b := NewBatched(db, WithTable(table))
+	b, err := NewBatched(db, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
 	stockAll(t, b, map[string]int64{"gate": 10, "gate2": 10, "a": 100, "b": 100})
 	cart := []stockguard.Line{line("a", 5), line("b", 5)}
 	want(t, "Take", b.Take(ctx, "dup", cart...), nil)
@@ -160,7 +166,10 @@ func TestBatched_Take_reclaimsExpiredHoldInBatch(t *testing.T) {
 	db := testDB(t)
 	table := newTable(t, db)
 	ctx := t.Context()
-	b := NewBatched(db, WithTable(table))
+	b, err := NewBatched(db, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
 	stockAll(t, b, map[string]int64{"x": 4, "y": 4})
 	want(t, "Hold", b.Hold(ctx, "held", time.Millisecond, line("x", 4), line("y", 1)), nil)
 	time.Sleep(10 * time.Millisecond)

@@ -21,8 +21,8 @@ import (
 func TestBatched_callerWhoLeftIsNotWrittenByALaterAttempt(t *testing.T) {
 	db := testDB(t)
 	table := newTable(t, db)
-	b1 := NewBatched(db, WithTable(table))
-	b2 := NewBatched(db, WithTable(table))
+	b1 := mustNew(NewBatched(db, WithTable(table)))
+	b2 := mustNew(NewBatched(db, WithTable(table)))
 	ctx := t.Context()
 	for sku, n := range map[string]int64{"s": 0, "w": 10, "z": 10} {
 		want(t, "SetStock "+sku, b1.SetStock(ctx, sku, n), nil)
@@ -106,9 +106,9 @@ func TestOrders_repeatsAgreeWithTheLedger(t *testing.T) {
 	db := testDB(t)
 	table := newTable(t, db)
 	insts := []stockguard.Orders{
-		NewBatched(db, WithTable(table)),
-		NewBatched(db, WithTable(table)),
-		NewAtomic(db, WithTable(table)),
+		mustNew(NewBatched(db, WithTable(table))),
+		mustNew(NewBatched(db, WithTable(table))),
+		mustNew(NewAtomic(db, WithTable(table))),
 	}
 	ordersload.Repeats(t, insts, func() { pgSettled(t, db, table) }, 12, 2000)
 }

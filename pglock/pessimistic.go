@@ -39,7 +39,17 @@ var (
 // (options read: WithTable, WithLockMode, WithLockTimeout, WithRetry).
 // With LockWait each pooled connection it uses gets SET lock_timeout once;
 // don't change that setting on the same pool.
-func NewPessimistic(db *sqlx.DB, opts ...Option) *Pessimistic {
+func NewPessimistic(db *sqlx.DB, opts ...Option) (*Pessimistic, error) {
+	v := newPessimistic(db, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newPessimistic builds what NewPessimistic returns; an invalid option or argument is
+// left in its err field.
+func newPessimistic(db *sqlx.DB, opts ...Option) *Pessimistic {
 	o := newOptions(opts)
 	p := &Pessimistic{store: newStore(db, o), mode: o.mode,
 		retrier: strategy.NewRetrier(o.retryPolicy(strategy.RetryPolicy{}))}

@@ -17,7 +17,10 @@ func TestCreateSchema_addsOnOrders(t *testing.T) {
 	db := testDB(t)
 	table := newTable(t, db)
 	ctx := t.Context()
-	a := NewAtomic(db, WithTable(table))
+	a, err := NewAtomic(db, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := a.SetStock(ctx, "x", 10); err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +31,10 @@ func TestCreateSchema_addsOnOrders(t *testing.T) {
 	if _, err := db.ExecContext(ctx, "ALTER TABLE "+quote(table)+" DROP COLUMN on_orders"); err != nil {
 		t.Fatal(err)
 	}
-	b := NewBatched(db, WithTable(table))
+	b, err := NewBatched(db, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, o := range map[string]stockguard.Orders{"atomic": a, "batched": b} {
 		want(t, name+" Take before the upgrade", o.Take(ctx, "u-"+name, line("x", 1)), stockguard.ErrUnavailable)
 		want(t, name+" Restock before the upgrade", o.Restock(ctx, "rs-"+name, "x", 1), stockguard.ErrUnavailable)

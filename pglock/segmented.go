@@ -75,7 +75,17 @@ type segQueries struct {
 // read: WithTable, WithSegments, WithLockTimeout, WithRetry). Each pooled
 // connection it uses gets SET lock_timeout once; don't change that setting
 // on the same pool.
-func NewSegmented(db *sqlx.DB, opts ...Option) *Segmented {
+func NewSegmented(db *sqlx.DB, opts ...Option) (*Segmented, error) {
+	v := newSegmented(db, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newSegmented builds what NewSegmented returns; an invalid option or argument is
+// left in its err field.
+func newSegmented(db *sqlx.DB, opts ...Option) *Segmented {
 	o := newOptions(opts)
 	t := quote(SegmentsTable(o.table))
 	st := newStore(db, o)

@@ -36,7 +36,17 @@ var (
 
 // NewSerializable returns the SERIALIZABLE strategy over db's table
 // (options read: WithTable, WithRetry; default policy as NewOptimistic's).
-func NewSerializable(db *sqlx.DB, opts ...Option) *Serializable {
+func NewSerializable(db *sqlx.DB, opts ...Option) (*Serializable, error) {
+	v := newSerializable(db, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newSerializable builds what NewSerializable returns; an invalid option or argument is
+// left in its err field.
+func newSerializable(db *sqlx.DB, opts ...Option) *Serializable {
 	o := newOptions(opts)
 	return &Serializable{store: newStore(db, o), retrier: strategy.NewRetrier(o.retryPolicy(defaultCASPolicy))}
 }

@@ -30,11 +30,11 @@ func TestInventory_adversary(t *testing.T) {
 	t.Run("atomic+batched", func(t *testing.T) {
 		prefix := redistest.Prefix(t, rdb)
 		stocktest.Adversary{}.RunInventory(t, []stockguard.Inventory{
-			NewAtomic(rdb, WithPrefix(prefix)), NewBatched(rdb, WithPrefix(prefix)),
+			mustNew(NewAtomic(rdb, WithPrefix(prefix))), mustNew(NewBatched(rdb, WithPrefix(prefix))),
 		})
 	})
 	t.Run("guarded", func(t *testing.T) {
 		prefix := redistest.Prefix(t, rdb)
-		stocktest.Adversary{}.RunInventory(t, []stockguard.Inventory{NewGuarded(rdb, WithPrefix(prefix)), NewGuarded(rdb, WithPrefix(prefix))})
+		stocktest.Adversary{}.RunInventory(t, []stockguard.Inventory{mustNew(NewGuarded(rdb, WithPrefix(prefix))), mustNew(NewGuarded(rdb, WithPrefix(prefix)))})
 	})
 }

@@ -94,7 +94,17 @@ var (
 // or stale and an order's record absent, which the two-phase protocol
 // reads as "give the units back". Which deployments Atomic needs:
 // docs/orders.md.
-func NewAtomic(rdb AtomicClient, opts ...Option) *Atomic {
+func NewAtomic(rdb AtomicClient, opts ...Option) (*Atomic, error) {
+	v := newAtomic(rdb, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newAtomic builds what NewAtomic returns; an invalid option or argument is
+// left in its err field.
+func newAtomic(rdb AtomicClient, opts ...Option) *Atomic {
 	o := newOptions(opts)
 	if _, ok := rdb.(*redis.Ring); ok {
 		o.fail(errors.New("NewAtomic over a *redis.Ring: a Ring moves a shard's keys to another shard while it votes the shard down; use one Redis, a failover client or a Cluster"))

@@ -20,7 +20,10 @@ import (
 // BenchmarkAtomic decrements one hot SKU from 1, 16 and 64 goroutines.
 func BenchmarkAtomic(b *testing.B) {
 	rdb := backendstest.RedisClient(b)
-	a := NewAtomic(rdb, WithPrefix("bench:"))
+	a, err := NewAtomic(rdb, WithPrefix("bench:"))
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, workers := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
 			sku := redistest.HotSKU(b, a)
@@ -59,7 +62,10 @@ func BenchmarkAtomicVsRedisBenchmark(b *testing.B) {
 	const workers, rounds = 64, 4
 	b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
 		keys := rediskeys.Keys{Prefix: "bench:"}
-		a := NewAtomic(rdb, WithPrefix(keys.Prefix))
+		a, err := NewAtomic(rdb, WithPrefix(keys.Prefix))
+		if err != nil {
+			b.Fatal(err)
+		}
 		goSKU, rbSKU := redistest.HotSKU(b, a), redistest.HotSKU(b, a)
 		b.Cleanup(func() { rdb.Del(context.Background(), keys.Stock(goSKU), keys.Stock(rbSKU)) })
 		holds := a.holdsKey(rbSKU)

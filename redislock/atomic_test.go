@@ -18,7 +18,7 @@ import (
 func TestAtomic_conformance(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
-	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return NewAtomic(rdb, WithPrefix(prefix)) })
+	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return mustNew(NewAtomic(rdb, WithPrefix(prefix))) })
 }
 
 // TestAtomic_validatesBeforeIO talks to a client whose every command would
@@ -26,7 +26,10 @@ func TestAtomic_conformance(t *testing.T) {
 func TestAtomic_validatesBeforeIO(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	rdb.Close()
-	a := NewAtomic(rdb)
+	a, err := NewAtomic(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 	for name, err := range map[string]error{
 		"Decrement empty sku": a.Decrement(ctx, "", 1),
@@ -52,7 +55,10 @@ func TestAtomic_validatesBeforeIO(t *testing.T) {
 func TestAtomic_Decrement_unknownSKUCreatesNothing(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
-	a := NewAtomic(rdb, WithPrefix(prefix))
+	a, err := NewAtomic(rdb, WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 	if err := a.Decrement(ctx, "ghost", 3); !errors.Is(err, stockguard.ErrUnknownSKU) {
 		t.Fatalf("Decrement of an unknown sku: %v, want ErrUnknownSKU", err)
@@ -96,7 +102,10 @@ func checkCorrupt(t *testing.T, inv stockguard.Inventory, rdb redis.UniversalCli
 func TestAtomic_Decrement_corruptValue(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
-	a := NewAtomic(rdb, WithPrefix(prefix))
+	a, err := NewAtomic(rdb, WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range redistest.CorruptValues {
 		t.Run(c.Name, func(t *testing.T) {
 			key := rediskeys.Keys{Prefix: prefix}.Stock(c.Name)
@@ -117,7 +126,10 @@ func TestAtomic_Decrement_replyLost(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, MaxRetries: 3})
 	t.Cleanup(func() { rdb.Close() })
 	prefix := redistest.Prefix(t, backendstest.RedisClient(t))
-	a := NewAtomic(rdb, WithPrefix(prefix))
+	a, err := NewAtomic(rdb, WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 	if err := a.SetStock(ctx, "sku", 10); err != nil {
 		t.Fatal(err)
@@ -141,7 +153,7 @@ func TestAtomic_Decrement_serverPaused(t *testing.T) {
 	srv := backendstest.PrivateRedis(t, 1)[0]
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { rdb.Close() })
-	a := NewAtomic(rdb)
+	a := mustNew(NewAtomic(rdb))
 	ctx := t.Context()
 	if err := a.SetStock(ctx, "sku", 10); err != nil {
 		t.Fatal(err)
@@ -179,7 +191,10 @@ func TestAtomic_Decrement_serverPaused(t *testing.T) {
 func TestAtomic_Decrement_scriptFlushed(t *testing.T) {
 	rdb := backendstest.PrivateRedis(t, 1)[0].Client()
 	t.Cleanup(func() { rdb.Close() })
-	a := NewAtomic(rdb)
+	a, err := NewAtomic(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 	if err := a.SetStock(ctx, "sku", 5); err != nil {
 		t.Fatal(err)
@@ -203,5 +218,5 @@ func TestAtomic_Decrement_scriptFlushed(t *testing.T) {
 func TestAtomic_conformanceCluster(t *testing.T) {
 	rdb := backendstest.PrivateCluster(t, 3).Client()
 	t.Cleanup(func() { rdb.Close() })
-	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return NewAtomic(rdb) })
+	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return mustNew(NewAtomic(rdb)) })
 }

@@ -92,7 +92,17 @@ var _ stockguard.Inventory = (*Batched)(nil)
 // so per batch; when it falls short every request of the batch gets
 // ErrOutcomeUnknown). The pool needs a connection per SKU being written at
 // once, not per buyer.
-func NewBatched(rdb AtomicClient, opts ...Option) *Batched {
+func NewBatched(rdb AtomicClient, opts ...Option) (*Batched, error) {
+	v := newBatched(rdb, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newBatched builds what NewBatched returns; an invalid option or argument is
+// left in its err field.
+func newBatched(rdb AtomicClient, opts ...Option) *Batched {
 	o := newOptions(opts)
 	b := &Batched{
 		scripts: redisx.OnceScripter(redisx.Acked(rdb, o.ack)),

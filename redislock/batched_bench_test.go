@@ -88,7 +88,10 @@ func BenchmarkBatched(b *testing.B) {
 	keys := rediskeys.Keys{Prefix: "bench:"}
 	for _, workers := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
-			inv := NewBatched(rdb, WithPrefix(keys.Prefix))
+			inv, err := NewBatched(rdb, WithPrefix(keys.Prefix))
+			if err != nil {
+				b.Fatal(err)
+			}
 			sku := hotKey(b, inv, keys)
 			b.ResetTimer()
 			r := decrementTimed(b, inv, sku, workers, b.N, 0)
@@ -113,7 +116,7 @@ func BenchmarkBatchedVsAtomic(b *testing.B) {
 	const workers, rounds = 64, 4
 	b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
 		keys := rediskeys.Keys{Prefix: "bench:"}
-		batched, atom := NewBatched(rdb, WithPrefix(keys.Prefix)), NewAtomic(rdb, WithPrefix(keys.Prefix))
+		batched, atom := mustNew(NewBatched(rdb, WithPrefix(keys.Prefix))), mustNew(NewAtomic(rdb, WithPrefix(keys.Prefix)))
 		bSKU, aSKU := hotKey(b, batched, keys), hotKey(b, atom, keys)
 		per := max(b.N/rounds, 1)
 		var br, ar timedRun

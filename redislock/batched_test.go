@@ -24,7 +24,7 @@ import (
 func TestBatched_conformance(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
-	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return NewBatched(rdb, WithPrefix(prefix)) })
+	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return mustNew(NewBatched(rdb, WithPrefix(prefix))) })
 }
 
 // TestBatched_conformanceCluster runs the suite on a 3-master Redis
@@ -32,7 +32,7 @@ func TestBatched_conformance(t *testing.T) {
 func TestBatched_conformanceCluster(t *testing.T) {
 	rdb := clusterClient(t)
 	prefix := redistest.Prefix(t, rdb)
-	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return NewBatched(rdb, WithPrefix(prefix)) })
+	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return mustNew(NewBatched(rdb, WithPrefix(prefix))) })
 }
 
 // wantOnly fails t unless err matches exactly one contract error, want.
@@ -53,7 +53,10 @@ func TestBatched_validatesBeforeIO(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	rdb.Close()
 	ctx := t.Context()
-	b := NewBatched(rdb)
+	b, err := NewBatched(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var nilCtx context.Context
 	for name, err := range map[string]error{
 		"Decrement empty sku":   b.Decrement(ctx, "", 1),
@@ -80,7 +83,6 @@ func TestBatched_validatesBeforeIO(t *testing.T) {
 func TestWithBatchSize(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	rdb.Close()
-	ctx := t.Context()
 	for _, c := range []struct {
 		n    int
 		ok   bool
@@ -98,17 +100,9 @@ func TestWithBatchSize(t *testing.T) {
 			}
 			continue
 		}
-		b := NewBatched(rdb, WithBatchSize(c.n))
-		// The deferred error comes from every method, before any I/O and
-		// before the request's own checks.
-		wantOnly(t, "Decrement", b.Decrement(ctx, "x", 1), stockguard.ErrInvalidRequest)
-		wantOnly(t, "Decrement of a bad request", b.Decrement(ctx, "", 0), stockguard.ErrInvalidRequest)
-		wantOnly(t, "SetStock", b.SetStock(ctx, "x", 1), stockguard.ErrInvalidRequest)
-		if _, err := b.Stock(ctx, "x"); !errors.Is(err, stockguard.ErrInvalidRequest) {
-			t.Errorf("WithBatchSize(%d): Stock: %v", c.n, err)
-		}
-		if b.Stats() != (BatchStats{}) {
-			t.Errorf("WithBatchSize(%d): stats %+v, want nothing sent", c.n, b.Stats())
+		// Refused by the constructor, before any I/O.
+		if b, err := NewBatched(rdb, WithBatchSize(c.n)); b != nil || !errors.Is(err, stockguard.ErrInvalidRequest) {
+			t.Errorf("WithBatchSize(%d): %v, %v; want nil and ErrInvalidRequest", c.n, b, err)
 		}
 	}
 	if o := newOptions(nil); o.batchSize != DefaultBatchSize || o.err != nil {
@@ -213,7 +207,10 @@ func gatedBatched(t *testing.T, g *gate, proxy *cutproxy.Proxy, sku string, stoc
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr, Dialer: g.dial})
 	t.Cleanup(func() { rdb.Close() })
-	b := NewBatched(rdb, append([]Option{WithPrefix(redistest.Prefix(t, backendstest.RedisClient(t)))}, opts...)...)
+	b, err := NewBatched(rdb, append([]Option{WithPrefix(redistest.Prefix(t, backendstest.RedisClient(t)))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := batchedScript.Load(t.Context(), rdb).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +321,10 @@ func TestBatched_Decrement_unknownSKUCreatesNothing(t *testing.T) {
 func TestBatched_Decrement_corruptValue(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
-	b := NewBatched(rdb, WithPrefix(prefix))
+	b, err := NewBatched(rdb, WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range redistest.CorruptValues {
 		t.Run(c.Name, func(t *testing.T) {
 			key := rediskeys.Keys{Prefix: prefix}.Stock(c.Name)
@@ -460,14 +460,14 @@ func drainMixed(t *testing.T, insts []*Batched, sku string, stock int64) {
 func TestBatched_Decrement_combinesAcrossInstances(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
-	drainMixed(t, []*Batched{NewBatched(rdb, WithPrefix(prefix)), NewBatched(rdb, WithPrefix(prefix))}, "hot", 5000)
+	drainMixed(t, []*Batched{mustNew(NewBatched(rdb, WithPrefix(prefix))), mustNew(NewBatched(rdb, WithPrefix(prefix)))}, "hot", 5000)
 }
 
 func TestBatched_cluster_combinesAcrossInstances(t *testing.T) {
 	rdb := clusterClient(t)
 	prefix := redistest.Prefix(t, rdb)
 	for _, sku := range []string{"hot", "{x}", "a}b{c"} {
-		drainMixed(t, []*Batched{NewBatched(rdb, WithPrefix(prefix)), NewBatched(rdb, WithPrefix(prefix))}, sku, 2000)
+		drainMixed(t, []*Batched{mustNew(NewBatched(rdb, WithPrefix(prefix))), mustNew(NewBatched(rdb, WithPrefix(prefix)))}, sku, 2000)
 	}
 }
 
@@ -475,7 +475,7 @@ func TestBatched_cluster_combinesAcrossInstances(t *testing.T) {
 func TestBatched_sharesStockWithAtomic(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
-	a, b := NewAtomic(rdb, WithPrefix(prefix)), NewBatched(rdb, WithPrefix(prefix))
+	a, b := mustNew(NewAtomic(rdb, WithPrefix(prefix))), mustNew(NewBatched(rdb, WithPrefix(prefix)))
 	ctx := t.Context()
 	if err := a.SetStock(ctx, "hot", 10); err != nil {
 		t.Fatal(err)

@@ -109,7 +109,17 @@ type Client struct {
 // acknowledged, script). A fencing token is handed out only once n
 // replicas have the counter's increment, so the tokens a failover to one
 // of them leaves behind never repeat one handed out.
-func New(rdb RedisClient, opts ...Option) *Client {
+func New(rdb RedisClient, opts ...Option) (*Client, error) {
+	v := newClient(rdb, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newClient builds what New returns; an invalid option or argument is
+// left in its err field.
+func newClient(rdb RedisClient, opts ...Option) *Client {
 	o := newOptions(opts)
 	writes := redisx.Acked(rdb, o.ack)
 	return &Client{rdb: rdb, writes: writes, once: redisx.OnceScripter(writes), batch: newScriptPipe(writes),

@@ -59,9 +59,18 @@ func TestCluster_keysShareSlots(t *testing.T) {
 		}
 	}
 
-	c := New(rdb, WithPrefix("p:"))
-	s := NewSegmented(rdb, WithPrefix("p:"), WithSegmentLocks())
-	store := NewRedisStore(rdb, WithPrefix("p:"))
+	c, err := New(rdb, WithPrefix("p:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSegmented(rdb, WithPrefix("p:"), WithSegmentLocks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := NewRedisStore(rdb, WithPrefix("p:"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, sku := range oddSKUs {
 		same("lock obtain", c.LockKey(sku), c.FenceKey(sku), store.levels.Keys.Stock(sku))
 		same("guarded write", store.levels.Keys.Stock(sku), c.FenceKey(sku))
@@ -90,7 +99,7 @@ func TestSegmented_conformanceCluster(t *testing.T) {
 			// Stock is not linearizable: see TestSegmented_conformance.
 			suite := stocktest.Suite{StockNotLinearizable: true}
 			suite.Run(t, func(t *testing.T) stockguard.Inventory {
-				return NewSegmented(rdb, append(m.opts, WithPrefix(prefix))...)
+				return mustNew(NewSegmented(rdb, append(m.opts, WithPrefix(prefix))...))
 			})
 		})
 	}
@@ -101,7 +110,7 @@ func TestSegmented_cluster_soldOutExactlyUnderContention(t *testing.T) {
 	for _, m := range segmentModes {
 		t.Run(m.name, func(t *testing.T) {
 			prefix := redistest.Prefix(t, rdb)
-			soldOutExactly(t, func() *Segmented { return NewSegmented(rdb, append(m.opts, WithPrefix(prefix))...) })
+			soldOutExactly(t, func() *Segmented { return mustNew(NewSegmented(rdb, append(m.opts, WithPrefix(prefix))...)) })
 		})
 	}
 }
@@ -109,7 +118,7 @@ func TestSegmented_cluster_soldOutExactlyUnderContention(t *testing.T) {
 func TestGuarded_conformanceCluster(t *testing.T) {
 	rdb := clusterClient(t)
 	prefix := redistest.Prefix(t, rdb)
-	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return NewGuarded(rdb, WithPrefix(prefix)) })
+	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return mustNew(NewGuarded(rdb, WithPrefix(prefix))) })
 }
 
 // TestClient_cluster runs the lock's life cycle on a cluster: plain and
@@ -117,7 +126,10 @@ func TestGuarded_conformanceCluster(t *testing.T) {
 // release announced from another master's slot.
 func TestClient_cluster(t *testing.T) {
 	rdb := clusterClient(t)
-	c := New(rdb, WithPrefix(redistest.Prefix(t, rdb)))
+	c, err := New(rdb, WithPrefix(redistest.Prefix(t, rdb)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 
 	t.Run("plain", func(t *testing.T) {

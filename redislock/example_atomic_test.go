@@ -19,7 +19,10 @@ func ExampleNewAtomic() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
 
-	inv := redislock.NewAtomic(rdb, redislock.WithPrefix("shop:"))
+	inv, err := redislock.NewAtomic(rdb, redislock.WithPrefix("shop:"))
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := inv.SetStock(ctx, "sku-42", 100); err != nil {
 		log.Fatal(err)
 	}
@@ -48,6 +51,6 @@ func ExampleAtomic_Decrement_corruptStock() {
 	defer rdb.Close()
 	rdb.Set(ctx, "stock:{sku-7}", "lots", 0)
 
-	err := redislock.NewAtomic(rdb).Decrement(ctx, "sku-7", 1)
+	err := mustNew(redislock.NewAtomic(rdb)).Decrement(ctx, "sku-7", 1)
 	fmt.Println(errors.Is(err, stockguard.ErrUnknownSKU), errors.Is(err, stockguard.ErrCorruptStock))
 }

@@ -21,7 +21,10 @@ func ExampleNewBatched() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
 
-	inv := redislock.NewBatched(rdb, redislock.WithPrefix("shop:"), redislock.WithBatchSize(128))
+	inv, err := redislock.NewBatched(rdb, redislock.WithPrefix("shop:"), redislock.WithBatchSize(128))
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := inv.SetStock(ctx, "sku-42", 1000); err != nil {
 		log.Fatal(err)
 	}

@@ -20,7 +20,10 @@ func ExampleClient_Obtain() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
-	locks := redislock.New(rdb)
+	locks, err := redislock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	lock, err := locks.Obtain(ctx, "report:2024-06", 10*time.Second)
 	switch {
@@ -44,7 +47,7 @@ func ExampleNotify() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
 
-	lock, err := redislock.New(rdb).Obtain(ctx, "nightly-job", 30*time.Second,
+	lock, err := mustNew(redislock.New(rdb)).Obtain(ctx, "nightly-job", 30*time.Second,
 		redislock.Notify(), redislock.ObtainRetry(redislock.LinearBackoff(time.Second)))
 	if err != nil {
 		// ErrNotObtained joined with context.DeadlineExceeded, or Redis's error.
@@ -61,7 +64,7 @@ func ExampleWatchdog() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
 
-	lock, err := redislock.New(rdb).Obtain(ctx, "reindex", 5*time.Second,
+	lock, err := mustNew(redislock.New(rdb)).Obtain(ctx, "reindex", 5*time.Second,
 		redislock.Watchdog(), redislock.MaxHold(time.Hour))
 	if err != nil {
 		log.Fatal(err)
@@ -87,7 +90,10 @@ func ExampleReentrant() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
-	locks := redislock.New(rdb)
+	locks, err := redislock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	me := redislock.NewOwner()
 
 	outer, err := locks.Obtain(ctx, "account:7", 10*time.Second, redislock.Reentrant(me))
@@ -111,9 +117,12 @@ func ExampleNewGuarded() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
 
-	inv := redislock.NewGuarded(rdb, redislock.WithPrefix("shop:"),
+	inv, err := redislock.NewGuarded(rdb, redislock.WithPrefix("shop:"),
 		redislock.WithLockTTL(time.Second),
 		redislock.WithRetry(strategy.RetryPolicy{MaxAttempts: 20}))
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := inv.SetStock(ctx, "sku-42", 100); err != nil {
 		log.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func ExampleAtomic_Hold() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
-	shop := redislock.NewAtomic(rdb, redislock.WithPrefix("shop:"))
+	shop := mustNew(redislock.NewAtomic(rdb, redislock.WithPrefix("shop:")))
 	for _, sku := range []string{"mug", "tea"} {
 		if err := shop.SetStock(ctx, sku, 100); err != nil {
 			log.Fatal(err)

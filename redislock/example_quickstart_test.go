@@ -24,7 +24,10 @@ func Example() {
 	if err := rdb.Ping(dial).Err(); err != nil {
 		log.Fatal(err)
 	}
-	shop := redislock.NewAtomic(rdb, redislock.WithPrefix("shop:")) // processes sharing a prefix share the stock
+	shop, err := redislock.NewAtomic(rdb, redislock.WithPrefix("shop:")) // processes sharing a prefix share the stock
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := shop.SetStock(ctx, "sku-42", 10); err != nil {
 		log.Fatal(err)
 	}

@@ -25,7 +25,10 @@ func ExampleRedlock_Obtain() {
 		defer c.Close()
 		masters = append(masters, c)
 	}
-	locks := redislock.NewRedlock(masters, redislock.WithNodeTimeout(20*time.Millisecond))
+	locks, err := redislock.NewRedlock(masters, redislock.WithNodeTimeout(20*time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	// Retry with random delays, so that contenders stop splitting the votes.
 	lock, err := locks.Obtain(ctx, "rebuild-search-index", 30*time.Second,
@@ -54,8 +57,11 @@ func ExampleNewRedlockGuarded() {
 		defer c.Close()
 		masters = append(masters, c)
 	}
-	inv := redislock.NewRedlockGuarded(masters, redislock.WithPrefix("shop:"),
+	inv, err := redislock.NewRedlockGuarded(masters, redislock.WithPrefix("shop:"),
 		redislock.WithStockMaster(0), redislock.WithNodeTimeout(20*time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := inv.SetStock(ctx, "sku-42", 100); err != nil {
 		log.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,7 +21,10 @@ func ExampleWithReplicaAck() {
 	})
 	defer rdb.Close()
 	// WAIT 1 250 after every write, pipelined on the write's connection.
-	inv := redislock.NewAtomic(rdb, redislock.WithReplicaAck(1, 250*time.Millisecond))
+	inv, err := redislock.NewAtomic(rdb, redislock.WithReplicaAck(1, 250*time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	switch err := inv.Decrement(context.Background(), "sku-42", 1); {
 	case err == nil:

@@ -20,7 +20,10 @@ func ExampleNewSegmented() {
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"redis-1:6379", "redis-2:6379", "redis-3:6379"}})
 	defer rdb.Close()
 
-	inv := redislock.NewSegmented(rdb, redislock.WithPrefix("shop:"), redislock.WithSegments(16))
+	inv, err := redislock.NewSegmented(rdb, redislock.WithPrefix("shop:"), redislock.WithSegments(16))
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := inv.SetStock(ctx, "flash-sale-tv", 1000); err != nil {
 		log.Fatal(err)
 	}
@@ -41,6 +44,9 @@ func ExampleNewSegmented() {
 func ExampleWithSegmentLocks() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
-	inv := redislock.NewSegmented(rdb, redislock.WithSegmentLocks())
+	inv, err := redislock.NewSegmented(rdb, redislock.WithSegmentLocks())
+	if err != nil {
+		log.Fatal(err)
+	}
 	_ = inv.Decrement(context.Background(), "flash-sale-tv", 1)
 }

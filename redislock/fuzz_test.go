@@ -24,10 +24,10 @@ func stringChecks(f *testing.F) []*stocktest.StringCheck {
 		prefix := redistest.Prefix(f, rdb) + m.name + ":"
 		o := newOrders(rdb, prefix, m.twoPhase)
 		c := &stocktest.StringCheck{
-			Inventories: []stockguard.Inventory{o, NewBatched(rdb, WithPrefix(prefix)), NewGuarded(rdb, WithPrefix(prefix)), NewSegmented(rdb, WithPrefix(prefix))},
+			Inventories: []stockguard.Inventory{o, mustNew(NewBatched(rdb, WithPrefix(prefix))), mustNew(NewGuarded(rdb, WithPrefix(prefix))), mustNew(NewSegmented(rdb, WithPrefix(prefix)))},
 			Orders:      []stockguard.Orders{o},
-			Offline: []stockguard.Inventory{newOrders(closed, prefix, m.twoPhase), NewBatched(closed, WithPrefix(prefix)),
-				NewGuarded(closed, WithPrefix(prefix)), NewSegmented(closed, WithPrefix(prefix))},
+			Offline: []stockguard.Inventory{newOrders(closed, prefix, m.twoPhase), mustNew(NewBatched(closed, WithPrefix(prefix))),
+				mustNew(NewGuarded(closed, WithPrefix(prefix))), mustNew(NewSegmented(closed, WithPrefix(prefix)))},
 		}
 		if err := c.Prepare(f.Context()); err != nil {
 			f.Fatal(err)

@@ -62,11 +62,25 @@ var (
 // options WithPrefix, WithRetry, WithLockTTL, WithStore, WithReplicaAck
 // and WithAOFAck (for the lock and the default RedisStore); by default the
 // stock lives in Redis, in the keys NewAtomic uses (RedisStore).
-func NewGuarded(rdb RedisClient, opts ...Option) *Guarded {
+func NewGuarded(rdb RedisClient, opts ...Option) (*Guarded, error) {
+	v := newFencedGuarded(rdb, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newFencedGuarded builds what NewGuarded returns; an invalid option is
+// left in its err field.
+func newFencedGuarded(rdb RedisClient, opts ...Option) *Guarded {
 	o := newOptions(opts)
-	locks := fencedLocks{c: New(rdb, opts...), store: o.store}
+	c, err := New(rdb, opts...)
+	if err != nil {
+		return newGuarded(nil, nil, o) // o.err is err: every method returns it
+	}
+	locks := fencedLocks{c: c, store: o.store}
 	if o.store == nil {
-		rs := NewRedisStore(rdb, opts...)
+		rs := newRedisStore(rdb, opts...)
 		locks.store, locks.stockKey = rs, rs.levels.Keys.Stock
 	}
 	return newGuarded(locks, locks.store, o)

@@ -19,8 +19,8 @@ func TestRedlockGuarded_stockMasterDownIsUnavailable(t *testing.T) {
 	servers, clients := masters(t, 3)
 	prefix := lockPrefix(t)
 	ctx := t.Context()
-	g := NewRedlockGuarded(clients, WithPrefix(prefix), WithNodeTimeout(testNodeTimeout),
-		WithRetry(strategy.RetryPolicy{MaxAttempts: 3}))
+	g := mustNew(NewRedlockGuarded(clients, WithPrefix(prefix), WithNodeTimeout(testNodeTimeout),
+		WithRetry(strategy.RetryPolicy{MaxAttempts: 3})))
 	if err := g.SetStock(ctx, "sku", 10); err != nil {
 		t.Fatal(err)
 	}

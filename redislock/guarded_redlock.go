@@ -78,11 +78,21 @@ func WithStockMaster(i int) Option {
 //     go-redis resent it and had the answer (a network-delayed duplicate
 //     could re-create an expired copy of the lock): theoretical on loopback
 //     and ordinary TCP, but not excluded.
-func NewRedlockGuarded(clients []redis.UniversalClient, opts ...Option) *Guarded {
+func NewRedlockGuarded(clients []redis.UniversalClient, opts ...Option) (*Guarded, error) {
+	v := newRedlockGuarded(clients, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newRedlockGuarded builds what NewRedlockGuarded returns; an invalid option or argument is
+// left in its err field.
+func newRedlockGuarded(clients []redis.UniversalClient, opts ...Option) *Guarded {
 	o := newOptions(opts)
-	r := NewRedlock(clients, opts...)
-	if o.err == nil && r.err != nil {
-		o.err = r.err // no masters
+	r, err := NewRedlock(clients, opts...)
+	if o.err == nil && err != nil {
+		o.err = err // no masters
 	}
 	if o.err == nil && o.stockMaster >= len(clients) {
 		o.fail(fmt.Errorf("stock master %d of %d masters", o.stockMaster, len(clients)))
@@ -90,7 +100,7 @@ func NewRedlockGuarded(clients []redis.UniversalClient, opts ...Option) *Guarded
 	if o.err != nil {
 		return newGuarded(nil, nil, o) // every method returns o.err
 	}
-	store := NewRedisStore(clients[o.stockMaster], opts...)
+	store := newRedisStore(clients[o.stockMaster], opts...)
 	return newGuarded(&redlockLocks{r: r, stock: o.stockMaster, store: store}, store, o)
 }
 

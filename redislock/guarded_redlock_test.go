@@ -21,7 +21,7 @@ func TestRedlockGuarded_conformance(t *testing.T) {
 	_, clients := masters(t, 3)
 	prefix := lockPrefix(t)
 	stocktest.Run(t, func(t *testing.T) stockguard.Inventory {
-		return NewRedlockGuarded(clients, WithPrefix(prefix), WithNodeTimeout(testNodeTimeout))
+		return mustNew(NewRedlockGuarded(clients, WithPrefix(prefix), WithNodeTimeout(testNodeTimeout)))
 	})
 }
 
@@ -63,7 +63,10 @@ func TestRedlockGuarded_staleHolderIsRefused(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		others = append(others, c)
 	}
-	other := NewRedlockGuarded(others, WithPrefix(prefix), WithNodeTimeout(testNodeTimeout))
+	other, err := NewRedlockGuarded(others, WithPrefix(prefix), WithNodeTimeout(testNodeTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
 	keys := rediskeys.Keys{Prefix: prefix}
 	for _, tc := range []struct {
 		attempts int
@@ -86,8 +89,8 @@ func TestRedlockGuarded_staleHolderIsRefused(t *testing.T) {
 		}}
 		stock := servers[0].Client()
 		stock.AddHook(hook)
-		g := NewRedlockGuarded(append([]redis.UniversalClient{stock}, clients[1:]...), WithPrefix(prefix),
-			WithNodeTimeout(testNodeTimeout), WithRetry(strategy.RetryPolicy{MaxAttempts: tc.attempts}))
+		g := mustNew(NewRedlockGuarded(append([]redis.UniversalClient{stock}, clients[1:]...), WithPrefix(prefix),
+			WithNodeTimeout(testNodeTimeout), WithRetry(strategy.RetryPolicy{MaxAttempts: tc.attempts})))
 		err := g.Decrement(ctx, "sku", 2)
 		stock.Close()
 		if !errors.Is(err, tc.want) {
@@ -113,8 +116,11 @@ func TestRedlockGuarded_stockMasterMustGrant(t *testing.T) {
 	_, clients := masters(t, 3)
 	prefix := lockPrefix(t)
 	ctx := t.Context()
-	g := NewRedlockGuarded(clients, WithPrefix(prefix), WithNodeTimeout(testNodeTimeout),
+	g, err := NewRedlockGuarded(clients, WithPrefix(prefix), WithNodeTimeout(testNodeTimeout),
 		WithRetry(strategy.RetryPolicy{MaxAttempts: 3}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := g.SetStock(ctx, "sku", 10); err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +150,10 @@ func TestRedlockGuarded_WithStockMaster(t *testing.T) {
 	_, clients := masters(t, 3)
 	prefix := lockPrefix(t)
 	ctx := t.Context()
-	g := NewRedlockGuarded(clients, WithPrefix(prefix), WithNodeTimeout(testNodeTimeout), WithStockMaster(2))
+	g, err := NewRedlockGuarded(clients, WithPrefix(prefix), WithNodeTimeout(testNodeTimeout), WithStockMaster(2))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := g.SetStock(ctx, "sku", 10); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +168,10 @@ func TestRedlockGuarded_WithStockMaster(t *testing.T) {
 		}
 	}
 	for _, i := range []int{-1, 3} {
-		bad := NewRedlockGuarded(clients, WithPrefix(prefix), WithStockMaster(i))
+		bad, err := NewRedlockGuarded(clients, WithPrefix(prefix), WithStockMaster(i))
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := bad.Decrement(ctx, "sku", 1); !errors.Is(err, stockguard.ErrInvalidRequest) {
 			t.Errorf("WithStockMaster(%d) of 3 masters: Decrement = %v, want ErrInvalidRequest", i, err)
 		}
@@ -189,8 +201,8 @@ func BenchmarkGuarded_redlockVsSingle(b *testing.B) {
 		name string
 		inv  stockguard.Inventory
 	}{
-		{"lock=single/masters=1", NewGuarded(clients[0], WithPrefix("bench:"), retry)},
-		{"lock=redlock/masters=3", NewRedlockGuarded(clients, WithPrefix("bench:"), retry)},
+		{"lock=single/masters=1", mustNew(NewGuarded(clients[0], WithPrefix("bench:"), retry))},
+		{"lock=redlock/masters=3", mustNew(NewRedlockGuarded(clients, WithPrefix("bench:"), retry))},
 	} {
 		b.Run(s.name, func(b *testing.B) {
 			sku := redistest.HotSKU(b, s.inv)

@@ -25,7 +25,7 @@ func TestGuarded_conformance(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := lockPrefix(t)
 	stocktest.Run(t, func(t *testing.T) stockguard.Inventory {
-		return NewGuarded(rdb, WithPrefix(prefix))
+		return mustNew(NewGuarded(rdb, WithPrefix(prefix)))
 	})
 }
 
@@ -46,7 +46,7 @@ func TestGuarded_conformance_mysqlFencedStore(t *testing.T) {
 	table := fencedTable(t, db)
 	prefix := lockPrefix(t)
 	stocktest.Run(t, func(t *testing.T) stockguard.Inventory {
-		return NewGuarded(rdb, WithPrefix(prefix), WithStore(mysqllock.NewFencedStore(db, mysqllock.WithTable(table))))
+		return mustNew(NewGuarded(rdb, WithPrefix(prefix), WithStore(mustNew(mysqllock.NewFencedStore(db, mysqllock.WithTable(table))))))
 	})
 }
 
@@ -54,11 +54,14 @@ func TestGuarded_busyLockIsContention(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := lockPrefix(t)
 	ctx := t.Context()
-	g := NewGuarded(rdb, WithPrefix(prefix), WithRetry(strategy.RetryPolicy{MaxAttempts: 3}))
+	g, err := NewGuarded(rdb, WithPrefix(prefix), WithRetry(strategy.RetryPolicy{MaxAttempts: 3}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := g.SetStock(ctx, "sku", 10); err != nil {
 		t.Fatal(err)
 	}
-	held, err := New(rdb, WithPrefix(prefix)).Obtain(ctx, "sku", 10*time.Second)
+	held, err := mustNew(New(rdb, WithPrefix(prefix))).Obtain(ctx, "sku", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +101,11 @@ func TestGuarded_lockLostBeforeWriteIsRefused(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := lockPrefix(t)
 	ctx := t.Context()
-	thief := New(rdb, WithPrefix(prefix))
-	store := &stealingStore{Store: NewRedisStore(rdb, WithPrefix(prefix)), steal: func(ctx context.Context, sku string) error {
+	thief, err := New(rdb, WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &stealingStore{Store: mustNew(NewRedisStore(rdb, WithPrefix(prefix))), steal: func(ctx context.Context, sku string) error {
 		rdb.Del(ctx, thief.keys.Lock(sku)) // the lease "ran out"
 		l, err := thief.Obtain(ctx, sku, time.Second)
 		if err != nil {
@@ -115,7 +121,7 @@ func TestGuarded_lockLostBeforeWriteIsRefused(t *testing.T) {
 		{1, stockguard.ErrContention, 10}, // refused, given up: nothing written
 		{2, nil, 9},                       // refused, retried: written once
 	} {
-		g := NewGuarded(rdb, WithPrefix(prefix), WithStore(store), WithRetry(strategy.RetryPolicy{MaxAttempts: tc.attempts}))
+		g := mustNew(NewGuarded(rdb, WithPrefix(prefix), WithStore(store), WithRetry(strategy.RetryPolicy{MaxAttempts: tc.attempts})))
 		if err := g.SetStock(ctx, "sku", 10); err != nil {
 			t.Fatal(err)
 		}
@@ -141,10 +147,10 @@ func TestGuarded_lockLostBeforeWriteIsRefused(t *testing.T) {
 func TestGuarded_fencedOffIsErrFenced(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	stores := map[string]func(t *testing.T, prefix string) Store{
-		"redis": func(_ *testing.T, prefix string) Store { return NewRedisStore(rdb, WithPrefix(prefix)) },
+		"redis": func(_ *testing.T, prefix string) Store { return mustNew(NewRedisStore(rdb, WithPrefix(prefix))) },
 		"mysql": func(t *testing.T, _ string) Store {
 			db := backendstest.DB(t)
-			return mysqllock.NewFencedStore(db, mysqllock.WithTable(fencedTable(t, db)))
+			return mustNew(mysqllock.NewFencedStore(db, mysqllock.WithTable(fencedTable(t, db))))
 		},
 	}
 	for name, newStore := range stores {
@@ -152,7 +158,7 @@ func TestGuarded_fencedOffIsErrFenced(t *testing.T) {
 			ctx := t.Context()
 			prefix := redistest.Prefix(t, rdb)
 			base := newStore(t, prefix)
-			thief := New(rdb, WithPrefix(prefix))
+			thief := mustNew(New(rdb, WithPrefix(prefix)))
 			store := &stealingStore{Store: base, steal: func(ctx context.Context, sku string) error {
 				rdb.Del(ctx, thief.LockKey(sku)) // the lease "ran out"
 				l, err := thief.Obtain(ctx, sku, time.Second)
@@ -166,7 +172,7 @@ func TestGuarded_fencedOffIsErrFenced(t *testing.T) {
 				}
 				return base.WriteFenced(ctx, sku, n, l.Token())
 			}}
-			g := NewGuarded(rdb, WithPrefix(prefix), WithStore(store), WithRetry(strategy.RetryPolicy{MaxAttempts: 1}))
+			g := mustNew(NewGuarded(rdb, WithPrefix(prefix), WithStore(store), WithRetry(strategy.RetryPolicy{MaxAttempts: 1})))
 			if err := g.SetStock(ctx, "sku", 10); err != nil {
 				t.Fatal(err)
 			}
@@ -208,7 +214,7 @@ func TestGuarded_lostWriteReplyIsOutcomeUnknown(t *testing.T) {
 	hook := &replyCutter{}
 	rdb.AddHook(hook)
 	ctx := t.Context()
-	g := NewGuarded(rdb, WithPrefix(lockPrefix(t)))
+	g := mustNew(NewGuarded(rdb, WithPrefix(lockPrefix(t))))
 	if err := g.SetStock(ctx, "sku", 10); err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +236,7 @@ func TestRedisStore_WriteFenced(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := lockPrefix(t)
 	ctx := t.Context()
-	c, s := New(rdb, WithPrefix(prefix)), NewRedisStore(rdb, WithPrefix(prefix))
+	c, s := mustNew(New(rdb, WithPrefix(prefix))), mustNew(NewRedisStore(rdb, WithPrefix(prefix)))
 	if err := s.SetStock(ctx, "sku", 10); err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +293,10 @@ func TestGuarded_storeReadFailureIsUnavailable(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := lockPrefix(t)
 	ctx := t.Context()
-	g := NewGuarded(rdb, WithPrefix(prefix), WithStore(brokenStore{NewRedisStore(rdb, WithPrefix(prefix))}))
+	g, err := NewGuarded(rdb, WithPrefix(prefix), WithStore(brokenStore{mustNew(NewRedisStore(rdb, WithPrefix(prefix)))}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := g.SetStock(ctx, "sku", 10); err != nil {
 		t.Fatal(err)
 	}

@@ -129,7 +129,10 @@ func TestLock_Release_noHandOverToReentrantOrIfExistsWaiter(t *testing.T) {
 // the lock and announces it.
 func TestNotify_waiterElsewhereGetsItsTurn(t *testing.T) {
 	a, rdb := newTestClient(t)
-	b := New(rdb, WithPrefix(a.keys.Prefix))
+	b, err := New(rdb, WithPrefix(a.keys.Prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

@@ -32,7 +32,7 @@ func lockPrefix(t testing.TB) string {
 func newTestClient(t testing.TB) (*Client, *redis.Client) {
 	t.Helper()
 	rdb := backendstest.RedisClient(t)
-	return New(rdb, WithPrefix(lockPrefix(t))), rdb
+	return mustNew(New(rdb, WithPrefix(lockPrefix(t)))), rdb
 }
 
 // scriptHook counts the runs of one script (EVALSHA or EVAL) on a client.
@@ -149,7 +149,7 @@ func TestClient_Obtain_contextEndsWhileWaiting(t *testing.T) {
 func TestClient_Obtain_redisFailureIsNeitherNotObtainedNorContext(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1})
 	defer rdb.Close()
-	_, err := New(rdb).Obtain(t.Context(), "k", time.Second)
+	_, err := mustNew(New(rdb)).Obtain(t.Context(), "k", time.Second)
 	if err == nil || errors.Is(err, ErrNotObtained) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Obtain against no server = %v, want a Redis error", err)
 	}
@@ -503,7 +503,10 @@ func TestLockObtainScript_resendIsIdempotent(t *testing.T) {
 func TestClient_Obtain_NoFence(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
-	c := New(rdb, WithPrefix(prefix))
+	c, err := New(rdb, WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 	l, err := c.Obtain(ctx, "k", time.Second, NoFence())
 	if err != nil {
@@ -531,7 +534,7 @@ func TestClient_Obtain_NoFence(t *testing.T) {
 func TestClient_Obtain_IfExists(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
-	c := New(rdb, WithPrefix(prefix))
+	c := mustNew(New(rdb, WithPrefix(prefix)))
 	ctx := t.Context()
 	resource := prefix + "res:{k}"
 	_, err := c.Obtain(ctx, "k", time.Second, IfExists(resource))

@@ -16,11 +16,11 @@ import (
 // constructor documents the options it reads and ignores the rest.
 //
 // An invalid option value (each option says which values it accepts) is
-// never clamped and never panics: it makes every method of what the
-// constructor built — Obtain, Decrement, SetStock, Stock, WriteFenced —
-// return an error wrapping stockguard.ErrInvalidRequest, before any I/O.
-// The package's other constructor arguments follow the same rule (an
-// empty list of Redlock masters, a stock master out of range).
+// never clamped and never panics: every constructor refuses it with an
+// error wrapping stockguard.ErrInvalidRequest, before any I/O, whether or
+// not it reads that option. The package's other constructor arguments
+// follow the same rule (an empty list of Redlock masters, a stock master
+// out of range).
 type Option func(*options)
 
 type options struct {

@@ -1,9 +1,9 @@
 package redislock
 
 import (
-	"context"
 	"errors"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
@@ -20,9 +20,11 @@ func closedClient(t *testing.T) *redis.Client {
 	return rdb
 }
 
-func TestOptions_invalidIsDeferredErrInvalidRequest(t *testing.T) {
+// Every constructor refuses an invalid option, before any I/O (rdb is
+// closed), with an error that is ErrInvalidRequest and nothing else; none
+// builds a value that would fail only on its first request.
+func TestOptions_invalidIsRefusedByTheConstructor(t *testing.T) {
 	rdb := closedClient(t)
-	ctx := t.Context()
 	masters := []redis.UniversalClient{rdb, rdb, rdb}
 	tests := []struct {
 		name string
@@ -43,43 +45,45 @@ func TestOptions_invalidIsDeferredErrInvalidRequest(t *testing.T) {
 		{"WithDrift negative fixed", WithDrift(0.01, -time.Millisecond)},
 		{"WithStockMaster negative", WithStockMaster(-1)},
 		{"WithRetry MaxDelay below BaseDelay", WithRetry(strategy.RetryPolicy{BaseDelay: time.Second, MaxDelay: time.Millisecond})},
+		{"WithBatchSize negative", WithBatchSize(-5)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			inventories := map[string]stockguard.Inventory{
-				"Guarded":        NewGuarded(rdb, tc.opt),
-				"Segmented":      NewSegmented(rdb, tc.opt),
-				"RedlockGuarded": NewRedlockGuarded(masters, tc.opt),
-				"RedisStore":     storeInventory{NewRedisStore(rdb, tc.opt)},
+			for name, build := range map[string]func() (any, error){
+				"New":               func() (any, error) { return New(rdb, tc.opt) },
+				"NewAtomic":         func() (any, error) { return NewAtomic(rdb, tc.opt) },
+				"NewBatched":        func() (any, error) { return NewBatched(rdb, tc.opt) },
+				"NewGuarded":        func() (any, error) { return NewGuarded(rdb, tc.opt) },
+				"NewSegmented":      func() (any, error) { return NewSegmented(rdb, tc.opt) },
+				"NewRedisStore":     func() (any, error) { return NewRedisStore(rdb, tc.opt) },
+				"NewRedlock":        func() (any, error) { return NewRedlock(masters, tc.opt) },
+				"NewRedlockGuarded": func() (any, error) { return NewRedlockGuarded(masters, tc.opt) },
+			} {
+				v, err := build()
+				checkInvalid(t, name, err)
+				if !reflect.ValueOf(v).IsNil() {
+					t.Errorf("%s: %v beside its error, want nil", name, v)
+				}
 			}
-			for name, inv := range inventories {
-				checkInvalid(t, name+".Decrement", inv.Decrement(ctx, "sku", 1))
-				checkInvalid(t, name+".SetStock", inv.SetStock(ctx, "sku", 1))
-				_, err := inv.Stock(ctx, "sku")
-				checkInvalid(t, name+".Stock", err)
-			}
-			checkInvalid(t, "RedisStore.WriteFenced", NewRedisStore(rdb, tc.opt).WriteFenced(ctx, "sku", 1, 1))
-			_, err := New(rdb, tc.opt).Obtain(ctx, "k", time.Second)
-			checkInvalid(t, "Client.Obtain", err)
-			_, err = NewRedlock(masters, tc.opt).Obtain(ctx, "k", time.Second)
-			checkInvalid(t, "Redlock.Obtain", err)
 		})
 	}
 }
 
-func TestOptions_badConstructorArgumentsAreDeferred(t *testing.T) {
+func TestOptions_badConstructorArgumentsAreRefused(t *testing.T) {
 	rdb := closedClient(t)
-	ctx := t.Context()
-	_, err := NewRedlock(nil).Obtain(ctx, "k", time.Second)
-	checkInvalid(t, "NewRedlock without masters: Obtain", err)
-	g := NewRedlockGuarded(nil)
-	checkInvalid(t, "NewRedlockGuarded without masters: Decrement", g.Decrement(ctx, "sku", 1))
-	g = NewRedlockGuarded([]redis.UniversalClient{rdb}, WithStockMaster(1))
-	checkInvalid(t, "NewRedlockGuarded, stock master 1 of 1: SetStock", g.SetStock(ctx, "sku", 1))
+	_, err := NewRedlock(nil)
+	checkInvalid(t, "NewRedlock without masters", err)
+	_, err = NewRedlockGuarded(nil)
+	checkInvalid(t, "NewRedlockGuarded without masters", err)
+	_, err = NewRedlockGuarded([]redis.UniversalClient{rdb}, WithStockMaster(1))
+	checkInvalid(t, "NewRedlockGuarded, stock master 1 of 1", err)
 }
 
 func TestObtain_invalidObtainOptions(t *testing.T) {
-	c := New(closedClient(t))
+	c, err := New(closedClient(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 	ms := time.Millisecond
 	for name, opts := range map[string][]ObtainOption{
@@ -100,20 +104,6 @@ func TestObtain_invalidObtainOptions(t *testing.T) {
 		_, err := c.Obtain(ctx, "k", time.Second, opts...)
 		checkInvalid(t, name, err)
 	}
-}
-
-// storeInventory lets a RedisStore be checked like the inventories; its
-// Decrement is a fenced write.
-type storeInventory struct{ s *RedisStore }
-
-func (i storeInventory) Decrement(ctx context.Context, sku string, qty int64) error {
-	return i.s.WriteFenced(ctx, sku, qty, 1)
-}
-func (i storeInventory) SetStock(ctx context.Context, sku string, qty int64) error {
-	return i.s.SetStock(ctx, sku, qty)
-}
-func (i storeInventory) Stock(ctx context.Context, sku string) (int64, error) {
-	return i.s.Stock(ctx, sku)
 }
 
 func checkInvalid(t *testing.T, what string, err error) {

@@ -61,7 +61,10 @@ func BenchmarkCheckoutHotSKU(b *testing.B) {
 	rdb := backendstest.RedisClient(b)
 	const workers, rounds = 64, 4
 	b.Run(fmt.Sprintf("workers=%d/skus=1/lines=1", workers), func(b *testing.B) {
-		a := NewAtomic(rdb, WithPrefix(redistest.Prefix(b, rdb)))
+		a, err := NewAtomic(rdb, WithPrefix(redistest.Prefix(b, rdb)))
+		if err != nil {
+			b.Fatal(err)
+		}
 		sku := redistest.HotSKU(b, a)
 		run := rand.Text()[:8]
 		per := max(b.N/rounds, 1)
@@ -109,7 +112,10 @@ func BenchmarkCheckoutCarts(b *testing.B) {
 	} {
 		b.Run(fmt.Sprintf("target=%s/workers=%d/skus=%d/lines=%d", target.name, workers, skus, lines), func(b *testing.B) {
 			rdb := target.rdb(b)
-			a := NewAtomic(rdb, WithPrefix(redistest.Prefix(b, rdb)))
+			a, err := NewAtomic(rdb, WithPrefix(redistest.Prefix(b, rdb)))
+			if err != nil {
+				b.Fatal(err)
+			}
 			names := make([]string, skus)
 			for i := range names {
 				names[i] = fmt.Sprintf("sku-%d", i)

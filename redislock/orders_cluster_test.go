@@ -18,7 +18,7 @@ func TestAtomic_conformanceOrdersCluster(t *testing.T) {
 	rdb := clusterClient(t)
 	prefix := redistest.Prefix(t, rdb)
 	suite := stocktest.Suite{Footprint: footprint(t, rdb, prefix)}
-	suite.RunOrders(t, func(t *testing.T) stockguard.Orders { return NewAtomic(rdb, WithPrefix(prefix)) })
+	suite.RunOrders(t, func(t *testing.T) stockguard.Orders { return mustNew(NewAtomic(rdb, WithPrefix(prefix))) })
 }
 
 // spreadSKUs returns n SKUs whose stock keys are on n different masters
@@ -64,7 +64,10 @@ func TestAtomic_cluster_slowReturn(t *testing.T) {
 	rdb := clusterClient(t)
 	masters := clusterMasters(t, rdb)
 	slowReturn(t, func(t *testing.T) (*Atomic, []string) {
-		a := NewAtomic(rdb, WithPrefix(redistest.Prefix(t, rdb)))
+		a, err := NewAtomic(rdb, WithPrefix(redistest.Prefix(t, rdb)))
+		if err != nil {
+			t.Fatal(err)
+		}
 		skus := spreadSKUs(t, a, masters, "o", 2)
 		if a.oneSlot("o", []stockguard.Line{line(skus[0], 1), line(skus[1], 1)}) {
 			t.Fatal("the cart's keys share a slot; the test needs them apart")
@@ -83,7 +86,10 @@ func TestAtomic_cluster_killedBetweenPhases(t *testing.T) {
 	masters := clusterMasters(t, rdb)
 	const window = 300 * time.Millisecond
 	prefix := redistest.Prefix(t, rdb)
-	other := NewAtomic(rdb, WithPrefix(prefix))
+	other, err := NewAtomic(rdb, WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
 	other.pending = window
 	skus := spreadSKUs(t, other, masters, "cart", 2)
 	stockAll(t, other, 10, skus...)
@@ -92,7 +98,10 @@ func TestAtomic_cluster_killedBetweenPhases(t *testing.T) {
 		t.Fatal("the cart's keys share a slot; the test needs them apart")
 	}
 
-	dying := NewAtomic(rdb, WithPrefix(prefix))
+	dying, err := NewAtomic(rdb, WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
 	dying.pending, dying.hook = window, killAt("taken")
 	if err := dying.Take(ctx, "cart", cart...); !errors.Is(err, errKilled) {
 		t.Fatalf("Take = %v, want it killed", err)
@@ -135,24 +144,8 @@ func TestAtomic_ring_refused(t *testing.T) {
 	// otherwise, and slowly.
 	rdb := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1", "b": "127.0.0.1:2"}})
 	t.Cleanup(func() { rdb.Close() })
-	a := NewAtomic(rdb)
-	ctx := t.Context()
-	cart := []stockguard.Line{line("a", 1), line("b", 1)}
-	calls := map[string]error{
-		"Decrement": a.Decrement(ctx, "a", 1),
-		"SetStock":  a.SetStock(ctx, "a", 1),
-		"Take":      a.Take(ctx, "o", cart...),
-		"Hold":      a.Hold(ctx, "o", time.Minute, cart...),
-		"Confirm":   a.Confirm(ctx, "o"),
-		"Return":    a.Return(ctx, "o"),
-		"Restock":   a.Restock(ctx, "r", "a", 1),
-	}
-	_, calls["Stock"] = a.Stock(ctx, "a")
-	_, calls["Order"] = a.Order(ctx, "o")
-	for name, err := range calls {
-		if !errors.Is(err, stockguard.ErrInvalidRequest) || !strings.Contains(err.Error(), "Ring") {
-			t.Errorf("%s over a Ring = %v, want ErrInvalidRequest naming the Ring", name, err)
-		}
+	if a, err := NewAtomic(rdb); a != nil || !errors.Is(err, stockguard.ErrInvalidRequest) || !strings.Contains(err.Error(), "Ring") {
+		t.Errorf("NewAtomic over a Ring = %v, %v; want nil and ErrInvalidRequest naming the Ring", a, err)
 	}
 }
 

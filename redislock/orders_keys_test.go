@@ -43,7 +43,10 @@ func TestAtomic_keys_injective(t *testing.T) {
 	skus, ids := adversarial(2), adversarial(3)
 	// A prefix only precedes everything; one plain, one of separators.
 	for _, prefix := range []string{"", "a/b#:é"} {
-		a := NewAtomic(closedClient(t), WithPrefix(prefix))
+		a, err := NewAtomic(closedClient(t), WithPrefix(prefix))
+		if err != nil {
+			t.Fatal(err)
+		}
 		if a.err != nil {
 			t.Fatalf("prefix %q: %v", prefix, a.err)
 		}

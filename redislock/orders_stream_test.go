@@ -16,7 +16,10 @@ func TestAtomic_WithOrderStream_appendsFinalEffectsOnce(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
 	stream := prefix + "effects"
-	a := NewAtomic(rdb, WithPrefix(prefix), WithOrderStream(stream))
+	a, err := NewAtomic(rdb, WithPrefix(prefix), WithOrderStream(stream))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 	stockAll(t, a, 100, "a", "b")
 	calls := []struct {
@@ -77,7 +80,10 @@ func TestAtomic_WithOrderStream_appendsFinalEffectsOnce(t *testing.T) {
 func TestAtomic_WithOrderStream_refusals(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
-	a := NewAtomic(rdb, WithPrefix(prefix), WithOrderStream(prefix+"effects"))
+	a, err := NewAtomic(rdb, WithPrefix(prefix), WithOrderStream(prefix+"effects"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	stockAll(t, a, 10, "a")
 	if err := a.Decrement(t.Context(), "a", 1); !errors.Is(err, stockguard.ErrInvalidRequest) {
 		t.Errorf("Decrement with a stream: %v, want ErrInvalidRequest", err)
@@ -87,7 +93,10 @@ func TestAtomic_WithOrderStream_refusals(t *testing.T) {
 		t.Errorf("a two-phase Take with a stream: %v, want ErrInvalidRequest", err)
 	}
 	wantLevels(t, a, map[string]int64{"a": 10})
-	empty := NewAtomic(rdb, WithPrefix(prefix), WithOrderStream(""))
+	empty, err := NewAtomic(rdb, WithPrefix(prefix), WithOrderStream(""))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := empty.Take(t.Context(), "y", line("a", 1)); !errors.Is(err, stockguard.ErrInvalidRequest) {
 		t.Errorf("WithOrderStream(\"\"): %v, want ErrInvalidRequest", err)
 	}
@@ -96,7 +105,10 @@ func TestAtomic_WithOrderStream_refusals(t *testing.T) {
 func TestAtomic_Held_countsDueHoldsWithoutReclaiming(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
-	a := NewAtomic(rdb, WithPrefix(prefix))
+	a, err := NewAtomic(rdb, WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 	stockAll(t, a, 10, "a")
 	if err := a.Hold(ctx, "h1", time.Minute, line("a", 2)); err != nil {

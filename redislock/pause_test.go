@@ -65,7 +65,7 @@ func runPauseHolder(config string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	l, err := New(rdb, WithPrefix(cfg.Prefix)).Obtain(ctx, cfg.SKU, cfg.TTL, Watchdog())
+	l, err := mustNew(New(rdb, WithPrefix(cfg.Prefix))).Obtain(ctx, cfg.SKU, cfg.TTL, Watchdog())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -94,8 +94,8 @@ func runPauseHolder(config string) int {
 // qty", as an unguarded writer would.
 func pauseStores(rdb *redis.Client, cfg pauseHolder) (Store, func(ctx context.Context, sku string, qty int64) error, error) {
 	if cfg.DSN == "" {
-		keys := New(rdb, WithPrefix(cfg.Prefix)).keys
-		return NewRedisStore(rdb, WithPrefix(cfg.Prefix)), func(ctx context.Context, sku string, qty int64) error {
+		keys := mustNew(New(rdb, WithPrefix(cfg.Prefix))).keys
+		return mustNew(NewRedisStore(rdb, WithPrefix(cfg.Prefix))), func(ctx context.Context, sku string, qty int64) error {
 			return rdb.Set(ctx, keys.Stock(sku), qty, 0).Err()
 		}, nil
 	}
@@ -103,7 +103,7 @@ func pauseStores(rdb *redis.Client, cfg pauseHolder) (Store, func(ctx context.Co
 	if err != nil {
 		return nil, nil, err
 	}
-	return mysqllock.NewFencedStore(db, mysqllock.WithTable(cfg.Table)), func(ctx context.Context, sku string, qty int64) error {
+	return mustNew(mysqllock.NewFencedStore(db, mysqllock.WithTable(cfg.Table))), func(ctx context.Context, sku string, qty int64) error {
 		_, err := db.ExecContext(ctx, "UPDATE "+cfg.Table+" SET qty = ? WHERE sku = ?", qty, sku)
 		return err
 	}, nil
@@ -119,14 +119,14 @@ func TestKleppmannPause(t *testing.T) {
 	t.Run("store=redis", func(t *testing.T) {
 		rdb := backendstest.RedisClient(t)
 		cfg := pauseHolder{Redis: backendstest.SharedRedis(t).Addr, Prefix: lockPrefix(t), SKU: "sku", TTL: 300 * time.Millisecond, Quantity: 70}
-		kleppmannPause(t, rdb, cfg, NewRedisStore(rdb, WithPrefix(cfg.Prefix)))
+		kleppmannPause(t, rdb, cfg, mustNew(NewRedisStore(rdb, WithPrefix(cfg.Prefix))))
 	})
 	t.Run("store=mysql", func(t *testing.T) {
 		rdb := backendstest.RedisClient(t)
 		db := backendstest.DB(t)
 		cfg := pauseHolder{Redis: backendstest.SharedRedis(t).Addr, Prefix: lockPrefix(t), SKU: "sku", TTL: 300 * time.Millisecond, Quantity: 70,
 			DSN: backendstest.SharedMySQL(t).DSN, Table: fencedTable(t, db)}
-		kleppmannPause(t, rdb, cfg, mysqllock.NewFencedStore(db, mysqllock.WithTable(cfg.Table)))
+		kleppmannPause(t, rdb, cfg, mustNew(mysqllock.NewFencedStore(db, mysqllock.WithTable(cfg.Table))))
 	})
 }
 
@@ -190,14 +190,14 @@ func kleppmannPause(t *testing.T, rdb *redis.Client, cfg pauseHolder, store Stor
 	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	lockKey := New(rdb, WithPrefix(cfg.Prefix)).keys.Lock(cfg.SKU)
+	lockKey := mustNew(New(rdb, WithPrefix(cfg.Prefix))).keys.Lock(cfg.SKU)
 	for start := time.Now(); rdb.Exists(ctx, lockKey).Val() != 0; time.Sleep(10 * time.Millisecond) {
 		if time.Since(start) > 10*cfg.TTL {
 			t.Fatal("A's lock outlived its frozen watchdog")
 		}
 	}
 
-	b, err := New(rdb, WithPrefix(cfg.Prefix)).Obtain(ctx, cfg.SKU, 10*time.Second)
+	b, err := mustNew(New(rdb, WithPrefix(cfg.Prefix))).Obtain(ctx, cfg.SKU, 10*time.Second)
 	if err != nil {
 		t.Fatalf("B could not obtain the expired lock: %v", err)
 	}

@@ -43,7 +43,10 @@ func TestClient_Obtain_concurrentCallsShareOnePipeline(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	hook := &pipelineHook{}
 	rdb.AddHook(hook)
-	c := New(rdb)
+	c, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 	for round := range 2 {
 		if round == 1 {

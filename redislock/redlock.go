@@ -118,7 +118,17 @@ type Redlock struct {
 // room for the ack's timeout). Without masters, or with an invalid
 // option, every Obtain fails with an error wrapping
 // stockguard.ErrInvalidRequest.
-func NewRedlock(clients []redis.UniversalClient, opts ...Option) *Redlock {
+func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
+	v := newRedlock(clients, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newRedlock builds what NewRedlock returns; an invalid option or argument is
+// left in its err field.
+func newRedlock(clients []redis.UniversalClient, opts ...Option) *Redlock {
 	o := newOptions(opts)
 	r := &Redlock{
 		nodes:   make([]*Client, len(clients)),
@@ -132,7 +142,7 @@ func NewRedlock(clients []redis.UniversalClient, opts ...Option) *Redlock {
 		r.err = invalid(errors.New("NewRedlock without masters"))
 	}
 	for i, c := range clients {
-		r.nodes[i] = New(c, opts...)
+		r.nodes[i] = newClient(c, opts...)
 	}
 	return r
 }

@@ -22,8 +22,14 @@ func BenchmarkRedlock(b *testing.B) {
 		b.Cleanup(func() { c.Close() })
 		clients[i] = c
 	}
-	redlock := NewRedlock(clients, WithPrefix("bench:"))
-	single := New(clients[0], WithPrefix("bench:"))
+	redlock, err := NewRedlock(clients, WithPrefix("bench:"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	single, err := New(clients[0], WithPrefix("bench:"))
+	if err != nil {
+		b.Fatal(err)
+	}
 	ctx := context.Background()
 	cycles := map[string]func() error{
 		"lock=single/masters=1": func() error {

@@ -43,7 +43,7 @@ func TestRedlockGuarded_replicaAckConformance(t *testing.T) {
 	// Few buyers: each take is a lock round on three voters, each vote,
 	// write and release waiting for a replica.
 	stocktest.Suite{Goroutines: 8, Stock: 60, SKUs: 4}.Run(t, func(t *testing.T) stockguard.Inventory {
-		return NewRedlockGuarded(clients, WithPrefix(prefix), WithNodeTimeout(2*time.Second), WithReplicaAck(1, time.Second))
+		return mustNew(NewRedlockGuarded(clients, WithPrefix(prefix), WithNodeTimeout(2*time.Second), WithReplicaAck(1, time.Second)))
 	})
 }
 
@@ -58,7 +58,10 @@ func TestRedlock_replicaAckSurvivesAVoterFailover(t *testing.T) {
 	ctx := t.Context()
 	prefix := lockPrefix(t)
 	opts := []Option{WithPrefix(prefix), WithNodeTimeout(time.Second), WithReplicaAck(1, 300*time.Millisecond)}
-	r := NewRedlock(clients, opts...)
+	r, err := NewRedlock(clients, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	down := voters[2].Master.Proc
 	if err := down.Pause(); err != nil {
@@ -105,7 +108,10 @@ func TestRedlock_replicaAckSurvivesAVoterFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := []redis.UniversalClient{promoted, clients[1], clients[2]}
-	other := NewRedlock(after, WithPrefix(prefix), WithNodeTimeout(time.Second))
+	other, err := NewRedlock(after, WithPrefix(prefix), WithNodeTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if on := lockedOn(t, other, after, "k"); len(on) < other.Quorum() {
 		t.Fatalf("after the failover the lock is held on voters %v, want a quorum of %d", on, other.Quorum())
 	}

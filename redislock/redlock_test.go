@@ -54,7 +54,10 @@ func TestRedlock_Obtain_excludes(t *testing.T) {
 	// 16 goroutines over 5 masters on a loaded 2-core machine: the default
 	// per-master timeout (a tenth of the 1s ttl) can leave a Release short
 	// of its quorum, which is not what this test is about.
-	r := NewRedlock(clients, WithNodeTimeout(300*time.Millisecond))
+	r, err := NewRedlock(clients, WithNodeTimeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	var inside, most, grants atomic.Int64
@@ -95,7 +98,10 @@ func TestRedlock_Obtain_grantsWithTwoMastersKilled(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := NewRedlock(clients, WithNodeTimeout(testNodeTimeout))
+	r, err := NewRedlock(clients, WithNodeTimeout(testNodeTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 	l, err := r.Obtain(ctx, "k", time.Second)
 	if err != nil {
@@ -128,7 +134,7 @@ func TestRedlock_Obtain_refusesWithThreeMastersKilled(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := NewRedlock(clients, WithNodeTimeout(testNodeTimeout))
+	r := mustNew(NewRedlock(clients, WithNodeTimeout(testNodeTimeout)))
 	ctx := t.Context()
 	// The lock is set on the two live masters, then taken back.
 	hooks := make([]*scriptHook, 2)
@@ -159,7 +165,10 @@ func TestRedlock_Obtain_refusedWithAMasterDownIsUnavailable(t *testing.T) {
 	servers, clients := masters(t, 3)
 	// A live master that misses the node timeout would read as failed:
 	// give the loaded test machine a second.
-	r := NewRedlock(clients, WithNodeTimeout(time.Second))
+	r, err := NewRedlock(clients, WithNodeTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 	held, err := r.Obtain(ctx, "k", time.Minute)
 	if err != nil {
@@ -180,7 +189,10 @@ func TestRedlock_Obtain_refusedWithAMasterDownIsUnavailable(t *testing.T) {
 
 func TestRedlock_expiredLockIsReportedAsSuch(t *testing.T) {
 	_, clients := masters(t, 3)
-	r := NewRedlock(clients, WithNodeTimeout(100*time.Millisecond))
+	r, err := NewRedlock(clients, WithNodeTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 	l, err := r.Obtain(ctx, "k", 300*time.Millisecond)
 	if err != nil {
@@ -216,7 +228,10 @@ func TestRedlock_pausedMasterCostsAtMostTheNodeTimeout(t *testing.T) {
 	// Long enough that live masters answer well within it on a loaded
 	// machine, short beside the 10s lease a hung round would wait for.
 	const timeout = 2 * time.Second
-	r := NewRedlock(clients, WithNodeTimeout(timeout))
+	r, err := NewRedlock(clients, WithNodeTimeout(timeout))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 	for _, s := range servers[:2] {
 		if err := s.Proc.Pause(); err != nil {
@@ -277,7 +292,10 @@ func TestRedlock_pausedMasterCostsAtMostTheNodeTimeout(t *testing.T) {
 // holder's back cannot be refreshed, and the handle stays lost.
 func TestRedlock_Refresh_lost(t *testing.T) {
 	_, clients := masters(t, 5)
-	r := NewRedlock(clients, WithNodeTimeout(testNodeTimeout))
+	r, err := NewRedlock(clients, WithNodeTimeout(testNodeTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 	l, err := r.Obtain(ctx, "k", time.Second)
 	if err != nil {
@@ -311,7 +329,10 @@ func TestRedlock_Refresh_lost(t *testing.T) {
 func TestRedlock_Obtain_invalid(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	c.Close()
-	r := NewRedlock([]redis.UniversalClient{c, c, c})
+	r, err := NewRedlock([]redis.UniversalClient{c, c, c})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if r.Quorum() != 2 {
 		t.Fatalf("Quorum of 3 = %d", r.Quorum())
 	}

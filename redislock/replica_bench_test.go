@@ -34,10 +34,10 @@ func BenchmarkReplicaAck(b *testing.B) {
 		sku  string
 		run  timedRun
 	}{
-		{name: "redis-atomic", inv: NewAtomic(rdb, WithPrefix(prefix))},
-		{name: "redis-atomic+ack", inv: NewAtomic(rdb, WithPrefix(prefix), ack)},
-		{name: "redis-batched", inv: NewBatched(rdb, WithPrefix(prefix))},
-		{name: "redis-batched+ack", inv: NewBatched(rdb, WithPrefix(prefix), ack)},
+		{name: "redis-atomic", inv: mustNew(NewAtomic(rdb, WithPrefix(prefix)))},
+		{name: "redis-atomic+ack", inv: mustNew(NewAtomic(rdb, WithPrefix(prefix), ack))},
+		{name: "redis-batched", inv: mustNew(NewBatched(rdb, WithPrefix(prefix)))},
+		{name: "redis-batched+ack", inv: mustNew(NewBatched(rdb, WithPrefix(prefix), ack))},
 	}
 	for i := range variants {
 		// Stocked without the ack, whose 250ms a loaded machine can miss

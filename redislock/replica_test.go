@@ -48,17 +48,23 @@ func stockKeyLevel(ctx context.Context, srv *redis.Client, prefix, sku string) (
 }
 
 var ackWriters = []ackWriter{
-	{"atomic", func(rdb redis.UniversalClient, opts ...Option) stockguard.Inventory { return NewAtomic(rdb, opts...) }, stockKeyLevel, true},
-	{"batched", func(rdb redis.UniversalClient, opts ...Option) stockguard.Inventory { return NewBatched(rdb, opts...) }, stockKeyLevel, true},
+	{"atomic", func(rdb redis.UniversalClient, opts ...Option) stockguard.Inventory {
+		return mustNew(NewAtomic(rdb, opts...))
+	}, stockKeyLevel, true},
+	{"batched", func(rdb redis.UniversalClient, opts ...Option) stockguard.Inventory {
+		return mustNew(NewBatched(rdb, opts...))
+	}, stockKeyLevel, true},
 	{"orders", func(rdb redis.UniversalClient, opts ...Option) stockguard.Inventory {
-		return takeOrders{NewAtomic(rdb, opts...)}
+		return takeOrders{mustNew(NewAtomic(rdb, opts...))}
 	}, stockKeyLevel, true},
 	{"segmented", func(rdb redis.UniversalClient, opts ...Option) stockguard.Inventory {
-		return NewSegmented(rdb, append(opts, WithSegments(4))...)
+		return mustNew(NewSegmented(rdb, append(opts, WithSegments(4))...))
 	}, func(ctx context.Context, srv *redis.Client, prefix, sku string) (int64, error) {
-		return NewSegmented(srv, WithPrefix(prefix), WithSegments(4)).RawStock(ctx, sku)
+		return mustNew(NewSegmented(srv, WithPrefix(prefix), WithSegments(4))).RawStock(ctx, sku)
 	}, true},
-	{"guarded", func(rdb redis.UniversalClient, opts ...Option) stockguard.Inventory { return NewGuarded(rdb, opts...) }, stockKeyLevel, false},
+	{"guarded", func(rdb redis.UniversalClient, opts ...Option) stockguard.Inventory {
+		return mustNew(NewGuarded(rdb, opts...))
+	}, stockKeyLevel, false},
 }
 
 // TestReplicaAck_conformance runs the conformance suites with every write
@@ -77,12 +83,12 @@ func TestReplicaAck_conformance(t *testing.T) {
 	t.Run("segmented", func(t *testing.T) {
 		prefix := redistest.Prefix(t, rdb)
 		stocktest.Suite{StockNotLinearizable: true}.Run(t, func(t *testing.T) stockguard.Inventory {
-			return NewSegmented(rdb, WithPrefix(prefix), ack)
+			return mustNew(NewSegmented(rdb, WithPrefix(prefix), ack))
 		})
 	})
 	t.Run("orders", func(t *testing.T) {
 		prefix := redistest.Prefix(t, rdb)
-		stocktest.RunOrders(t, func(t *testing.T) stockguard.Orders { return NewAtomic(rdb, WithPrefix(prefix), ack) })
+		stocktest.RunOrders(t, func(t *testing.T) stockguard.Orders { return mustNew(NewAtomic(rdb, WithPrefix(prefix), ack)) })
 	})
 }
 
@@ -146,7 +152,10 @@ func TestReplicaAck_ackedTakeIsOnReplica(t *testing.T) {
 	t.Run("lock", func(t *testing.T) {
 		ctx := t.Context()
 		prefix := redistest.Prefix(t, rdb)
-		c := New(rdb, WithPrefix(prefix), WithReplicaAck(1, 5*time.Second))
+		c, err := New(rdb, WithPrefix(prefix), WithReplicaAck(1, 5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
 		var wg sync.WaitGroup
 		for i := range workers {
 			wg.Go(func() {
@@ -201,7 +210,7 @@ func TestReplicaAck_pausedReplica(t *testing.T) {
 		}
 		invs[i] = w.build(rdb, append(opts, WithReplicaAck(1, timeout))...)
 	}
-	l, err := New(rdb, WithPrefix(prefix+"lock:"), WithReplicaAck(1, 5*time.Second)).Obtain(ctx, "k", time.Minute)
+	l, err := mustNew(New(rdb, WithPrefix(prefix+"lock:"), WithReplicaAck(1, 5*time.Second))).Obtain(ctx, "k", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +218,10 @@ func TestReplicaAck_pausedReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := l.Token()
-	locks := New(rdb, WithPrefix(prefix+"lock:"), WithReplicaAck(1, timeout))
+	locks, err := New(rdb, WithPrefix(prefix+"lock:"), WithReplicaAck(1, timeout))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	if err := r.Replicas[0].Proc.Pause(); err != nil {
 		t.Fatal(err)
@@ -326,7 +338,7 @@ func TestReplicaAck_clusterWaitsOnTheWritesNode(t *testing.T) {
 			}
 		}
 	}
-	a := NewAtomic(rdb, WithReplicaAck(1, 300*time.Millisecond))
+	a := mustNew(NewAtomic(rdb, WithReplicaAck(1, 300*time.Millisecond)))
 	for _, sku := range skuOn {
 		if err := a.SetStock(ctx, sku, 100); err != nil {
 			t.Fatal(err)
@@ -361,13 +373,13 @@ func TestReplicaAck_clusterWaitsOnTheWritesNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Patient enough for the resumed replica to catch up on a loaded machine.
-	if err := NewAtomic(rdb, WithReplicaAck(1, 5*time.Second)).Take(ctx, "o-after", both...); err != nil {
+	if err := mustNew(NewAtomic(rdb, WithReplicaAck(1, 5*time.Second))).Take(ctx, "o-after", both...); err != nil {
 		t.Fatalf("two-master order after the replica resumed: %v", err)
 	}
 }
 
-// TestReplicaAck_badOptions: every invalid ack makes every method return
-// ErrInvalidRequest before any I/O.
+// TestReplicaAck_badOptions: every constructor refuses an invalid ack with
+// ErrInvalidRequest, before any I/O.
 func TestReplicaAck_badOptions(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	rdb.Close()
@@ -390,22 +402,15 @@ func TestReplicaAck_badOptions(t *testing.T) {
 		{"twice", []Option{WithReplicaAck(1, time.Second), WithReplicaAck(2, time.Second)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := t.Context()
-			a, b, s, g := NewAtomic(rdb, tc.opts...), NewBatched(rdb, tc.opts...), NewSegmented(rdb, tc.opts...), NewGuarded(rdb, tc.opts...)
-			_, obtainErr := New(rdb, tc.opts...).Obtain(ctx, "k", time.Second)
-			_, stockErr := a.Stock(ctx, "x")
-			for name, err := range map[string]error{
-				"Atomic.Decrement":    a.Decrement(ctx, "x", 1),
-				"Atomic.SetStock":     a.SetStock(ctx, "x", 1),
-				"Atomic.Stock":        stockErr,
-				"Atomic.Take":         a.Take(ctx, "o", stockguard.Line{SKU: "x", Qty: 1}),
-				"Batched.Decrement":   b.Decrement(ctx, "x", 1),
-				"Segmented.Decrement": s.Decrement(ctx, "x", 1),
-				"Guarded.Decrement":   g.Decrement(ctx, "x", 1),
-				"Client.Obtain":       obtainErr,
-				"RedisStore.SetStock": NewRedisStore(rdb, tc.opts...).SetStock(ctx, "x", 1),
+			for name, build := range map[string]func() (any, error){
+				"NewAtomic":     func() (any, error) { return NewAtomic(rdb, tc.opts...) },
+				"NewBatched":    func() (any, error) { return NewBatched(rdb, tc.opts...) },
+				"NewSegmented":  func() (any, error) { return NewSegmented(rdb, tc.opts...) },
+				"NewGuarded":    func() (any, error) { return NewGuarded(rdb, tc.opts...) },
+				"New":           func() (any, error) { return New(rdb, tc.opts...) },
+				"NewRedisStore": func() (any, error) { return NewRedisStore(rdb, tc.opts...) },
 			} {
-				if !errors.Is(err, stockguard.ErrInvalidRequest) {
+				if _, err := build(); !errors.Is(err, stockguard.ErrInvalidRequest) {
 					t.Errorf("%s: %v, want ErrInvalidRequest", name, err)
 				}
 			}
@@ -422,11 +427,17 @@ func TestAOFAck_unsupportedServer(t *testing.T) {
 		t.Skipf("this server has WAITAOF (or said %v)", err)
 	}
 	prefix := redistest.Prefix(t, rdb)
-	plain := NewAtomic(rdb, WithPrefix(prefix))
+	plain, err := NewAtomic(rdb, WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := plain.SetStock(ctx, "sku", 5); err != nil {
 		t.Fatal(err)
 	}
-	a := NewAtomic(rdb, WithPrefix(prefix), WithAOFAck(0, 1, time.Second))
+	a, err := NewAtomic(rdb, WithPrefix(prefix), WithAOFAck(0, 1, time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for range 2 {
 		if err := a.Decrement(ctx, "sku", 1); !errors.Is(err, stockguard.ErrUnavailable) {
 			t.Fatalf("Decrement with WAITAOF on a server without it: %v, want ErrUnavailable", err)
@@ -450,7 +461,10 @@ func TestAOFAck_valkey(t *testing.T) {
 	t.Cleanup(func() { r.Close() })
 	rdb := r.Client()
 	t.Cleanup(func() { rdb.Close() })
-	a := NewAtomic(rdb, WithAOFAck(1, 1, 2*time.Second))
+	a, err := NewAtomic(rdb, WithAOFAck(1, 1, 2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := a.SetStock(ctx, "sku", 5); err != nil {
 		t.Fatal(err)
 	}

@@ -157,7 +157,17 @@ var (
 // DefaultLockTTL), WithReplicaAck and WithAOFAck (every write, its locks'
 // included, waits for the ack; SetStock's segment writes then go one by
 // one, each to its own master).
-func NewSegmented(rdb redis.UniversalClient, opts ...Option) *Segmented {
+func NewSegmented(rdb redis.UniversalClient, opts ...Option) (*Segmented, error) {
+	v := newSegmented(rdb, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newSegmented builds what NewSegmented returns; an invalid option or argument is
+// left in its err field.
+func newSegmented(rdb redis.UniversalClient, opts ...Option) *Segmented {
 	o := newOptions(opts)
 	w := redisx.Acked(rdb, o.ack)
 	s := &Segmented{
@@ -167,13 +177,13 @@ func NewSegmented(rdb redis.UniversalClient, opts ...Option) *Segmented {
 		acked:   o.ack.On(),
 		keys:    o.keys,
 		n:       o.segments,
-		gather:  New(rdb, WithPrefix(o.keys.Prefix+"seggather"), withAck(o.ack)),
+		gather:  lockClient(rdb, WithPrefix(o.keys.Prefix+"seggather"), withAck(o.ack)),
 		lease:   o.lockTTL,
 		retrier: strategy.NewRetrier(o.retry),
 		err:     o.err,
 	}
 	if o.segmentLocks {
-		s.segLocks = New(rdb, WithPrefix(o.keys.Prefix+"seg"), withAck(o.ack))
+		s.segLocks = lockClient(rdb, WithPrefix(o.keys.Prefix+"seg"), withAck(o.ack))
 		if o.retry == (strategy.RetryPolicy{}) {
 			s.retrier = strategy.NewRetrier(segmentLocksRetry)
 		}
@@ -729,4 +739,14 @@ func (s *Segmented) Stock(ctx context.Context, sku string) (int64, error) {
 		return nil
 	})
 	return total, err
+}
+
+// lockClient is New for options built from options that passed already:
+// a valid prefix and ack cannot be refused.
+func lockClient(rdb RedisClient, opts ...Option) *Client {
+	c, err := New(rdb, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return c
 }

@@ -61,9 +61,9 @@ func BenchmarkHotSKU(b *testing.B) {
 			name string
 			inv  stockguard.Inventory
 		}{
-			{"atomic", NewAtomic(backend.rdb, WithPrefix(prefix))},
-			{"segmented", NewSegmented(backend.rdb, WithPrefix(prefix))},
-			{"segmented-locks", NewSegmented(backend.rdb, WithPrefix(prefix), WithSegmentLocks())},
+			{"atomic", mustNew(NewAtomic(backend.rdb, WithPrefix(prefix)))},
+			{"segmented", mustNew(NewSegmented(backend.rdb, WithPrefix(prefix)))},
+			{"segmented-locks", mustNew(NewSegmented(backend.rdb, WithPrefix(prefix), WithSegmentLocks()))},
 		}
 		b.Cleanup(func() {
 			ctx := context.Background()

@@ -36,7 +36,7 @@ func TestSegmented_conformance(t *testing.T) {
 			// and miss an earlier one (see Segmented): not linearizable.
 			suite := stocktest.Suite{StockNotLinearizable: true}
 			suite.Run(t, func(t *testing.T) stockguard.Inventory {
-				return NewSegmented(rdb, append(m.opts, WithPrefix(prefix))...)
+				return mustNew(NewSegmented(rdb, append(m.opts, WithPrefix(prefix))...))
 			})
 		})
 	}
@@ -49,7 +49,10 @@ func TestSegmented_Decrement_noFalseSoldOut(t *testing.T) {
 	for _, m := range segmentModes {
 		t.Run(m.name, func(t *testing.T) {
 			ctx := t.Context()
-			s := NewSegmented(rdb, append(m.opts, WithPrefix(redistest.Prefix(t, rdb)))...)
+			s, err := NewSegmented(rdb, append(m.opts, WithPrefix(redistest.Prefix(t, rdb)))...)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if err := s.SetStock(ctx, "sku", 10); err != nil {
 				t.Fatal(err)
 			}
@@ -118,7 +121,7 @@ func TestSegmented_Decrement_soldOutExactlyUnderContention(t *testing.T) {
 	for _, m := range segmentModes {
 		t.Run(m.name, func(t *testing.T) {
 			prefix := redistest.Prefix(t, rdb)
-			soldOutExactly(t, func() *Segmented { return NewSegmented(rdb, append(m.opts, WithPrefix(prefix))...) })
+			soldOutExactly(t, func() *Segmented { return mustNew(NewSegmented(rdb, append(m.opts, WithPrefix(prefix))...)) })
 		})
 	}
 }
@@ -129,7 +132,10 @@ func TestSegmented_unknownSKUCreatesNothing(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			ctx := t.Context()
 			prefix := redistest.Prefix(t, rdb)
-			s := NewSegmented(rdb, append(m.opts, WithPrefix(prefix))...)
+			s, err := NewSegmented(rdb, append(m.opts, WithPrefix(prefix))...)
+			if err != nil {
+				t.Fatal(err)
+			}
 			for _, qty := range []int64{1, 1000} {
 				if err := s.Decrement(ctx, "ghost", qty); !errors.Is(err, stockguard.ErrUnknownSKU) {
 					t.Fatalf("Decrement(%d) of an unknown SKU: %v, want ErrUnknownSKU", qty, err)
@@ -150,7 +156,10 @@ func TestSegmented_unknownSKUCreatesNothing(t *testing.T) {
 func TestSegmented_SetStock_spreadsEvenly(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	ctx := t.Context()
-	s := NewSegmented(rdb, WithPrefix(redistest.Prefix(t, rdb)))
+	s, err := NewSegmented(rdb, WithPrefix(redistest.Prefix(t, rdb)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, qty := range []int64{10, 0, 7, stockguard.MaxQty} {
 		if err := s.SetStock(ctx, "sku", qty); err != nil {
 			t.Fatal(err)
@@ -179,8 +188,14 @@ func TestSegmented_segmentCounts(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	ctx := t.Context()
 	prefix := redistest.Prefix(t, rdb)
-	eight := NewSegmented(rdb, WithPrefix(prefix))
-	three := NewSegmented(rdb, WithPrefix(prefix), WithSegments(3))
+	eight, err := NewSegmented(rdb, WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	three, err := NewSegmented(rdb, WithPrefix(prefix), WithSegments(3))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := eight.SetStock(ctx, "sku", 100); err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +263,10 @@ func TestSegmented_recoversAbandonedGathers(t *testing.T) {
 		t.Run(state, func(t *testing.T) {
 			ctx := t.Context()
 			prefix := redistest.Prefix(t, rdb)
-			s := NewSegmented(rdb, WithPrefix(prefix))
+			s, err := NewSegmented(rdb, WithPrefix(prefix))
+			if err != nil {
+				t.Fatal(err)
+			}
 			if err := s.SetStock(ctx, "sku", 16); err != nil {
 				t.Fatal(err)
 			}
@@ -281,7 +299,10 @@ func TestSegmented_Decrement_waitsForRunningGather(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	ctx := t.Context()
 	prefix := redistest.Prefix(t, rdb)
-	gatherer := NewSegmented(rdb, WithPrefix(prefix))
+	gatherer, err := NewSegmented(rdb, WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := gatherer.SetStock(ctx, "sku", 16); err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +311,10 @@ func TestSegmented_Decrement_waitsForRunningGather(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := abandonGather(t, gatherer, "sku", "p", 4, 2)
-	buyer := NewSegmented(rdb, WithPrefix(prefix), WithRetry(strategy.RetryPolicy{MaxAttempts: 3}))
+	buyer, err := NewSegmented(rdb, WithPrefix(prefix), WithRetry(strategy.RetryPolicy{MaxAttempts: 3}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := buyer.Decrement(ctx, "sku", 16-held+1); !errors.Is(err, stockguard.ErrContention) {
 		t.Fatalf("Decrement of units a running gather holds: %v, want ErrContention", err)
 	}
@@ -307,7 +331,10 @@ func TestSegmented_Decrement_waitsForRunningGather(t *testing.T) {
 func TestSegmented_rolledBackGatherCannotCommit(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	ctx := t.Context()
-	s := NewSegmented(rdb, WithPrefix(redistest.Prefix(t, rdb)))
+	s, err := NewSegmented(rdb, WithPrefix(redistest.Prefix(t, rdb)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := s.SetStock(ctx, "sku", 16); err != nil {
 		t.Fatal(err)
 	}
@@ -376,14 +403,20 @@ func TestSegmented_gatherCommitFails(t *testing.T) {
 			prefix := redistest.Prefix(t, plain)
 			rdb := backendstest.RedisClient(t)
 			rdb.AddHook(commitHook{lost: tt.lost})
-			s := NewSegmented(rdb, WithPrefix(prefix), WithRetry(strategy.RetryPolicy{MaxAttempts: 1}))
+			s, err := NewSegmented(rdb, WithPrefix(prefix), WithRetry(strategy.RetryPolicy{MaxAttempts: 1}))
+			if err != nil {
+				t.Fatal(err)
+			}
 			if err := s.SetStock(ctx, "sku", 10); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.Decrement(ctx, "sku", 7); !errors.Is(err, tt.want) {
 				t.Fatalf("Decrement(7) with the commit failing: %v, want %v", err, tt.want)
 			}
-			check := NewSegmented(plain, WithPrefix(prefix))
+			check, err := NewSegmented(plain, WithPrefix(prefix))
+			if err != nil {
+				t.Fatal(err)
+			}
 			if n, err := check.Stock(ctx, "sku"); n != tt.left || err != nil {
 				t.Fatalf("Stock = %d, %v; want %d", n, err, tt.left)
 			}
@@ -402,7 +435,10 @@ func TestSegmented_gatherCommitFails(t *testing.T) {
 func TestSegmented_validatesBeforeIO(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	rdb.Close()
-	s := NewSegmented(rdb)
+	s, err := NewSegmented(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 	for name, err := range map[string]error{
 		"Decrement empty sku": s.Decrement(ctx, "", 1),

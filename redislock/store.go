@@ -65,7 +65,17 @@ var _ Store = (*RedisStore)(nil)
 // WithAOFAck; every method of a store built
 // with an invalid option returns an error wrapping
 // stockguard.ErrInvalidRequest.
-func NewRedisStore(rdb AtomicClient, opts ...Option) *RedisStore {
+func NewRedisStore(rdb AtomicClient, opts ...Option) (*RedisStore, error) {
+	v := newRedisStore(rdb, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newRedisStore builds what NewRedisStore returns; an invalid option or argument is
+// left in its err field.
+func newRedisStore(rdb AtomicClient, opts ...Option) *RedisStore {
 	o := newOptions(opts)
 	acked := redisx.Acked(rdb, o.ack)
 	return &RedisStore{scripts: redisx.OnceScripter(acked), levels: redisx.Levels{Client: rdb, Writer: acked, Keys: o.keys, Pkg: "redislock"}, err: o.err}

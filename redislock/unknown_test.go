@@ -43,22 +43,22 @@ func TestUnknownSKU_createsNothing(t *testing.T) {
 		inv     func(prefix string) stockguard.Inventory
 	}
 	strategies := []strategy{
-		{"Atomic", single, func(p string) stockguard.Inventory { return NewAtomic(rdb, WithPrefix(p)) }},
-		{"Guarded", single, func(p string) stockguard.Inventory { return NewGuarded(rdb, WithPrefix(p)) }},
-		{"Segmented", single, func(p string) stockguard.Inventory { return NewSegmented(rdb, WithPrefix(p)) }},
+		{"Atomic", single, func(p string) stockguard.Inventory { return mustNew(NewAtomic(rdb, WithPrefix(p))) }},
+		{"Guarded", single, func(p string) stockguard.Inventory { return mustNew(NewGuarded(rdb, WithPrefix(p))) }},
+		{"Segmented", single, func(p string) stockguard.Inventory { return mustNew(NewSegmented(rdb, WithPrefix(p))) }},
 		{"Segmented/WithSegmentLocks", single, func(p string) stockguard.Inventory {
-			return NewSegmented(rdb, WithPrefix(p), WithSegmentLocks())
+			return mustNew(NewSegmented(rdb, WithPrefix(p), WithSegmentLocks()))
 		}},
 	}
 	if !testing.Short() {
 		_, masters := masters(t, 3)
 		strategies = append(strategies, strategy{"RedlockGuarded", masters, func(p string) stockguard.Inventory {
-			return NewRedlockGuarded(masters, WithPrefix(p), WithNodeTimeout(testNodeTimeout))
+			return mustNew(NewRedlockGuarded(masters, WithPrefix(p), WithNodeTimeout(testNodeTimeout)))
 		}})
 		db := backendstest.DB(t)
 		table := fencedTable(t, db)
 		strategies = append(strategies, strategy{"Guarded/mysqlFencedStore", single, func(p string) stockguard.Inventory {
-			return NewGuarded(rdb, WithPrefix(p), WithStore(mysqllock.NewFencedStore(db, mysqllock.WithTable(table))))
+			return mustNew(NewGuarded(rdb, WithPrefix(p), WithStore(mustNew(mysqllock.NewFencedStore(db, mysqllock.WithTable(table))))))
 		}})
 	}
 	for _, s := range strategies {

@@ -24,15 +24,21 @@ func TestValkey_conformance(t *testing.T) {
 		new   func(rdb redis.UniversalClient, prefix string) stockguard.Inventory
 	}
 	strategies := []strategy{
-		{"atomic", stocktest.Suite{}, func(rdb redis.UniversalClient, p string) stockguard.Inventory { return NewAtomic(rdb, WithPrefix(p)) }},
-		{"batched", stocktest.Suite{}, func(rdb redis.UniversalClient, p string) stockguard.Inventory { return NewBatched(rdb, WithPrefix(p)) }},
-		{"guarded", stocktest.Suite{}, func(rdb redis.UniversalClient, p string) stockguard.Inventory { return NewGuarded(rdb, WithPrefix(p)) }},
+		{"atomic", stocktest.Suite{}, func(rdb redis.UniversalClient, p string) stockguard.Inventory {
+			return mustNew(NewAtomic(rdb, WithPrefix(p)))
+		}},
+		{"batched", stocktest.Suite{}, func(rdb redis.UniversalClient, p string) stockguard.Inventory {
+			return mustNew(NewBatched(rdb, WithPrefix(p)))
+		}},
+		{"guarded", stocktest.Suite{}, func(rdb redis.UniversalClient, p string) stockguard.Inventory {
+			return mustNew(NewGuarded(rdb, WithPrefix(p)))
+		}},
 	}
 	for _, m := range segmentModes {
 		// Stock is not linearizable: see TestSegmented_conformance.
 		strategies = append(strategies, strategy{"segmented-" + m.name, stocktest.Suite{StockNotLinearizable: true},
 			func(rdb redis.UniversalClient, p string) stockguard.Inventory {
-				return NewSegmented(rdb, append(m.opts, WithPrefix(p))...)
+				return mustNew(NewSegmented(rdb, append(m.opts, WithPrefix(p))...))
 			}})
 	}
 	for _, c := range []struct {
@@ -49,7 +55,7 @@ func TestValkey_conformance(t *testing.T) {
 			t.Run("orders", func(t *testing.T) {
 				prefix := redistest.Prefix(t, c.rdb)
 				suite := stocktest.Suite{Footprint: footprint(t, c.rdb, prefix)}
-				suite.RunOrders(t, func(*testing.T) stockguard.Orders { return NewAtomic(c.rdb, WithPrefix(prefix)) })
+				suite.RunOrders(t, func(*testing.T) stockguard.Orders { return mustNew(NewAtomic(c.rdb, WithPrefix(prefix))) })
 			})
 		})
 	}
@@ -61,7 +67,7 @@ func TestValkey_conformance(t *testing.T) {
 		}
 		prefix := lockPrefix(t)
 		stocktest.Run(t, func(t *testing.T) stockguard.Inventory {
-			return NewRedlockGuarded(clients, WithPrefix(prefix), WithNodeTimeout(testNodeTimeout))
+			return mustNew(NewRedlockGuarded(clients, WithPrefix(prefix), WithNodeTimeout(testNodeTimeout)))
 		})
 	})
 }

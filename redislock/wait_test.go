@@ -202,7 +202,10 @@ var waitModes = []struct {
 func TestNotify_fewerCommandsThanPolling(t *testing.T) {
 	rdb := backendstest.PrivateRedis(t, 1)[0].Client()
 	t.Cleanup(func() { rdb.Close() })
-	c := New(rdb)
+	c, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
 	costs := make(map[string]acquireCost)
 	for _, m := range waitModes {
 		start := time.Now()
@@ -230,7 +233,10 @@ func TestNotify_fewerCommandsThanPolling(t *testing.T) {
 func BenchmarkWait(b *testing.B) {
 	rdb := backendstest.PrivateRedis(b, 1)[0].Client()
 	b.Cleanup(func() { rdb.Close() })
-	c := New(rdb)
+	c, err := New(rdb)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, hold := range []time.Duration{0, 200 * time.Microsecond} {
 		for _, m := range waitModes {
 			b.Run(fmt.Sprintf("hold=%v/mode=%s/waiters=64", hold, m.name), func(b *testing.B) {

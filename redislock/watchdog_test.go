@@ -14,7 +14,10 @@ func TestWatchdog_keepsAlivePastTTLAndStopsAtRelease(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	hook := &scriptHook{script: lockRefreshScript}
 	rdb.AddHook(hook)
-	c := New(rdb, WithPrefix(lockPrefix(t)))
+	c, err := New(rdb, WithPrefix(lockPrefix(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 
 	const ttl = 300 * time.Millisecond

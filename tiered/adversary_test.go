@@ -18,9 +18,9 @@ func TestOrders_adversary(t *testing.T) {
 	r := newRig(t)
 	run(t, r.consumer(nil))
 	insts := []stockguard.Orders{
-		New(r.rdb, r.back, WithPrefix(r.prefix)),
-		New(r.rdb, r.back, WithPrefix(r.prefix)),
-		New(r.rdb, r.back, WithPrefix(r.prefix)),
+		mustNew(New(r.rdb, r.back, WithPrefix(r.prefix))),
+		mustNew(New(r.rdb, r.back, WithPrefix(r.prefix))),
+		mustNew(New(r.rdb, r.back, WithPrefix(r.prefix))),
 	}
 	stocktest.Adversary{Quiet: func(ctx context.Context, skus []string) error {
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -86,11 +86,21 @@ type Stats struct {
 // WithPrefix, WithGroup, WithConsumerName, WithBatch, WithApplyWorkers,
 // WithClaimIdle, WithStopGrace and WithReplicaAck. It creates nothing: until
 // the front is set up (Orders.Setup), its Steps return ErrFrontLost.
-func NewConsumer(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) *Consumer {
+func NewConsumer(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) (*Consumer, error) {
+	v := newConsumer(rdb, back, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newConsumer builds what NewConsumer returns; an invalid option or argument is
+// left in its err field.
+func newConsumer(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) *Consumer {
 	o := newOptions(opts)
 	q := NewStreams(rdb, StreamKey(o.prefix), o.group)
 	q.ack = o.ack
-	return newConsumer(q, back, o)
+	return consumerOf(q, back, o)
 }
 
 // NewQueueConsumer returns a Consumer of q applying to back. It reads the
@@ -98,11 +108,21 @@ func NewConsumer(rdb redis.UniversalClient, back stockguard.Orders, opts ...Opti
 // WithStopGrace;
 // q's Read and Claim must return only entries a failover of the front
 // keeps (WithReplicaAck does that for NewConsumer's stream).
-func NewQueueConsumer(q Queue, back stockguard.Orders, opts ...Option) *Consumer {
-	return newConsumer(q, back, newOptions(opts))
+func NewQueueConsumer(q Queue, back stockguard.Orders, opts ...Option) (*Consumer, error) {
+	v := newQueueConsumer(q, back, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
 }
 
-func newConsumer(q Queue, back stockguard.Orders, o options) *Consumer {
+// newQueueConsumer builds what NewQueueConsumer returns; an invalid option or argument is
+// left in its err field.
+func newQueueConsumer(q Queue, back stockguard.Orders, opts ...Option) *Consumer {
+	return consumerOf(q, back, newOptions(opts))
+}
+
+func consumerOf(q Queue, back stockguard.Orders, o options) *Consumer {
 	if o.consumer == "" {
 		var b [6]byte
 		rand.Read(b[:]) // documented never to return an error

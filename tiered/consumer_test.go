@@ -134,7 +134,10 @@ func TestConsumer_failedAck_rereadsItsOwnEntriesNextStep(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	hook := &failExec{}
 	rdb.AddHook(hook)
-	c := NewConsumer(rdb, r.back, WithPrefix(r.prefix), WithConsumerName("c1"))
+	c, err := NewConsumer(rdb, r.back, WithPrefix(r.prefix), WithConsumerName("c1"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	hook.armed.Store(true)
 	if _, err := c.Step(ctx); err == nil {
 		t.Fatal("Step with its acknowledgement cut = nil, want the error")

@@ -35,8 +35,14 @@ func ExampleNew() {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr}) // e.g. "127.0.0.1:6379"
 	defer rdb.Close()
 
-	back := mysqllock.NewBatched(db) // the ledger of record
-	shop := tiered.New(rdb, back)    // what the service calls
+	back, err := mysqllock.NewBatched(db) // the ledger of record
+	if err != nil {
+		log.Fatal(err)
+	}
+	shop, err := tiered.New(rdb, back) // what the service calls
+	if err != nil {
+		log.Fatal(err)
+	}
 	// Once, when the front is deployed (not at each start): its stream,
 	// group and epoch, whose loss tells a restarted, empty front.
 	if err := shop.Setup(ctx); err != nil {
@@ -46,7 +52,7 @@ func ExampleNew() {
 	// own, share the stream (tiered.WithConsumerName).
 	run, stop := context.WithCancel(ctx)
 	defer stop()
-	go tiered.NewConsumer(rdb, back).Run(run)
+	go mustNew(tiered.NewConsumer(rdb, back)).Run(run)
 
 	if err := shop.SetStock(ctx, "sku-42", 10); err != nil {
 		log.Fatal(err)

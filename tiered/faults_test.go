@@ -283,7 +283,7 @@ func (p *proxy) db(t *testing.T) *sqlx.DB {
 
 // mysqlBack is the rig's back over another pool.
 func mysqlBack(db *sqlx.DB, table string) stockguard.Orders {
-	return mysqllock.NewBatched(db, mysqllock.WithTable(table))
+	return mustNew(mysqllock.NewBatched(db, mysqllock.WithTable(table)))
 }
 
 // An entry the back refuses for good (it has the ID for another order)

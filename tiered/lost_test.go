@@ -27,10 +27,10 @@ func newLostRig(t *testing.T) *lostRig {
 	rdb := srv.Client()
 	t.Cleanup(func() { rdb.Close() })
 	db := backendstest.DB(t, multi)
-	r := &lostRig{srv: srv, back: mysqllock.NewBatched(db, mysqllock.WithTable(newTable(t, db)))}
-	r.o = New(rdb, r.back, WithPrefix("shop:"))
+	r := &lostRig{srv: srv, back: mustNew(mysqllock.NewBatched(db, mysqllock.WithTable(newTable(t, db))))}
+	r.o = mustNew(New(rdb, r.back, WithPrefix("shop:")))
 	r.q = NewStreams(rdb, StreamKey("shop:"), DefaultGroup)
-	r.c = NewConsumer(rdb, r.back, WithPrefix("shop:"), WithConsumerName("c1"))
+	r.c = mustNew(NewConsumer(rdb, r.back, WithPrefix("shop:"), WithConsumerName("c1")))
 	if err := r.o.Setup(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,9 @@ import (
 	"github.com/stockguard/stockguard/redislock"
 )
 
-// Option configures New, NewConsumer and NewReconciler. An invalid one
-// makes every method of what it configured return an error wrapping
-// stockguard.ErrInvalidRequest.
+// Option configures New, NewConsumer and NewQueueConsumer. Each refuses an
+// invalid one with an error wrapping stockguard.ErrInvalidRequest, before
+// any I/O.
 type Option func(*options)
 
 // The defaults of the Consumer's options.

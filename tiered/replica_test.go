@@ -24,14 +24,23 @@ func TestConsumer_replicaAck_appliesOnlyReplicatedEntries(t *testing.T) {
 	rdb := rep.Client()
 	t.Cleanup(func() { rdb.Close() })
 	db := backendstest.DB(t, multi)
-	back := mysqllock.NewBatched(db, mysqllock.WithTable(newTable(t, db)))
+	back, err := mysqllock.NewBatched(db, mysqllock.WithTable(newTable(t, db)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := []Option{WithPrefix("ack:"), WithReplicaAck(1, 100*time.Millisecond)}
-	o := New(rdb, back, opts...)
+	o, err := New(rdb, back, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := o.Setup(ctx); err != nil {
 		t.Fatal(err)
 	}
 	stock(t, o, 10, "a")
-	c := NewConsumer(rdb, back, append(opts, WithClaimIdle(time.Millisecond))...)
+	c, err := NewConsumer(rdb, back, append(opts, WithClaimIdle(time.Millisecond))...)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	replica := rep.Replicas[0].Proc
 	if err := replica.Pause(); err != nil {
@@ -85,8 +94,14 @@ func TestConsumer_onReplica_backsOff(t *testing.T) {
 	rdb := rep.Replicas[0].Client()
 	t.Cleanup(func() { rdb.Close() })
 	db := backendstest.DB(t, multi)
-	back := mysqllock.NewBatched(db, mysqllock.WithTable(newTable(t, db)))
-	c := NewConsumer(rdb, back, WithPrefix("ro:"), WithReplicaAck(1, 100*time.Millisecond))
+	back, err := mysqllock.NewBatched(db, mysqllock.WithTable(newTable(t, db)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewConsumer(rdb, back, WithPrefix("ro:"), WithReplicaAck(1, 100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.Step(t.Context()); !errors.Is(err, stockguard.ErrUnavailable) {
 		t.Fatalf("Step on a replica = %v, want ErrUnavailable", err)
 	}
@@ -123,9 +138,15 @@ func TestOrders_replicaAck_aclConfinedToThePrefix(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: rep.Master.Addr, Username: "shop", Password: "pw"})
 	t.Cleanup(func() { rdb.Close() })
 	db := backendstest.DB(t, multi)
-	back := mysqllock.NewBatched(db, mysqllock.WithTable(newTable(t, db)))
+	back, err := mysqllock.NewBatched(db, mysqllock.WithTable(newTable(t, db)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := []Option{WithPrefix("shop:"), WithReplicaAck(1, 5*time.Second)}
-	o := New(rdb, back, opts...)
+	o, err := New(rdb, back, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := o.Setup(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +157,10 @@ func TestOrders_replicaAck_aclConfinedToThePrefix(t *testing.T) {
 	if err := o.Return(ctx, "o1"); err != nil {
 		t.Fatalf("Return = %v, want nil", err)
 	}
-	c := NewConsumer(rdb, back, opts...)
+	c, err := NewConsumer(rdb, back, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	q := NewStreams(rdb, StreamKey("shop:"), DefaultGroup)
 	for {
 		left, err := q.Backlog(ctx)

@@ -46,9 +46,19 @@ var (
 // failover client; not a Cluster or a Ring, whose orders would span slots)
 // and back. It reads the options WithPrefix, WithFront, WithReplicaAck and
 // WithGroup (the group Setup creates).
-// A nil back, or a Cluster or Ring client, makes every method return an
-// error wrapping stockguard.ErrInvalidRequest.
-func New(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) *Orders {
+// A nil back, a Cluster or Ring client, or an invalid option is an error
+// wrapping stockguard.ErrInvalidRequest.
+func New(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) (*Orders, error) {
+	v := newOrders(rdb, back, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newOrders builds what New returns; an invalid option or argument is
+// left in its err field.
+func newOrders(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) *Orders {
 	o := newOptions(opts)
 	switch rdb.(type) {
 	case *redis.ClusterClient, *redis.Ring:
@@ -60,7 +70,11 @@ func New(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) *Ord
 	stream := StreamKey(o.prefix)
 	front := append([]redislock.Option{redislock.WithPrefix(o.prefix)}, o.front...)
 	front = append(front, redislock.WithOrderStream(stream))
-	return &Orders{rdb: rdb, front: redislock.NewAtomic(rdb, front...), back: back, stream: stream, group: o.group, err: o.err}
+	atomic, err := redislock.NewAtomic(rdb, front...)
+	if err != nil {
+		o.fail(err)
+	}
+	return &Orders{rdb: rdb, front: atomic, back: back, stream: stream, group: o.group, err: o.err}
 }
 
 // Setup makes the front ready to sell: it creates the stream, its consumer

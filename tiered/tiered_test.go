@@ -21,10 +21,10 @@ func TestOrders_conformance(t *testing.T) {
 	r := newRig(t)
 	run(t, r.consumer(nil))
 	t.Run("Orders", func(t *testing.T) {
-		stocktest.RunOrders(t, func(*testing.T) stockguard.Orders { return New(r.rdb, r.back, WithPrefix(r.prefix)) })
+		stocktest.RunOrders(t, func(*testing.T) stockguard.Orders { return mustNew(New(r.rdb, r.back, WithPrefix(r.prefix))) })
 	})
 	t.Run("Inventory", func(t *testing.T) {
-		stocktest.Run(t, func(*testing.T) stockguard.Inventory { return New(r.rdb, r.back, WithPrefix(r.prefix)) })
+		stocktest.Run(t, func(*testing.T) stockguard.Inventory { return mustNew(New(r.rdb, r.back, WithPrefix(r.prefix))) })
 	})
 }
 
@@ -33,10 +33,10 @@ func TestNew_invalid(t *testing.T) {
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
 	t.Cleanup(func() { cc.Close() })
 	for name, o := range map[string]*Orders{
-		"nil back": New(r.rdb, nil, WithPrefix(r.prefix)),
-		"cluster":  New(cc, r.back),
-		"group":    New(r.rdb, r.back, WithGroup("")),
-		"ack":      New(r.rdb, r.back, WithReplicaAck(0, time.Second)),
+		"nil back": mustNew(New(r.rdb, nil, WithPrefix(r.prefix))),
+		"cluster":  mustNew(New(cc, r.back)),
+		"group":    mustNew(New(r.rdb, r.back, WithGroup(""))),
+		"ack":      mustNew(New(r.rdb, r.back, WithReplicaAck(0, time.Second))),
 	} {
 		if err := o.Take(t.Context(), "x", line("a", 1)); !errors.Is(err, stockguard.ErrInvalidRequest) {
 			t.Errorf("%s: Take = %v, want ErrInvalidRequest", name, err)

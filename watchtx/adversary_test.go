@@ -15,6 +15,6 @@ func TestInventory_adversary(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
 	stocktest.Adversary{}.RunInventory(t, []stockguard.Inventory{
-		New(rdb, WithPrefix(prefix)), New(rdb, WithPrefix(prefix)), New(rdb, WithPrefix(prefix)),
+		mustNew(New(rdb, WithPrefix(prefix))), mustNew(New(rdb, WithPrefix(prefix))), mustNew(New(rdb, WithPrefix(prefix))),
 	})
 }

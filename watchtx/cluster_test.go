@@ -32,7 +32,7 @@ func TestInventory_cluster_retriesOnConflict(t *testing.T) {
 	rdb.OnNewNode(func(node *redis.Client) {
 		node.AddHook(conflictingWrite(t, other, key, &writes))
 	})
-	checkRetriedOnce(t, New(rdb, WithPrefix(prefix)), &writes)
+	checkRetriedOnce(t, mustNew(New(rdb, WithPrefix(prefix))), &writes)
 }
 
 // TestInventory_cluster_redirectsExhaustedTakeNothingSilently: a
@@ -59,7 +59,10 @@ func TestInventory_cluster_redirectsExhaustedTakeNothingSilently(t *testing.T) {
 	// last of the default 3 does in a failover.
 	stale := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), MaxRedirects: -1})
 	t.Cleanup(func() { stale.Close() })
-	inv := New(stale, WithPrefix(prefix))
+	inv, err := New(stale, WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := inv.Stock(ctx, "sku"); !errors.Is(err, stockguard.ErrUnknownSKU) {
 		t.Fatalf("Stock before: %v, want ErrUnknownSKU (the slot map loaded)", err)
 	}
@@ -69,12 +72,12 @@ func TestInventory_cluster_redirectsExhaustedTakeNothingSilently(t *testing.T) {
 		admin.Del(context.Background(), key)
 		moveSlot(t, cluster, int(slot), from)
 	})
-	if err := New(admin, WithPrefix(prefix)).SetStock(ctx, "sku", 10); err != nil {
+	if err := mustNew(New(admin, WithPrefix(prefix))).SetStock(ctx, "sku", 10); err != nil {
 		t.Fatal(err)
 	}
 
 	err = inv.Decrement(ctx, "sku", 3)
-	left, serr := New(admin, WithPrefix(prefix)).Stock(ctx, "sku")
+	left, serr := mustNew(New(admin, WithPrefix(prefix))).Stock(ctx, "sku")
 	if serr != nil {
 		t.Fatal(serr)
 	}

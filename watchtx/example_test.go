@@ -21,7 +21,10 @@ func ExampleNew() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", PoolSize: 128})
 	defer rdb.Close()
 
-	inv := watchtx.New(rdb, watchtx.WithPrefix("shop:"))
+	inv, err := watchtx.New(rdb, watchtx.WithPrefix("shop:"))
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := inv.SetStock(ctx, "sku-42", 100); err != nil {
 		log.Fatal(err)
 	}
@@ -49,11 +52,14 @@ func ExampleWithRetry() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
 
-	inv := watchtx.New(rdb, watchtx.WithRetry(strategy.RetryPolicy{
+	inv, err := watchtx.New(rdb, watchtx.WithRetry(strategy.RetryPolicy{
 		MaxAttempts: 3,
 		BaseDelay:   time.Millisecond,
 		MaxDelay:    10 * time.Millisecond,
 		Adaptive:    true,
 	}))
+	if err != nil {
+		log.Fatal(err)
+	}
 	_ = inv
 }

@@ -19,8 +19,8 @@ func FuzzSKU(f *testing.F) {
 	closed.Close()
 	prefix := redistest.Prefix(f, rdb)
 	c := &stocktest.StringCheck{
-		Inventories: []stockguard.Inventory{New(rdb, WithPrefix(prefix)), New(rdb, WithPrefix(prefix))},
-		Offline:     []stockguard.Inventory{New(closed, WithPrefix(prefix))},
+		Inventories: []stockguard.Inventory{mustNew(New(rdb, WithPrefix(prefix))), mustNew(New(rdb, WithPrefix(prefix)))},
+		Offline:     []stockguard.Inventory{mustNew(New(closed, WithPrefix(prefix)))},
 	}
 	if err := c.Prepare(f.Context()); err != nil {
 		f.Fatal(err)

@@ -38,10 +38,9 @@ func DefaultRetry() strategy.RetryPolicy {
 	}
 }
 
-// Option configures New. An invalid option value makes every method of the
-// Inventory return an error wrapping stockguard.ErrInvalidRequest, before
-// any I/O — the rule of the other strategy packages: never a clamp or a
-// panic.
+// Option configures New. New refuses an invalid option value with an error
+// wrapping stockguard.ErrInvalidRequest, before any I/O — the rule of the
+// other strategy packages: never a clamp or a panic.
 type Option func(*options)
 
 type options struct {

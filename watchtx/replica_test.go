@@ -20,7 +20,7 @@ func TestInventory_replicaAckConformance(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	prefix := redistest.Prefix(t, rdb)
 	stocktest.Run(t, func(t *testing.T) stockguard.Inventory {
-		return New(rdb, WithPrefix(prefix), WithReplicaAck(1, 2*time.Second))
+		return mustNew(New(rdb, WithPrefix(prefix), WithReplicaAck(1, 2*time.Second)))
 	})
 }
 
@@ -36,7 +36,10 @@ func TestInventory_replicaAckAfterExec(t *testing.T) {
 	t.Cleanup(func() { replica.Close() })
 	ctx := t.Context()
 	const initial = 1000
-	inv := New(rdb, WithPrefix("p:"), WithReplicaAck(1, 5*time.Second))
+	inv, err := New(rdb, WithPrefix("p:"), WithReplicaAck(1, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := inv.SetStock(ctx, "sku", initial); err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +67,7 @@ func TestInventory_replicaAckAfterExec(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Replicas[0].Proc.Resume() })
-	inv = New(rdb, WithPrefix("p:"), WithReplicaAck(1, 300*time.Millisecond))
+	inv = mustNew(New(rdb, WithPrefix("p:"), WithReplicaAck(1, 300*time.Millisecond)))
 	var unknown atomic.Int64
 	for range 4 {
 		wg.Go(func() {
@@ -111,16 +114,8 @@ func TestInventory_badReplicaAck(t *testing.T) {
 		{"both", []Option{WithAOFAck(1, 0, time.Second), WithReplicaAck(1, time.Second)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			inv := New(rdb, tc.opts...)
-			_, stockErr := inv.Stock(t.Context(), "x")
-			for name, err := range map[string]error{
-				"Decrement": inv.Decrement(t.Context(), "x", 1),
-				"SetStock":  inv.SetStock(t.Context(), "x", 1),
-				"Stock":     stockErr,
-			} {
-				if !errors.Is(err, stockguard.ErrInvalidRequest) {
-					t.Errorf("%s: %v, want ErrInvalidRequest", name, err)
-				}
+			if inv, err := New(rdb, tc.opts...); inv != nil || !errors.Is(err, stockguard.ErrInvalidRequest) {
+				t.Errorf("New: %v, %v; want nil and ErrInvalidRequest", inv, err)
 			}
 		})
 	}

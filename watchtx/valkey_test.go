@@ -22,7 +22,7 @@ func TestValkey_conformance(t *testing.T) {
 	}{{"single", single}, {"cluster", cluster}} {
 		t.Run(c.name, func(t *testing.T) {
 			prefix := redistest.Prefix(t, c.rdb)
-			stocktest.Run(t, func(*testing.T) stockguard.Inventory { return New(c.rdb, WithPrefix(prefix)) })
+			stocktest.Run(t, func(*testing.T) stockguard.Inventory { return mustNew(New(c.rdb, WithPrefix(prefix))) })
 		})
 	}
 }

@@ -49,7 +49,17 @@ var (
 
 // New returns an Inventory over rdb. It reads the options WithPrefix,
 // WithRetry, WithReplicaAck and WithAOFAck.
-func New(rdb Client, opts ...Option) *Inventory {
+func New(rdb Client, opts ...Option) (*Inventory, error) {
+	v := newInventory(rdb, opts...)
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v, nil
+}
+
+// newInventory builds what New returns; an invalid option or argument is
+// left in its err field.
+func newInventory(rdb Client, opts ...Option) *Inventory {
 	o := options{retry: DefaultRetry()}
 	for _, opt := range opts {
 		opt(&o)

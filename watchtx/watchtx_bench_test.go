@@ -15,7 +15,10 @@ import (
 // hotSKU stocks one SKU that cannot run out during a benchmark and returns
 // a fresh Inventory (default policy, retry counter at 0) on it.
 func hotSKU(b *testing.B, rdb *redis.Client) (*Inventory, string) {
-	inv := New(rdb, WithPrefix("bench:"))
+	inv, err := New(rdb, WithPrefix("bench:"))
+	if err != nil {
+		b.Fatal(err)
+	}
 	sku := redistest.HotSKU(b, inv)
 	b.Cleanup(func() { rdb.Del(context.Background(), rediskeys.Keys{Prefix: "bench:"}.Stock(sku)) })
 	return inv, sku

@@ -40,7 +40,11 @@ func newFencing(t bench.Target, conns bench.Servers, ns string) (*fencing, error
 	if err != nil {
 		return nil, err
 	}
-	return &fencing{locks: replicatargets.Locks(t.Name, rdb, ns+":"), seen: map[string]map[int64]int{}}, nil
+	locks, err := replicatargets.Locks(t.Name, rdb, ns+":")
+	if err != nil {
+		return nil, err
+	}
+	return &fencing{locks: locks, seen: map[string]map[int64]int{}}, nil
 }
 
 // run takes and releases locks until stop says so.

@@ -16,6 +16,6 @@ import (
 func ExampleTarget() {
 	bench.Register(mysqltargets.Target("mysql-mine", "what it does, in a line",
 		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
-			return mysqllock.NewAtomic(db, mysqllock.WithTable(table)), nil
+			return mysqllock.NewAtomic(db, mysqllock.WithTable(table))
 		}))
 }

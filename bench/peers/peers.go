@@ -43,7 +43,7 @@ type Peer struct {
 // Stockguard is redislock.Client: fenced locks (the default), waiting with
 // Notify (one pub/sub connection per Client, release announcements).
 func Stockguard(rdb redislock.RedisClient, prefix string) Peer {
-	c := redislock.New(rdb, redislock.WithPrefix(prefix))
+	c := mustBuild(redislock.New(rdb, redislock.WithPrefix(prefix)))
 	return Peer{
 		Name: "stockguard",
 		Obtain: func(ctx context.Context, key string, wait bool) (Release, error) {
@@ -61,7 +61,7 @@ func Stockguard(rdb redislock.RedisClient, prefix string) Peer {
 // millisecond instead of Notify, as bsm/redislock does here: the
 // difference to Stockguard is what notification buys.
 func StockguardPolling(rdb redislock.RedisClient, prefix string) Peer {
-	c := redislock.New(rdb, redislock.WithPrefix(prefix))
+	c := mustBuild(redislock.New(rdb, redislock.WithPrefix(prefix)))
 	return Peer{
 		Name: "stockguard-poll",
 		Obtain: func(ctx context.Context, key string, wait bool) (Release, error) {
@@ -200,7 +200,7 @@ const RedlockNodeTimeout = TTL / 20
 // Redlock is redislock.Redlock over masters; it never waits (a Redlock
 // takes no Notify), so wait retries every millisecond.
 func Redlock(masters []redis.UniversalClient, prefix string) Peer {
-	r := redislock.NewRedlock(masters, redislock.WithPrefix(prefix), redislock.WithNodeTimeout(RedlockNodeTimeout))
+	r := mustBuild(redislock.NewRedlock(masters, redislock.WithPrefix(prefix), redislock.WithNodeTimeout(RedlockNodeTimeout)))
 	return Peer{
 		Name: fmt.Sprintf("stockguard-redlock/%d", len(masters)),
 		Obtain: func(ctx context.Context, key string, wait bool) (Release, error) {
@@ -219,4 +219,14 @@ func Redlock(masters []redis.UniversalClient, prefix string) Peer {
 		},
 		Close: func() error { return nil },
 	}
+}
+
+// mustBuild returns v, or panics with err: the peers' options are fixed here
+// and their prefixes are the harness's, so a constructor that refuses them
+// is a bug in this package, not a condition to report.
+func mustBuild[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -64,7 +64,7 @@ var (
 // NewLocked returns a Locked inventory over p, with the stock on rdb under
 // prefix.
 func NewLocked(p Peer, rdb redis.UniversalClient, prefix string) *Locked {
-	return &Locked{peer: p, store: redislock.NewRedisStore(rdb, redislock.WithPrefix(prefix)), retrier: strategy.NewRetrier(strategy.RetryPolicy{})}
+	return &Locked{peer: p, store: mustBuild(redislock.NewRedisStore(rdb, redislock.WithPrefix(prefix))), retrier: strategy.NewRetrier(strategy.RetryPolicy{})}
 }
 
 // Decrement takes qty units of sku, all or none, under the peer's lock on

@@ -16,31 +16,31 @@ func init() {
 	bench.RegisterBackend(Backend)
 
 	bench.Register(bench.OrdersTarget(byDefault(Target("pg-atomic", "one UPDATE … SET qty = qty - n WHERE qty >= n RETURNING qty",
-		func(db *sqlx.DB, table string) stockguard.Inventory {
+		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
 			return pglock.NewAtomic(db, pglock.WithTable(table))
 		}))))
 	bench.Register(Target("pg-pessimistic", "transaction: SELECT … FOR UPDATE (lock_timeout), check, UPDATE, COMMIT",
-		func(db *sqlx.DB, table string) stockguard.Inventory {
+		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
 			return pglock.NewPessimistic(db, pglock.WithTable(table))
 		}))
 	bench.Register(Target("pg-optimistic", "read qty+version, UPDATE … WHERE version = $3, retry on conflict",
-		func(db *sqlx.DB, table string) stockguard.Inventory {
+		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
 			return pglock.NewOptimistic(db, pglock.WithTable(table))
 		}))
 	bench.Register(Target("pg-serializable", "SERIALIZABLE transaction: read, check, write; retry on 40001",
-		func(db *sqlx.DB, table string) stockguard.Inventory {
+		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
 			return pglock.NewSerializable(db, pglock.WithTable(table))
 		}))
 	bench.Register(Target("pg-advisory", "transaction: pg_advisory_xact_lock(hash(sku)), read, check, write, COMMIT",
-		func(db *sqlx.DB, table string) stockguard.Inventory {
+		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
 			return pglock.NewAdvisoryLock(db, pglock.WithTable(table))
 		}))
 	bench.Register(SegmentedTarget("pg-segmented", "stock split over 8 rows; UPDATE of the first free one (FOR UPDATE SKIP LOCKED), locked sweep otherwise",
-		func(db *sqlx.DB, table string) stockguard.Inventory {
+		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
 			return pglock.NewSegmented(db, pglock.WithTable(table))
 		}))
 	bench.Register(bench.OrdersTarget(byDefault(Target("pg-batched", "concurrent requests for a SKU combined into one UPDATE (client-side group commit)",
-		func(db *sqlx.DB, table string) stockguard.Inventory {
+		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
 			return pglock.NewBatched(db, pglock.WithTable(table))
 		}))))
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // NewInventory builds one app instance of a strategy on table.
-type NewInventory func(db *sqlx.DB, table string) stockguard.Inventory
+type NewInventory func(db *sqlx.DB, table string) (stockguard.Inventory, error)
 
 // Target returns a target, on request, whose store is a fresh set of
 // pglock's tables named after the run's namespace, dropped afterwards; the
@@ -43,7 +43,7 @@ func target(name, about, rawFormat string, rawTable func(string) string, newInv 
 		}
 		raw := fmt.Sprintf(rawFormat, rawTable(table))
 		return &bench.Store{
-			New: func() (stockguard.Inventory, error) { return newInv(db, table), nil },
+			New: func() (stockguard.Inventory, error) { return newInv(db, table) },
 			Raw: func(ctx context.Context, sku string) (int64, error) {
 				var v sql.NullInt64
 				err := db.QueryRowxContext(ctx, raw, sku).Scan(&v)

@@ -21,27 +21,27 @@ func init() {
 
 	bench.Register(bench.OrdersTarget(Target("redis-atomic", "one Lua script: exists? enough? DECRBY",
 		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
-			return redislock.NewAtomic(rdb, redislock.WithPrefix(prefix)), nil
+			return redislock.NewAtomic(rdb, redislock.WithPrefix(prefix))
 		})))
 	bench.Register(Target("redis-batched", "concurrent requests for a SKU combined into one Lua call that grants them in arrival order",
 		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
-			return redislock.NewBatched(rdb, redislock.WithPrefix(prefix)), nil
+			return redislock.NewBatched(rdb, redislock.WithPrefix(prefix))
 		}))
 	bench.Register(Target("redis-watchtx", "WATCH, GET, MULTI/DECRBY/EXEC, retry on conflict",
 		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
-			return watchtx.New(rdb, watchtx.WithPrefix(prefix)), nil
+			return watchtx.New(rdb, watchtx.WithPrefix(prefix))
 		}))
 	bench.Register(Target("redis-guarded", "owner-token lock (SET NX PX), read, check, fenced write, release",
 		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
-			return redislock.NewGuarded(rdb, redislock.WithPrefix(prefix)), nil
+			return redislock.NewGuarded(rdb, redislock.WithPrefix(prefix))
 		}))
 	bench.Register(SegmentedTarget("redis-segmented", "stock split over 8 keys (own cluster slots); Lua take from a random one, locked gather across them",
-		func(rdb redis.UniversalClient, prefix string) *redislock.Segmented {
+		func(rdb redis.UniversalClient, prefix string) (*redislock.Segmented, error) {
 			return redislock.NewSegmented(rdb, redislock.WithPrefix(prefix))
 		}))
 	bench.Register(RedlockTarget("redis-redlock", "Redlock over 3 independent masters, read, check, owner-guarded write on the stock's master, release",
 		func(masters []redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
-			return redislock.NewRedlockGuarded(masters, redislock.WithPrefix(prefix)), nil
+			return redislock.NewRedlockGuarded(masters, redislock.WithPrefix(prefix))
 		}))
 
 	// Known-broken patterns (package internal/counterexample says how each
@@ -75,16 +75,24 @@ func init() {
 	// Broken wrappers of redis-atomic, each wrong on one path only: the
 	// audit must catch each under the default workload (the order ones
 	// under the checkout workload).
-	atomic := func(rdb redis.UniversalClient, prefix string) *redislock.Atomic {
+	atomic := func(rdb redis.UniversalClient, prefix string) (*redislock.Atomic, error) {
 		return redislock.NewAtomic(rdb, redislock.WithPrefix(prefix))
 	}
 	bench.Register(broken(Target("broken-redis-ack-multi", "redis-atomic, but a request of 2 units or more is acknowledged without a write",
 		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
-			return counterexample.NewAckMulti(atomic(rdb, prefix)), nil
+			a, err := atomic(rdb, prefix)
+			if err != nil {
+				return nil, err
+			}
+			return counterexample.NewAckMulti(a), nil
 		})))
 	bench.Register(broken(Target("broken-redis-flaky-unknown", "redis-atomic, but 1 call in 100 answers unknown having done nothing and 1 in 1,000 takes twice",
 		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
-			return counterexample.NewFlakyUnknown(atomic(rdb, prefix)), nil
+			a, err := atomic(rdb, prefix)
+			if err != nil {
+				return nil, err
+			}
+			return counterexample.NewFlakyUnknown(a), nil
 		})))
 	bench.Register(broken(Target("broken-redis-blind-decrby", "plain DECRBY, no stock check",
 		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
@@ -105,7 +113,11 @@ func init() {
 	} {
 		bench.Register(broken(Target("broken-redis-rare-"+rare.name, "redis-atomic, but 1 call in 10,000 "+rare.about,
 			func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
-				return counterexample.NewRare(atomic(rdb, prefix), rare.bug), nil
+				a, err := atomic(rdb, prefix)
+				if err != nil {
+					return nil, err
+				}
+				return counterexample.NewRare(a, rare.bug), nil
 			})))
 	}
 	var books sync.Map // key prefix → the instances' shared *counterexample.Book
@@ -115,19 +127,35 @@ func init() {
 	}
 	bench.Register(checkout(Target("broken-checkout-phantom", "redis-atomic orders, but a refused order's row stays in the application's table: it reads back as taken",
 		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
-			return counterexample.NewPhantom(atomic(rdb, prefix), book(prefix)), nil
+			a, err := atomic(rdb, prefix)
+			if err != nil {
+				return nil, err
+			}
+			return counterexample.NewPhantom(a, book(prefix)), nil
 		})))
 	bench.Register(checkout(Target("broken-checkout-lazy-expiry", "redis-atomic orders, but an expired hold's units come back only when the order is next touched",
 		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
-			return counterexample.NewLazyExpiry(atomic(rdb, prefix), book(prefix)), nil
+			a, err := atomic(rdb, prefix)
+			if err != nil {
+				return nil, err
+			}
+			return counterexample.NewLazyExpiry(a, book(prefix)), nil
 		})))
 	bench.Register(checkout(Target("broken-checkout-flaky-restock", "redis-atomic orders, but restocks answer unknown 8 times before applying and 1 take in 200 is silently put back",
 		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
-			return counterexample.NewFlakyRestock(atomic(rdb, prefix), book(prefix)), nil
+			a, err := atomic(rdb, prefix)
+			if err != nil {
+				return nil, err
+			}
+			return counterexample.NewFlakyRestock(a, book(prefix)), nil
 		})))
 	bench.Register(checkout(Target("broken-checkout-return-expired", "redis-atomic orders, but a Return after a hold's deadline gives its units back again",
 		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
-			return counterexample.NewReturnExpiredTwice(atomic(rdb, prefix)), nil
+			a, err := atomic(rdb, prefix)
+			if err != nil {
+				return nil, err
+			}
+			return counterexample.NewReturnExpiredTwice(a), nil
 		})))
 }
 

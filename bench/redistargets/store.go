@@ -38,7 +38,7 @@ func Target(name, about string, newInv NewInventory) bench.Target {
 // SegmentedTarget is Target for a redislock.Segmented, whose stock lives in
 // segment keys: the audit reads them through Segmented.RawStock, which
 // knows their layout and bypasses the strategy.
-func SegmentedTarget(name, about string, newSeg func(rdb redis.UniversalClient, prefix string) *redislock.Segmented) bench.Target {
+func SegmentedTarget(name, about string, newSeg func(rdb redis.UniversalClient, prefix string) (*redislock.Segmented, error)) bench.Target {
 	return withAttach(bench.Target{
 		Name: name, About: about, Needs: []string{Name},
 		Open: func(ctx context.Context, s bench.Servers, ns string) (*bench.Store, error) {
@@ -47,7 +47,11 @@ func SegmentedTarget(name, about string, newSeg func(rdb redis.UniversalClient, 
 				return nil, err
 			}
 			prefix := ns + ":"
-			return store(rdb, ns, newSeg(rdb, prefix).RawStock, func() (stockguard.Inventory, error) { return newSeg(rdb, prefix), nil }), nil
+			seg, err := newSeg(rdb, prefix)
+			if err != nil {
+				return nil, err
+			}
+			return store(rdb, ns, seg.RawStock, func() (stockguard.Inventory, error) { return newSeg(rdb, prefix) }), nil
 		},
 	})
 }

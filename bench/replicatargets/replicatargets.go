@@ -164,6 +164,6 @@ func init() {
 // key prefix prefix: redislock.New, with a replica's acknowledgement when
 // Acked(name). The failover faults take locks with it beside the buyers,
 // to check that no fencing token is handed out twice across a failover.
-func Locks(name string, rdb redis.UniversalClient, prefix string) *redislock.Client {
+func Locks(name string, rdb redis.UniversalClient, prefix string) (*redislock.Client, error) {
 	return redislock.New(rdb, redislockOptions(Acked(name), prefix)...)
 }

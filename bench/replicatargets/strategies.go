@@ -33,13 +33,13 @@ var strategies = []strategy{
 	{"atomic", func(ack bool) bench.Target {
 		return bench.OrdersTarget(redistargets.Target("atomic", "one Lua script: exists? enough? DECRBY"+ackAbout(ack),
 			func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
-				return redislock.NewAtomic(rdb, redislockOptions(ack, prefix)...), nil
+				return redislock.NewAtomic(rdb, redislockOptions(ack, prefix)...)
 			}))
 	}},
 	{"batched", func(ack bool) bench.Target {
 		return redistargets.Target("batched", "concurrent requests for a SKU combined into one Lua call"+ackAbout(ack),
 			func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
-				return redislock.NewBatched(rdb, redislockOptions(ack, prefix)...), nil
+				return redislock.NewBatched(rdb, redislockOptions(ack, prefix)...)
 			})
 	}},
 	{"watchtx", func(ack bool) bench.Target {
@@ -49,18 +49,18 @@ var strategies = []strategy{
 				if ack {
 					opts = append(opts, watchtx.WithReplicaAck(1, AckTimeout))
 				}
-				return watchtx.New(rdb, opts...), nil
+				return watchtx.New(rdb, opts...)
 			})
 	}},
 	{"guarded", func(ack bool) bench.Target {
 		return redistargets.Target("guarded", "owner-token lock with a fence counter, read, check, fenced write, release"+ackAbout(ack),
 			func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
-				return redislock.NewGuarded(rdb, redislockOptions(ack, prefix)...), nil
+				return redislock.NewGuarded(rdb, redislockOptions(ack, prefix)...)
 			})
 	}},
 	{"segmented", func(ack bool) bench.Target {
 		return redistargets.SegmentedTarget("segmented", "stock split over 8 keys; Lua take from a random one"+ackAbout(ack),
-			func(rdb redis.UniversalClient, prefix string) *redislock.Segmented {
+			func(rdb redis.UniversalClient, prefix string) (*redislock.Segmented, error) {
 				return redislock.NewSegmented(rdb, redislockOptions(ack, prefix)...)
 			})
 	}},

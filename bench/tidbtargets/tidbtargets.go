@@ -102,7 +102,7 @@ func init() {
 	autocommit := bench.OrdersTarget(mysqltargets.Target("mysql-atomic-autocommit",
 		"mysql-atomic without engine awareness: the autocommit UPDATE, optimistic on TiDB by default",
 		func(db *sqlx.DB, table string) (stockguard.Inventory, error) {
-			return mysqllock.NewAtomic(db, mysqllock.WithTable(table), mysqllock.WithEngine(mysqllock.EngineMySQL)), nil
+			return mysqllock.NewAtomic(db, mysqllock.WithTable(table), mysqllock.WithEngine(mysqllock.EngineMySQL))
 		}))
 	bench.Register(bench.Variant(autocommit, Name+"-atomic-autocommit", rename))
 }

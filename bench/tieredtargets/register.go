@@ -53,7 +53,7 @@ type Back struct {
 	Quote func(table string) string
 	// New builds the back over table, carrying up to batch orders per
 	// transaction.
-	New func(db *sqlx.DB, table string, batch int) stockguard.Orders
+	New func(db *sqlx.DB, table string, batch int) (stockguard.Orders, error)
 }
 
 // The backs of the registered targets.
@@ -66,7 +66,7 @@ var (
 		Tables: mysqllock.Tables,
 		Raw:    func(table string) string { return "SELECT qty FROM `" + table + "` WHERE sku = ?" },
 		Quote:  func(table string) string { return "`" + table + "`" },
-		New: func(db *sqlx.DB, table string, batch int) stockguard.Orders {
+		New: func(db *sqlx.DB, table string, batch int) (stockguard.Orders, error) {
 			return mysqllock.NewBatched(db, mysqllock.WithTable(table), mysqllock.WithBatchSize(batch))
 		},
 	}
@@ -78,7 +78,7 @@ var (
 		Tables: pglock.Tables,
 		Raw:    func(table string) string { return fmt.Sprintf("SELECT qty FROM %q WHERE sku = $1", table) },
 		Quote:  func(table string) string { return fmt.Sprintf("%q", table) },
-		New: func(db *sqlx.DB, table string, batch int) stockguard.Orders {
+		New: func(db *sqlx.DB, table string, batch int) (stockguard.Orders, error) {
 			return pglock.NewBatched(db, pglock.WithTable(table), pglock.WithBatchSize(batch))
 		},
 	}
@@ -105,7 +105,11 @@ func target(name, about string, back Back, late bool, opts ...tiered.Option) ben
 		topts := append([]tiered.Option{tiered.WithPrefix(prefix)}, opts...)
 		st := &bench.Store{
 			New: func() (stockguard.Inventory, error) {
-				return tiered.New(rdb, back.New(db, table, 64), topts...), nil
+				b, err := back.New(db, table, 64)
+				if err != nil {
+					return nil, err
+				}
+				return tiered.New(rdb, b, topts...)
 			},
 		}
 		if !late {
@@ -114,7 +118,14 @@ func target(name, about string, back Back, late bool, opts ...tiered.Option) ben
 				if bc.ClaimIdle > 0 {
 					opts = append(opts, tiered.WithClaimIdle(bc.ClaimIdle))
 				}
-				c := tiered.NewConsumer(rdb, back.New(db, table, tiered.DefaultBatch), opts...)
+				b, err := back.New(db, table, tiered.DefaultBatch)
+				if err != nil {
+					return nil, err
+				}
+				c, err := tiered.NewConsumer(rdb, b, opts...)
+				if err != nil {
+					return nil, err
+				}
 				if err := c.Run(ctx); err != nil {
 					return nil, err
 				}
@@ -129,13 +140,36 @@ func target(name, about string, back Back, late bool, opts ...tiered.Option) ben
 		if err := back.Create(ctx, db, table); err != nil {
 			return nil, err
 		}
-		if err := tiered.New(rdb, back.New(db, table, 64), topts...).Setup(ctx); err != nil {
+		setup, err := back.New(db, table, 64)
+		if err != nil {
+			return nil, err
+		}
+		front, err := tiered.New(rdb, setup, topts...)
+		if err != nil {
+			return nil, err
+		}
+		if err := front.Setup(ctx); err != nil {
 			return nil, err
 		}
 		q := tiered.NewStreams(rdb, tiered.StreamKey(prefix), tiered.DefaultGroup)
 		// The consumer's back carries a whole batch of entries in one
 		// transaction: one fsync for all of them.
-		c := tiered.NewConsumer(rdb, back.New(db, table, tiered.DefaultBatch), topts...)
+		cback, err := back.New(db, table, tiered.DefaultBatch)
+		if err != nil {
+			return nil, err
+		}
+		c, err := tiered.NewConsumer(rdb, cback, topts...)
+		if err != nil {
+			return nil, err
+		}
+		record, err := back.New(db, table, 64)
+		if err != nil {
+			return nil, err
+		}
+		recordFront, err := tiered.New(rdb, record, tiered.WithPrefix(prefix))
+		if err != nil {
+			return nil, err
+		}
 		cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 		own, stopOwn := context.WithCancel(cctx)
 		done := make(chan error, 1)
@@ -183,7 +217,6 @@ func target(name, about string, back Back, late bool, opts ...tiered.Option) ben
 			}
 			return v, err
 		}
-		record := back.New(db, table, 64)
 		st.Ledger = func(ctx context.Context, skus ...string) (stockguard.Orders, error) {
 			consume()
 			dctx, cancel := context.WithTimeout(ctx, drainTimeout)
@@ -191,7 +224,7 @@ func target(name, about string, back Back, late bool, opts ...tiered.Option) ben
 			if err := tiered.Drain(dctx, q); err != nil {
 				return nil, err
 			}
-			rep, err := tiered.NewReconciler(tiered.New(rdb, record, tiered.WithPrefix(prefix)), q).Check(ctx, skus...)
+			rep, err := tiered.NewReconciler(recordFront, q).Check(ctx, skus...)
 			if err != nil {
 				return nil, err
 			}

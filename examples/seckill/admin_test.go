@@ -162,7 +162,11 @@ func TestReadme_startsTheBinary(t *testing.T) {
 // marked is not: the mark decides whether the service starts on it.
 func TestStrategies_ordersMarkMatchesTheInventory(t *testing.T) {
 	for name, spec := range strategies {
-		_, isOrders := spec.build(nil, nil, config{table: "stock", prefix: "p:"}).(stockguard.Orders)
+		inv, err := spec.build(nil, nil, config{table: "stock", prefix: "p:"})
+		if err != nil {
+			t.Fatalf("-strategy %s: %v", name, err)
+		}
+		_, isOrders := inv.(stockguard.Orders)
 		if isOrders != spec.orders {
 			t.Errorf("-strategy %s: marked orders %v, builds an Orders %v", name, spec.orders, isOrders)
 		}

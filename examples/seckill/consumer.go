@@ -37,8 +37,14 @@ func newConsumer(db *sqlx.DB, rdb *redis.Client, cfg config) (*tiered.Consumer, 
 		opts = append(opts, tiered.WithClaimIdle(cfg.claimIdle))
 	}
 	// The back carries a whole batch of entries in one transaction.
-	back := mysqllock.NewBatched(db, mysqllock.WithTable(cfg.table), mysqllock.WithBatchSize(tiered.DefaultBatch))
-	c := tiered.NewConsumer(rdb, back, opts...)
+	back, err := mysqllock.NewBatched(db, mysqllock.WithTable(cfg.table), mysqllock.WithBatchSize(tiered.DefaultBatch))
+	if err != nil {
+		return nil, err
+	}
+	c, err := tiered.NewConsumer(rdb, back, opts...)
+	if err != nil {
+		return nil, err
+	}
 	return c, consumerMetrics(c)
 }
 

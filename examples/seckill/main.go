@@ -218,7 +218,10 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		if err != nil {
 			return errors.Join(err, ln.Close())
 		}
-		inner := spec.build(db, rdb, cfg)
+		inner, err := spec.build(db, rdb, cfg)
+		if err != nil {
+			return errors.Join(err, ln.Close(), adminLn.Close())
+		}
 		if front, ok := inner.(*tiered.Orders); ok && cfg.setupFront {
 			if err := front.Setup(ctx); err != nil {
 				return err

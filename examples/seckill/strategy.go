@@ -24,38 +24,42 @@ import (
 // and only when asked for by -allow-oversell).
 var strategies = map[string]struct {
 	mysql, redis, orders bool
-	build                func(db *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory
+	build                func(db *sqlx.DB, rdb *redis.Client, cfg config) (stockguard.Inventory, error)
 }{
-	"mysql-atomic": {mysql: true, orders: true, build: func(db *sqlx.DB, _ *redis.Client, cfg config) stockguard.Inventory {
+	"mysql-atomic": {mysql: true, orders: true, build: func(db *sqlx.DB, _ *redis.Client, cfg config) (stockguard.Inventory, error) {
 		return mysqllock.NewAtomic(db, mysqllock.WithTable(cfg.table))
 	}},
-	"mysql-batched": {mysql: true, orders: true, build: func(db *sqlx.DB, _ *redis.Client, cfg config) stockguard.Inventory {
+	"mysql-batched": {mysql: true, orders: true, build: func(db *sqlx.DB, _ *redis.Client, cfg config) (stockguard.Inventory, error) {
 		return mysqllock.NewBatched(db, mysqllock.WithTable(cfg.table))
 	}},
-	"mysql-pessimistic": {mysql: true, build: func(db *sqlx.DB, _ *redis.Client, cfg config) stockguard.Inventory {
+	"mysql-pessimistic": {mysql: true, build: func(db *sqlx.DB, _ *redis.Client, cfg config) (stockguard.Inventory, error) {
 		return mysqllock.NewPessimistic(db, mysqllock.WithTable(cfg.table))
 	}},
-	"mysql-optimistic": {mysql: true, build: func(db *sqlx.DB, _ *redis.Client, cfg config) stockguard.Inventory {
+	"mysql-optimistic": {mysql: true, build: func(db *sqlx.DB, _ *redis.Client, cfg config) (stockguard.Inventory, error) {
 		return mysqllock.NewOptimistic(db, mysqllock.WithTable(cfg.table))
 	}},
-	"redis-atomic": {redis: true, orders: true, build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
+	"redis-atomic": {redis: true, orders: true, build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) (stockguard.Inventory, error) {
 		return redislock.NewAtomic(rdb, redislock.WithPrefix(cfg.prefix))
 	}},
-	"redis-batched": {redis: true, build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
+	"redis-batched": {redis: true, build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) (stockguard.Inventory, error) {
 		return redislock.NewBatched(rdb, redislock.WithPrefix(cfg.prefix))
 	}},
-	"redis-guarded": {redis: true, build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
+	"redis-guarded": {redis: true, build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) (stockguard.Inventory, error) {
 		return redislock.NewGuarded(rdb, redislock.WithPrefix(cfg.prefix))
 	}},
-	"redis-watchtx": {redis: true, build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
+	"redis-watchtx": {redis: true, build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) (stockguard.Inventory, error) {
 		return watchtx.New(rdb, watchtx.WithPrefix(cfg.prefix))
 	}},
 	// Redis answers, a consumer writes each order to MySQL: see consumer.go.
-	"tiered-mysql": {mysql: true, orders: true, redis: true, build: func(db *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
-		return tiered.New(rdb, mysqllock.NewBatched(db, mysqllock.WithTable(cfg.table)), tiered.WithPrefix(cfg.prefix))
+	"tiered-mysql": {mysql: true, orders: true, redis: true, build: func(db *sqlx.DB, rdb *redis.Client, cfg config) (stockguard.Inventory, error) {
+		back, err := mysqllock.NewBatched(db, mysqllock.WithTable(cfg.table))
+		if err != nil {
+			return nil, err
+		}
+		return tiered.New(rdb, back, tiered.WithPrefix(cfg.prefix))
 	}},
-	"mutex-counterexample": {redis: true, build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) stockguard.Inventory {
-		return newMutexCounterexample(rdb, cfg.prefix)
+	"mutex-counterexample": {redis: true, build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) (stockguard.Inventory, error) {
+		return newMutexCounterexample(rdb, cfg.prefix), nil
 	}},
 }
 

@@ -101,7 +101,10 @@ func TestSeckill_tieredTwoServicesAndConsumers(t *testing.T) {
 		t.Errorf("want every buy answered 200 or 409 and %d units acknowledged, got %v, %d unanswered, %d acknowledged", stock, res.Status, res.Failed, res.Acked)
 	}
 
-	back := mysqllock.NewBatched(db, mysqllock.WithTable(table))
+	back, err := mysqllock.NewBatched(db, mysqllock.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
 	accepted := map[load.Order]bool{}
 	for _, o := range res.Accepted {
 		accepted[o] = true
