@@ -4,7 +4,7 @@ import "fmt"
 
 // Engine is the kind of server behind a pool. The strategies send
 // PostgreSQL's statements; an engine that speaks PostgreSQL's protocol but
-// lacks some of them (CockroachDB, YugabyteDB: see docs/postgres.md) is
+// lacks some of them (CockroachDB, YugabyteDB) is
 // added as a value here, with the strategies it cannot run refusing it —
 // ErrUnavailable on first use, before any statement — rather than failing
 // in the middle of a request.
