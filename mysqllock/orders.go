@@ -10,6 +10,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/room"
 )
 
@@ -136,7 +137,7 @@ func (l *ledger) Confirm(ctx context.Context, id string) error {
 				case h.state == stockguard.OrderHeld && !h.expired:
 					return stockguard.Retry(errChanged) // the deadline moved? never: the row is locked
 				}
-				return fmt.Errorf("%w: order %q is %v", stockguard.ErrOrderClosed, id, h.effective())
+				return errtext.Closed(id, h.effective())
 			})
 			if errors.Is(err, errNoChange) {
 				return nil

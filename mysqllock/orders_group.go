@@ -18,6 +18,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/combine"
+	"github.com/stockguard/stockguard/internal/errtext"
 )
 
 // Group commit of orders (NewBatched's Take, Hold, Confirm and Return).
@@ -664,14 +665,14 @@ func (g *groupTx) decide() (short []string) {
 					have[ln.SKU] += ln.Qty
 				}
 				if c.op == opConfirm {
-					c.answer = fmt.Errorf("%w: order %q is %v", stockguard.ErrOrderClosed, c.order.id, stockguard.OrderExpired)
+					c.answer = errtext.Closed(c.order.id, stockguard.OrderExpired)
 				}
 			case c.op == opConfirm && rec.state == stockguard.OrderTaken:
 				c.final = true
 			case c.op == opConfirm && rec.state == stockguard.OrderHeld:
 				// Confirmed by the write, under the row's lock.
 			case c.op == opConfirm:
-				c.final, c.answer = true, fmt.Errorf("%w: order %q is %v", stockguard.ErrOrderClosed, c.order.id, rec.state)
+				c.final, c.answer = true, errtext.Closed(c.order.id, rec.state)
 			case !rec.state.Open():
 				c.final = true // returned or expired: nothing to give back
 			default:
