@@ -24,7 +24,7 @@ type Option func(*options)
 
 type options struct {
 	keys    rediskeys.Keys
-	orders  orderOptions // NewAtomic's Orders: see orders_options.go
+	orders  orderOptions // NewAtomic's Orders
 	retry   stockguard.RetryPolicy
 	store   Store         // NewGuarded: where the stock lives; nil means Redis
 	lockTTL time.Duration // NewGuarded, NewSegmented: lease of the locks
