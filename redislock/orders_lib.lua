@@ -30,9 +30,9 @@ local function units_out(holds)
 end
 
 -- move_out counts q more units of holds' SKU out, q the decimal of a
--- qty. Numbers cross into Redis and back as strings here, as everywhere on
--- an order's path: Lua formats a number argument and reads a float reply
--- at a cost of several redis.call each.
+-- qty. A take's numbers cross into Redis as strings and its float reply
+-- stays unread: Lua formats a number argument (%.17g) and parses a float
+-- reply (strtod) at about the cost of a redis.call each.
 local function move_out(holds, q)
   redis.call('ZINCRBY', holds, '-' .. q, OUT)
 end
