@@ -219,6 +219,66 @@ func TestBatched_callerWhoLeftBeforeTheWriteIsNeverWritten(t *testing.T) {
 	}
 }
 
+// On a multiStatements pool a caller is answered ErrOutcomeUnknown only
+// once the server has recorded its order's ID in the batch's open
+// transaction. Here the batch's INSERT of IDs a and x waits on a (a test
+// transaction holds that ID) before it reaches x, and x's caller leaves:
+// x is not recorded yet, so the repeat on another instance finds no order
+// and no units and is refused. Then a restock, and the INSERT goes on: x
+// must not be recorded after all.
+func TestBatched_multiStatements_callerWhoLeftBeforeItsIDWasRecordedIsNeverWritten(t *testing.T) {
+	db := testDB(t, multi)
+	db.SetMaxOpenConns(16)
+	table := newTable(t, db)
+	b1 := NewBatched(db, WithTable(table))
+	b2 := NewBatched(db, WithTable(table))
+	ctx := t.Context()
+	want(t, "SetStock s", b1.SetStock(ctx, "s", 0), nil)
+	want(t, "SetStock z", b1.SetStock(ctx, "z", 10), nil)
+	holdA, err := db.BeginTxx(context.WithoutCancel(ctx), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holdA.Rollback() })
+	if _, err := holdA.Exec("INSERT INTO "+quote(OrdersTable(table))+" (id, kind, state, created_at, changed_at) VALUES ('a', ?, ?, NOW(6), NOW(6))", kindTake, stockguard.OrderTaken); err != nil {
+		t.Fatal(err)
+	}
+
+	// a and x queue behind a Take held on z's row, and go out together.
+	release := queueBehind(t, b1, table, "z")
+	actx, leave := context.WithCancel(ctx)
+	answers := queueCalls(t, b1,
+		func() error { return b1.Take(ctx, "a", line("z", 1)) },
+		func() error { return b1.Take(actx, "x", line("s", 1)) })
+	release()
+	lockWaits(t, db, 1) // the batch's INSERT, on a
+	leave()
+	firstErr := <-answers[1]
+
+	repeatErr := b2.Take(ctx, "x", line("s", 1))
+	want(t, "SetStock s", b2.SetStock(ctx, "s", 1), nil)
+	if err := holdA.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "Take a", <-answers[0], nil)
+	settled(t, db, table)
+
+	_, err = b1.Order(ctx, "x")
+	recorded := err == nil
+	if !recorded && !errors.Is(err, stockguard.ErrUnknownOrder) {
+		t.Fatalf("Order: %v", err)
+	}
+	if errors.Is(repeatErr, stockguard.ErrInsufficientStock) && recorded {
+		t.Fatalf("the repeat was refused (%v), yet the order is recorded: the first attempt, answered %v, recorded it later", repeatErr, firstErr)
+	}
+	if errors.Is(firstErr, context.Canceled) && recorded {
+		t.Fatalf("the first attempt was answered %v (nothing applied), yet the order is recorded", firstErr)
+	}
+	if left := stockOf(t, b1, "s"); recorded && left != 0 || !recorded && left != 1 {
+		t.Fatalf("%d units of s left, order recorded: %v", left, recorded)
+	}
+}
+
 // The careful caller's load — short deadlines, repeats on any instance
 // until the answer is definite, restocks among them — over Batched,
 // Batched with four lanes and Atomic on one table: every refusal stands
