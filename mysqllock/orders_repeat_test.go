@@ -3,7 +3,6 @@ package mysqllock
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
@@ -285,11 +284,6 @@ func TestBatched_multiStatements_callerWhoLeftBeforeItsIDWasRecordedIsNeverWritt
 // in the ledger afterwards, every acknowledgement too, and units add up.
 func TestOrders_repeatsAgreeWithTheLedger(t *testing.T) {
 	bothPaths(t, func(t *testing.T, db *sqlx.DB) {
-		if t.Name() == "TestOrders_repeatsAgreeWithTheLedger/multiStatements" && os.Getenv("STOCKGUARD_ADVERSARY") == "" {
-			// Known open (docs/orders.md, "When a refusal is final"): it
-			// failed once in 1,500 orders; scripts/soak.sh adversary runs it.
-			t.Skip("multiStatements: a refusal can still race an attempt on another instance that has not yet recorded its ID; STOCKGUARD_ADVERSARY=long runs it")
-		}
 		db.SetMaxOpenConns(32) // see orderDB
 		repeats(t, db)
 	})
