@@ -3,6 +3,8 @@ package mysqllock
 import (
 	"context"
 	"errors"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -302,4 +304,113 @@ func repeats(t *testing.T, db *sqlx.DB) {
 		NewAtomic(db, WithTable(table)),
 	}
 	ordersload.Repeats(t, insts, func() { settled(t, db, table) }, 12, 2000)
+}
+
+// gate holds every byte a pool's connections send while it is shut: a
+// statement the client has sent that the server has not yet received, as
+// on a slow network.
+type gate struct {
+	mu      sync.Mutex
+	shut    bool
+	open    chan struct{} // closed when the gate opens
+	blocked chan struct{} // receives when a write waits at the shut gate
+}
+
+func newGate(t *testing.T) *gate {
+	g := &gate{open: make(chan struct{}), blocked: make(chan struct{}, 16)}
+	close(g.open)
+	t.Cleanup(g.release)
+	return g
+}
+
+func (g *gate) hold() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.shut {
+		g.shut, g.open = true, make(chan struct{})
+	}
+}
+
+func (g *gate) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shut {
+		g.shut = false
+		close(g.open)
+	}
+}
+
+// dialer returns the pool setting that sends a pool's connections through g.
+func (g *gate) dialer(t *testing.T) func(*mysql.Config) {
+	name := "gate-" + nonIdent.ReplaceAllString(t.Name(), "_")
+	mysql.RegisterDialContext(name, func(ctx context.Context, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		return &gatedConn{Conn: c, g: g}, err
+	})
+	return func(c *mysql.Config) { c.Net = name }
+}
+
+type gatedConn struct {
+	net.Conn
+	g *gate
+}
+
+func (c *gatedConn) Write(p []byte) (int, error) {
+	c.g.mu.Lock()
+	shut, open := c.g.shut, c.g.open
+	c.g.mu.Unlock()
+	if shut {
+		c.g.blocked <- struct{}{}
+		<-open
+	}
+	return c.Conn.Write(p)
+}
+
+// On a multiStatements pool Atomic's order is two round trips: the first
+// records the order, the second takes the units and commits. Here the
+// first attempt's statements are sent but held on their way to the server
+// while its caller leaves; the repeat, elsewhere, finds no order and no
+// units and is refused; then a restock, and the held statements reach the
+// server: the order must not be recorded after all.
+func TestAtomic_multiStatements_callerWhoLeftBeforeItsIDWasRecordedIsNeverWritten(t *testing.T) {
+	g := newGate(t)
+	gated := testDB(t, multi, g.dialer(t))
+	gated.SetMaxOpenConns(1)
+	db := testDB(t, multi)
+	table := newTable(t, db)
+	first := NewAtomic(gated, WithTable(table))
+	repeat := NewAtomic(db, WithTable(table))
+	ctx := t.Context()
+	want(t, "SetStock s", repeat.SetStock(ctx, "s", 0), nil)
+	want(t, "SetStock z", repeat.SetStock(ctx, "z", 1), nil)
+	want(t, "Take warm", first.Take(ctx, "warm", line("z", 1)), nil) // the gated connection is set up
+
+	g.hold()
+	actx, leave := context.WithCancel(ctx)
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- first.Take(actx, "x", line("s", 1)) }()
+	<-g.blocked
+	leave()
+	firstErr := <-firstDone
+	repeatErr := repeat.Take(ctx, "x", line("s", 1))
+	want(t, "SetStock s", repeat.SetStock(ctx, "s", 1), nil)
+	g.release()
+	for deadline := time.Now().Add(10 * time.Second); gated.Stats().InUse > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first attempt still runs")
+		}
+	}
+	settled(t, db, table)
+
+	_, err := repeat.Order(ctx, "x")
+	recorded := err == nil
+	if !recorded && !errors.Is(err, stockguard.ErrUnknownOrder) {
+		t.Fatalf("Order: %v", err)
+	}
+	if errors.Is(repeatErr, stockguard.ErrInsufficientStock) && recorded {
+		t.Fatalf("the repeat was refused (%v), yet the order is recorded: the first attempt, answered %v, recorded it later", repeatErr, firstErr)
+	}
+	if errors.Is(firstErr, context.Canceled) && recorded {
+		t.Fatalf("the first attempt was answered %v (nothing applied), yet the order is recorded", firstErr)
+	}
 }
