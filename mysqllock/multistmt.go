@@ -146,10 +146,10 @@ func rollback(ctx context.Context, conn *sqlx.Conn) {
 	}
 }
 
-// runMulti sends query, the rest of a transaction openMulti began, ending
-// in COMMIT, in one round trip: errShort when a rowCheck failed,
-// errDuplicate when an INSERT met a recorded ID — rolled back, nothing
-// changed — else the classified error.
+// runMulti sends query, a transaction's statements up to its COMMIT — the
+// rest of one openMulti began, or a whole one — in one round trip:
+// errShort when a rowCheck failed, errDuplicate when an INSERT met a
+// recorded ID — rolled back, nothing changed — else the classified error.
 func runMulti(ctx context.Context, conn *sqlx.Conn, query string, args []any) error {
 	done, err := enter(ctx, phaseWrite)
 	if err != nil {

@@ -409,8 +409,8 @@ func (s *shortSKUs) any(lines []stockguard.Line) bool {
 // statements in a database/sql transaction.
 var errNeedsTx = errors.New("mysqllock: the batch needs a database/sql transaction")
 
-// writeOrdersMulti is the batch's transaction in three round trips (one
-// more for refusedUnrecorded's locking read):
+// writeOrdersMulti is the batch's transaction in three round trips (two
+// when it places no order; one more for refusedUnrecorded's locking read):
 //
 //	START TRANSACTION; SELECT … FOR UPDATE; SELECT id FROM orders …
 //	INSERT …; INSERT …                 -- the orders granted: their IDs locked (see flush)
