@@ -75,18 +75,15 @@ func (l *ledger) place(ctx context.Context, o newOrder) error {
 // placeAll records orders (distinct IDs, in ID order) and takes lines —
 // their units summed per SKU, in SKU order — in one transaction, locking
 // the stock rows only with the UPDATE that takes them, right before
-// COMMIT; in one round trip when multi (see placeMulti). It returns nil,
+// COMMIT; in two round trips when multi (see placeMulti). It returns nil,
 // errShort (a line did not fit) or errDuplicate (an ID is recorded
 // already) when the transaction rolled back, or the transaction's
-// classified error. seal, unless nil, is called before anything can
-// commit (see Batched.writeOrders): false ends with errLeft, nothing
-// written.
+// classified error. seal, unless nil, is called once the orders' IDs are
+// locked, before anything can commit (see Batched.writeOrders): false
+// ends with errLeft, nothing written.
 func (l *ledger) placeAll(ctx context.Context, conn *sqlx.Conn, multi bool, orders []newOrder, lines []stockguard.Line, seal func() bool) error {
 	if multi {
-		if seal != nil && !seal() {
-			return errLeft
-		}
-		return l.placeMulti(ctx, conn, orders, lines)
+		return l.placeMulti(ctx, conn, orders, lines, seal)
 	}
 	return inTx(ctx, conn, func(tx *sqlx.Tx) error {
 		if err := l.record(ctx, tx, orders); err != nil {
