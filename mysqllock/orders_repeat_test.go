@@ -207,17 +207,7 @@ func TestBatched_callerWhoLeftBeforeTheWriteIsNeverWritten(t *testing.T) {
 	}
 	want(t, "Confirm h2", <-c2, nil)
 
-	_, err := b1.Order(ctx, "x")
-	recorded := err == nil
-	if !recorded && !errors.Is(err, stockguard.ErrUnknownOrder) {
-		t.Fatalf("Order: %v", err)
-	}
-	if errors.Is(repeatErr, stockguard.ErrInsufficientStock) && recorded {
-		t.Fatalf("the repeat was refused (%v), yet the order is recorded: the first attempt, answered %v, was written after its caller left", repeatErr, firstErr)
-	}
-	if errors.Is(firstErr, context.Canceled) && recorded {
-		t.Fatalf("the first attempt was answered %v (nothing applied), yet the order is recorded", firstErr)
-	}
+	ordersload.RepeatAgrees(t, b1, "x", firstErr, repeatErr)
 }
 
 // On a multiStatements pool a caller is answered ErrOutcomeUnknown only
@@ -264,17 +254,7 @@ func TestBatched_multiStatements_callerWhoLeftBeforeItsIDWasRecordedIsNeverWritt
 	want(t, "Take a", <-answers[0], nil)
 	settled(t, db, table)
 
-	_, err = b1.Order(ctx, "x")
-	recorded := err == nil
-	if !recorded && !errors.Is(err, stockguard.ErrUnknownOrder) {
-		t.Fatalf("Order: %v", err)
-	}
-	if errors.Is(repeatErr, stockguard.ErrInsufficientStock) && recorded {
-		t.Fatalf("the repeat was refused (%v), yet the order is recorded: the first attempt, answered %v, recorded it later", repeatErr, firstErr)
-	}
-	if errors.Is(firstErr, context.Canceled) && recorded {
-		t.Fatalf("the first attempt was answered %v (nothing applied), yet the order is recorded", firstErr)
-	}
+	recorded := ordersload.RepeatAgrees(t, b1, "x", firstErr, repeatErr)
 	if left := stockOf(t, b1, "s"); recorded && left != 0 || !recorded && left != 1 {
 		t.Fatalf("%d units of s left, order recorded: %v", left, recorded)
 	}
@@ -402,15 +382,5 @@ func TestAtomic_multiStatements_callerWhoLeftBeforeItsIDWasRecordedIsNeverWritte
 	}
 	settled(t, db, table)
 
-	_, err := repeat.Order(ctx, "x")
-	recorded := err == nil
-	if !recorded && !errors.Is(err, stockguard.ErrUnknownOrder) {
-		t.Fatalf("Order: %v", err)
-	}
-	if errors.Is(repeatErr, stockguard.ErrInsufficientStock) && recorded {
-		t.Fatalf("the repeat was refused (%v), yet the order is recorded: the first attempt, answered %v, recorded it later", repeatErr, firstErr)
-	}
-	if errors.Is(firstErr, context.Canceled) && recorded {
-		t.Fatalf("the first attempt was answered %v (nothing applied), yet the order is recorded", firstErr)
-	}
+	ordersload.RepeatAgrees(t, repeat, "x", firstErr, repeatErr)
 }
