@@ -154,14 +154,8 @@ func settled(t *testing.T, db *sqlx.DB, table string) {
 // written later, its repeat on another instance, refused meanwhile, would
 // be a refusal of an order that is then taken.
 func TestBatched_callerWhoLeftBeforeTheWriteIsNeverWritten(t *testing.T) {
-	db := testDB(t, interpolate) // statement by statement: a Confirm sends the batch the locking way
-	db.SetMaxOpenConns(16)
-	table := newTable(t, db)
-	b1 := NewBatched(db, WithTable(table))
-	b2 := NewBatched(db, WithTable(table))
+	db, table, b1, b2 := twoBatched(t, interpolate) // statement by statement: a Confirm sends the batch the locking way
 	ctx := t.Context()
-	want(t, "SetStock s", b1.SetStock(ctx, "s", 0), nil)
-	want(t, "SetStock z", b1.SetStock(ctx, "z", 10), nil)
 	want(t, "Hold h1", b1.Hold(ctx, "h1", stockguard.MaxHoldTTL, line("z", 1)), nil)
 	want(t, "Hold h2", b1.Hold(ctx, "h2", stockguard.MaxHoldTTL, line("z", 1)), nil)
 	lockOrder := func(id string) *sqlx.Tx {
@@ -218,14 +212,8 @@ func TestBatched_callerWhoLeftBeforeTheWriteIsNeverWritten(t *testing.T) {
 // and no units and is refused. Then a restock, and the INSERT goes on: x
 // must not be recorded after all.
 func TestBatched_multiStatements_callerWhoLeftBeforeItsIDWasRecordedIsNeverWritten(t *testing.T) {
-	db := testDB(t, multi)
-	db.SetMaxOpenConns(16)
-	table := newTable(t, db)
-	b1 := NewBatched(db, WithTable(table))
-	b2 := NewBatched(db, WithTable(table))
+	db, table, b1, b2 := twoBatched(t, multi)
 	ctx := t.Context()
-	want(t, "SetStock s", b1.SetStock(ctx, "s", 0), nil)
-	want(t, "SetStock z", b1.SetStock(ctx, "z", 10), nil)
 	holdA, err := db.BeginTxx(context.WithoutCancel(ctx), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -383,4 +371,18 @@ func TestAtomic_multiStatements_callerWhoLeftBeforeItsIDWasRecordedIsNeverWritte
 	settled(t, db, table)
 
 	ordersload.RepeatAgrees(t, repeat, "x", firstErr, repeatErr)
+}
+
+// twoBatched gives two Batched instances over one new table of the pool
+// kind, with SKU s sold out and z stocked with 10.
+func twoBatched(t *testing.T, kind func(*mysql.Config)) (db *sqlx.DB, table string, b1, b2 *Batched) {
+	t.Helper()
+	db = testDB(t, kind)
+	db.SetMaxOpenConns(16)
+	table = newTable(t, db)
+	b1 = NewBatched(db, WithTable(table))
+	b2 = NewBatched(db, WithTable(table))
+	want(t, "SetStock s", b1.SetStock(t.Context(), "s", 0), nil)
+	want(t, "SetStock z", b1.SetStock(t.Context(), "z", 10), nil)
+	return db, table, b1, b2
 }
