@@ -15,6 +15,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/strategy"
 )
 
@@ -701,17 +702,17 @@ func resolve(id string, rec orderRecord, kind orderKind, lines []stockguard.Line
 		return mismatch(id, rec.kind)
 	}
 	if !rec.effective().Open() {
-		return fmt.Errorf("%w: order %q is %v", stockguard.ErrOrderClosed, id, rec.effective())
+		return errtext.Closed(id, rec.effective())
 	}
 	return nil
 }
 
 func mismatch(id string, kind orderKind) error {
-	return fmt.Errorf("%w: id %q was applied by %v with other arguments", stockguard.ErrOrderMismatch, id, kind)
+	return errtext.Mismatch(id, kind.String())
 }
 
 func unknownOrder(id string) error {
-	return fmt.Errorf("%w: %q", stockguard.ErrUnknownOrder, id)
+	return errtext.UnknownOrder(id)
 }
 
 // settle answers a Take, Hold or Restock whose transaction ended with err:

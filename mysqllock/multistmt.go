@@ -2,10 +2,10 @@ package mysqllock
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -63,28 +63,36 @@ func (m *multiStatements) check(ctx context.Context, conn *sqlx.Conn, eng Engine
 	return false, classify(ctx, err, unsent)
 }
 
-// placeMulti is placeAll's transaction in one round trip, for a pool that
-// sends several statements at once (see multiStatements):
+// placeMulti is placeAll's transaction in two round trips, for a pool
+// that sends several statements at once (see multiStatements):
 //
-//	START TRANSACTION; [SET @…;] INSERT orders; [INSERT lines;] UPDATE stock …;
-//	SET @… = (an overflow unless every line was taken); COMMIT
+//	START TRANSACTION; [SET @…;] INSERT orders; [INSERT lines]
+//	UPDATE stock …; SET @… = (an overflow unless every line was taken); COMMIT
 //
 // (the SET and the lines INSERT only for holds: a Take's lines are in its
-// order row, see recordStmts). The check fails with "BIGINT value is out
-// of range" when the conditional UPDATE took fewer rows than there are
-// lines — an unknown SKU or too few units — so COMMIT never runs; a
-// duplicate ID fails its INSERT the same way. Either way the transaction
-// is rolled back here and errShort or errDuplicate returned; a connection
-// that cannot roll back is discarded. The stock rows are locked only by
-// the UPDATE, the last statement before COMMIT: a hot row is held for the
-// UPDATE and the COMMIT alone, not for the round trips or the inserts
-// before them.
-func (l *ledger) placeMulti(ctx context.Context, conn *sqlx.Conn, orders []newOrder, lines []stockguard.Line) error {
+// order row, see recordStmts). The first records the orders and locks
+// their IDs; only once the server has answered it is seal called (see
+// Batched.writeOrders), so a caller who is told ErrOutcomeUnknown has its
+// ID locked until the outcome is known: a repeat's refusal, which needs a
+// locking read of the ID, waits for it. The check fails with "BIGINT
+// value is out of range" when the conditional UPDATE took fewer rows than
+// there are lines — an unknown SKU or too few units — so COMMIT never
+// runs; a duplicate ID fails its INSERT the same way. Either way the
+// transaction is rolled back here and errShort or errDuplicate returned.
+// The stock rows are locked only by the UPDATE, the last statement before
+// COMMIT: a hot row is held for the UPDATE and the COMMIT alone, not for
+// the round trips or the inserts before them.
+func (l *ledger) placeMulti(ctx context.Context, conn *sqlx.Conn, orders []newOrder, lines []stockguard.Line, seal func() bool) error {
 	r := l.recordStmts(orders)
+	if err := openMulti(ctx, conn, strings.Join(r.stmts, "; "), r.allArgs(), nil); err != nil {
+		return err
+	}
+	if seal != nil && !seal() {
+		rollback(ctx, conn)
+		return errLeft
+	}
 	takeQ, takeArgs := l.takeStmt(lines, true)
-	q := slices.Concat([]string{"START TRANSACTION"}, r.stmts, []string{takeQ, rowCheck, "COMMIT"})
-	args := slices.Concat(r.allArgs(), takeArgs, []any{len(lines)})
-	return runMulti(ctx, conn, strings.Join(q, "; "), args)
+	return runMulti(ctx, conn, takeQ+"; "+rowCheck+"; COMMIT", append(takeArgs, len(lines)))
 }
 
 // rowCheck fails with "BIGINT value is out of range" (erOutOfRange) unless
@@ -94,12 +102,58 @@ func (l *ledger) placeMulti(ctx context.Context, conn *sqlx.Conn, orders []newOr
 // the server about twice as much).
 const rowCheck = "SET @stockguard_taken = 9223372036854775807 + (ROW_COUNT() <> ?)"
 
-// runMulti sends query, a whole transaction ending in COMMIT, in one round
-// trip: errShort when a rowCheck failed, errDuplicate when an INSERT met a
+// openMulti starts a transaction on conn and runs query — statements that
+// record orders, then, if scan is not nil, a read whose rows it scans — in
+// the same round trip. Nothing is applied before COMMIT, so it is a
+// supervised read: a caller who leaves meanwhile is answered with its
+// context's error, and no statement follows. On failure the transaction
+// is rolled back: errDuplicate when an INSERT met a recorded ID, else the
+// classified error.
+func openMulti(ctx context.Context, conn *sqlx.Conn, query string, args []any, scan func(*sql.Rows) error) error {
+	done, err := enter(ctx, phaseTx)
+	if err != nil {
+		return err
+	}
+	rows, err := conn.QueryContext(ctx, "START TRANSACTION; "+query, args...)
+	if err == nil {
+		for err == nil && scan != nil && rows.Next() {
+			err = scan(rows)
+		}
+		if err == nil {
+			err = rows.Err()
+		}
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+	}
+	done()
+	if err == nil {
+		return nil
+	}
+	rollback(ctx, conn)
+	if isServerError(err, erDupEntry) {
+		return errDuplicate
+	}
+	return classify(ctx, err, unsent)
+}
+
+// rollback ends the transaction open on conn; a connection that cannot
+// roll back is discarded (database/sql closes it, and the server rolls
+// back), so that it never goes back to the pool inside a transaction.
+func rollback(ctx context.Context, conn *sqlx.Conn) {
+	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+		conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+}
+
+// runMulti sends query, a transaction's statements up to its COMMIT — the
+// rest of one openMulti began, or a whole one — in one round trip:
+// errShort when a rowCheck failed, errDuplicate when an INSERT met a
 // recorded ID — rolled back, nothing changed — else the classified error.
 func runMulti(ctx context.Context, conn *sqlx.Conn, query string, args []any) error {
 	done, err := enter(ctx, phaseWrite)
 	if err != nil {
+		rollback(ctx, conn)
 		return err
 	}
 	_, err = conn.ExecContext(ctx, query, args...)
@@ -108,9 +162,7 @@ func runMulti(ctx context.Context, conn *sqlx.Conn, query string, args []any) er
 	if err == nil || !errors.As(err, &me) {
 		return classify(ctx, err, sent)
 	}
-	if _, rerr := conn.ExecContext(ctx, "ROLLBACK"); rerr != nil {
-		conn.Raw(func(any) error { return driver.ErrBadConn }) // database/sql closes it
-	}
+	rollback(ctx, conn)
 	switch me.Number {
 	case erDupEntry:
 		return errDuplicate

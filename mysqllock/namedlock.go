@@ -93,7 +93,7 @@ func newNamedLock(db *sqlx.DB, opts ...Option) *NamedLock {
 	return n
 }
 
-// errNamedLockTiDB is why NewNamedLock refuses TiDB. Measured (issue 26):
+// errNamedLockTiDB is why NewNamedLock refuses TiDB. Measured:
 // 22 ops/s, and a bare context deadline error to callers whose own
 // deadline was seconds away — TiDB's GET_LOCK is a pessimistic transaction
 // on an internal table, not a session lock the strategy's contract holds

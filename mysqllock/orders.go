@@ -10,6 +10,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/room"
 	"github.com/stockguard/stockguard/strategy"
 )
@@ -75,18 +76,15 @@ func (l *ledger) place(ctx context.Context, o newOrder) error {
 // placeAll records orders (distinct IDs, in ID order) and takes lines —
 // their units summed per SKU, in SKU order — in one transaction, locking
 // the stock rows only with the UPDATE that takes them, right before
-// COMMIT; in one round trip when multi (see placeMulti). It returns nil,
+// COMMIT; in two round trips when multi (see placeMulti). It returns nil,
 // errShort (a line did not fit) or errDuplicate (an ID is recorded
 // already) when the transaction rolled back, or the transaction's
-// classified error. seal, unless nil, is called before anything can
-// commit (see Batched.writeOrders): false ends with errLeft, nothing
-// written.
+// classified error. seal, unless nil, is called once the orders' IDs are
+// locked, before anything can commit (see Batched.writeOrders): false
+// ends with errLeft, nothing written.
 func (l *ledger) placeAll(ctx context.Context, conn *sqlx.Conn, multi bool, orders []newOrder, lines []stockguard.Line, seal func() bool) error {
 	if multi {
-		if seal != nil && !seal() {
-			return errLeft
-		}
-		return l.placeMulti(ctx, conn, orders, lines)
+		return l.placeMulti(ctx, conn, orders, lines, seal)
 	}
 	return inTx(ctx, conn, func(tx *sqlx.Tx) error {
 		if err := l.record(ctx, tx, orders); err != nil {
@@ -137,7 +135,7 @@ func (l *ledger) Confirm(ctx context.Context, id string) error {
 				case h.state == stockguard.OrderHeld && !h.expired:
 					return strategy.Retry(errChanged) // the deadline moved? never: the row is locked
 				}
-				return fmt.Errorf("%w: order %q is %v", stockguard.ErrOrderClosed, id, h.effective())
+				return errtext.Closed(id, h.effective())
 			})
 			if errors.Is(err, errNoChange) {
 				return nil

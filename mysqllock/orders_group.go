@@ -18,6 +18,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/combine"
+	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/strategy"
 )
 
@@ -263,14 +264,16 @@ type orderAttempt struct {
 // writeOrders is one attempt at a batch: the transaction above, then, when
 // an ID turned out recorded, the answers from the records. When the pool's
 // connections take several statements in one round trip (see
-// multiStatements), the transaction costs two: its BEGIN rides with the
-// first read, and every write rides with its COMMIT.
+// multiStatements), the transaction costs two: its BEGIN and the INSERTs
+// that record the orders ride together (after the reads, on the locking
+// way), and the other writes ride with its COMMIT.
 //
-// seal is called before the calls' writes can commit — statement by
-// statement, right after the INSERT that locks their IDs; on a
-// multiStatements pool, before the round trip that carries the writes and
-// COMMIT — and when it reports false a caller left, and the attempt ends
-// with errLeft, having written nothing.
+// seal is called once the server has run the INSERT that locks the calls'
+// IDs inside the transaction, before their writes can commit, on either
+// kind of pool; when it reports false a caller left, and the attempt ends
+// with errLeft, having written nothing. So a caller answered
+// ErrOutcomeUnknown has its ID locked until the outcome is known, and a
+// repeat's refusal, decided by a locking read of the ID, waits for it.
 func (b *Batched) writeOrders(ctx context.Context, conn *sqlx.Conn, calls []orderCall, seal func() bool) error {
 	multi, err := b.multi.check(ctx, conn, b.engine.known())
 	if err != nil {
@@ -297,7 +300,7 @@ func (b *Batched) writeOrders(ctx context.Context, conn *sqlx.Conn, calls []orde
 
 // placeFast writes a batch of Takes and Holds that all fit without reading
 // anything first: one placeAll of every order, their lines summed per SKU
-// — one round trip on a multiStatements pool, the stock rows locked only
+// — two round trips on a multiStatements pool, the stock rows locked only
 // by the UPDATE right before COMMIT, so a hot row is held for that UPDATE
 // and the COMMIT alone. It reports false, having changed nothing, when the
 // batch must go the locking way: it has a Confirm or Return and the pool
@@ -341,10 +344,7 @@ func (b *Batched) placeFast(ctx context.Context, conn *sqlx.Conn, multi bool, ca
 	}
 	slices.SortFunc(orders, func(x, y newOrder) int { return cmp.Compare(x.id, y.id) })
 	if len(settles) > 0 {
-		if !seal() {
-			return true, errLeft
-		}
-		return b.settleFast(ctx, conn, orders, totals, settles)
+		return b.settleFast(ctx, conn, orders, totals, settles, seal)
 	}
 	slices.SortFunc(lines, func(x, y stockguard.Line) int { return cmp.Compare(x.SKU, y.SKU) })
 	err := b.placeAll(ctx, conn, multi, orders, lines, seal)
@@ -411,10 +411,12 @@ func (s *shortSKUs) any(lines []stockguard.Line) bool {
 // statements in a database/sql transaction.
 var errNeedsTx = errors.New("mysqllock: the batch needs a database/sql transaction")
 
-// writeOrdersMulti is the batch's transaction in two round trips:
+// writeOrdersMulti is the batch's transaction in three round trips (two
+// when it places no order; one more for refusedUnrecorded's locking read):
 //
 //	START TRANSACTION; SELECT … FOR UPDATE; SELECT id FROM orders …
-//	INSERT …; INSERT …; UPDATE …; COMMIT
+//	INSERT …; INSERT …                 -- the orders granted: their IDs locked (see flush)
+//	UPDATE …; UPDATE …; COMMIT
 //
 // A statement that fails stops the rest, COMMIT included: the transaction
 // is still open and is rolled back. The connection must not go back to the
@@ -665,14 +667,14 @@ func (g *groupTx) decide() (short []string) {
 					have[ln.SKU] += ln.Qty
 				}
 				if c.op == opConfirm {
-					c.answer = fmt.Errorf("%w: order %q is %v", stockguard.ErrOrderClosed, c.order.id, stockguard.OrderExpired)
+					c.answer = errtext.Closed(c.order.id, stockguard.OrderExpired)
 				}
 			case c.op == opConfirm && rec.state == stockguard.OrderTaken:
 				c.final = true
 			case c.op == opConfirm && rec.state == stockguard.OrderHeld:
 				// Confirmed by the write, under the row's lock.
 			case c.op == opConfirm:
-				c.final, c.answer = true, fmt.Errorf("%w: order %q is %v", stockguard.ErrOrderClosed, c.order.id, rec.state)
+				c.final, c.answer = true, errtext.Closed(c.order.id, rec.state)
 			case !rec.state.Open():
 				c.final = true // returned or expired: nothing to give back
 			default:
@@ -769,8 +771,10 @@ func (g *groupTx) write(ctx context.Context) error {
 	if err := g.insert(ctx, placed); err != nil {
 		return err
 	}
-	// On the statement path the orders' IDs are locked now (see
-	// placeAll); on the multi-statement path the writes go with COMMIT.
+	if err := g.flush(ctx); err != nil {
+		return err
+	}
+	// The orders' IDs are locked now (see placeAll).
 	if !g.seal() {
 		return errLeft
 	}
@@ -793,6 +797,22 @@ func (g *groupTx) write(ctx context.Context) error {
 		}
 	}
 	return g.change(ctx, delta)
+}
+
+// flush sends, on the multi-statement path, the writes collected so far —
+// the INSERTs that record the batch's orders — in a round trip of their
+// own, inside the transaction: their IDs are locked once it returns, before
+// seal is called and the rest goes with COMMIT.
+func (g *groupTx) flush(ctx context.Context) error {
+	if g.tx != nil || len(g.pending) == 0 {
+		return nil
+	}
+	_, err := g.q.ExecContext(ctx, strings.Join(g.pending, "; "), g.pendingArgs...)
+	g.pending, g.pendingArgs = nil, nil
+	if isServerError(err, erDupEntry) {
+		return errDuplicate
+	}
+	return classify(ctx, err, unsent)
 }
 
 // insert records the orders granted in this batch, IDs in order, as

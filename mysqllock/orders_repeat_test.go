@@ -3,7 +3,8 @@ package mysqllock
 import (
 	"context"
 	"errors"
-	"os"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -156,14 +157,8 @@ func settled(t *testing.T, db *sqlx.DB, table string) {
 // written later, its repeat on another instance, refused meanwhile, would
 // be a refusal of an order that is then taken.
 func TestBatched_callerWhoLeftBeforeTheWriteIsNeverWritten(t *testing.T) {
-	db := testDB(t, interpolate) // statement by statement: a Confirm sends the batch the locking way
-	db.SetMaxOpenConns(16)
-	table := newTable(t, db)
-	b1 := mustNew(NewBatched(db, WithTable(table)))
-	b2 := mustNew(NewBatched(db, WithTable(table)))
+	db, table, b1, b2 := twoBatched(t, interpolate) // statement by statement: a Confirm sends the batch the locking way
 	ctx := t.Context()
-	want(t, "SetStock s", b1.SetStock(ctx, "s", 0), nil)
-	want(t, "SetStock z", b1.SetStock(ctx, "z", 10), nil)
 	want(t, "Hold h1", b1.Hold(ctx, "h1", stockguard.MaxHoldTTL, line("z", 1)), nil)
 	want(t, "Hold h2", b1.Hold(ctx, "h2", stockguard.MaxHoldTTL, line("z", 1)), nil)
 	lockOrder := func(id string) *sqlx.Tx {
@@ -209,16 +204,50 @@ func TestBatched_callerWhoLeftBeforeTheWriteIsNeverWritten(t *testing.T) {
 	}
 	want(t, "Confirm h2", <-c2, nil)
 
-	_, err := b1.Order(ctx, "x")
-	recorded := err == nil
-	if !recorded && !errors.Is(err, stockguard.ErrUnknownOrder) {
-		t.Fatalf("Order: %v", err)
+	ordersload.RepeatAgrees(t, b1, "x", firstErr, repeatErr)
+}
+
+// On a multiStatements pool a caller is answered ErrOutcomeUnknown only
+// once the server has recorded its order's ID in the batch's open
+// transaction. Here the batch's INSERT of IDs a and x waits on a (a test
+// transaction holds that ID) before it reaches x, and x's caller leaves:
+// x is not recorded yet, so the repeat on another instance finds no order
+// and no units and is refused. Then a restock, and the INSERT goes on: x
+// must not be recorded after all.
+func TestBatched_multiStatements_callerWhoLeftBeforeItsIDWasRecordedIsNeverWritten(t *testing.T) {
+	db, table, b1, b2 := twoBatched(t, multi)
+	ctx := t.Context()
+	holdA, err := db.BeginTxx(context.WithoutCancel(ctx), nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if errors.Is(repeatErr, stockguard.ErrInsufficientStock) && recorded {
-		t.Fatalf("the repeat was refused (%v), yet the order is recorded: the first attempt, answered %v, was written after its caller left", repeatErr, firstErr)
+	t.Cleanup(func() { holdA.Rollback() })
+	if _, err := holdA.Exec("INSERT INTO "+quote(OrdersTable(table))+" (id, kind, state, created_at, changed_at) VALUES ('a', ?, ?, NOW(6), NOW(6))", kindTake, stockguard.OrderTaken); err != nil {
+		t.Fatal(err)
 	}
-	if errors.Is(firstErr, context.Canceled) && recorded {
-		t.Fatalf("the first attempt was answered %v (nothing applied), yet the order is recorded", firstErr)
+
+	// a and x queue behind a Take held on z's row, and go out together.
+	release := queueBehind(t, b1, table, "z")
+	actx, leave := context.WithCancel(ctx)
+	answers := queueCalls(t, b1,
+		func() error { return b1.Take(ctx, "a", line("z", 1)) },
+		func() error { return b1.Take(actx, "x", line("s", 1)) })
+	release()
+	lockWaits(t, db, 1) // the batch's INSERT, on a
+	leave()
+	firstErr := <-answers[1]
+
+	repeatErr := b2.Take(ctx, "x", line("s", 1))
+	want(t, "SetStock s", b2.SetStock(ctx, "s", 1), nil)
+	if err := holdA.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "Take a", <-answers[0], nil)
+	settled(t, db, table)
+
+	recorded := ordersload.RepeatAgrees(t, b1, "x", firstErr, repeatErr)
+	if left := stockOf(t, b1, "s"); recorded && left != 0 || !recorded && left != 1 {
+		t.Fatalf("%d units of s left, order recorded: %v", left, recorded)
 	}
 }
 
@@ -228,11 +257,6 @@ func TestBatched_callerWhoLeftBeforeTheWriteIsNeverWritten(t *testing.T) {
 // in the ledger afterwards, every acknowledgement too, and units add up.
 func TestOrders_repeatsAgreeWithTheLedger(t *testing.T) {
 	bothPaths(t, func(t *testing.T, db *sqlx.DB) {
-		if t.Name() == "TestOrders_repeatsAgreeWithTheLedger/multiStatements" && os.Getenv("STOCKGUARD_ADVERSARY") == "" {
-			// Known open (docs/orders.md, "When a refusal is final"): it
-			// failed once in 1,500 orders; scripts/soak.sh adversary runs it.
-			t.Skip("multiStatements: a refusal can still race an attempt on another instance that has not yet recorded its ID; STOCKGUARD_ADVERSARY=long runs it")
-		}
 		db.SetMaxOpenConns(32) // see orderDB
 		repeats(t, db)
 	})
@@ -251,4 +275,123 @@ func repeats(t *testing.T, db *sqlx.DB) {
 		mustNew(NewAtomic(db, WithTable(table))),
 	}
 	ordersload.Repeats(t, insts, func() { settled(t, db, table) }, 12, 2000)
+}
+
+// gate holds every byte a pool's connections send while it is shut: a
+// statement the client has sent that the server has not yet received, as
+// on a slow network.
+type gate struct {
+	mu      sync.Mutex
+	shut    bool
+	open    chan struct{} // closed when the gate opens
+	blocked chan struct{} // receives when a write waits at the shut gate
+}
+
+func newGate(t *testing.T) *gate {
+	g := &gate{open: make(chan struct{}), blocked: make(chan struct{}, 16)}
+	close(g.open)
+	t.Cleanup(g.release)
+	return g
+}
+
+func (g *gate) hold() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.shut {
+		g.shut, g.open = true, make(chan struct{})
+	}
+}
+
+func (g *gate) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shut {
+		g.shut = false
+		close(g.open)
+	}
+}
+
+// dialer returns the pool setting that sends a pool's connections through g.
+func (g *gate) dialer(t *testing.T) func(*mysql.Config) {
+	name := "gate-" + nonIdent.ReplaceAllString(t.Name(), "_")
+	mysql.RegisterDialContext(name, func(ctx context.Context, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		return &gatedConn{Conn: c, g: g}, err
+	})
+	return func(c *mysql.Config) { c.Net = name }
+}
+
+type gatedConn struct {
+	net.Conn
+	g *gate
+}
+
+func (c *gatedConn) Write(p []byte) (int, error) {
+	c.g.mu.Lock()
+	shut, open := c.g.shut, c.g.open
+	c.g.mu.Unlock()
+	if shut {
+		c.g.blocked <- struct{}{}
+		<-open
+	}
+	return c.Conn.Write(p)
+}
+
+// On a multiStatements pool Atomic's order is two round trips: the first
+// records the order, the second takes the units and commits. Here the
+// first attempt's statements are sent but held on their way to the server
+// while its caller leaves; the repeat, elsewhere, finds no order and no
+// units and is refused; then a restock, and the held statements reach the
+// server: the order must not be recorded after all.
+func TestAtomic_multiStatements_callerWhoLeftBeforeItsIDWasRecordedIsNeverWritten(t *testing.T) {
+	g := newGate(t)
+	gated := testDB(t, multi, g.dialer(t))
+	gated.SetMaxOpenConns(1)
+	db := testDB(t, multi)
+	table := newTable(t, db)
+	first, err := NewAtomic(gated, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	repeat, err := NewAtomic(db, WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	want(t, "SetStock s", repeat.SetStock(ctx, "s", 0), nil)
+	want(t, "SetStock z", repeat.SetStock(ctx, "z", 1), nil)
+	want(t, "Take warm", first.Take(ctx, "warm", line("z", 1)), nil) // the gated connection is set up
+
+	g.hold()
+	actx, leave := context.WithCancel(ctx)
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- first.Take(actx, "x", line("s", 1)) }()
+	<-g.blocked
+	leave()
+	firstErr := <-firstDone
+	repeatErr := repeat.Take(ctx, "x", line("s", 1))
+	want(t, "SetStock s", repeat.SetStock(ctx, "s", 1), nil)
+	g.release()
+	for deadline := time.Now().Add(10 * time.Second); gated.Stats().InUse > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first attempt still runs")
+		}
+	}
+	settled(t, db, table)
+
+	ordersload.RepeatAgrees(t, repeat, "x", firstErr, repeatErr)
+}
+
+// twoBatched gives two Batched instances over one new table of the pool
+// kind, with SKU s sold out and z stocked with 10.
+func twoBatched(t *testing.T, kind func(*mysql.Config)) (db *sqlx.DB, table string, b1, b2 *Batched) {
+	t.Helper()
+	db = testDB(t, kind)
+	db.SetMaxOpenConns(16)
+	table = newTable(t, db)
+	b1 = mustNew(NewBatched(db, WithTable(table)))
+	b2 = mustNew(NewBatched(db, WithTable(table)))
+	want(t, "SetStock s", b1.SetStock(t.Context(), "s", 0), nil)
+	want(t, "SetStock z", b1.SetStock(t.Context(), "z", 10), nil)
+	return db, table, b1, b2
 }

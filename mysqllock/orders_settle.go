@@ -15,12 +15,16 @@ import (
 
 // settleFast is placeFast for a batch with Confirm or Return calls, on a
 // multiStatements pool: two round trips and no locking read. The first
-// reads the records of the Confirm and Return IDs, locking nothing; the
-// second is the whole transaction, each change conditional on what was
-// read:
+// reads the records of the Confirm and Return IDs, locking nothing — after
+// START TRANSACTION and the INSERTs that record the batch's Takes and
+// Holds, if any, so that their IDs are locked before seal is called (see
+// Batched.writeOrders); the second is the rest of the transaction, each
+// change conditional on what was read:
 //
-//	START TRANSACTION
-//	[SET @stockguard_now …;] INSERT INTO orders …; INSERT INTO order_lines …  -- the batch's Takes and Holds (lines: holds only)
+//	[START TRANSACTION; SET @stockguard_now …; INSERT INTO orders …; INSERT INTO order_lines …;]  -- the batch's Takes and Holds (lines: holds only)
+//	SELECT … FROM orders JOIN lines WHERE id IN (…)
+//
+//	[START TRANSACTION;]  -- when the first round trip did not
 //	UPDATE orders SET state = … WHERE id IN (…) AND (the state read, a Confirm's hold not expired)
 //	SET @… = (overflows unless ROW_COUNT() = the calls): rowCheck
 //	UPDATE order_lines SET expires = NULL WHERE order_id IN (…)   -- the holds settled
@@ -37,18 +41,38 @@ import (
 // nothing, when the batch must go the locking way: a call other than a
 // Confirm of a hold not yet expired or a Return of an open order (unknown
 // ID, closed, restock, expired), a check that failed, or a recorded ID.
-func (b *Batched) settleFast(ctx context.Context, conn *sqlx.Conn, orders []newOrder, take map[string]int64, settles []orderCall) (bool, error) {
+// When seal reports false it ends with errLeft, having changed nothing.
+func (b *Batched) settleFast(ctx context.Context, conn *sqlx.Conn, orders []newOrder, take map[string]int64, settles []orderCall, seal func() bool) (bool, error) {
 	ids := make([]any, len(settles))
 	for i, c := range settles {
 		ids[i] = c.order.id
 	}
 	slices.SortFunc(ids, func(x, y any) int { return cmp.Compare(x.(string), y.(string)) })
 	records := make(map[string]orderRecord, len(ids))
-	err := eachRow(ctx, conn, b.lq.records(len(ids)), ids, func(rows *sql.Rows) error {
-		return scanRecord(rows, records)
-	})
+	read := func(rows *sql.Rows) error { return scanRecord(rows, records) }
+	var q []string
+	var args []any
+	var err error
+	open := len(orders) > 0
+	if open {
+		r := b.recordStmts(orders)
+		err = openMulti(ctx, conn, strings.Join(append(r.stmts, b.lq.records(len(ids))), "; "), append(r.allArgs(), ids...), read)
+		if errors.Is(err, errDuplicate) {
+			return false, nil
+		}
+	} else {
+		err = eachRow(ctx, conn, b.lq.records(len(ids)), ids, read)
+		q = []string{"START TRANSACTION"}
+	}
 	if err != nil {
 		return true, err
+	}
+	// The locking way, having changed nothing.
+	lockingWay := func() (bool, error) {
+		if open {
+			rollback(ctx, conn)
+		}
+		return false, nil
 	}
 	net := make(map[string]int64, len(take))
 	for sku, qty := range take {
@@ -59,7 +83,7 @@ func (b *Batched) settleFast(ctx context.Context, conn *sqlx.Conn, orders []newO
 		rec, ok := records[c.order.id]
 		switch {
 		case !ok, rec.kind == kindRestock, rec.state == stockguard.OrderHeld && rec.expired:
-			return false, nil
+			return lockingWay()
 		case c.op == opConfirm && rec.state == stockguard.OrderHeld:
 			confirms = append(confirms, c.order.id)
 			continue
@@ -68,19 +92,19 @@ func (b *Batched) settleFast(ctx context.Context, conn *sqlx.Conn, orders []newO
 		case c.op == opReturn && rec.state == stockguard.OrderTaken:
 			fromTaken = append(fromTaken, c.order.id)
 		default:
-			return false, nil // answered from the record: the locking way does that
+			return lockingWay() // answered from the record: the locking way does that
 		}
 		for _, ln := range rec.lines {
 			net[ln.SKU] += ln.Qty
 		}
 	}
-
-	var q []string
-	var args []any
-	if len(orders) > 0 {
-		r := b.recordStmts(orders)
-		q, args = r.stmts, r.allArgs()
+	if !seal() {
+		if open {
+			rollback(ctx, conn)
+		}
+		return true, errLeft
 	}
+
 	// A Return of a hold that expires meanwhile ends it expired: its units
 	// come back all the same, as on the locking way.
 	var sb strings.Builder
@@ -124,7 +148,7 @@ func (b *Batched) settleFast(ctx context.Context, conn *sqlx.Conn, orders []newO
 		q = append(q, "UPDATE "+b.lq.stock+" SET "+moveUnits(cases)+", version = version + 1 WHERE sku IN ("+list(len(lines))+") AND qty + "+cases+" >= 0", rowCheck)
 		args = slices.Concat(args, caseArgs, caseArgs, in, caseArgs, []any{len(lines)})
 	}
-	err = runMulti(ctx, conn, "START TRANSACTION; "+strings.Join(q, "; ")+"; COMMIT", args)
+	err = runMulti(ctx, conn, strings.Join(append(q, "COMMIT"), "; "), args)
 	switch {
 	case err == nil:
 		return true, nil

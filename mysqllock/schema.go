@@ -18,7 +18,7 @@ import (
 // OrderLinesTable). Tables lists their names. It is idempotent and leaves
 // an existing table as it is.
 //
-// The stock table (docs/design.md, section 3, "Validation") keys on sku
+// The stock table keys on sku
 // VARBINARY(64), not VARCHAR(64), on purpose. Every text collation of MariaDB, and
 // MySQL's utf8mb4_bin, is PAD SPACE ('a' = 'a ') and most also fold case or
 // accents ('sku' = 'SKU', 'e' = 'é'), so distinct valid SKUs would share a

@@ -46,7 +46,7 @@ func TestSegmented_conformance(t *testing.T) {
 	}
 }
 
-func TestCreateSegmentedSchema(t *testing.T) {
+func TestCreateSchema_segmentsIdempotent(t *testing.T) {
 	db := testDB(t)
 	table := newSegTable(t, db)
 	// Idempotent.

@@ -4,10 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/strategy"
 )
 
@@ -273,9 +272,9 @@ func sel(ctx context.Context, q sqlx.QueryerContext, dest any, query string, arg
 }
 
 func unknownSKU(sku string) error {
-	return fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
+	return errtext.UnknownSKU(sku)
 }
 
 func insufficient(sku string, want, have int64) error {
-	return fmt.Errorf("%w: %q has %d, %d wanted", stockguard.ErrInsufficientStock, sku, have, want)
+	return errtext.Insufficient(sku, have, want)
 }

@@ -75,7 +75,7 @@ func WithBatchSize(n int) Option {
 type Batched struct {
 	ledger
 	writes *combine.Combiner[request] // per SKU: Decrements and single-line orders
-	orders *combine.Combiner[request] // one queue: orders of several lines (see orders_group.go)
+	orders *combine.Combiner[request] // one queue: orders of several lines
 }
 
 var (

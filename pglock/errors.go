@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/strategy"
 )
 
@@ -176,9 +177,9 @@ func detach(err error) error {
 }
 
 func unknownSKU(sku string) error {
-	return fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
+	return errtext.UnknownSKU(sku)
 }
 
 func insufficient(sku string, want, have int64) error {
-	return fmt.Errorf("%w: %q has %d, %d wanted", stockguard.ErrInsufficientStock, sku, have, want)
+	return errtext.Insufficient(sku, have, want)
 }

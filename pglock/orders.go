@@ -4,11 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/room"
 	"github.com/stockguard/stockguard/strategy"
 )
@@ -110,7 +110,7 @@ func (l *ledger) Confirm(ctx context.Context, id string) error {
 				case h.state == stockguard.OrderHeld && !h.expired:
 					return strategy.Retry(errChanged) // the deadline moved? never: the row is locked
 				}
-				return fmt.Errorf("%w: order %q is %v", stockguard.ErrOrderClosed, id, h.effective())
+				return errtext.Closed(id, h.effective())
 			})
 			if errors.Is(err, errNoChange) {
 				return nil

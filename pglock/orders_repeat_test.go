@@ -2,7 +2,6 @@ package pglock
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -68,14 +67,7 @@ func TestBatched_callerWhoLeftIsNotWrittenByALaterAttempt(t *testing.T) {
 	}
 	want(t, "d", <-d, nil) // answered from the record dup left
 
-	_, err := b1.Order(ctx, "x")
-	recorded := err == nil
-	if !recorded && !errors.Is(err, stockguard.ErrUnknownOrder) {
-		t.Fatalf("Order: %v", err)
-	}
-	if errors.Is(repeatErr, stockguard.ErrInsufficientStock) && recorded {
-		t.Fatalf("the repeat was refused (%v), yet the order is recorded: the first attempt, answered %v, was written after its caller left", repeatErr, firstErr)
-	}
+	ordersload.RepeatAgrees(t, b1, "x", firstErr, repeatErr)
 }
 
 // pgLockWaits waits until n statements on table's tables wait for a lock.

@@ -22,7 +22,7 @@ import (
 // The code reads as if it ran alone; the server proves it did. It is what
 // users reach for first, and on a hot row it is the slowest strategy: of
 // the concurrent transactions on one row, one commits and the others roll
-// back and start again (see docs/postgres.md). It is the strategy that
+// back and start again. It is the strategy that
 // carries over to engines that offer only SERIALIZABLE (CockroachDB).
 type Serializable struct {
 	store

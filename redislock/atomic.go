@@ -92,8 +92,8 @@ var (
 // stockguard.ErrInvalidRequest, before any I/O: a Ring sends the keys of a
 // shard it votes down to another shard, where a SKU's level looks unknown
 // or stale and an order's record absent, which the two-phase protocol
-// reads as "give the units back". Which deployments Atomic needs:
-// docs/orders.md.
+// reads as "give the units back". Its Orders methods also need servers
+// that never evict a key (maxmemory 0 or maxmemory-policy noeviction).
 func NewAtomic(rdb AtomicClient, opts ...Option) (*Atomic, error) {
 	v := newAtomic(rdb, opts...)
 	if v.err != nil {
@@ -157,9 +157,9 @@ func (a *Atomic) Decrement(ctx context.Context, sku string, qty int64) error {
 		case codeResolve:
 			return sku, replyStrings(reply, 1), nil
 		case codeUnknownSKU:
-			return "", nil, fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
+			return "", nil, errtext.UnknownSKU(sku)
 		case codeShort:
-			return "", nil, fmt.Errorf("%w: %q has fewer than %d units", stockguard.ErrInsufficientStock, sku, qty)
+			return "", nil, errtext.Insufficient(sku, errtext.Unknown, qty)
 		case codeCorrupt:
 			return "", nil, redisx.Corrupt(keys[0], "holds no stock level")
 		}
@@ -217,7 +217,7 @@ func (a *Atomic) Stock(ctx context.Context, sku string) (int64, error) {
 			}
 			switch level = replyInt(reply, 0); {
 			case level == codeUnknownSKU:
-				return "", nil, fmt.Errorf("%w: key %q does not exist", stockguard.ErrUnknownSKU, keys[0])
+				return "", nil, errtext.UnknownSKU(sku)
 			case level == codeCorrupt:
 				return "", nil, redisx.Corrupt(keys[0], "holds no stock level")
 			case len(reply) > 2:

@@ -227,7 +227,7 @@ func (b *Batched) write(ctx context.Context, sku string, bt *combine.Batch[batch
 	case err != nil:
 		return errtext.Wrap(err, "redislock: decrement %q (in a call of %d requests)", sku, len(m))
 	case out.missing:
-		return fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
+		return errtext.UnknownSKU(sku)
 	case out.corrupt:
 		return redisx.Corrupt(key, "holds no stock level")
 	}
@@ -237,7 +237,7 @@ func (b *Batched) write(ctx context.Context, sku string, bt *combine.Batch[batch
 			r.err = nil
 			left -= r.qty
 		} else {
-			r.err = fmt.Errorf("%w: %q had %d units left for a request of %d", stockguard.ErrInsufficientStock, sku, left, r.qty)
+			r.err = errtext.Insufficient(sku, left, r.qty)
 		}
 	}
 	return nil

@@ -138,7 +138,7 @@ func (f fencedLocks) obtain(ctx context.Context, sku string, ttl time.Duration, 
 	}
 	l, err := f.c.Obtain(ctx, sku, ttl, opts...)
 	if errors.Is(err, ErrNotExist) {
-		return nil, fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
+		return nil, errtext.UnknownSKU(sku)
 	}
 	if err != nil {
 		return nil, err
@@ -194,7 +194,7 @@ func (g *Guarded) Decrement(ctx context.Context, sku string, qty int64) error {
 				return readFailed(sku, err)
 			}
 			if level < qty {
-				return fmt.Errorf("%w: %q has %d, %d wanted", stockguard.ErrInsufficientStock, sku, level, qty)
+				return errtext.Insufficient(sku, level, qty)
 			}
 			return g.write(ctx, h, sku, level-qty)
 		})

@@ -25,7 +25,7 @@ type Option func(*options)
 
 type options struct {
 	keys    rediskeys.Keys
-	orders  orderOptions // NewAtomic's Orders: see orders_options.go
+	orders  orderOptions // NewAtomic's Orders
 	retry   strategy.RetryPolicy
 	store   Store         // NewGuarded: where the stock lives; nil means Redis
 	lockTTL time.Duration // NewGuarded, NewSegmented: lease of the locks
@@ -153,8 +153,9 @@ const DefaultReplicaAck = 0
 // n must be 1…100 and timeout whole milliseconds in 1ms…1min; anything
 // else is an invalid option. Not with WithAOFAck. On a *redis.Ring every
 // write fails with stockguard.ErrUnavailable (a Ring cannot route a
-// keyless WAIT). What this guarantees across a failover and what it does
-// not: docs/replicas.md. Default DefaultReplicaAck (off).
+// keyless WAIT). An acknowledged write survives a failover that promotes
+// one of the replicas that acknowledged it. Default DefaultReplicaAck
+// (off).
 func WithReplicaAck(n int, timeout time.Duration) Option {
 	return func(o *options) { o.setAck(redisx.Ack{Replicas: n, Timeout: timeout}) }
 }

@@ -48,7 +48,7 @@ const pendingWindow = 30 * time.Second
 // absence would tell the lines to give their units back). Each SKU with
 // units out on open orders keeps their count in its holds (one member).
 // Keys take no prefix with a brace (WithPrefix), and a line record's name
-// is injective in (SKU, ID) (rediskeys.Keys.Pair); see docs/orders.md.
+// is injective in (SKU, ID) (rediskeys.Keys.Pair).
 //
 // On a cluster, a Stock read while a multi-line two-phase order is pending
 // counts its lines already taken, and that order may still be refused on
@@ -202,7 +202,7 @@ func (a *Atomic) decide(ctx context.Context, op, id string) error {
 	case err != nil:
 		return errtext.Wrap(err, "redislock: %s %q", op, id)
 	case op == "confirm" && r.state != 't':
-		return fmt.Errorf("%w: redislock: confirm %q: it is %v", stockguard.ErrOrderClosed, id, orderState(r.state))
+		return errtext.Closed(id, orderState(r.state))
 	}
 	return nil
 }
@@ -223,9 +223,9 @@ func (a *Atomic) settled(ctx context.Context, op, id string) (*record, error) {
 		case err != nil:
 			return nil, err
 		case r.state == 0:
-			return nil, fmt.Errorf("%w: nothing applied under %q", stockguard.ErrUnknownOrder, id)
+			return nil, errtext.UnknownOrder(id)
 		case r.kind == kindRestock:
-			return nil, fmt.Errorf("%w: %q was applied by Restock", stockguard.ErrOrderMismatch, id)
+			return nil, errtext.Mismatch(id, "Restock")
 		case r.nonce != "":
 			return a.settleRemote(ctx, op, id)
 		}
@@ -266,9 +266,9 @@ func (a *Atomic) oneSlot(id string, lines []stockguard.Line) bool {
 func (a *Atomic) refusal(code int64, l stockguard.Line) error {
 	switch code {
 	case codeUnknownSKU:
-		return fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, l.SKU)
+		return errtext.UnknownSKU(l.SKU)
 	case codeShort:
-		return fmt.Errorf("%w: %q has fewer than %d units", stockguard.ErrInsufficientStock, l.SKU, l.Qty)
+		return errtext.Insufficient(l.SKU, errtext.Unknown, l.Qty)
 	case codeCorrupt:
 		return redisx.Corrupt(a.keys.Stock(l.SKU), "holds no stock level")
 	case codeOverflow:

@@ -37,7 +37,7 @@ local function give_back()
   for i = 1, n do
     if redis.call('ZREM', KEYS[2 * i + 1], member(i)) == 1 then
       redis.call('INCRBY', KEYS[2 * i], ARGV[3 + 2 * i])
-      move_out(KEYS[2 * i + 1], -tonumber(ARGV[3 + 2 * i]))
+      move_back(KEYS[2 * i + 1], ARGV[3 + 2 * i])
     end
   end
 end
@@ -88,7 +88,7 @@ elseif op == 'return' then
   elseif s == 't' then
     for i = 1, n do
       redis.call('INCRBY', KEYS[2 * i], ARGV[3 + 2 * i])
-      move_out(KEYS[2 * i + 1], -tonumber(ARGV[3 + 2 * i]))
+      move_back(KEYS[2 * i + 1], ARGV[3 + 2 * i])
     end
     set('r')
     stream_effect(stream, 'R', id, 4, n)

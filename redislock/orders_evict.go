@@ -17,7 +17,7 @@ type evictionCheck struct{ passed atomic.Bool }
 
 // admitOrder is admit for the Orders methods, which also need servers that
 // never evict a key: a record or line record evicted reads as "nothing
-// recorded" or "give the units back" (docs/orders.md). The first call asks
+// recorded" or "give the units back". The first call asks
 // every server (each shard's master and replicas on a cluster) for its
 // maxmemory settings; maxmemory 0 or maxmemory-policy noeviction pass, and
 // so does a server that refuses CONFIG (renamed, ACL): the deployment is

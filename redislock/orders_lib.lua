@@ -29,9 +29,17 @@ local function units_out(holds)
   return -(tonumber(redis.call('ZSCORE', holds, OUT)) or 0)
 end
 
--- move_out counts q more units of holds' SKU out (q < 0: back).
+-- move_out counts q more units of holds' SKU out, q the decimal of a
+-- qty. A take's numbers cross into Redis as strings and its float reply
+-- stays unread: Lua formats a number argument (%.17g) and parses a float
+-- reply (strtod) at about the cost of a redis.call each.
 local function move_out(holds, q)
-  if tonumber(redis.call('ZINCRBY', holds, -q, OUT)) >= 0 then
+  redis.call('ZINCRBY', holds, '-' .. q, OUT)
+end
+
+-- move_back counts q units of holds' SKU back (q as move_out's).
+local function move_back(holds, q)
+  if tonumber(redis.call('ZINCRBY', holds, q, OUT)) >= 0 then
     redis.call('ZREM', holds, OUT)
   end
 end
@@ -59,9 +67,14 @@ end
 -- after it gave some back (a caller that must see every one calls again).
 local function reclaim(stock, holds, now, have, need, budget, remote)
   local examined, gave = 0, false
-  local min, skip = '0', 0
+  local min, skip, upto = '0', 0, int(now)
+  -- Mostly nothing is due: a count, four arguments and an integer reply,
+  -- says so for less than the page read below.
+  if redis.call('ZCOUNT', holds, '0', upto) == 0 then
+    return have, false
+  end
   while true do
-    local due = redis.call('ZRANGEBYSCORE', holds, min, now, 'WITHSCORES', 'LIMIT', skip, 64)
+    local due = redis.call('ZRANGEBYSCORE', holds, min, upto, 'WITHSCORES', 'LIMIT', skip == 0 and '0' or int(skip), '64')
     local n = #due / 2
     examined = examined + n
     for i = 1, #due, 2 do
@@ -79,7 +92,7 @@ local function reclaim(stock, holds, now, have, need, budget, remote)
         local q = string.match(m, '^%d+')
         redis.call('ZREM', holds, m)
         redis.call('INCRBY', stock, q)
-        move_out(holds, -tonumber(q))
+        move_back(holds, q)
         have = have + tonumber(q)
         gave = true
       end

@@ -69,7 +69,7 @@ local function back(n, ttl)
   changed = 1
   if st == 'p' or st == 't' or st == 'a' then
     redis.call('INCRBY', stock, qty)
-    move_out(holds, -tonumber(qty))
+    move_back(holds, qty)
   end
   redis.call('ZREM', holds, member)
   if ttl then
@@ -131,7 +131,7 @@ if op == 'take' or op == 'restock' then
     back(owner)
   end
   redis.call('DECRBY', stock, ARGV[4])
-  move_out(holds, q)
+  move_out(holds, ARGV[4])
   put('p', ARGV[4], nonce)
   redis.call('ZADD', holds, now_us() + tonumber(ARGV[5]), member)
   return {0}

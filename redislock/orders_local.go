@@ -3,10 +3,10 @@ package redislock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
@@ -38,7 +38,7 @@ func (a *Atomic) placeLocal(ctx context.Context, kind byte, id string, ttl time.
 			state, _ = reply[1].(string)
 			return "", nil, nil
 		case code == codeMismatch:
-			return "", nil, fmt.Errorf("%w: %q was applied with other lines or by another call", stockguard.ErrOrderMismatch, id)
+			return "", nil, errtext.Mismatch(id, "")
 		}
 		i := int(replyInt(reply, 1)) - 1
 		if i < 0 || i >= len(lines) {
@@ -56,7 +56,7 @@ func (a *Atomic) placeLocal(ctx context.Context, kind byte, id string, ttl time.
 		return err
 	}
 	if state == "r" || state == "e" {
-		return fmt.Errorf("%w: it is %v", stockguard.ErrOrderClosed, orderState(state[0]))
+		return errtext.Closed(id, orderState(state[0]))
 	}
 	return nil
 }
@@ -113,7 +113,7 @@ func (a *Atomic) restockLocal(ctx context.Context, id, sku string, qty int64) er
 	case 0:
 		return nil
 	case codeMismatch:
-		return fmt.Errorf("%w: %q was applied otherwise", stockguard.ErrOrderMismatch, id)
+		return errtext.Mismatch(id, "")
 	default:
 		if err := a.refusal(code, stockguard.Line{SKU: sku, Qty: qty}); err != nil {
 			return err

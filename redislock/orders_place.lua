@@ -55,7 +55,7 @@ if kind == 'H' then
 end
 for i = 1, n do
   redis.call('DECRBY', KEYS[2 * i], ARGV[5 + 2 * i])
-  move_out(KEYS[2 * i + 1], tonumber(ARGV[5 + 2 * i]))
+  move_out(KEYS[2 * i + 1], ARGV[5 + 2 * i])
   if kind == 'H' then
     redis.call('ZADD', KEYS[2 * i + 1], d, member(i))
   end

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
@@ -32,7 +33,7 @@ func (a *Atomic) placeRemote(ctx context.Context, kind byte, id string, ttl time
 		case err != nil:
 			return err
 		case r.flag == "mismatch":
-			return fmt.Errorf("%w: %q was applied with other lines or by another call", stockguard.ErrOrderMismatch, id)
+			return errtext.Mismatch(id, "")
 		}
 		ours, compared := r.flag == "new", r.state != 'p' && r.state != 'u'
 		if ours {
@@ -71,7 +72,7 @@ func (a *Atomic) window() time.Duration { return cmp.Or(a.pending, pendingWindow
 // (r: h, t, r or e).
 func (a *Atomic) answer(id string, r *record) error {
 	if r.state == 'r' || r.state == 'e' {
-		return fmt.Errorf("%w: order %q is %v", stockguard.ErrOrderClosed, id, orderState(r.state))
+		return errtext.Closed(id, orderState(r.state))
 	}
 	return nil
 }
@@ -92,9 +93,9 @@ func (a *Atomic) settleRemote(ctx context.Context, op, id string) (*record, erro
 	case err != nil && !errors.Is(err, errRestart) && !refused(err):
 		return nil, err
 	case err != nil || r.state == 0:
-		return nil, fmt.Errorf("%w: nothing applied under %q", stockguard.ErrUnknownOrder, id)
+		return nil, errtext.UnknownOrder(id)
 	case r.kind == kindRestock:
-		return nil, fmt.Errorf("%w: %q was applied by Restock", stockguard.ErrOrderMismatch, id)
+		return nil, errtext.Mismatch(id, "Restock")
 	}
 	switch {
 	case op == "confirm" && r.state == 'h':
@@ -206,7 +207,7 @@ func (a *Atomic) forgotten(ctx context.Context, id string, r *record) error {
 	if _, err := a.recordOp(ctx, id, "seal", r.nonce); err != nil {
 		return err
 	}
-	return fmt.Errorf("%w: order %q is past its retention (its line records expired)", stockguard.ErrUnknownOrder, id)
+	return fmt.Errorf("%w, past its retention (its line records expired)", errtext.UnknownOrder(id))
 }
 
 // finish drives the record r of id out of the protocol's transient states:

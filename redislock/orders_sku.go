@@ -181,7 +181,7 @@ func (a *Atomic) Held(ctx context.Context, sku string) (level, held int64, err e
 	}
 	switch level = replyInt(reply, 0); level {
 	case codeUnknownSKU:
-		return 0, 0, fmt.Errorf("%w: redislock: key %q does not exist", stockguard.ErrUnknownSKU, keys[0])
+		return 0, 0, errtext.UnknownSKU(sku)
 	case codeCorrupt:
 		return 0, 0, redisx.Corrupt(keys[0], "holds no stock level")
 	}

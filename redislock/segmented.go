@@ -291,7 +291,7 @@ func (s *Segmented) slow(ctx context.Context, sku string, qty int64) error {
 			return err
 		}
 		if before.quiet() && after.quiet() && before.fence == after.fence && before.n == after.n {
-			return fmt.Errorf("%w: %q has fewer than %d units", stockguard.ErrInsufficientStock, sku, qty)
+			return errtext.Insufficient(sku, errtext.Unknown, qty)
 		}
 	}
 	return s.gatherTake(ctx, sku, qty)
@@ -374,7 +374,7 @@ func (s *Segmented) readMeta(ctx context.Context, sku string) (meta, error) {
 	}
 	raw, ok := all.Val()["n"]
 	if !ok {
-		return meta{}, fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
+		return meta{}, errtext.UnknownSKU(sku)
 	}
 	n, err := strconv.Atoi(raw)
 	if err != nil || n < 1 || n > MaxSegments {
@@ -456,7 +456,7 @@ func (s *Segmented) gatherTake(ctx context.Context, sku string, qty int64) error
 		if sum(levels) < qty {
 			// No other gather holds units, and segments only shrink
 			// meanwhile: the stock is short.
-			return fmt.Errorf("%w: %q has %d units, %d wanted", stockguard.ErrInsufficientStock, sku, sum(levels), qty)
+			return errtext.Insufficient(sku, sum(levels), qty)
 		}
 		if err := s.takeFitting(ctx, sku, qty, levels); !errors.Is(err, errNoFit) {
 			return err
@@ -516,7 +516,7 @@ func (s *Segmented) gatherPieces(ctx context.Context, l *Lock, sku string, qty i
 	if failed == nil && need > 0 {
 		// Every segment that had units was emptied by this gather, and no
 		// other gather holds any: the stock is short.
-		failed = fmt.Errorf("%w: %q has %d units, %d wanted", stockguard.ErrInsufficientStock, sku, qty-need, qty)
+		failed = errtext.Insufficient(sku, qty-need, qty)
 	}
 	if failed == nil {
 		decided, err := segmentedDecideScript.Run(ctx, s.once, []string{metaKey}, field, "c").Int64()

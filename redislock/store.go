@@ -153,7 +153,7 @@ func (s *RedisStore) writeIf(ctx context.Context, sku string, qty int64, guardKe
 	case err != nil:
 		return false, redisx.Classify(ctx, err, redisx.Write)
 	case r < 0:
-		return false, fmt.Errorf("%w: %q (stock key gone)", stockguard.ErrUnknownSKU, sku)
+		return false, errtext.UnknownSKU(sku)
 	}
 	return r == 1, nil
 }

@@ -6,6 +6,13 @@
 // prefix, rows in its tables) sets Suite.Footprint, so that the suite also
 // checks that requests for SKUs never stocked create nothing.
 //
+// An error reads the same whichever strategy returns it: the text of its
+// contract error first, and for the conditions any backend meets the
+// detail too — stockguard: insufficient stock: "sku" has 5, 6 wanted (or
+// "sku" has fewer than the 6 wanted, when the level was not read);
+// stockguard: unknown sku: "sku"; stockguard: unknown order: "id";
+// stockguard: order closed: "id" is returned.
+//
 // Adversary attacks several instances of one store at once with a seeded
 // workload of callers that give up and repeat (Adversary.RunOrders,
 // Adversary.RunInventory), and checks every answer against a model; a

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/strategy"
 )
 
@@ -178,10 +179,23 @@ func (o *orders) restock(inst stockguard.Orders, id, sku string, qty int64, want
 	return o.r.expect(fmt.Sprintf("Restock(%q, %q, %d)", id, sku, qty), inst.Restock(o.ctx, id, sku, qty), want)
 }
 
-// unknown records a violation unless Order(id) is ErrUnknownOrder.
+// closed records a violation unless Confirm(id) of a returned order is
+// ErrOrderClosed, in the words of errtext.Closed.
+func (o *orders) closed(inst stockguard.Orders, id string) {
+	op := fmt.Sprintf("Confirm(%q) of a returned order", id)
+	if err := inst.Confirm(o.ctx, id); o.r.expect(op, err, stockguard.ErrOrderClosed) {
+		o.r.text(op, err, errtext.Closed(id, stockguard.OrderReturned))
+	}
+}
+
+// unknown records a violation unless Order(id) is ErrUnknownOrder, in the
+// words of errtext.UnknownOrder.
 func (o *orders) unknown(id string) {
 	_, err := o.b.Order(o.ctx, id)
-	o.r.expect(fmt.Sprintf("Order(%q) of an order never applied", id), err, stockguard.ErrUnknownOrder)
+	op := fmt.Sprintf("Order(%q) of an order never applied", id)
+	if o.r.expect(op, err, stockguard.ErrUnknownOrder) {
+		o.r.text(op, err, errtext.UnknownOrder(id))
+	}
 }
 
 // order records a violation unless Order(id), read through both instances,

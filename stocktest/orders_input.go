@@ -9,7 +9,7 @@ import (
 	"github.com/stockguard/stockguard"
 )
 
-// Invalid order inputs under the validation rules of docs/design.md (section 3).
+// Invalid order inputs under the contract's validation rules.
 var (
 	badIDs = []string{
 		"",

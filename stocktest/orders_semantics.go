@@ -11,8 +11,8 @@ import (
 // an odd value so that a deadline computed from another ttl shows.
 const longTTL = 47 * time.Minute
 
-// The cases in this file follow the rows of the orders table in docs/design.md
-// (section 3, "Orders").
+// The cases in this file follow the rules of stockguard.Orders, one case
+// per rule.
 // Each writes through one instance and reads through both.
 
 // checkTake: a fresh Take takes every line for good.
@@ -131,7 +131,7 @@ func checkClosed(o *orders) {
 	if o.take(o.a, take, nil, line(a, 2)) && o.giveBack(o.a, take, nil) {
 		o.take(o.a, take, stockguard.ErrOrderClosed, line(a, 2))
 		o.take(o.b, take, stockguard.ErrOrderClosed, line(a, 2))
-		o.confirm(o.b, take, stockguard.ErrOrderClosed)
+		o.closed(o.b, take)
 		o.order(take, stockguard.OrderReturned, line(a, 2))
 	}
 	o.levels(map[string]int64{a: 10, b: 10})
@@ -139,7 +139,7 @@ func checkClosed(o *orders) {
 	hold := o.subj.ID("closed-hold")
 	if o.hold(o.a, hold, longTTL, nil, line(a, 1), line(b, 1)) && o.giveBack(o.b, hold, nil) {
 		o.hold(o.a, hold, longTTL, stockguard.ErrOrderClosed, line(b, 1), line(a, 1))
-		o.confirm(o.a, hold, stockguard.ErrOrderClosed)
+		o.closed(o.a, hold)
 		o.order(hold, stockguard.OrderReturned, line(a, 1), line(b, 1))
 	}
 	o.levels(map[string]int64{a: 10, b: 10})

@@ -139,6 +139,20 @@ func TestCheckOrders_reportsBrokenOrders(t *testing.T) {
 			wantText: "Stock(",
 		},
 		{
+			name: "closed order in words of its own",
+			orders: func() stockguard.Orders {
+				return &brokenOrders{Store: memorders.New(), confirm: func(s *memorders.Store, ctx context.Context, id string) error {
+					err := s.Confirm(ctx, id)
+					if errors.Is(err, stockguard.ErrOrderClosed) {
+						return fmt.Errorf("%w: confirm %q: it is returned", stockguard.ErrOrderClosed, id)
+					}
+					return err
+				}}
+			},
+			wantCase: "Closed",
+			wantText: "error text",
+		},
+		{
 			name: "stock tried before the record",
 			orders: func() stockguard.Orders {
 				return &brokenOrders{Store: memorders.New(), take: func(s *memorders.Store, ctx context.Context, id string, lines []stockguard.Line) error {

@@ -241,6 +241,32 @@ func TestCheck_reportsBrokenInventories(t *testing.T) {
 			wantText: "not sold out",
 		},
 		{
+			name: "insufficient stock in words of its own",
+			inv: func() stockguard.Inventory {
+				return broken{memstock.New(), func(s *memstock.Store, ctx context.Context, sku string, qty int64) error {
+					if have, err := s.Stock(ctx, sku); err == nil && have < qty {
+						return fmt.Errorf("%w: %q has fewer than %d units", stockguard.ErrInsufficientStock, sku, qty)
+					}
+					return s.Decrement(ctx, sku, qty)
+				}}
+			},
+			wantCase: "Insufficient",
+			wantText: `has 5, 6 wanted`,
+		},
+		{
+			name: "unknown SKU in words of its own",
+			inv: func() stockguard.Inventory {
+				return broken{memstock.New(), func(s *memstock.Store, ctx context.Context, sku string, qty int64) error {
+					if _, err := s.Stock(ctx, sku); errors.Is(err, stockguard.ErrUnknownSKU) {
+						return fmt.Errorf("%w: key %q does not exist", stockguard.ErrUnknownSKU, "stock:{"+sku+"}")
+					}
+					return s.Decrement(ctx, sku, qty)
+				}}
+			},
+			wantCase: "UnknownSKU",
+			wantText: "error text",
+		},
+		{
 			name: "stale cached Stock",
 			inv: func() stockguard.Inventory {
 				return &cacheAside{Store: memstock.New(), cache: map[string]int64{}}

@@ -21,6 +21,5 @@
 //
 // Setup prepares a front once, at deployment; a front that lost its data
 // (restarted without persistence) is refused with ErrFrontLost until
-// Recover re-seeds it from the back. See docs/tiered.md for what the front
-// must run and what each setting survives.
+// Recover re-seeds it from the back.
 package tiered

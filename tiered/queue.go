@@ -37,8 +37,7 @@ type Entry struct {
 // Queue is what a Consumer and a Reconciler need of the channel between the
 // tiers: a consumer group's reads, claims and acknowledgements, and the
 // entries not yet acknowledged. Streams implements it over a Redis Stream;
-// a log such as Kafka or NATS JetStream could sit behind it (see
-// docs/tiered.md for what changes then).
+// a log such as Kafka or NATS JetStream could sit behind it.
 type Queue interface {
 	// Read returns up to n entries delivered to no consumer of the group
 	// yet, now delivered to consumer, waiting up to block for the first.

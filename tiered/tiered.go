@@ -206,7 +206,7 @@ func (o *Orders) Restock(ctx context.Context, id, sku string, qty int64) error {
 	// restock's was applied to the back before the front.
 	switch _, err := o.front.Order(ctx, id); {
 	case err == nil:
-		return fmt.Errorf("%w: tiered: restock under %q: it is an order's ID", stockguard.ErrOrderMismatch, id)
+		return errtext.Mismatch(id, "")
 	case errors.Is(err, stockguard.ErrOrderMismatch):
 		return o.front.Restock(ctx, id, sku, qty)
 	case !errors.Is(err, stockguard.ErrUnknownOrder):

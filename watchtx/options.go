@@ -102,8 +102,9 @@ const DefaultReplicaAck = 0
 // master, it may or may not survive a failover. n must be 1…100 and
 // timeout whole milliseconds in 1ms…1min, else an invalid option; not
 // with WithAOFAck. On a *redis.ClusterClient the WAIT goes to the node
-// that ran the EXEC (the WATCHed connection's). Guarantee and limits:
-// docs/replicas.md. Default DefaultReplicaAck (off).
+// that ran the EXEC (the WATCHed connection's). An acknowledged write
+// survives a failover that promotes one of the replicas that acknowledged
+// it. Default DefaultReplicaAck (off).
 func WithReplicaAck(n int, timeout time.Duration) Option {
 	return func(o *options) { o.setAck(redisx.Ack{Replicas: n, Timeout: timeout}) }
 }

@@ -154,12 +154,12 @@ func (inv *Inventory) attempt(ctx context.Context, key, sku string, qty int64) e
 
 // watched reads, checks and writes key on tx, whose connection WATCHes it.
 func (inv *Inventory) watched(ctx context.Context, tx *redis.Tx, key, sku string, qty int64) error {
-	have, err := redisx.GetLevel(ctx, tx, key)
+	have, err := redisx.GetLevel(ctx, tx, key, sku)
 	if err != nil {
 		return err
 	}
 	if have < qty {
-		return fmt.Errorf("%w: %q has %d units, not %d", stockguard.ErrInsufficientStock, sku, have, qty)
+		return errtext.Insufficient(sku, have, qty)
 	}
 	// DECRBY applies exactly the qty just checked against the level read
 	// under WATCH, and EXEC runs only if that level is still current. (A SET

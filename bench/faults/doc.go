@@ -8,7 +8,7 @@
 // others are bounded.
 //
 // It backs the fault suite (go test ./bench/faults) and stockbench
-// -faults; docs/faults.md describes the faults and the checks. It starts
+// -faults. It starts
 // its own servers (package internal/backends), never uses servers found
 // through the environment: they are paused, killed and restarted.
 package faults

@@ -4,7 +4,8 @@
 // mysqltargets ("redis", "mysql"); -durable makes the MySQL back flush at
 // every commit. tiered-sentinel-mysql-ack and tiered-sentinel-mysql put
 // replicatargets' Sentinel topology in front, with and without
-// tiered.WithReplicaAck, on request (see sentinel.go).
+// tiered.WithReplicaAck: they run only when named, or under the faults
+// of replicas (failover, partition-master).
 //
 // A target's store is a key prefix on Redis and a mysqllock table, with
 // one tiered.Consumer running for the store's life in the process that

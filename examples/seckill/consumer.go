@@ -58,7 +58,7 @@ func consume(ctx context.Context, c *tiered.Consumer, log *slog.Logger) error {
 	err := c.Run(ctx)
 	s := c.Stats()
 	log.Info("consumer stopped", "consumer", c.Name(), "applied", s.Applied, "claimed", s.Claimed,
-		"pending", s.Pending, "lag_p99", s.LagP99)
+		"pending", s.Pending, "lag_p99", s.LagP99.String())
 	return err
 }
 

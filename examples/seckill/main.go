@@ -273,7 +273,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	// between its inventory call and its reply. Then the consumer finishes
 	// its batch; only after that do the backends close (the deferred Close
 	// calls).
-	log.Info("shutting down", "grace", cfg.grace)
+	log.Info("shutting down", "grace", cfg.grace.String())
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.grace)
 	defer cancel()
 	for _, srv := range servers {

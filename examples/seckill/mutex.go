@@ -47,7 +47,7 @@ func (m *mutexCounterexample) Decrement(ctx context.Context, sku string, qty int
 		return err
 	}
 	if have < qty {
-		return fmt.Errorf("%w: %q has %d, %d asked", stockguard.ErrInsufficientStock, sku, have, qty)
+		return fmt.Errorf("%w: %q has %d, %d wanted", stockguard.ErrInsufficientStock, sku, have, qty)
 	}
 	if err := m.rdb.Set(ctx, m.key(sku), have-qty, 0).Err(); err != nil {
 		return fmt.Errorf("%w: set %q: %w", stockguard.ErrOutcomeUnknown, sku, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/errtext"
 )
 
 // The decrement counterexamples below wrap a sound stockguard.Inventory (or
@@ -139,12 +140,12 @@ func (c *Rare) Decrement(ctx context.Context, sku string, qty int64) error {
 		c.Inventory.Decrement(ctx, sku, qty)
 		return nil
 	case RareFalseRefusal:
-		return fmt.Errorf("%w: %q", stockguard.ErrInsufficientStock, sku)
+		return errtext.Insufficient(sku, errtext.Unknown, qty)
 	case RareRefuseAfterTake:
 		if err := c.Inventory.Decrement(ctx, sku, qty); err != nil {
 			return err
 		}
-		return fmt.Errorf("%w: %q", stockguard.ErrInsufficientStock, sku)
+		return errtext.Insufficient(sku, errtext.Unknown, qty)
 	}
 	return c.Inventory.Decrement(ctx, sku, qty)
 }

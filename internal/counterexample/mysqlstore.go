@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/strategy"
 )
 
@@ -75,7 +76,7 @@ func (s mysqlStock) read(ctx context.Context, q sqlx.QueryerContext, sku string)
 	err := q.QueryRowxContext(ctx, s.readQuery, sku).Scan(&have)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return 0, fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
+		return 0, errtext.UnknownSKU(sku)
 	case err != nil:
 		if cerr := strategy.Canceled(ctx); cerr != nil {
 			return 0, cerr
@@ -94,5 +95,5 @@ func (s mysqlStock) write(ctx context.Context, x sqlx.ExecerContext, sku string,
 }
 
 func insufficient(sku string, have, qty int64) error {
-	return fmt.Errorf("%w: %q has %d, asked %d", stockguard.ErrInsufficientStock, sku, have, qty)
+	return errtext.Insufficient(sku, have, qty)
 }

@@ -49,7 +49,7 @@ func (s redisStock) Stock(ctx context.Context, sku string) (int64, error) {
 
 // read GETs sku's stock level.
 func (s redisStock) read(ctx context.Context, sku string) (int64, error) {
-	return redisx.GetLevel(ctx, s.rdb, s.keys.Stock(sku))
+	return redisx.GetLevel(ctx, s.rdb, s.keys.Stock(sku), sku)
 }
 
 // write SETs sku's stock level to a value computed from an earlier read:

@@ -4,12 +4,12 @@ package memorders
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/room"
 	"github.com/stockguard/stockguard/strategy"
 )
@@ -24,7 +24,7 @@ const (
 )
 
 func (k kind) String() string {
-	return [...]string{kindTake: "take", kindHold: "hold", kindRestock: "restock"}[k]
+	return [...]string{kindTake: "Take", kindHold: "Hold", kindRestock: "Restock"}[k]
 }
 
 // order is what was applied under one ID.
@@ -135,7 +135,7 @@ func (s *Store) Stock(ctx context.Context, sku string) (int64, error) {
 	defer s.mu.Unlock()
 	have, ok := s.stock[sku]
 	if !ok {
-		return 0, fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
+		return 0, errtext.UnknownSKU(sku)
 	}
 	return have, nil
 }
@@ -146,9 +146,9 @@ func (s *Store) take(lines []stockguard.Line) error {
 		have, ok := s.stock[l.SKU]
 		switch {
 		case !ok:
-			return fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, l.SKU)
+			return errtext.UnknownSKU(l.SKU)
 		case have < l.Qty:
-			return fmt.Errorf("%w: %q has %d, asked %d", stockguard.ErrInsufficientStock, l.SKU, have, l.Qty)
+			return errtext.Insufficient(l.SKU, have, l.Qty)
 		}
 	}
 	for _, l := range lines {
@@ -184,9 +184,9 @@ func (s *Store) place(id string, k kind, ttl time.Duration, lines []stockguard.L
 	if o, ok := s.orders[id]; ok {
 		switch {
 		case o.kind != k || !slices.Equal(o.lines, lines):
-			return fmt.Errorf("%w: %q was applied as another %s", stockguard.ErrOrderMismatch, id, o.kind)
+			return errtext.Mismatch(id, o.kind.String())
 		case !o.state.Open():
-			return fmt.Errorf("%w: %q is %v", stockguard.ErrOrderClosed, id, o.state)
+			return errtext.Closed(id, o.state)
 		}
 		return nil
 	}
@@ -207,9 +207,9 @@ func (s *Store) lookup(id string) (*order, error) {
 	o, ok := s.orders[id]
 	switch {
 	case !ok:
-		return nil, fmt.Errorf("%w: %q", stockguard.ErrUnknownOrder, id)
+		return nil, errtext.UnknownOrder(id)
 	case o.kind == kindRestock:
-		return nil, fmt.Errorf("%w: %q is a restock", stockguard.ErrOrderMismatch, id)
+		return nil, errtext.Mismatch(id, "Restock")
 	}
 	return o, nil
 }
@@ -227,7 +227,7 @@ func (s *Store) Confirm(ctx context.Context, id string) error {
 		return err
 	}
 	if !o.state.Open() {
-		return fmt.Errorf("%w: %q is %v", stockguard.ErrOrderClosed, id, o.state)
+		return errtext.Closed(id, o.state)
 	}
 	o.state = stockguard.OrderTaken
 	return nil
@@ -262,13 +262,13 @@ func (s *Store) Restock(ctx context.Context, id string, sku string, qty int64) e
 	lines := []stockguard.Line{{SKU: sku, Qty: qty}}
 	if o, ok := s.orders[id]; ok {
 		if o.kind != kindRestock || !slices.Equal(o.lines, lines) {
-			return fmt.Errorf("%w: %q was applied as another %s", stockguard.ErrOrderMismatch, id, o.kind)
+			return errtext.Mismatch(id, o.kind.String())
 		}
 		return nil
 	}
 	have, ok := s.stock[sku]
 	if !ok {
-		return fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
+		return errtext.UnknownSKU(sku)
 	}
 	if err := room.Restock(sku, have, s.out(sku), qty); err != nil {
 		return err
@@ -287,7 +287,7 @@ func (s *Store) Order(ctx context.Context, id string) (stockguard.OrderInfo, err
 	defer s.mu.Unlock()
 	o, ok := s.orders[id]
 	if !ok {
-		return stockguard.OrderInfo{}, fmt.Errorf("%w: %q", stockguard.ErrUnknownOrder, id)
+		return stockguard.OrderInfo{}, errtext.UnknownOrder(id)
 	}
 	info := stockguard.OrderInfo{ID: id, State: o.state, Lines: slices.Clone(o.lines)}
 	if o.state != stockguard.OrderTaken { // a confirmed hold expires no more

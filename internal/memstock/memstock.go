@@ -3,10 +3,10 @@ package memstock
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/strategy"
 )
 
@@ -38,9 +38,9 @@ func (s *Store) Decrement(ctx context.Context, sku string, qty int64) error {
 	have, ok := s.stock[sku]
 	switch {
 	case !ok:
-		return fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
+		return errtext.UnknownSKU(sku)
 	case have < qty:
-		return fmt.Errorf("%w: %q has %d, asked %d", stockguard.ErrInsufficientStock, sku, have, qty)
+		return errtext.Insufficient(sku, have, qty)
 	}
 	s.stock[sku] = have - qty
 	return nil
@@ -72,7 +72,7 @@ func (s *Store) Stock(ctx context.Context, sku string) (int64, error) {
 	defer s.mu.Unlock()
 	have, ok := s.stock[sku]
 	if !ok {
-		return 0, fmt.Errorf("%w: %q", stockguard.ErrUnknownSKU, sku)
+		return 0, errtext.UnknownSKU(sku)
 	}
 	return have, nil
 }

@@ -141,3 +141,24 @@ func Repeats(t *testing.T, insts []stockguard.Orders, settle func(), workers, or
 		}
 	}
 }
+
+// RepeatAgrees fails t unless o's record of id agrees with what its two
+// attempts were told: first, whose caller left while it ran, and repeat,
+// made after it. A repeat refused for want of units, or a first attempt
+// answered with its context's error (nothing applied), leaves id recorded
+// nowhere. It reports whether id is recorded, for checks of the units.
+func RepeatAgrees(t *testing.T, o stockguard.Orders, id string, first, repeat error) (recorded bool) {
+	t.Helper()
+	_, err := o.Order(t.Context(), id)
+	recorded = err == nil
+	if !recorded && !errors.Is(err, stockguard.ErrUnknownOrder) {
+		t.Fatalf("Order(%q): %v", id, err)
+	}
+	if errors.Is(repeat, stockguard.ErrInsufficientStock) && recorded {
+		t.Fatalf("the repeat was refused (%v), yet the order is recorded: the first attempt, answered %v, was written after its caller left", repeat, first)
+	}
+	if errors.Is(first, context.Canceled) && recorded {
+		t.Fatalf("the first attempt was answered %v (nothing applied), yet the order is recorded", first)
+	}
+	return recorded
+}

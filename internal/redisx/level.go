@@ -58,15 +58,15 @@ func SetLevel(ctx context.Context, c Processor, key string, qty int64) error {
 	return Classify(ctx, c.Process(ctx, Once(redis.NewStatusCmd(ctx, "set", key, qty))), Write)
 }
 
-// GetLevel reads stock key key with GET. A missing key is
+// GetLevel reads key, the stock key of sku, with GET. A missing key is
 // stockguard.ErrUnknownSKU, a value that is no stock level is Corrupt, other
 // errors come from Classify (Read).
-func GetLevel(ctx context.Context, c Processor, key string) (int64, error) {
+func GetLevel(ctx context.Context, c Processor, key, sku string) (int64, error) {
 	cmd := redis.NewStringCmd(ctx, "get", key)
 	err := c.Process(ctx, cmd)
 	switch {
 	case errors.Is(err, redis.Nil):
-		return 0, fmt.Errorf("%w: key %q does not exist", stockguard.ErrUnknownSKU, key)
+		return 0, errtext.UnknownSKU(sku)
 	case IsWrongType(err):
 		return 0, Corrupt(key, "is not a string")
 	case err != nil:
@@ -118,7 +118,7 @@ func (l Levels) Get(ctx context.Context, sku string) (int64, error) {
 	if err := strategy.Canceled(ctx); err != nil {
 		return 0, err
 	}
-	n, err := GetLevel(ctx, l.Client, l.Keys.Stock(sku))
+	n, err := GetLevel(ctx, l.Client, l.Keys.Stock(sku), sku)
 	if err != nil {
 		return 0, errtext.Wrap(err, "%s: stock of %q", l.Pkg, sku)
 	}
