@@ -87,7 +87,7 @@ var (
 // order whose keys span slots runs through the two-phase protocol (see
 // Take).
 //
-// Over a *redis.Ring, every method returns an error wrapping
+// Over a *redis.Ring, it returns an error wrapping
 // stockguard.ErrInvalidRequest, before any I/O: a Ring sends the keys of a
 // shard it votes down to another shard, where a SKU's level looks unknown
 // or stale and an order's record absent, which the two-phase protocol
@@ -95,6 +95,9 @@ var (
 // that never evict a key (maxmemory 0 or maxmemory-policy noeviction).
 func NewAtomic(rdb AtomicClient, opts ...Option) (*Atomic, error) {
 	o := newOptions(opts)
+	if _, ok := rdb.(*redis.Ring); ok {
+		o.fail(errors.New("NewAtomic over a *redis.Ring: a Ring moves a shard's keys to another shard while it votes the shard down; use one Redis, a failover client or a Cluster"))
+	}
 	if o.err != nil {
 		return nil, o.err
 	}
@@ -103,9 +106,6 @@ func NewAtomic(rdb AtomicClient, opts ...Option) (*Atomic, error) {
 
 // newAtomic builds what NewAtomic returns, from valid options.
 func newAtomic(rdb AtomicClient, o options) *Atomic {
-	if _, ok := rdb.(*redis.Ring); ok {
-		o.fail(errors.New("NewAtomic over a *redis.Ring: a Ring moves a shard's keys to another shard while it votes the shard down; use one Redis, a failover client or a Cluster"))
-	}
 	a := &Atomic{
 		scripts:   redisx.OnceScripter(redisx.Acked(rdb, o.ack)),
 		levels:    redisx.Levels{Client: rdb, Writer: redisx.Acked(rdb, o.ack), Keys: o.keys, Pkg: "redislock"},
