@@ -52,17 +52,16 @@ var (
 // the server too, put innodb_lock_wait_timeout=N (seconds) in the DSN; the
 // driver sets it on every connection.
 func NewAtomic(db *sqlx.DB, opts ...Option) (*Atomic, error) {
-	v := newAtomic(db, opts...)
-	if v.err != nil {
-		return nil, v.err
+	o := newOptions(opts)
+	if o.err != nil {
+		return nil, o.err
 	}
-	return v, nil
+	return newAtomic(db, o), nil
 }
 
-// newAtomic builds what NewAtomic returns; an invalid option or argument is
-// left in its err field.
-func newAtomic(db *sqlx.DB, opts ...Option) *Atomic {
-	return &Atomic{ledger: newLedger(db, newOptions(opts), nil)}
+// newAtomic builds what NewAtomic returns, from valid options.
+func newAtomic(db *sqlx.DB, o options) *Atomic {
+	return &Atomic{ledger: newLedger(db, o, nil)}
 }
 
 // Retries returns how many times a request was tried again: after a

@@ -28,17 +28,16 @@ type FencedStore struct {
 // NewFencedStore returns a FencedStore over db's table (options read:
 // WithTable). See NewAtomic for the DSN settings that matter.
 func NewFencedStore(db *sqlx.DB, opts ...Option) (*FencedStore, error) {
-	v := newFencedStore(db, opts...)
-	if v.err != nil {
-		return nil, v.err
+	o := newOptions(opts)
+	if o.err != nil {
+		return nil, o.err
 	}
-	return v, nil
+	return newFencedStore(db, o), nil
 }
 
-// newFencedStore builds what NewFencedStore returns; an invalid option or argument is
-// left in its err field.
-func newFencedStore(db *sqlx.DB, opts ...Option) *FencedStore {
-	return &FencedStore{store: newStore(db, newOptions(opts))}
+// newFencedStore builds what NewFencedStore returns, from valid options.
+func newFencedStore(db *sqlx.DB, o options) *FencedStore {
+	return &FencedStore{store: newStore(db, o)}
 }
 
 // WriteFenced sets sku's stock to qty (0…stockguard.MaxQty) on behalf of

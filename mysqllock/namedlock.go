@@ -64,17 +64,15 @@ const releaseTimeout = 5 * time.Second
 // and databases of one server. See NewAtomic for the DSN settings that
 // matter; each request holds a connection for its whole duration.
 func NewNamedLock(db *sqlx.DB, opts ...Option) (*NamedLock, error) {
-	v := newNamedLock(db, opts...)
-	if v.err != nil {
-		return nil, v.err
+	o := newOptions(opts)
+	if o.err != nil {
+		return nil, o.err
 	}
-	return v, nil
+	return newNamedLock(db, o), nil
 }
 
-// newNamedLock builds what NewNamedLock returns; an invalid option or argument is
-// left in its err field.
-func newNamedLock(db *sqlx.DB, opts ...Option) *NamedLock {
-	o := newOptions(opts)
+// newNamedLock builds what NewNamedLock returns, from valid options.
+func newNamedLock(db *sqlx.DB, o options) *NamedLock {
 	n := &NamedLock{
 		store:   newStore(db, o),
 		table:   o.table,
@@ -87,8 +85,8 @@ func newNamedLock(db *sqlx.DB, opts ...Option) *NamedLock {
 		}
 		return nil
 	}
-	if n.err == nil && o.engine == EngineTiDB {
-		n.err = fmt.Errorf("%w: mysqllock: %w", stockguard.ErrUnavailable, errNamedLockTiDB)
+	if o.engine == EngineTiDB {
+		n.refused = fmt.Errorf("%w: mysqllock: %w", stockguard.ErrUnavailable, errNamedLockTiDB)
 	}
 	return n
 }

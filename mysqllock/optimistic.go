@@ -53,17 +53,15 @@ var defaultOptimisticPolicy = strategy.RetryPolicy{
 // decrement. Share one instance among the goroutines of a process so that
 // it sees them all.
 func NewOptimistic(db *sqlx.DB, opts ...Option) (*Optimistic, error) {
-	v := newOptimistic(db, opts...)
-	if v.err != nil {
-		return nil, v.err
+	o := newOptions(opts)
+	if o.err != nil {
+		return nil, o.err
 	}
-	return v, nil
+	return newOptimistic(db, o), nil
 }
 
-// newOptimistic builds what NewOptimistic returns; an invalid option or argument is
-// left in its err field.
-func newOptimistic(db *sqlx.DB, opts ...Option) *Optimistic {
-	o := newOptions(opts)
+// newOptimistic builds what NewOptimistic returns, from valid options.
+func newOptimistic(db *sqlx.DB, o options) *Optimistic {
 	return &Optimistic{store: newStore(db, o), retrier: strategy.NewRetrier(o.retryPolicy(defaultOptimisticPolicy))}
 }
 

@@ -46,17 +46,15 @@ var (
 // change that variable on the same pool. See NewAtomic for the DSN
 // settings that matter.
 func NewPessimistic(db *sqlx.DB, opts ...Option) (*Pessimistic, error) {
-	v := newPessimistic(db, opts...)
-	if v.err != nil {
-		return nil, v.err
+	o := newOptions(opts)
+	if o.err != nil {
+		return nil, o.err
 	}
-	return v, nil
+	return newPessimistic(db, o), nil
 }
 
-// newPessimistic builds what NewPessimistic returns; an invalid option or argument is
-// left in its err field.
-func newPessimistic(db *sqlx.DB, opts ...Option) *Pessimistic {
-	o := newOptions(opts)
+// newPessimistic builds what NewPessimistic returns, from valid options.
+func newPessimistic(db *sqlx.DB, o options) *Pessimistic {
 	p := &Pessimistic{
 		store:   newStore(db, o),
 		mode:    o.mode,

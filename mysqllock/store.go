@@ -16,11 +16,13 @@ type store struct {
 	db     *sqlx.DB
 	q      queries
 	engine *engineProbe
-	err    error // an invalid option, reported by every method
+	// refused, when set, is every method's answer before any I/O: the
+	// strategy cannot run on the engine it was told (NewNamedLock on TiDB).
+	refused error
 }
 
 func newStore(db *sqlx.DB, o options) store {
-	return store{db: db, q: newQueries(o.table, o.mode), engine: newEngineProbe(o.engine, nil), err: o.err}
+	return store{db: db, q: newQueries(o.table, o.mode), engine: newEngineProbe(o.engine, nil)}
 }
 
 // SetStock creates sku with qty units, or overwrites its level; qty may be
@@ -66,11 +68,11 @@ func (s *store) level(ctx context.Context, conn *sqlx.Conn, sku string) (int64, 
 }
 
 // check admits a request before any I/O: it returns, in this order, the
-// error of an invalid option, invalid (the request's validation error:
+// store's refusal of its engine, invalid (the request's validation error:
 // strategy.Validate, ValidateSet or ValidateSKU), and the context's error.
 func (s *store) check(ctx context.Context, invalid error) error {
-	if s.err != nil {
-		return s.err
+	if s.refused != nil {
+		return s.refused
 	}
 	if invalid != nil {
 		return invalid

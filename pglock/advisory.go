@@ -44,17 +44,15 @@ var (
 // connection it uses gets SET lock_timeout once; don't change that
 // setting on the same pool.
 func NewAdvisoryLock(db *sqlx.DB, opts ...Option) (*AdvisoryLock, error) {
-	v := newAdvisoryLock(db, opts...)
-	if v.err != nil {
-		return nil, v.err
+	o := newOptions(opts)
+	if o.err != nil {
+		return nil, o.err
 	}
-	return v, nil
+	return newAdvisoryLock(db, o), nil
 }
 
-// newAdvisoryLock builds what NewAdvisoryLock returns; an invalid option or argument is
-// left in its err field.
-func newAdvisoryLock(db *sqlx.DB, opts ...Option) *AdvisoryLock {
-	o := newOptions(opts)
+// newAdvisoryLock builds what NewAdvisoryLock returns, from valid options.
+func newAdvisoryLock(db *sqlx.DB, o options) *AdvisoryLock {
 	return &AdvisoryLock{store: newStore(db, o), prefix: o.table, session: lockTimeoutSession(o.lockWait),
 		retrier: strategy.NewRetrier(o.retryPolicy(strategy.RetryPolicy{}))}
 }

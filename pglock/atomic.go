@@ -49,17 +49,16 @@ var (
 // statement_timeout in the DSN (pgx sends them as run-time parameters):
 // those end the statement on the server, with ErrContention.
 func NewAtomic(db *sqlx.DB, opts ...Option) (*Atomic, error) {
-	v := newAtomic(db, opts...)
-	if v.err != nil {
-		return nil, v.err
+	o := newOptions(opts)
+	if o.err != nil {
+		return nil, o.err
 	}
-	return v, nil
+	return newAtomic(db, o), nil
 }
 
-// newAtomic builds what NewAtomic returns; an invalid option or argument is
-// left in its err field.
-func newAtomic(db *sqlx.DB, opts ...Option) *Atomic {
-	return &Atomic{ledger: newLedger(db, newOptions(opts), nil)}
+// newAtomic builds what NewAtomic returns, from valid options.
+func newAtomic(db *sqlx.DB, o options) *Atomic {
+	return &Atomic{ledger: newLedger(db, o, nil)}
 }
 
 // Retries returns how many times a request was tried again: after a

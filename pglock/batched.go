@@ -90,17 +90,15 @@ var (
 // (WithLockTimeout); don't change that setting on the same pool. The pool
 // needs a connection per SKU being written at once, not per buyer.
 func NewBatched(db *sqlx.DB, opts ...Option) (*Batched, error) {
-	v := newBatched(db, opts...)
-	if v.err != nil {
-		return nil, v.err
+	o := newOptions(opts)
+	if o.err != nil {
+		return nil, o.err
 	}
-	return v, nil
+	return newBatched(db, o), nil
 }
 
-// newBatched builds what NewBatched returns; an invalid option or argument is
-// left in its err field.
-func newBatched(db *sqlx.DB, opts ...Option) *Batched {
-	o := newOptions(opts)
+// newBatched builds what NewBatched returns, from valid options.
+func newBatched(db *sqlx.DB, o options) *Batched {
 	o.mode = LockWait // the fallback must see every row, not skip or refuse a busy one
 	b := &Batched{ledger: newLedger(db, o, lockTimeoutSession(o.lockWait))}
 	b.writes = combine.New(combine.Config[request]{

@@ -76,17 +76,15 @@ type segQueries struct {
 // connection it uses gets SET lock_timeout once; don't change that setting
 // on the same pool.
 func NewSegmented(db *sqlx.DB, opts ...Option) (*Segmented, error) {
-	v := newSegmented(db, opts...)
-	if v.err != nil {
-		return nil, v.err
+	o := newOptions(opts)
+	if o.err != nil {
+		return nil, o.err
 	}
-	return v, nil
+	return newSegmented(db, o), nil
 }
 
-// newSegmented builds what NewSegmented returns; an invalid option or argument is
-// left in its err field.
-func newSegmented(db *sqlx.DB, opts ...Option) *Segmented {
-	o := newOptions(opts)
+// newSegmented builds what NewSegmented returns, from valid options.
+func newSegmented(db *sqlx.DB, o options) *Segmented {
 	t := quote(SegmentsTable(o.table))
 	st := newStore(db, o)
 	// The shared Stock then sums the segments in one consistent read; no

@@ -37,17 +37,15 @@ var (
 // NewSerializable returns the SERIALIZABLE strategy over db's table
 // (options read: WithTable, WithRetry; default policy as NewOptimistic's).
 func NewSerializable(db *sqlx.DB, opts ...Option) (*Serializable, error) {
-	v := newSerializable(db, opts...)
-	if v.err != nil {
-		return nil, v.err
+	o := newOptions(opts)
+	if o.err != nil {
+		return nil, o.err
 	}
-	return v, nil
+	return newSerializable(db, o), nil
 }
 
-// newSerializable builds what NewSerializable returns; an invalid option or argument is
-// left in its err field.
-func newSerializable(db *sqlx.DB, opts ...Option) *Serializable {
-	o := newOptions(opts)
+// newSerializable builds what NewSerializable returns, from valid options.
+func newSerializable(db *sqlx.DB, o options) *Serializable {
 	return &Serializable{store: newStore(db, o), retrier: strategy.NewRetrier(o.retryPolicy(defaultCASPolicy))}
 }
 

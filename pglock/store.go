@@ -14,12 +14,11 @@ import (
 type store struct {
 	db  *sqlx.DB
 	q   queries
-	err error // an invalid option, reported by every method
 	enc *encodingCheck
 }
 
 func newStore(db *sqlx.DB, o options) store {
-	return store{db: db, q: newQueries(o.table, o.mode), err: o.err, enc: &encodingCheck{}}
+	return store{db: db, q: newQueries(o.table, o.mode), enc: &encodingCheck{}}
 }
 
 // SetStock creates sku with qty units, or overwrites its level; qty may be
@@ -57,13 +56,9 @@ func (s *store) level(ctx context.Context, q sqlx.QueryerContext, sku string) (i
 }
 
 // check admits a request: it returns, in this order and before any I/O,
-// the error of an invalid option, invalid (the request's validation
-// error) and the context's error, then — on a store's first request —
-// the encoding check's (see encodingCheck).
+// invalid (the request's validation error) and the context's error, then
+// — on a store's first request — the encoding check's (see encodingCheck).
 func (s *store) check(ctx context.Context, invalid error) error {
-	if s.err != nil {
-		return s.err
-	}
 	if invalid != nil {
 		return invalid
 	}

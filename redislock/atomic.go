@@ -58,7 +58,6 @@ type Atomic struct {
 	sharding  sharding // how rdb spreads keys over servers
 	retention time.Duration
 	stream    string // WithOrderStream's key; "" for none
-	err       error  // the first invalid option
 	rdb       AtomicClient
 	evictions *evictionCheck
 
@@ -88,27 +87,25 @@ var (
 // order whose keys span slots runs through the two-phase protocol (see
 // Take).
 //
-// Over a *redis.Ring, every method returns an error wrapping
+// Over a *redis.Ring, it returns an error wrapping
 // stockguard.ErrInvalidRequest, before any I/O: a Ring sends the keys of a
 // shard it votes down to another shard, where a SKU's level looks unknown
 // or stale and an order's record absent, which the two-phase protocol
 // reads as "give the units back". Its Orders methods also need servers
 // that never evict a key (maxmemory 0 or maxmemory-policy noeviction).
 func NewAtomic(rdb AtomicClient, opts ...Option) (*Atomic, error) {
-	v := newAtomic(rdb, opts...)
-	if v.err != nil {
-		return nil, v.err
-	}
-	return v, nil
-}
-
-// newAtomic builds what NewAtomic returns; an invalid option or argument is
-// left in its err field.
-func newAtomic(rdb AtomicClient, opts ...Option) *Atomic {
 	o := newOptions(opts)
 	if _, ok := rdb.(*redis.Ring); ok {
 		o.fail(errors.New("NewAtomic over a *redis.Ring: a Ring moves a shard's keys to another shard while it votes the shard down; use one Redis, a failover client or a Cluster"))
 	}
+	if o.err != nil {
+		return nil, o.err
+	}
+	return newAtomic(rdb, o), nil
+}
+
+// newAtomic builds what NewAtomic returns, from valid options.
+func newAtomic(rdb AtomicClient, o options) *Atomic {
 	a := &Atomic{
 		scripts:   redisx.OnceScripter(redisx.Acked(rdb, o.ack)),
 		levels:    redisx.Levels{Client: rdb, Writer: redisx.Acked(rdb, o.ack), Keys: o.keys, Pkg: "redislock"},
@@ -116,7 +113,6 @@ func newAtomic(rdb AtomicClient, opts ...Option) *Atomic {
 		sharding:  shardingOf(rdb),
 		retention: cmp.Or(o.orders.retention, DefaultOrderRetention),
 		stream:    o.orders.stream,
-		err:       o.err,
 		rdb:       rdb,
 		evictions: &evictionCheck{},
 	}
@@ -249,12 +245,9 @@ func shardingOf(rdb AtomicClient) sharding {
 	return unsharded
 }
 
-// admit checks a request before any I/O: the options, the request's own
-// validation (verr), the context.
+// admit checks a request before any I/O: the request's own validation
+// (verr), then the context.
 func (a *Atomic) admit(ctx context.Context, verr error) error {
-	if a.err != nil {
-		return a.err
-	}
 	if verr != nil {
 		return verr
 	}

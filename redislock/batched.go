@@ -80,7 +80,6 @@ func WithBatchSize(n int) Option {
 type Batched struct {
 	scripts redis.Scripter // the client with EVAL/EVALSHA sent at most once
 	levels  redisx.Levels
-	err     error // a bad option's, returned by every method
 	calls   *combine.Combiner[batchReq]
 }
 
@@ -93,21 +92,18 @@ var _ stockguard.Inventory = (*Batched)(nil)
 // ErrOutcomeUnknown). The pool needs a connection per SKU being written at
 // once, not per buyer.
 func NewBatched(rdb AtomicClient, opts ...Option) (*Batched, error) {
-	v := newBatched(rdb, opts...)
-	if v.err != nil {
-		return nil, v.err
+	o := newOptions(opts)
+	if o.err != nil {
+		return nil, o.err
 	}
-	return v, nil
+	return newBatched(rdb, o), nil
 }
 
-// newBatched builds what NewBatched returns; an invalid option or argument is
-// left in its err field.
-func newBatched(rdb AtomicClient, opts ...Option) *Batched {
-	o := newOptions(opts)
+// newBatched builds what NewBatched returns, from valid options.
+func newBatched(rdb AtomicClient, o options) *Batched {
 	b := &Batched{
 		scripts: redisx.OnceScripter(redisx.Acked(rdb, o.ack)),
 		levels:  redisx.Levels{Client: rdb, Writer: redisx.Acked(rdb, o.ack), Keys: o.keys, Pkg: "redislock"},
-		err:     o.err,
 	}
 	b.calls = combine.New(combine.Config[batchReq]{Size: o.batchSize, Write: b.write, Answer: (*batchReq).result})
 	return b
@@ -142,8 +138,8 @@ func (r *batchReq) result(err error) error {
 
 // Decrement takes qty units of sku, all or none, in a batch with the other
 // requests for sku. It returns nil or an error wrapping:
-//   - stockguard.ErrInvalidRequest: a bad option, bad sku or qty, or a nil
-//     ctx, checked before any I/O;
+//   - stockguard.ErrInvalidRequest: bad sku or qty, or a nil ctx, checked
+//     before any I/O;
 //   - the context's error: ctx ended before any call carried the request,
 //     which was dropped: nothing changed;
 //   - stockguard.ErrUnknownSKU: the stock key does not exist (nothing is
@@ -168,37 +164,28 @@ func (b *Batched) Decrement(ctx context.Context, sku string, qty int64) error {
 
 // SetStock creates sku with qty units (0…stockguard.MaxQty), or overwrites
 // its stock level, whatever the key held. It returns nil or an error
-// wrapping stockguard.ErrInvalidRequest (a bad option, bad input or a nil
-// ctx, before any I/O), the context's error, stockguard.ErrContention
+// wrapping stockguard.ErrInvalidRequest (bad input or a nil ctx,
+// before any I/O), the context's error, stockguard.ErrContention
 // (Redis busy), stockguard.ErrUnavailable (Redis unreachable or refusing;
 // nothing changed) or stockguard.ErrOutcomeUnknown (the SET may have been
 // applied).
 func (b *Batched) SetStock(ctx context.Context, sku string, qty int64) error {
-	if b.err != nil {
-		return b.err
-	}
 	return b.levels.Set(ctx, sku, qty)
 }
 
 // Stock returns the units of sku left. Its errors wrap
-// stockguard.ErrInvalidRequest (a bad option, bad sku or a nil ctx, before
-// any I/O), the context's error, stockguard.ErrUnknownSKU (no stock key;
+// stockguard.ErrInvalidRequest (bad sku or a nil ctx, before any
+// I/O), the context's error, stockguard.ErrUnknownSKU (no stock key;
 // with stockguard.ErrCorruptStock, a key that holds no stock level),
 // stockguard.ErrContention (Redis busy) or stockguard.ErrUnavailable (the
 // read failed).
 func (b *Batched) Stock(ctx context.Context, sku string) (int64, error) {
-	if b.err != nil {
-		return 0, b.err
-	}
 	return b.levels.Get(ctx, sku)
 }
 
-// check returns the first reason not to serve a request: a bad option,
-// the request's own validation error, or an ended (or nil) context.
+// check returns the first reason not to serve a request: the request's
+// own validation error, or an ended (or nil) context.
 func (b *Batched) check(ctx context.Context, invalid error) error {
-	if b.err != nil {
-		return b.err
-	}
 	if invalid != nil {
 		return invalid
 	}

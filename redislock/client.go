@@ -95,7 +95,6 @@ type Client struct {
 	acked  bool           // WithReplicaAck or WithAOFAck: no hand-over, see Obtain
 	keys   rediskeys.Keys
 	notify *notifier
-	err    error // an invalid option, returned by every Obtain
 }
 
 // New returns a lock client over rdb. It reads the options WithPrefix,
@@ -110,20 +109,18 @@ type Client struct {
 // replicas have the counter's increment, so the tokens a failover to one
 // of them leaves behind never repeat one handed out.
 func New(rdb RedisClient, opts ...Option) (*Client, error) {
-	v := newClient(rdb, opts...)
-	if v.err != nil {
-		return nil, v.err
+	o := newOptions(opts)
+	if o.err != nil {
+		return nil, o.err
 	}
-	return v, nil
+	return newClient(rdb, o), nil
 }
 
-// newClient builds what New returns; an invalid option or argument is
-// left in its err field.
-func newClient(rdb RedisClient, opts ...Option) *Client {
-	o := newOptions(opts)
+// newClient builds what New returns, from valid options.
+func newClient(rdb RedisClient, o options) *Client {
 	writes := redisx.Acked(rdb, o.ack)
 	return &Client{rdb: rdb, writes: writes, once: redisx.OnceScripter(writes), batch: newScriptPipe(writes),
-		acked: o.ack.On(), keys: o.keys, notify: &notifier{rdb: rdb}, err: o.err}
+		acked: o.ack.On(), keys: o.keys, notify: &notifier{rdb: rdb}}
 }
 
 // ObtainOption configures one Obtain.
@@ -309,8 +306,7 @@ func (c *Client) releaseOwned(ctx context.Context, k lockKeys, owner, channel st
 // error:
 //   - one wrapping stockguard.ErrInvalidRequest: ttl below 1ms, an invalid
 //     option, Reentrant with a zero Owner, or with NoFence or IfExists;
-//     nothing sent; also every call of a Client built with an invalid
-//     Option;
+//     nothing sent;
 //   - the context's error: ctx ended before the first attempt;
 //   - ErrNotExist: the key given to IfExists does not exist; nothing taken
 //     or created;
@@ -330,9 +326,6 @@ func (c *Client) releaseOwned(ctx context.Context, k lockKeys, owner, channel st
 //     failed after the script was sent, the lock may have been taken: it
 //     then expires after ttl.
 func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...ObtainOption) (*Lock, error) {
-	if c.err != nil {
-		return nil, c.err
-	}
 	o, ttl, err := obtainSetup(ttl, opts)
 	switch {
 	case err != nil:

@@ -14,8 +14,8 @@
 // that.
 //
 // Options: every constructor takes Option values and documents the ones it
-// reads. An invalid option value is never clamped and never panics: every
-// method of what the constructor built returns an error wrapping
+// reads. An invalid option value is never clamped and never panics: the
+// constructor refuses it with an error wrapping
 // stockguard.ErrInvalidRequest (see Option). Defaults are the Default*
 // constants.
 package redislock

@@ -50,7 +50,6 @@ type Guarded struct {
 	store   Store // reads and SetStock; writes go through the lock
 	ttl     time.Duration
 	retrier *strategy.Retrier
-	err     error // an invalid option, returned by every method
 }
 
 var (
@@ -63,31 +62,21 @@ var (
 // and WithAOFAck (for the lock and the default RedisStore); by default the
 // stock lives in Redis, in the keys NewAtomic uses (RedisStore).
 func NewGuarded(rdb RedisClient, opts ...Option) (*Guarded, error) {
-	v := newFencedGuarded(rdb, opts...)
-	if v.err != nil {
-		return nil, v.err
-	}
-	return v, nil
-}
-
-// newFencedGuarded builds what NewGuarded returns; an invalid option is
-// left in its err field.
-func newFencedGuarded(rdb RedisClient, opts ...Option) *Guarded {
-	o := newOptions(opts)
-	c, err := New(rdb, opts...)
+	c, err := New(rdb, opts...) // an invalid option is refused here
 	if err != nil {
-		return newGuarded(nil, nil, o) // o.err is err: every method returns it
+		return nil, err
 	}
+	o := newOptions(opts)
 	locks := fencedLocks{c: c, store: o.store}
 	if o.store == nil {
-		rs := newRedisStore(rdb, opts...)
+		rs := newRedisStore(rdb, o)
 		locks.store, locks.stockKey = rs, rs.levels.Keys.Stock
 	}
-	return newGuarded(locks, locks.store, o)
+	return newGuarded(locks, locks.store, o), nil
 }
 
 func newGuarded(locks locker, store Store, o options) *Guarded {
-	return &Guarded{locks: locks, store: store, ttl: o.lockTTL, retrier: strategy.NewRetrier(o.retry), err: o.err}
+	return &Guarded{locks: locks, store: store, ttl: o.lockTTL, retrier: strategy.NewRetrier(o.retry)}
 }
 
 // locker is how a Guarded takes a SKU's lock: a single-master lock whose
@@ -164,8 +153,8 @@ func (g *Guarded) Retries() int64 { return g.retrier.Retries() }
 
 // Decrement takes qty units of sku, all or none, under sku's lock. It
 // returns nil or an error wrapping:
-//   - stockguard.ErrInvalidRequest: bad sku or qty, or an invalid option,
-//     checked before any I/O;
+//   - stockguard.ErrInvalidRequest: bad sku or qty, checked before any
+//     I/O;
 //   - the context's error: ctx ended before the write was sent;
 //   - stockguard.ErrUnknownSKU: sku has no stock (nothing is created, not
 //     even a lock or a fencing counter);
@@ -178,9 +167,6 @@ func (g *Guarded) Retries() int64 { return g.retrier.Retries() }
 //     written;
 //   - stockguard.ErrOutcomeUnknown: the write was sent but its reply lost.
 func (g *Guarded) Decrement(ctx context.Context, sku string, qty int64) error {
-	if g.err != nil {
-		return g.err
-	}
 	if err := strategy.Validate(sku, qty); err != nil {
 		return err
 	}
@@ -220,14 +206,10 @@ func (g *Guarded) gaveUp(ctx context.Context, sku string, err error) error {
 // SetStock creates sku with qty units (0…stockguard.MaxQty), or overwrites
 // its level, under sku's lock, so it never lands in the middle of a
 // decrement. It returns nil or an error wrapping
-// stockguard.ErrInvalidRequest (bad input or an invalid option, before any
-// I/O), the context's error, stockguard.ErrContention (lock busy through
+// stockguard.ErrInvalidRequest (bad input, before any I/O), the context's error, stockguard.ErrContention (lock busy through
 // the retry policy, or nothing written) or stockguard.ErrOutcomeUnknown
 // (the write may have been applied).
 func (g *Guarded) SetStock(ctx context.Context, sku string, qty int64) error {
-	if g.err != nil {
-		return g.err
-	}
 	if err := strategy.ValidateSet(sku, qty); err != nil {
 		return err
 	}
@@ -242,13 +224,10 @@ func (g *Guarded) SetStock(ctx context.Context, sku string, qty int64) error {
 }
 
 // Stock returns the units of sku left; a single read needs no lock. Its
-// errors wrap stockguard.ErrInvalidRequest (bad sku or an invalid option,
-// before any I/O), the context's error, stockguard.ErrUnknownSKU or
+// errors wrap stockguard.ErrInvalidRequest (bad sku, before any
+// I/O), the context's error, stockguard.ErrUnknownSKU or
 // stockguard.ErrUnavailable (the read failed).
 func (g *Guarded) Stock(ctx context.Context, sku string) (int64, error) {
-	if g.err != nil {
-		return 0, g.err
-	}
 	if err := strategy.ValidateSKU(sku); err != nil {
 		return 0, err
 	}

@@ -79,29 +79,16 @@ func WithStockMaster(i int) Option {
 //     could re-create an expired copy of the lock): theoretical on loopback
 //     and ordinary TCP, but not excluded.
 func NewRedlockGuarded(clients []redis.UniversalClient, opts ...Option) (*Guarded, error) {
-	v := newRedlockGuarded(clients, opts...)
-	if v.err != nil {
-		return nil, v.err
-	}
-	return v, nil
-}
-
-// newRedlockGuarded builds what NewRedlockGuarded returns; an invalid option or argument is
-// left in its err field.
-func newRedlockGuarded(clients []redis.UniversalClient, opts ...Option) *Guarded {
-	o := newOptions(opts)
 	r, err := NewRedlock(clients, opts...)
-	if o.err == nil && err != nil {
-		o.err = err // no masters
+	if err != nil {
+		return nil, err // an invalid option, or no masters
 	}
-	if o.err == nil && o.stockMaster >= len(clients) {
-		o.fail(fmt.Errorf("stock master %d of %d masters", o.stockMaster, len(clients)))
+	o := newOptions(opts)
+	if o.stockMaster >= len(clients) {
+		return nil, invalid(fmt.Errorf("stock master %d of %d masters", o.stockMaster, len(clients)))
 	}
-	if o.err != nil {
-		return newGuarded(nil, nil, o) // every method returns o.err
-	}
-	store := newRedisStore(clients[o.stockMaster], opts...)
-	return newGuarded(&redlockLocks{r: r, stock: o.stockMaster, store: store}, store, o)
+	store := newRedisStore(clients[o.stockMaster], o)
+	return newGuarded(&redlockLocks{r: r, stock: o.stockMaster, store: store}, store, o), nil
 }
 
 // redlockLocks are NewRedlockGuarded's locks: Redlocks whose writes are

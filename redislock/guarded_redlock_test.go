@@ -168,12 +168,8 @@ func TestRedlockGuarded_WithStockMaster(t *testing.T) {
 		}
 	}
 	for _, i := range []int{-1, 3} {
-		bad, err := NewRedlockGuarded(clients, WithPrefix(prefix), WithStockMaster(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := bad.Decrement(ctx, "sku", 1); !errors.Is(err, stockguard.ErrInvalidRequest) {
-			t.Errorf("WithStockMaster(%d) of 3 masters: Decrement = %v, want ErrInvalidRequest", i, err)
+		if bad, err := NewRedlockGuarded(clients, WithPrefix(prefix), WithStockMaster(i)); bad != nil || !errors.Is(err, stockguard.ErrInvalidRequest) {
+			t.Errorf("WithStockMaster(%d) of 3 masters: NewRedlockGuarded = %v, %v; want nil and ErrInvalidRequest", i, bad, err)
 		}
 	}
 	if n, err := g.Stock(ctx, "sku"); n != 6 || err != nil {

@@ -47,9 +47,6 @@ func TestAtomic_keys_injective(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a.err != nil {
-			t.Fatalf("prefix %q: %v", prefix, a.err)
-		}
 		type owner struct{ kind, sku, id string }
 		seen := make(map[string]owner, len(skus)*len(ids)+2*len(skus)+len(ids))
 		claim := func(key string, who owner) {

@@ -107,7 +107,6 @@ type Redlock struct {
 	quorum  int
 	timeout time.Duration // 0: derived from the ttl
 	drift   drift
-	err     error // an invalid option or no masters, returned by every Obtain
 }
 
 // NewRedlock returns a Redlock over the independent masters clients (at
@@ -116,35 +115,26 @@ type Redlock struct {
 // WithNodeTimeout, WithDrift, WithReplicaAck and WithAOFAck (each master's
 // vote counts only once its replicas confirm it: give WithNodeTimeout
 // room for the ack's timeout). Without masters, or with an invalid
-// option, every Obtain fails with an error wrapping
-// stockguard.ErrInvalidRequest.
+// option, it returns an error wrapping stockguard.ErrInvalidRequest.
 func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
-	v := newRedlock(clients, opts...)
-	if v.err != nil {
-		return nil, v.err
-	}
-	return v, nil
-}
-
-// newRedlock builds what NewRedlock returns; an invalid option or argument is
-// left in its err field.
-func newRedlock(clients []redis.UniversalClient, opts ...Option) *Redlock {
 	o := newOptions(opts)
+	if o.err != nil {
+		return nil, o.err
+	}
+	if len(clients) == 0 {
+		return nil, invalid(errors.New("NewRedlock without masters"))
+	}
 	r := &Redlock{
 		nodes:   make([]*Client, len(clients)),
 		keys:    o.keys,
 		quorum:  len(clients)/2 + 1,
 		timeout: o.nodeTimeout,
 		drift:   o.drift,
-		err:     o.err,
-	}
-	if len(clients) == 0 && r.err == nil {
-		r.err = invalid(errors.New("NewRedlock without masters"))
 	}
 	for i, c := range clients {
-		r.nodes[i] = newClient(c, opts...)
+		r.nodes[i] = newClient(c, o)
 	}
-	return r
+	return r, nil
 }
 
 // Quorum returns the number of masters that must agree: N/2+1.
@@ -187,9 +177,8 @@ func (r *Redlock) lockKeys(key string) lockKeys { return lockKeys{lock: r.keys.L
 // set it or may have (an error or no reply: a reply lost after the SET),
 // also from masters that answer after the round. It returns the handle or
 // an error:
-//   - one wrapping stockguard.ErrInvalidRequest: ttl below 1ms, an invalid
-//     or unsupported option, or a Redlock built without masters or with an
-//     invalid Option; nothing sent;
+//   - one wrapping stockguard.ErrInvalidRequest: ttl below 1ms, or an
+//     invalid or unsupported option; nothing sent;
 //   - the context's error: ctx ended before the first round;
 //   - ErrNotObtained: the rounds allowed by the retry strategy all failed —
 //     the lock is held elsewhere, too many masters failed (their errors are
@@ -198,9 +187,6 @@ func (r *Redlock) lockKeys(key string) lockKeys { return lockKeys{lock: r.keys.L
 //     stockguard.ErrUnavailable when a master failed or did not answer in
 //     the last round.
 func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...ObtainOption) (*QuorumLock, error) {
-	if r.err != nil {
-		return nil, r.err
-	}
 	o, ttl, err := obtainSetup(ttl, opts)
 	switch {
 	case err != nil:

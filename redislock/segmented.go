@@ -141,7 +141,6 @@ type Segmented struct {
 	segLocks *Client // WithSegmentLocks: the segments' locks; nil without
 	lease    time.Duration
 	retrier  *strategy.Retrier
-	err      error // an invalid option, returned by every method
 }
 
 var (
@@ -158,17 +157,15 @@ var (
 // included, waits for the ack; SetStock's segment writes then go one by
 // one, each to its own master).
 func NewSegmented(rdb redis.UniversalClient, opts ...Option) (*Segmented, error) {
-	v := newSegmented(rdb, opts...)
-	if v.err != nil {
-		return nil, v.err
+	o := newOptions(opts)
+	if o.err != nil {
+		return nil, o.err
 	}
-	return v, nil
+	return newSegmented(rdb, o), nil
 }
 
-// newSegmented builds what NewSegmented returns; an invalid option or argument is
-// left in its err field.
-func newSegmented(rdb redis.UniversalClient, opts ...Option) *Segmented {
-	o := newOptions(opts)
+// newSegmented builds what NewSegmented returns, from valid options.
+func newSegmented(rdb redis.UniversalClient, o options) *Segmented {
 	w := redisx.Acked(rdb, o.ack)
 	s := &Segmented{
 		rdb:     rdb,
@@ -180,7 +177,6 @@ func newSegmented(rdb redis.UniversalClient, opts ...Option) *Segmented {
 		gather:  lockClient(rdb, WithPrefix(o.keys.Prefix+"seggather"), withAck(o.ack)),
 		lease:   o.lockTTL,
 		retrier: strategy.NewRetrier(o.retry),
-		err:     o.err,
 	}
 	if o.segmentLocks {
 		s.segLocks = lockClient(rdb, WithPrefix(o.keys.Prefix+"seg"), withAck(o.ack))
@@ -212,8 +208,8 @@ func (s *Segmented) metaKey(sku string) string { return s.keys.Name("segmeta", s
 
 // Decrement takes qty units of sku, all or none. It returns nil or an error
 // wrapping:
-//   - stockguard.ErrInvalidRequest: bad sku or qty, or an invalid option,
-//     checked before any I/O;
+//   - stockguard.ErrInvalidRequest: bad sku or qty, checked before any
+//     I/O;
 //   - the context's error: ctx ended before anything was sent;
 //   - stockguard.ErrUnknownSKU: sku was never stocked (nothing is created),
 //     or one of its keys holds something else (then also stockguard.ErrCorruptStock);
@@ -225,9 +221,6 @@ func (s *Segmented) metaKey(sku string) string { return s.keys.Name("segmeta", s
 //   - stockguard.ErrOutcomeUnknown: a take's or a gather's commit reply was
 //     lost; it may have been applied (all of it or none).
 func (s *Segmented) Decrement(ctx context.Context, sku string, qty int64) error {
-	if s.err != nil {
-		return s.err
-	}
 	if err := strategy.Validate(sku, qty); err != nil {
 		return err
 	}
@@ -617,12 +610,8 @@ func (s *Segmented) recover(ctx context.Context, sku string, m meta) error {
 // wrapping stockguard.ErrInvalidRequest (before any I/O), the context's
 // error, stockguard.ErrContention (the gather lock stayed busy through the
 // retry policy, or nothing was written) or stockguard.ErrOutcomeUnknown
-// (some segments may have been written: call it again); an invalid option
-// is ErrInvalidRequest too.
+// (some segments may have been written: call it again).
 func (s *Segmented) SetStock(ctx context.Context, sku string, qty int64) error {
-	if s.err != nil {
-		return s.err
-	}
 	if err := strategy.ValidateSet(sku, qty); err != nil {
 		return err
 	}
@@ -709,9 +698,6 @@ func (s *Segmented) write(ctx context.Context, sku string, qty int64, old int) e
 // else), stockguard.ErrUnavailable (a read failed) or
 // stockguard.ErrContention (the SKU never was quiet).
 func (s *Segmented) Stock(ctx context.Context, sku string) (int64, error) {
-	if s.err != nil {
-		return 0, s.err
-	}
 	if err := strategy.ValidateSKU(sku); err != nil {
 		return 0, err
 	}

@@ -55,30 +55,26 @@ var guardedWriteScript = redis.NewScript(guardedWriteLua)
 type RedisStore struct {
 	scripts redis.Scripter // the client with EVAL/EVALSHA sent at most once
 	levels  redisx.Levels
-	err     error // an invalid option, returned by every method
 }
 
 var _ Store = (*RedisStore)(nil)
 
 // NewRedisStore returns a RedisStore over rdb (scripting and Process, as
 // NewAtomic). It reads the options WithPrefix, WithReplicaAck and
-// WithAOFAck; every method of a store built
-// with an invalid option returns an error wrapping
+// WithAOFAck, and refuses an invalid option with an error wrapping
 // stockguard.ErrInvalidRequest.
 func NewRedisStore(rdb AtomicClient, opts ...Option) (*RedisStore, error) {
-	v := newRedisStore(rdb, opts...)
-	if v.err != nil {
-		return nil, v.err
+	o := newOptions(opts)
+	if o.err != nil {
+		return nil, o.err
 	}
-	return v, nil
+	return newRedisStore(rdb, o), nil
 }
 
-// newRedisStore builds what NewRedisStore returns; an invalid option or argument is
-// left in its err field.
-func newRedisStore(rdb AtomicClient, opts ...Option) *RedisStore {
-	o := newOptions(opts)
+// newRedisStore builds what NewRedisStore returns, from valid options.
+func newRedisStore(rdb AtomicClient, o options) *RedisStore {
 	acked := redisx.Acked(rdb, o.ack)
-	return &RedisStore{scripts: redisx.OnceScripter(acked), levels: redisx.Levels{Client: rdb, Writer: acked, Keys: o.keys, Pkg: "redislock"}, err: o.err}
+	return &RedisStore{scripts: redisx.OnceScripter(acked), levels: redisx.Levels{Client: rdb, Writer: acked, Keys: o.keys, Pkg: "redislock"}}
 }
 
 // SetStock creates sku with qty units (0…stockguard.MaxQty) or overwrites
@@ -89,9 +85,6 @@ func newRedisStore(rdb AtomicClient, opts ...Option) *RedisStore {
 // stockguard.ErrOutcomeUnknown (the SET may have been
 // applied).
 func (s *RedisStore) SetStock(ctx context.Context, sku string, qty int64) error {
-	if s.err != nil {
-		return s.err
-	}
 	return s.levels.Set(ctx, sku, qty)
 }
 
@@ -101,9 +94,6 @@ func (s *RedisStore) SetStock(ctx context.Context, sku string, qty int64) error 
 // holds no stock level), stockguard.ErrContention (Redis busy) or
 // stockguard.ErrUnavailable (the read failed).
 func (s *RedisStore) Stock(ctx context.Context, sku string) (int64, error) {
-	if s.err != nil {
-		return 0, s.err
-	}
 	return s.levels.Get(ctx, sku)
 }
 
@@ -119,9 +109,6 @@ func (s *RedisStore) Stock(ctx context.Context, sku string) (int64, error) {
 //   - stockguard.ErrOutcomeUnknown: the connection failed after the script
 //     was sent; it may have been applied.
 func (s *RedisStore) WriteFenced(ctx context.Context, sku string, qty, token int64) error {
-	if s.err != nil {
-		return s.err
-	}
 	if err := strategy.ValidateSet(sku, qty); err != nil {
 		return err
 	}

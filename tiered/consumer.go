@@ -43,7 +43,6 @@ type Consumer struct {
 	back stockguard.Orders
 	name string
 	o    options
-	err  error
 
 	deferred  map[string]Entry // own pending entries the back refused, for now or for good
 	stuck     map[string]bool  // those refused for good
@@ -87,20 +86,13 @@ type Stats struct {
 // WithClaimIdle, WithStopGrace and WithReplicaAck. It creates nothing: until
 // the front is set up (Orders.Setup), its Steps return ErrFrontLost.
 func NewConsumer(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) (*Consumer, error) {
-	v := newConsumer(rdb, back, opts...)
-	if v.err != nil {
-		return nil, v.err
+	o, err := consumerOptions(back, opts)
+	if err != nil {
+		return nil, err
 	}
-	return v, nil
-}
-
-// newConsumer builds what NewConsumer returns; an invalid option or argument is
-// left in its err field.
-func newConsumer(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) *Consumer {
-	o := newOptions(opts)
 	q := NewStreams(rdb, StreamKey(o.prefix), o.group)
 	q.ack = o.ack
-	return consumerOf(q, back, o)
+	return consumerOf(q, back, o), nil
 }
 
 // NewQueueConsumer returns a Consumer of q applying to back. It reads the
@@ -109,17 +101,21 @@ func newConsumer(rdb redis.UniversalClient, back stockguard.Orders, opts ...Opti
 // q's Read and Claim must return only entries a failover of the front
 // keeps (WithReplicaAck does that for NewConsumer's stream).
 func NewQueueConsumer(q Queue, back stockguard.Orders, opts ...Option) (*Consumer, error) {
-	v := newQueueConsumer(q, back, opts...)
-	if v.err != nil {
-		return nil, v.err
+	o, err := consumerOptions(back, opts)
+	if err != nil {
+		return nil, err
 	}
-	return v, nil
+	return consumerOf(q, back, o), nil
 }
 
-// newQueueConsumer builds what NewQueueConsumer returns; an invalid option or argument is
-// left in its err field.
-func newQueueConsumer(q Queue, back stockguard.Orders, opts ...Option) *Consumer {
-	return consumerOf(q, back, newOptions(opts))
+// consumerOptions parses opts for a consumer of back: an invalid option or
+// a nil back is an error wrapping stockguard.ErrInvalidRequest.
+func consumerOptions(back stockguard.Orders, opts []Option) (options, error) {
+	o := newOptions(opts)
+	if back == nil {
+		o.fail(errors.New("nil back"))
+	}
+	return o, o.err
 }
 
 func consumerOf(q Queue, back stockguard.Orders, o options) *Consumer {
@@ -128,11 +124,8 @@ func consumerOf(q Queue, back stockguard.Orders, o options) *Consumer {
 		rand.Read(b[:]) // documented never to return an error
 		o.consumer = "c-" + hex.EncodeToString(b[:])
 	}
-	if back == nil {
-		o.fail(errors.New("nil back"))
-	}
 	return &Consumer{
-		q: q, back: back, name: o.consumer, o: o, err: o.err,
+		q: q, back: back, name: o.consumer, o: o,
 		deferred: map[string]Entry{},
 		stuck:    map[string]bool{},
 		lag:      hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3),
@@ -146,13 +139,9 @@ func (c *Consumer) Name() string { return c.name }
 // Run applies entries until ctx ends; then the Step in hand finishes —
 // its batch applied to the back and acknowledged — within WithStopGrace,
 // no more is read, and Run returns nil. Errors of the queue (Redis
-// unreachable) are retried with a backoff up to a second; only an invalid
-// option stops Run early, with an error wrapping
-// stockguard.ErrInvalidRequest.
+// unreachable) are retried with a backoff up to a second; only a queue
+// error wrapping stockguard.ErrInvalidRequest stops Run early.
 func (c *Consumer) Run(ctx context.Context) error {
-	if c.err != nil {
-		return c.err
-	}
 	// Steps run detached from ctx: its end cutting a batch between the
 	// back's commit and the acknowledgement would leave the batch pending
 	// under this name, to be claimed WithClaimIdle later by another
@@ -190,12 +179,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 // acknowledges those it committed. It returns how many it acknowledged,
 // and an error of the queue (ErrFrontLost when the front lost its data:
 // its group or epoch key is gone; the Consumer waits for Recover), or the
-// context's, or one wrapping stockguard.ErrInvalidRequest (an invalid
-// option).
+// context's.
 func (c *Consumer) Step(ctx context.Context) (int, error) {
-	if c.err != nil {
-		return 0, c.err
-	}
 	claimed, err := c.q.Claim(ctx, c.name, c.o.claimIdle, c.o.batch)
 	if err != nil {
 		return 0, c.failed(err)

@@ -62,9 +62,6 @@ func NewReconciler(o *Orders, q Queue) *Reconciler {
 // for a SKU one tier lacks, ErrUnavailable — ErrFrontLost for a front that
 // lost its data —, ErrContention, the context's error).
 func (r *Reconciler) Check(ctx context.Context, skus ...string) (Report, error) {
-	if r.o.err != nil {
-		return Report{}, r.o.err
-	}
 	var rep Report
 	drifted := skus
 	for try := 0; try < checkTries && len(drifted) > 0; try++ {
@@ -127,9 +124,6 @@ func (r *Reconciler) drift(ctx context.Context, sku string, backlog []Entry) (Dr
 // whoever reads Check's report. It returns the entries acknowledged, and an
 // error of the back's or the queue's.
 func (r *Reconciler) Repair(ctx context.Context) ([]Entry, error) {
-	if r.o.err != nil {
-		return nil, r.o.err
-	}
 	backlog, err := r.q.Backlog(ctx)
 	if err != nil {
 		return nil, errtext.Wrap(err, "tiered: repair: backlog")

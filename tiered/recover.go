@@ -37,9 +37,6 @@ import (
 // ErrUnknownSKU (a SKU the back lacks), ErrUnavailable, ErrContention or
 // the context's error, as the tiers report them; Recover can be repeated.
 func (o *Orders) Recover(ctx context.Context, skus, ids []string) error {
-	if o.err != nil {
-		return o.err
-	}
 	for _, sku := range skus {
 		if err := strategy.ValidateSKU(sku); err != nil {
 			return err

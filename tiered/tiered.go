@@ -32,7 +32,6 @@ type Orders struct {
 	back   stockguard.Orders
 	stream string
 	group  string
-	err    error // the first invalid option or argument
 
 	lost atomic.Int64 // calls refused with ErrFrontLost
 }
@@ -49,16 +48,6 @@ var (
 // A nil back, a Cluster or Ring client, or an invalid option is an error
 // wrapping stockguard.ErrInvalidRequest.
 func New(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) (*Orders, error) {
-	v := newOrders(rdb, back, opts...)
-	if v.err != nil {
-		return nil, v.err
-	}
-	return v, nil
-}
-
-// newOrders builds what New returns; an invalid option or argument is
-// left in its err field.
-func newOrders(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) *Orders {
 	o := newOptions(opts)
 	switch rdb.(type) {
 	case *redis.ClusterClient, *redis.Ring:
@@ -67,14 +56,18 @@ func newOrders(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option
 	if back == nil {
 		o.fail(errors.New("nil back"))
 	}
+	if o.err != nil {
+		return nil, o.err
+	}
 	stream := StreamKey(o.prefix)
 	front := append([]redislock.Option{redislock.WithPrefix(o.prefix)}, o.front...)
 	front = append(front, redislock.WithOrderStream(stream))
 	atomic, err := redislock.NewAtomic(rdb, front...)
 	if err != nil {
 		o.fail(err)
+		return nil, o.err
 	}
-	return &Orders{rdb: rdb, front: atomic, back: back, stream: stream, group: o.group, err: o.err}
+	return &Orders{rdb: rdb, front: atomic, back: back, stream: stream, group: o.group}, nil
 }
 
 // Setup makes the front ready to sell: it creates the stream, its consumer
@@ -86,9 +79,6 @@ func newOrders(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option
 // with Recover. Errors wrap stockguard.ErrUnavailable or the context's
 // error.
 func (o *Orders) Setup(ctx context.Context) error {
-	if o.err != nil {
-		return o.err
-	}
 	if err := strategy.Canceled(ctx); err != nil {
 		return err
 	}
@@ -125,9 +115,6 @@ var ErrFrontLost = fmt.Errorf("%w: tiered: the front lost its data (its epoch ke
 // back takes them when the Consumer applies the entry. Its errors are
 // redislock.Atomic.Take's, or ErrFrontLost.
 func (o *Orders) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
-	if o.err != nil {
-		return o.err
-	}
 	return o.gone(ctx, o.front.Take(ctx, id, lines...))
 }
 
@@ -135,9 +122,6 @@ func (o *Orders) Take(ctx context.Context, id string, lines ...stockguard.Line) 
 // ttl; the back hears of it only once it is confirmed. Its errors are
 // redislock.Atomic.Hold's, or ErrFrontLost.
 func (o *Orders) Hold(ctx context.Context, id string, ttl time.Duration, lines ...stockguard.Line) error {
-	if o.err != nil {
-		return o.err
-	}
 	return o.gone(ctx, o.front.Hold(ctx, id, ttl, lines...))
 }
 
@@ -145,9 +129,6 @@ func (o *Orders) Hold(ctx context.Context, id string, ttl time.Duration, lines .
 // back takes its lines when the Consumer applies the entry. Its errors are
 // redislock.Atomic.Confirm's, or ErrFrontLost.
 func (o *Orders) Confirm(ctx context.Context, id string) error {
-	if o.err != nil {
-		return o.err
-	}
 	return o.gone(ctx, o.front.Confirm(ctx, id))
 }
 
@@ -155,18 +136,12 @@ func (o *Orders) Confirm(ctx context.Context, id string) error {
 // an order taken, on the back when the Consumer applies the entry. Its
 // errors are redislock.Atomic.Return's, or ErrFrontLost.
 func (o *Orders) Return(ctx context.Context, id string) error {
-	if o.err != nil {
-		return o.err
-	}
 	return o.gone(ctx, o.front.Return(ctx, id))
 }
 
 // Order reports the order under id as the front knows it. Its errors are
 // redislock.Atomic.Order's, or ErrFrontLost.
 func (o *Orders) Order(ctx context.Context, id string) (stockguard.OrderInfo, error) {
-	if o.err != nil {
-		return stockguard.OrderInfo{}, o.err
-	}
 	info, err := o.front.Order(ctx, id)
 	return info, o.gone(ctx, err)
 }
@@ -174,9 +149,6 @@ func (o *Orders) Order(ctx context.Context, id string) (stockguard.OrderInfo, er
 // Stock reports the front's level of sku: the units a buyer can have now.
 // Its errors are redislock.Atomic.Stock's, or ErrFrontLost.
 func (o *Orders) Stock(ctx context.Context, sku string) (int64, error) {
-	if o.err != nil {
-		return 0, o.err
-	}
 	n, err := o.front.Stock(ctx, sku)
 	return n, o.gone(ctx, err)
 }
@@ -192,9 +164,6 @@ func (o *Orders) Stock(ctx context.Context, sku string) (int64, error) {
 // ErrContention, ErrUnavailable (ErrFrontLost), ErrOutcomeUnknown or the
 // context's error, as the tiers report them.
 func (o *Orders) Restock(ctx context.Context, id, sku string, qty int64) error {
-	if o.err != nil {
-		return o.err
-	}
 	if err := strategy.ValidateRestock(id, sku, qty); err != nil {
 		return err
 	}
@@ -239,9 +208,6 @@ func (o *Orders) Restock(ctx context.Context, id, sku string, qty int64) error {
 // stockguard.ErrInvalidRequest, ErrContention, ErrUnavailable
 // (ErrFrontLost), ErrOutcomeUnknown or the context's error.
 func (o *Orders) SetStock(ctx context.Context, sku string, qty int64) error {
-	if o.err != nil {
-		return o.err
-	}
 	if err := strategy.ValidateSet(sku, qty); err != nil {
 		return err
 	}
@@ -270,9 +236,6 @@ func (o *Orders) SetStock(ctx context.Context, sku string, qty int64) error {
 // ErrUnknownSKU, ErrContention, ErrUnavailable (ErrFrontLost),
 // ErrOutcomeUnknown or the context's error.
 func (o *Orders) Decrement(ctx context.Context, sku string, qty int64) error {
-	if o.err != nil {
-		return o.err
-	}
 	if err := strategy.Validate(sku, qty); err != nil {
 		return err
 	}

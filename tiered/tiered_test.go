@@ -28,28 +28,32 @@ func TestOrders_conformance(t *testing.T) {
 	})
 }
 
+// New and NewConsumer refuse a bad argument or option, returning no
+// instance and an error wrapping ErrInvalidRequest, before any I/O.
 func TestNew_invalid(t *testing.T) {
 	r := newRig(t)
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
 	t.Cleanup(func() { cc.Close() })
-	for name, o := range map[string]*Orders{
-		"nil back": mustNew(New(r.rdb, nil, WithPrefix(r.prefix))),
-		"cluster":  mustNew(New(cc, r.back)),
-		"group":    mustNew(New(r.rdb, r.back, WithGroup(""))),
-		"ack":      mustNew(New(r.rdb, r.back, WithReplicaAck(0, time.Second))),
+	for name, mk := range map[string]func() (*Orders, error){
+		"nil back": func() (*Orders, error) { return New(r.rdb, nil, WithPrefix(r.prefix)) },
+		"cluster":  func() (*Orders, error) { return New(cc, r.back) },
+		"group":    func() (*Orders, error) { return New(r.rdb, r.back, WithGroup("")) },
+		"ack":      func() (*Orders, error) { return New(r.rdb, r.back, WithReplicaAck(0, time.Second)) },
 	} {
-		if err := o.Take(t.Context(), "x", line("a", 1)); !errors.Is(err, stockguard.ErrInvalidRequest) {
-			t.Errorf("%s: Take = %v, want ErrInvalidRequest", name, err)
+		if o, err := mk(); o != nil || !errors.Is(err, stockguard.ErrInvalidRequest) {
+			t.Errorf("%s: New = %v, %v; want nil and ErrInvalidRequest", name, o, err)
 		}
 	}
-	if _, err := r.consumer(nil, WithBatch(0)).Step(t.Context()); !errors.Is(err, stockguard.ErrInvalidRequest) {
-		t.Errorf("WithBatch(0): Step = %v, want ErrInvalidRequest", err)
-	}
-	if err := r.consumer(nil, WithStopGrace(-time.Second)).Run(t.Context()); !errors.Is(err, stockguard.ErrInvalidRequest) {
-		t.Errorf("WithStopGrace(-1s): Run = %v, want ErrInvalidRequest", err)
-	}
-	if _, err := r.consumer(nil, WithReplicaAck(1, 0)).Step(t.Context()); !errors.Is(err, stockguard.ErrInvalidRequest) {
-		t.Errorf("WithReplicaAck(1, 0): Step = %v, want ErrInvalidRequest", err)
+	for name, mk := range map[string]func() (*Consumer, error){
+		"nil back":             func() (*Consumer, error) { return NewConsumer(r.rdb, nil, WithPrefix(r.prefix)) },
+		"WithBatch(0)":         func() (*Consumer, error) { return NewConsumer(r.rdb, r.back, WithBatch(0)) },
+		"WithStopGrace(-1s)":   func() (*Consumer, error) { return NewConsumer(r.rdb, r.back, WithStopGrace(-time.Second)) },
+		"WithReplicaAck(1, 0)": func() (*Consumer, error) { return NewConsumer(r.rdb, r.back, WithReplicaAck(1, 0)) },
+		"queue, nil back":      func() (*Consumer, error) { return NewQueueConsumer(NewStreams(r.rdb, StreamKey(r.prefix), "g"), nil) },
+	} {
+		if c, err := mk(); c != nil || !errors.Is(err, stockguard.ErrInvalidRequest) {
+			t.Errorf("%s: NewConsumer = %v, %v; want nil and ErrInvalidRequest", name, c, err)
+		}
 	}
 }
 

@@ -39,7 +39,6 @@ type Inventory struct {
 	writer  redisx.ScriptClient // rdb through redisx.Acked: SetStock, and the WAITAOF probe
 	levels  redisx.Levels
 	retrier *strategy.Retrier
-	err     error // an invalid option, returned by every method
 }
 
 var (
@@ -50,38 +49,28 @@ var (
 // New returns an Inventory over rdb. It reads the options WithPrefix,
 // WithRetry, WithReplicaAck and WithAOFAck.
 func New(rdb Client, opts ...Option) (*Inventory, error) {
-	v := newInventory(rdb, opts...)
-	if v.err != nil {
-		return nil, v.err
-	}
-	return v, nil
-}
-
-// newInventory builds what New returns; an invalid option or argument is
-// left in its err field.
-func newInventory(rdb Client, opts ...Option) *Inventory {
 	o := options{retry: DefaultRetry()}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.err != nil {
+		return nil, o.err
 	}
 	inv := &Inventory{
 		rdb:     rdb,
 		ack:     o.ack,
 		levels:  redisx.Levels{Client: rdb, Keys: o.keys, Pkg: "watchtx"},
 		retrier: strategy.NewRetrier(o.retry),
-		err:     o.err,
 	}
 	if o.ack.On() {
 		sc, ok := rdb.(redisx.ScriptClient)
-		if !ok && inv.err == nil {
-			inv.err = fmt.Errorf("%w: watchtx: WithReplicaAck needs a go-redis client (%T cannot pipeline a WAIT)", stockguard.ErrInvalidRequest, rdb)
+		if !ok {
+			return nil, fmt.Errorf("%w: watchtx: WithReplicaAck needs a go-redis client (%T cannot pipeline a WAIT)", stockguard.ErrInvalidRequest, rdb)
 		}
-		if ok {
-			inv.writer = redisx.Acked(sc, o.ack)
-			inv.levels.Writer = inv.writer
-		}
+		inv.writer = redisx.Acked(sc, o.ack)
+		inv.levels.Writer = inv.writer
 	}
-	return inv
+	return inv, nil
 }
 
 // Retries returns the number of times a Decrement was retried after a
@@ -109,9 +98,6 @@ func (inv *Inventory) Retries() int64 { return inv.retrier.Retries() }
 //     of n replicas within …"); with WithAOFAck on a server without
 //     WAITAOF, ErrUnavailable before anything is sent.
 func (inv *Inventory) Decrement(ctx context.Context, sku string, qty int64) error {
-	if inv.err != nil {
-		return inv.err
-	}
 	if err := strategy.Validate(sku, qty); err != nil {
 		return err
 	}
@@ -213,9 +199,6 @@ func (inv *Inventory) execAcked(ctx context.Context, tx *redis.Tx, key string, q
 // (Redis or the pool busy) or
 // stockguard.ErrOutcomeUnknown (the SET may have been applied).
 func (inv *Inventory) SetStock(ctx context.Context, sku string, qty int64) error {
-	if inv.err != nil {
-		return inv.err
-	}
 	return inv.levels.Set(ctx, sku, qty)
 }
 
@@ -225,8 +208,5 @@ func (inv *Inventory) SetStock(ctx context.Context, sku string, qty int64) error
 // holds no stock level), stockguard.ErrUnavailable (the read failed) or
 // ErrContention (Redis or the pool busy).
 func (inv *Inventory) Stock(ctx context.Context, sku string) (int64, error) {
-	if inv.err != nil {
-		return 0, inv.err
-	}
 	return inv.levels.Get(ctx, sku)
 }
