@@ -93,12 +93,8 @@ func TestAtomic_WithOrderStream_refusals(t *testing.T) {
 		t.Errorf("a two-phase Take with a stream: %v, want ErrInvalidRequest", err)
 	}
 	wantLevels(t, a, map[string]int64{"a": 10})
-	empty, err := NewAtomic(rdb, WithPrefix(prefix), WithOrderStream(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := empty.Take(t.Context(), "y", line("a", 1)); !errors.Is(err, stockguard.ErrInvalidRequest) {
-		t.Errorf("WithOrderStream(\"\"): %v, want ErrInvalidRequest", err)
+	if empty, err := NewAtomic(rdb, WithPrefix(prefix), WithOrderStream("")); empty != nil || !errors.Is(err, stockguard.ErrInvalidRequest) {
+		t.Errorf("NewAtomic(WithOrderStream(\"\")) = %v, %v; want nil, ErrInvalidRequest", empty, err)
 	}
 }
 
