@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -203,8 +204,10 @@ func (o *Orders) Restock(ctx context.Context, id, sku string, qty int64) error {
 // back off by them (the Reconciler reports it); add units to a live SKU
 // with Restock. The front goes first because its room rule (units out on
 // open orders, held ones included, must fit under MaxQty) is the stricter:
-// a level it accepts the back accepts too. A back that fails after the
-// front was set is ErrOutcomeUnknown (repeat the call). Errors wrap
+// a level it accepts the back accepts too, once the Returns of sku on
+// their way have reached it: until then the back counts their units as
+// out, and SetStock waits for the Consumer to apply them. A back that fails
+// after the front was set is ErrOutcomeUnknown (repeat the call). Errors wrap
 // stockguard.ErrInvalidRequest, ErrContention, ErrUnavailable
 // (ErrFrontLost), ErrOutcomeUnknown or the context's error.
 func (o *Orders) SetStock(ctx context.Context, sku string, qty int64) error {
@@ -217,16 +220,48 @@ func (o *Orders) SetStock(ctx context.Context, sku string, qty int64) error {
 	if err := o.front.SetStock(ctx, sku, qty); err != nil {
 		return errtext.Wrap(err, "tiered: set stock of %q on the front", sku)
 	}
-	// The back never hears of holds: its level is the front's plus the
-	// units held there, which a Confirm takes from both tiers.
-	_, held, err := o.front.Held(ctx, sku)
+	for {
+		// The back never hears of holds: its level is the front's plus the
+		// units held there, which a Confirm takes from both tiers.
+		_, held, err := o.front.Held(ctx, sku)
+		if err != nil {
+			return afterBack(err, "tiered: set stock of %q: held units on the front", sku)
+		}
+		err = o.back.SetStock(ctx, sku, qty+held)
+		if !errors.Is(err, stockguard.ErrInvalidRequest) {
+			if err != nil {
+				return afterBack(err, "tiered: set stock of %q on the back", sku)
+			}
+			return nil
+		}
+		// The front found room for qty, so the back refuses it only while it
+		// still counts as out the units of a Return on its way: wait for the
+		// Consumer to apply it rather than leave the tiers apart.
+		if on, rerr := o.returnOnItsWay(ctx, sku); rerr != nil || !on {
+			return afterBack(err, "tiered: set stock of %q on the back", sku)
+		}
+		if redisx.Sleep(ctx, returnPoll) != nil {
+			return afterBack(err, "tiered: set stock of %q on the back, waiting for a return on its way", sku)
+		}
+	}
+}
+
+// returnPoll is how often SetStock looks again for a Return on its way.
+const returnPoll = 10 * time.Millisecond
+
+// returnOnItsWay reports whether the stream holds a Return of an order with
+// a line of sku.
+func (o *Orders) returnOnItsWay(ctx context.Context, sku string) (bool, error) {
+	left, err := NewStreams(o.rdb, o.stream, o.group).Backlog(ctx)
 	if err != nil {
-		return afterBack(err, "tiered: set stock of %q: held units on the front", sku)
+		return false, err
 	}
-	if err := o.back.SetStock(ctx, sku, qty+held); err != nil {
-		return afterBack(err, "tiered: set stock of %q on the back", sku)
+	for _, e := range left {
+		if e.Op == OpReturn && slices.ContainsFunc(e.Lines, func(l stockguard.Line) bool { return l.SKU == sku }) {
+			return true, nil
+		}
 	}
-	return nil
+	return false, nil
 }
 
 // Decrement takes qty units of sku as a one-line order under a fresh ID

@@ -1,6 +1,7 @@
 package tiered
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -224,4 +225,55 @@ func TestOrders_SetStock_overLiveHolds_tiersAgree(t *testing.T) {
 	r.settled(t, "a")
 	wantStock(t, "front", r.o, "a", 20)
 	wantStock(t, "back", r.back, "a", 20)
+}
+
+// refusalSignal is a back whose SetStock closes refused after its first
+// refusal, so a test knows the call reached the back while an entry was
+// still on its way.
+type refusalSignal struct {
+	stockguard.Orders
+	once    sync.Once
+	refused chan struct{}
+}
+
+func (b *refusalSignal) SetStock(ctx context.Context, sku string, qty int64) error {
+	err := b.Orders.SetStock(ctx, sku, qty)
+	if errors.Is(err, stockguard.ErrInvalidRequest) {
+		b.once.Do(func() { close(b.refused) })
+	}
+	return err
+}
+
+// A level set right after a Return, near MaxQty, while the Return is still
+// on its way to the back: the back counts the returned units as out and
+// refuses a level the front accepted. SetStock waits for the Return to be
+// applied and sets both tiers, instead of leaving them apart.
+func TestOrders_SetStock_afterAReturnOnItsWay_waitsForTheBack(t *testing.T) {
+	ctx := t.Context()
+	r := newRig(t)
+	back := &refusalSignal{Orders: r.back, refused: make(chan struct{})}
+	o := mustNew(New(r.rdb, back, WithPrefix(r.prefix)))
+	c := r.consumer(nil)
+	stock(t, o, stockguard.MaxQty, "a")
+	if err := o.Take(ctx, "t1", line("a", 10)); err != nil {
+		t.Fatal(err)
+	}
+	r.stepUntilDrained(t, c)
+	if err := o.Return(ctx, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- o.SetStock(ctx, "a", stockguard.MaxQty-1) }()
+	select {
+	case <-back.refused:
+	case err := <-done:
+		t.Fatalf("SetStock with the Return on its way = %v before the back refused; want it to reach the back", err)
+	}
+	r.stepUntilDrained(t, c)
+	if err := <-done; err != nil {
+		t.Fatalf("SetStock = %v, want nil once the Return is applied", err)
+	}
+	r.settled(t, "a")
+	wantStock(t, "front", o, "a", stockguard.MaxQty-1)
+	wantStock(t, "back", r.back, "a", stockguard.MaxQty-1)
 }
