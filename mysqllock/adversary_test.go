@@ -6,6 +6,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/stocktest"
 )
 
@@ -21,7 +22,7 @@ func TestOrders_adversary(t *testing.T) {
 		insts func(db *sqlx.DB, table string) []stockguard.Orders
 	}{
 		{"interpolateParams/atomic", interpolate, func(db *sqlx.DB, table string) []stockguard.Orders {
-			return []stockguard.Orders{mustNew(NewAtomic(db, WithTable(table))), mustNew(NewAtomic(db, WithTable(table)))}
+			return []stockguard.Orders{must.New(NewAtomic(db, WithTable(table))), must.New(NewAtomic(db, WithTable(table)))}
 		}},
 		{"interpolateParams/atomic+batched+lanes", interpolate, mixed},
 		{"multiStatements/atomic+batched+lanes", multi, mixed},
@@ -38,9 +39,9 @@ func TestOrders_adversary(t *testing.T) {
 // mixed is Atomic, Batched and Batched with four lanes on table.
 func mixed(db *sqlx.DB, table string) []stockguard.Orders {
 	return []stockguard.Orders{
-		mustNew(NewAtomic(db, WithTable(table))),
-		mustNew(NewBatched(db, WithTable(table))),
-		mustNew(NewBatched(db, WithTable(table), WithOrderLanes(4))),
+		must.New(NewAtomic(db, WithTable(table))),
+		must.New(NewBatched(db, WithTable(table))),
+		must.New(NewBatched(db, WithTable(table), WithOrderLanes(4))),
 	}
 }
 
@@ -53,7 +54,7 @@ func TestInventory_adversary(t *testing.T) {
 	for _, name := range strategyNames {
 		insts = append(insts, strategies(db, WithTable(table))[name])
 	}
-	insts = append(insts, mustNew(NewBatched(db, WithTable(table))))
+	insts = append(insts, must.New(NewBatched(db, WithTable(table))))
 	stocktest.Adversary{}.RunInventory(t, insts)
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/combine/combinetest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/stocktest"
 )
 
@@ -23,7 +24,7 @@ func TestBatched_conformance(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
 	stocktest.Run(t, func(*testing.T) stockguard.Inventory {
-		return mustNew(NewBatched(db, WithTable(table)))
+		return must.New(NewBatched(db, WithTable(table)))
 	})
 }
 
@@ -300,7 +301,7 @@ func TestBatched_Decrement_commitLost(t *testing.T) {
 func TestBatched_Decrement_combinesAcrossInstances(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
-	insts := []*Batched{mustNew(NewBatched(db, WithTable(table))), mustNew(NewBatched(db, WithTable(table)))}
+	insts := []*Batched{must.New(NewBatched(db, WithTable(table))), must.New(NewBatched(db, WithTable(table)))}
 	combinetest.DrainMixed(t, []stockguard.Inventory{insts[0], insts[1]}, "hot", 3000)
 	var s BatchStats
 	for _, b := range insts {

@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 )
 
 // BenchmarkHotSKU runs every strategy on one hot SKU that never sells out,
@@ -46,7 +47,7 @@ type driverOnly struct {
 }
 
 func newDriverOnly(db *sqlx.DB, table string) driverOnly {
-	return driverOnly{mustNew(NewAtomic(db, WithTable(table)))}
+	return driverOnly{must.New(NewAtomic(db, WithTable(table)))}
 }
 
 func (d driverOnly) Decrement(ctx context.Context, sku string, qty int64) error {
@@ -70,7 +71,7 @@ func BenchmarkAtomicDSN(b *testing.B) {
 		table := newTable(b, db)
 		for _, workers := range []int{1, 16} {
 			b.Run(fmt.Sprintf("interpolateParams=%t/workers=%d", ip, workers), func(b *testing.B) {
-				hotRow(b, backendstest.SharedMySQL(b).Proc, mustNew(NewAtomic(db, WithTable(table))), fmt.Sprintf("hot-%t-%d", ip, workers), workers)
+				hotRow(b, backendstest.SharedMySQL(b).Proc, must.New(NewAtomic(db, WithTable(table))), fmt.Sprintf("hot-%t-%d", ip, workers), workers)
 			})
 		}
 	}

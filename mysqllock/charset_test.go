@@ -9,6 +9,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/must"
 )
 
 // No connection setting may turn a SKU, an order ID or a lock name into
@@ -89,12 +90,12 @@ func hostileStrings(t *testing.T, check, db *sqlx.DB, unsafe bool) {
 	}
 	opts := []Option{WithTable(table)}
 	inventories := map[string]stockguard.Inventory{
-		"atomic":      mustNew(NewAtomic(db, opts...)),
-		"pessimistic": mustNew(NewPessimistic(db, opts...)),
-		"optimistic":  mustNew(NewOptimistic(db, opts...)),
-		"namedlock":   mustNew(NewNamedLock(db, opts...)),
-		"segmented":   mustNew(NewSegmented(db, opts...)),
-		"batched":     mustNew(NewBatched(db, opts...)),
+		"atomic":      must.New(NewAtomic(db, opts...)),
+		"pessimistic": must.New(NewPessimistic(db, opts...)),
+		"optimistic":  must.New(NewOptimistic(db, opts...)),
+		"namedlock":   must.New(NewNamedLock(db, opts...)),
+		"segmented":   must.New(NewSegmented(db, opts...)),
+		"batched":     must.New(NewBatched(db, opts...)),
 	}
 	for name, inv := range inventories {
 		for _, sku := range []string{where, stmt} {
@@ -115,7 +116,7 @@ func hostileStrings(t *testing.T, check, db *sqlx.DB, unsafe bool) {
 	outcome("fenced WriteFenced", fenced.WriteFenced(ctx, where, 7, 1), nil)
 	outcome("fenced WriteFenced", fenced.WriteFenced(ctx, stmt, 7, 1), nil)
 
-	for name, o := range map[string]stockguard.Orders{"atomic": mustNew(NewAtomic(db, opts...)), "batched": mustNew(NewBatched(db, opts...))} {
+	for name, o := range map[string]stockguard.Orders{"atomic": must.New(NewAtomic(db, opts...)), "batched": must.New(NewBatched(db, opts...))} {
 		outcome(name+" SetStock", o.SetStock(ctx, where, 10), nil)
 		outcome(name+" SetStock", o.SetStock(ctx, stmt, 10), nil)
 		for _, id := range []string{where, stmt} {

@@ -7,6 +7,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/stocktest"
 )
 
@@ -51,7 +52,7 @@ func TestPessimistic_conformance_lockModes(t *testing.T) {
 		t.Run(m.String(), func(t *testing.T) {
 			table := newTable(t, db)
 			stocktest.Run(t, func(*testing.T) stockguard.Inventory {
-				return mustNew(NewPessimistic(db, WithTable(table), WithLockMode(m)))
+				return must.New(NewPessimistic(db, WithTable(table), WithLockMode(m)))
 			})
 		})
 	}

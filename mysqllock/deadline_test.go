@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/strategy"
 )
 
@@ -122,14 +123,14 @@ func TestDecrement_shortDeadlines(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				inv = mustNew(NewAtomic(db, WithTable(table))) // to stock the SKU
+				inv = must.New(NewAtomic(db, WithTable(table))) // to stock the SKU
 				call = func(ctx context.Context) error { return f.SetStock(ctx, "dl", stock) }
 			case "segmented":
 				if err := CreateSchema(t.Context(), db, WithTable(table)); err != nil {
 					t.Fatal(err)
 				}
 				dropAtCleanup(t, db, SegmentsTable(table))
-				inv = mustNew(NewSegmented(db, WithTable(table)))
+				inv = must.New(NewSegmented(db, WithTable(table)))
 			default:
 				inv = strategies(db, WithTable(table))[c.name]
 			}

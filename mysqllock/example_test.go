@@ -82,8 +82,11 @@ func ExampleNamedLock_WithLock() {
 	ctx := context.Background()
 	db := open(16)
 	defer db.Close()
-	inv := mustNew(mysqllock.NewNamedLock(db, mysqllock.WithNamedLockTimeout(time.Second)))
-	err := inv.WithLock(ctx, "sku-42", func(ctx context.Context, conn *sqlx.Conn) error {
+	inv, err := mysqllock.NewNamedLock(db, mysqllock.WithNamedLockTimeout(time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = inv.WithLock(ctx, "sku-42", func(ctx context.Context, conn *sqlx.Conn) error {
 		var qty int64
 		if err := conn.QueryRowxContext(ctx, "SELECT qty FROM stock WHERE sku = ?", "sku-42").Scan(&qty); err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/stocktest"
 )
 
@@ -32,7 +33,7 @@ func stringCheck(f *testing.F) *stocktest.StringCheck {
 		for _, name := range strategyNames {
 			c.Inventories = append(c.Inventories, strategies(db, WithTable(table))[name])
 		}
-		c.Inventories = append(c.Inventories, mustNew(NewSegmented(db, WithTable(table))))
+		c.Inventories = append(c.Inventories, must.New(NewSegmented(db, WithTable(table))))
 		for _, name := range orderStrategyNames {
 			o := orderStrategies(db, WithTable(table))[name]
 			c.Inventories = append(c.Inventories, o)
@@ -45,7 +46,7 @@ func stringCheck(f *testing.F) *stocktest.StringCheck {
 	for _, name := range orderStrategyNames {
 		c.Offline = append(c.Offline, orderStrategies(closed, WithTable(table))[name])
 	}
-	c.Offline = append(c.Offline, mustNew(NewSegmented(closed, WithTable(table))))
+	c.Offline = append(c.Offline, must.New(NewSegmented(closed, WithTable(table))))
 	if err := c.Prepare(f.Context()); err != nil {
 		f.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/strategy"
 )
 
@@ -21,8 +22,8 @@ import (
 // options, on table.
 func hotRowStrategies(db *sqlx.DB, table string) map[string]stockguard.Inventory {
 	all := strategies(db, WithTable(table))
-	all["segmented"] = mustNew(NewSegmented(db, WithTable(table)))
-	all["batched"] = mustNew(NewBatched(db, WithTable(table)))
+	all["segmented"] = must.New(NewSegmented(db, WithTable(table)))
+	all["batched"] = must.New(NewBatched(db, WithTable(table)))
 	return all
 }
 

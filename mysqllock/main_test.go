@@ -16,6 +16,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/strategy"
 )
 
@@ -66,7 +67,7 @@ func dropAtCleanup(t testing.TB, db *sqlx.DB, name string) {
 // mustSet stocks sku through a FencedStore (any strategy would do).
 func mustSet(t testing.TB, db *sqlx.DB, table, sku string, qty int64) {
 	t.Helper()
-	if err := mustNew(NewFencedStore(db, WithTable(table))).SetStock(t.Context(), sku, qty); err != nil {
+	if err := must.New(NewFencedStore(db, WithTable(table))).SetStock(t.Context(), sku, qty); err != nil {
 		t.Fatalf("SetStock(%q, %d): %v", sku, qty, err)
 	}
 }
@@ -148,10 +149,10 @@ func contractOne(t testing.TB, err, want error) {
 // strategies builds every Inventory strategy of the package on one table.
 func strategies(db *sqlx.DB, opts ...Option) map[string]stockguard.Inventory {
 	return map[string]stockguard.Inventory{
-		"atomic":      mustNew(NewAtomic(db, opts...)),
-		"pessimistic": mustNew(NewPessimistic(db, opts...)),
-		"optimistic":  mustNew(NewOptimistic(db, opts...)),
-		"namedlock":   mustNew(NewNamedLock(db, opts...)),
+		"atomic":      must.New(NewAtomic(db, opts...)),
+		"pessimistic": must.New(NewPessimistic(db, opts...)),
+		"optimistic":  must.New(NewOptimistic(db, opts...)),
+		"namedlock":   must.New(NewNamedLock(db, opts...)),
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/must"
 )
 
 // lockFree fails t unless sku's named lock is free within a second: no
@@ -128,8 +129,8 @@ func TestNamedLock_Decrement_lockBusy(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
 	mustSet(t, db, table, "hot", 10)
-	holder := mustNew(NewNamedLock(db, WithTable(table)))
-	n := mustNew(NewNamedLock(db, WithTable(table), WithNamedLockTimeout(200*time.Millisecond)))
+	holder := must.New(NewNamedLock(db, WithTable(table)))
+	n := must.New(NewNamedLock(db, WithTable(table), WithNamedLockTimeout(200*time.Millisecond)))
 	held, release := make(chan struct{}), make(chan struct{})
 	go holder.WithLock(t.Context(), "hot", func(context.Context, *sqlx.Conn) error {
 		close(held)
@@ -148,7 +149,7 @@ func TestNamedLock_Decrement_lockBusy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	began = time.Now()
-	err = mustNew(NewNamedLock(db, WithTable(table))).Decrement(ctx, "hot", 1)
+	err = must.New(NewNamedLock(db, WithTable(table))).Decrement(ctx, "hot", 1)
 	if took := time.Since(began); took > time.Second || err == nil {
 		t.Errorf("with a 100ms deadline: %v after %v", err, took)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/strategy"
 )
 
@@ -44,7 +45,7 @@ func BenchmarkOrders(b *testing.B) {
 				table := newTable(b, db)
 				o := orderStrategies(db, WithTable(table))[name]
 				if name == "batched-lanes4" {
-					o = mustNew(NewBatched(db, WithTable(table), WithOrderLanes(4)))
+					o = must.New(NewBatched(db, WithTable(table), WithOrderLanes(4)))
 				}
 				ordersBench(b, db, table, o, op, workers)
 			})

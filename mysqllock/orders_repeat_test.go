@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/combine/combinetest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/ordersload"
 )
 
@@ -39,7 +40,7 @@ func TestBatched_repeatIsNotRefusedWhileItsFirstAttemptMayCommit(t *testing.T) {
 				}
 				repeat := first
 				if where == "other instance" {
-					repeat = mustNew(NewBatched(db, WithTable(table)))
+					repeat = must.New(NewBatched(db, WithTable(table)))
 				}
 				ctx := t.Context()
 				want(t, "SetStock", first.SetStock(ctx, "s", 0), nil)
@@ -270,9 +271,9 @@ func TestTiDB_repeatsAgreeWithTheLedger(t *testing.T) {
 func repeats(t *testing.T, db *sqlx.DB) {
 	table := newTable(t, db)
 	insts := []stockguard.Orders{
-		mustNew(NewBatched(db, WithTable(table))),
-		mustNew(NewBatched(db, WithTable(table), WithOrderLanes(4))),
-		mustNew(NewAtomic(db, WithTable(table))),
+		must.New(NewBatched(db, WithTable(table))),
+		must.New(NewBatched(db, WithTable(table), WithOrderLanes(4))),
+		must.New(NewAtomic(db, WithTable(table))),
 	}
 	ordersload.Repeats(t, insts, func() { settled(t, db, table) }, 12, 2000)
 }
@@ -389,8 +390,8 @@ func twoBatched(t *testing.T, kind func(*mysql.Config)) (db *sqlx.DB, table stri
 	db = testDB(t, kind)
 	db.SetMaxOpenConns(16)
 	table = newTable(t, db)
-	b1 = mustNew(NewBatched(db, WithTable(table)))
-	b2 = mustNew(NewBatched(db, WithTable(table)))
+	b1 = must.New(NewBatched(db, WithTable(table)))
+	b2 = must.New(NewBatched(db, WithTable(table)))
 	want(t, "SetStock s", b1.SetStock(t.Context(), "s", 0), nil)
 	want(t, "SetStock z", b1.SetStock(t.Context(), "z", 10), nil)
 	return db, table, b1, b2

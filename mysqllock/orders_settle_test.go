@@ -7,6 +7,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/must"
 )
 
 // A batch with a Confirm and a Return goes the optimistic way on a
@@ -69,7 +70,7 @@ func TestBatched_Return_concurrentReturnsCreditOnce(t *testing.T) {
 	db := testDB(t, multi)
 	table := newTable(t, db)
 	ctx := t.Context()
-	b1, b2 := mustNew(NewBatched(db, WithTable(table))), mustNew(NewBatched(db, WithTable(table)))
+	b1, b2 := must.New(NewBatched(db, WithTable(table))), must.New(NewBatched(db, WithTable(table)))
 	if err := b1.SetStock(ctx, "x", 5); err != nil {
 		t.Fatal(err)
 	}

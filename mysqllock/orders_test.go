@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/combine/combinetest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/ordersload"
 	"github.com/stockguard/stockguard/strategy"
 )
@@ -19,8 +20,8 @@ import (
 // orderStrategies builds the strategies that implement Orders on table.
 func orderStrategies(db *sqlx.DB, opts ...Option) map[string]stockguard.Orders {
 	return map[string]stockguard.Orders{
-		"atomic":  mustNew(NewAtomic(db, opts...)),
-		"batched": mustNew(NewBatched(db, opts...)),
+		"atomic":  must.New(NewAtomic(db, opts...)),
+		"batched": must.New(NewBatched(db, opts...)),
 	}
 }
 
@@ -600,7 +601,7 @@ func TestAtomic_noLedger(t *testing.T) {
 		}
 	}
 	ctx := t.Context()
-	for name, inv := range map[string]stockguard.Inventory{"atomic": mustNew(NewAtomic(db, WithTable(table))), "batched": mustNew(NewBatched(db, WithTable(table)))} {
+	for name, inv := range map[string]stockguard.Inventory{"atomic": must.New(NewAtomic(db, WithTable(table))), "batched": must.New(NewBatched(db, WithTable(table)))} {
 		if err := inv.SetStock(ctx, "x", 1); err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/must"
 )
 
 // writers are the calls that send a write in autocommit mode, with the
@@ -40,7 +41,7 @@ func TestDecrement_outcomeUnknown(t *testing.T) {
 			t.Run(how+"/"+name, func(t *testing.T) {
 				table := newTable(t, db)
 				mustSet(t, db, table, "hot", 10)
-				w := writers(mustNew(NewFencedStore(db, WithTable(table))), strategies(db, WithTable(table)))[name]
+				w := writers(must.New(NewFencedStore(db, WithTable(table))), strategies(db, WithTable(table)))[name]
 				tx := holdRow(t, db, table, "hot", "FOR UPDATE")
 				ctx, cancel := context.WithCancel(t.Context())
 				defer cancel()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/must"
 )
 
 func TestPessimistic_Decrement_busyRow(t *testing.T) {
@@ -18,7 +19,7 @@ func TestPessimistic_Decrement_busyRow(t *testing.T) {
 			// A minute's lock wait: a mode that waited would show as a
 			// call of tens of seconds, not as a few milliseconds more on a
 			// loaded machine.
-			p := mustNew(NewPessimistic(db, WithTable(table), WithLockMode(m), WithLockWaitTimeout(time.Minute)))
+			p := must.New(NewPessimistic(db, WithTable(table), WithLockMode(m), WithLockWaitTimeout(time.Minute)))
 			// Warm a connection so that the timing below is the lock's alone.
 			if _, err := p.Stock(t.Context(), "hot"); err != nil {
 				t.Fatal(err)
@@ -48,7 +49,7 @@ func TestPessimistic_Decrement_lockWaitTimeout(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
 	mustSet(t, db, table, "hot", 10)
-	p := mustNew(NewPessimistic(db, WithTable(table), WithLockWaitTimeout(700*time.Millisecond))) // rounds up to 1s
+	p := must.New(NewPessimistic(db, WithTable(table), WithLockWaitTimeout(700*time.Millisecond))) // rounds up to 1s
 	tx := holdRow(t, db, table, "hot", "FOR UPDATE")
 	defer tx.Rollback()
 	began := time.Now()
@@ -72,7 +73,7 @@ func TestPessimistic_Decrement_contextEndsWhileWaiting(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newTable(t, db)
 	mustSet(t, db, table, "hot", 10)
-	p := mustNew(NewPessimistic(db, WithTable(table)))
+	p := must.New(NewPessimistic(db, WithTable(table)))
 	tx := holdRow(t, db, table, "hot", "FOR UPDATE")
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()

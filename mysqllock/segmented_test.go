@@ -9,6 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/combine/combinetest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/stocktest"
 )
 
@@ -40,7 +41,7 @@ func TestSegmented_conformance(t *testing.T) {
 		t.Run(fmt.Sprintf("segments=%d", n), func(t *testing.T) {
 			table := newSegTable(t, db)
 			stocktest.Run(t, func(*testing.T) stockguard.Inventory {
-				return mustNew(NewSegmented(db, WithTable(table), WithSegments(n)))
+				return must.New(NewSegmented(db, WithTable(table), WithSegments(n)))
 			})
 		})
 	}
@@ -195,5 +196,5 @@ func TestSegmented_Decrement_waitsForLockedSegments(t *testing.T) {
 func TestSegmented_Decrement_conservation(t *testing.T) {
 	db := testDB(t, interpolate)
 	table := newSegTable(t, db)
-	combinetest.DrainMixed(t, []stockguard.Inventory{mustNew(NewSegmented(db, WithTable(table))), mustNew(NewSegmented(db, WithTable(table)))}, "hot", 3000)
+	combinetest.DrainMixed(t, []stockguard.Inventory{must.New(NewSegmented(db, WithTable(table))), must.New(NewSegmented(db, WithTable(table)))}, "hot", 3000)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 )
 
 // BenchmarkTiDBHotRow runs NewAtomic on one hot TiDB row at 64 buyers two
@@ -27,9 +28,9 @@ func BenchmarkTiDBHotRow(b *testing.B) {
 			name string
 			new  func() stockguard.Inventory
 		}{
-			{"atomic", func() stockguard.Inventory { return mustNew(NewAtomic(db, WithTable(table))) }},
-			{"atomic-autocommit", func() stockguard.Inventory { return mustNew(NewAtomic(db, WithTable(table), WithEngine(EngineMySQL))) }},
-			{"batched", func() stockguard.Inventory { return mustNew(NewBatched(db, WithTable(table))) }},
+			{"atomic", func() stockguard.Inventory { return must.New(NewAtomic(db, WithTable(table))) }},
+			{"atomic-autocommit", func() stockguard.Inventory { return must.New(NewAtomic(db, WithTable(table), WithEngine(EngineMySQL))) }},
+			{"batched", func() stockguard.Inventory { return must.New(NewBatched(db, WithTable(table))) }},
 		} {
 			b.Run(fmt.Sprintf("strategy=%s/workers=64/round=%d", c.name, round+1), func(b *testing.B) {
 				hotRow(b, backendstest.SharedTiDB(b).Proc, c.new(), fmt.Sprintf("hot-%s-%d", c.name, round), 64)

@@ -9,6 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/stocktest"
 	"github.com/stockguard/stockguard/strategy"
 )
@@ -33,17 +34,17 @@ func TestTiDB_conformance(t *testing.T) {
 		segmented bool
 		new       func(table string) stockguard.Inventory
 	}{
-		{"atomic", false, func(table string) stockguard.Inventory { return mustNew(NewAtomic(db, WithTable(table))) }},
+		{"atomic", false, func(table string) stockguard.Inventory { return must.New(NewAtomic(db, WithTable(table))) }},
 		{"atomic-autocommit", false, func(table string) stockguard.Inventory {
-			return mustNew(NewAtomic(db, WithTable(table), WithEngine(EngineMySQL)))
+			return must.New(NewAtomic(db, WithTable(table), WithEngine(EngineMySQL)))
 		}},
-		{"pessimistic", false, func(table string) stockguard.Inventory { return mustNew(NewPessimistic(db, WithTable(table))) }},
+		{"pessimistic", false, func(table string) stockguard.Inventory { return must.New(NewPessimistic(db, WithTable(table))) }},
 		{"pessimistic-nowait", false, func(table string) stockguard.Inventory {
-			return mustNew(NewPessimistic(db, WithTable(table), WithLockMode(LockNoWait)))
+			return must.New(NewPessimistic(db, WithTable(table), WithLockMode(LockNoWait)))
 		}},
-		{"optimistic", false, func(table string) stockguard.Inventory { return mustNew(NewOptimistic(db, WithTable(table))) }},
-		{"segmented", true, func(table string) stockguard.Inventory { return mustNew(NewSegmented(db, WithTable(table))) }},
-		{"batched", false, func(table string) stockguard.Inventory { return mustNew(NewBatched(db, WithTable(table))) }},
+		{"optimistic", false, func(table string) stockguard.Inventory { return must.New(NewOptimistic(db, WithTable(table))) }},
+		{"segmented", true, func(table string) stockguard.Inventory { return must.New(NewSegmented(db, WithTable(table))) }},
+		{"batched", false, func(table string) stockguard.Inventory { return must.New(NewBatched(db, WithTable(table))) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			table := newTable(t, db)

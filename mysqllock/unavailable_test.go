@@ -12,16 +12,17 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends"
+	"github.com/stockguard/stockguard/internal/must"
 )
 
 // every returns one instance of every Inventory strategy of the package
 // (FencedStore is not one; callers test it apart).
 func every(db *sqlx.DB, opts ...Option) map[string]stockguard.Inventory {
 	inv := strategies(db, opts...)
-	inv["pessimistic-nowait"] = mustNew(NewPessimistic(db, append(opts, WithLockMode(LockNoWait))...))
-	inv["pessimistic-skiplocked"] = mustNew(NewPessimistic(db, append(opts, WithLockMode(LockSkipLocked))...))
-	inv["segmented"] = mustNew(NewSegmented(db, opts...))
-	inv["batched"] = mustNew(NewBatched(db, opts...))
+	inv["pessimistic-nowait"] = must.New(NewPessimistic(db, append(opts, WithLockMode(LockNoWait))...))
+	inv["pessimistic-skiplocked"] = must.New(NewPessimistic(db, append(opts, WithLockMode(LockSkipLocked))...))
+	inv["segmented"] = must.New(NewSegmented(db, opts...))
+	inv["batched"] = must.New(NewBatched(db, opts...))
 	return inv
 }
 
@@ -104,7 +105,7 @@ func TestUnavailable_unreachable(t *testing.T) {
 		})
 	}
 	// Without a deadline the request is not supervised: the same answer.
-	contractOne(t, mustNew(NewAtomic(db)).Decrement(context.Background(), "u", 1), stockguard.ErrUnavailable)
+	contractOne(t, must.New(NewAtomic(db)).Decrement(context.Background(), "u", 1), stockguard.ErrUnavailable)
 }
 
 // A read-only server refuses every write (1290): unavailable, nothing
@@ -123,7 +124,7 @@ func TestUnavailable_readOnly(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 	root := openCfg(t, srv.Config())
 	const table = "ro_stock"
-	must := func(stmt string, args ...any) {
+	exec := func(stmt string, args ...any) {
 		t.Helper()
 		if _, err := root.ExecContext(t.Context(), stmt, args...); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
@@ -135,17 +136,17 @@ func TestUnavailable_readOnly(t *testing.T) {
 	if err := CreateSchema(t.Context(), root, WithTable(table)); err != nil {
 		t.Fatal(err)
 	}
-	if err := mustNew(NewAtomic(root, WithTable(table))).SetStock(t.Context(), "u", 10); err != nil {
+	if err := must.New(NewAtomic(root, WithTable(table))).SetStock(t.Context(), "u", 10); err != nil {
 		t.Fatal(err)
 	}
-	if err := mustNew(NewSegmented(root, WithTable(table))).SetStock(t.Context(), "u", 10); err != nil {
+	if err := must.New(NewSegmented(root, WithTable(table))).SetStock(t.Context(), "u", 10); err != nil {
 		t.Fatal(err)
 	}
 	// root may write to a read-only server (READ_ONLY ADMIN); a plain
 	// application user may not.
-	must("CREATE USER 'app'@'127.0.0.1'")
-	must("GRANT SELECT, INSERT, UPDATE, DELETE ON test.* TO 'app'@'127.0.0.1'")
-	must("SET GLOBAL read_only = 1")
+	exec("CREATE USER 'app'@'127.0.0.1'")
+	exec("GRANT SELECT, INSERT, UPDATE, DELETE ON test.* TO 'app'@'127.0.0.1'")
+	exec("SET GLOBAL read_only = 1")
 	cfg := srv.Config()
 	cfg.User, cfg.InterpolateParams = "app", true
 	app := openCfg(t, cfg)
@@ -158,7 +159,7 @@ func TestUnavailable_readOnly(t *testing.T) {
 			}
 		})
 	}
-	contractOne(t, mustNew(NewFencedStore(app, WithTable(table))).WriteFenced(t.Context(), "u", 3, 1), stockguard.ErrUnavailable)
+	contractOne(t, must.New(NewFencedStore(app, WithTable(table))).WriteFenced(t.Context(), "u", 3, 1), stockguard.ErrUnavailable)
 	var qty int64
 	if err := root.GetContext(t.Context(), &qty, "SELECT qty FROM "+quote(table)+" WHERE sku = 'u'"); err != nil || qty != 10 {
 		t.Errorf("qty %d, %v; want 10", qty, err)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/stocktest"
 )
 
@@ -17,10 +18,10 @@ func TestOrders_adversary(t *testing.T) {
 		insts func(table string) []stockguard.Orders
 	}{
 		{"atomic", func(table string) []stockguard.Orders {
-			return []stockguard.Orders{mustNew(NewAtomic(db, WithTable(table))), mustNew(NewAtomic(db, WithTable(table)))}
+			return []stockguard.Orders{must.New(NewAtomic(db, WithTable(table))), must.New(NewAtomic(db, WithTable(table)))}
 		}},
 		{"atomic+batched", func(table string) []stockguard.Orders {
-			return []stockguard.Orders{mustNew(NewAtomic(db, WithTable(table))), mustNew(NewBatched(db, WithTable(table))), mustNew(NewBatched(db, WithTable(table)))}
+			return []stockguard.Orders{must.New(NewAtomic(db, WithTable(table))), must.New(NewBatched(db, WithTable(table))), must.New(NewBatched(db, WithTable(table)))}
 		}},
 	} {
 		t.Run(mix.name, func(t *testing.T) {

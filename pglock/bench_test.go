@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/strategy"
 )
 
@@ -27,7 +28,7 @@ func BenchmarkHotRow(b *testing.B) {
 	db.SetMaxOpenConns(96)
 	table := newTable(b, db)
 	all := strategies(db, WithTable(table))
-	all["segmented"] = mustNew(NewSegmented(db, WithTable(table)))
+	all["segmented"] = must.New(NewSegmented(db, WithTable(table)))
 	for _, workers := range []int{16, 64} {
 		for _, name := range append(strategyNames, "segmented") {
 			b.Run(fmt.Sprintf("strategy=%s/workers=%d", name, workers), func(b *testing.B) {

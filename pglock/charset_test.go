@@ -9,6 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 )
 
 // No connection setting may turn a SKU or an order ID into SQL. pgx binds
@@ -57,7 +58,7 @@ func hostileStrings(t *testing.T, check, db *sqlx.DB, plain bool) {
 			check.Exec("DROP TABLE IF EXISTS " + quote(n))
 		}
 	})
-	if err := mustNew(NewAtomic(check, WithTable(table))).SetStock(ctx, "victim", 5); err != nil {
+	if err := must.New(NewAtomic(check, WithTable(table))).SetStock(ctx, "victim", 5); err != nil {
 		t.Fatal(err)
 	}
 	where := "中' OR sku='victim'--"

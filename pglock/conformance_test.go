@@ -7,18 +7,19 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/stocktest"
 )
 
 // strategies builds every Inventory strategy of the package on one table.
 func strategies(db *sqlx.DB, opts ...Option) map[string]stockguard.Inventory {
 	return map[string]stockguard.Inventory{
-		"atomic":       mustNew(NewAtomic(db, opts...)),
-		"pessimistic":  mustNew(NewPessimistic(db, opts...)),
-		"optimistic":   mustNew(NewOptimistic(db, opts...)),
-		"serializable": mustNew(NewSerializable(db, opts...)),
-		"advisory":     mustNew(NewAdvisoryLock(db, opts...)),
-		"batched":      mustNew(NewBatched(db, opts...)),
+		"atomic":       must.New(NewAtomic(db, opts...)),
+		"pessimistic":  must.New(NewPessimistic(db, opts...)),
+		"optimistic":   must.New(NewOptimistic(db, opts...)),
+		"serializable": must.New(NewSerializable(db, opts...)),
+		"advisory":     must.New(NewAdvisoryLock(db, opts...)),
+		"batched":      must.New(NewBatched(db, opts...)),
 	}
 }
 
@@ -30,7 +31,7 @@ func TestSegmented_conformance(t *testing.T) {
 	db := testDB(t)
 	table := newTable(t, db)
 	stocktest.Run(t, func(*testing.T) stockguard.Inventory {
-		return mustNew(NewSegmented(db, WithTable(table), WithSegments(4)))
+		return must.New(NewSegmented(db, WithTable(table), WithSegments(4)))
 	})
 }
 
@@ -89,7 +90,7 @@ func TestPessimistic_conformance_lockModes(t *testing.T) {
 			t.Parallel()
 			table := newTable(t, db)
 			stocktest.Run(t, func(*testing.T) stockguard.Inventory {
-				return mustNew(NewPessimistic(db, WithTable(table), WithLockMode(m)))
+				return must.New(NewPessimistic(db, WithTable(table), WithLockMode(m)))
 			})
 		})
 	}
@@ -98,8 +99,8 @@ func TestPessimistic_conformance_lockModes(t *testing.T) {
 // orderStrategies builds every Orders strategy of the package on one table.
 func orderStrategies(db *sqlx.DB, opts ...Option) map[string]stockguard.Orders {
 	return map[string]stockguard.Orders{
-		"atomic":  mustNew(NewAtomic(db, opts...)),
-		"batched": mustNew(NewBatched(db, opts...)),
+		"atomic":  must.New(NewAtomic(db, opts...)),
+		"batched": must.New(NewBatched(db, opts...)),
 	}
 }
 

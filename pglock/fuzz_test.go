@@ -3,6 +3,7 @@ package pglock
 import (
 	"testing"
 
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/stocktest"
 )
 
@@ -19,8 +20,8 @@ func stringCheck(f *testing.F) *stocktest.StringCheck {
 		c.Inventories = append(c.Inventories, strategies(db, WithTable(table))[name])
 		c.Offline = append(c.Offline, strategies(closed, WithTable(table))[name])
 	}
-	c.Inventories = append(c.Inventories, mustNew(NewSegmented(db, WithTable(table))))
-	c.Offline = append(c.Offline, mustNew(NewSegmented(closed, WithTable(table))))
+	c.Inventories = append(c.Inventories, must.New(NewSegmented(db, WithTable(table))))
+	c.Offline = append(c.Offline, must.New(NewSegmented(closed, WithTable(table))))
 	for _, name := range orderStrategyNames {
 		o := orderStrategies(db, WithTable(table))[name]
 		c.Inventories = append(c.Inventories, o)

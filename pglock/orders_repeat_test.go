@@ -8,6 +8,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/combine/combinetest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/ordersload"
 )
 
@@ -20,8 +21,8 @@ import (
 func TestBatched_callerWhoLeftIsNotWrittenByALaterAttempt(t *testing.T) {
 	db := testDB(t)
 	table := newTable(t, db)
-	b1 := mustNew(NewBatched(db, WithTable(table)))
-	b2 := mustNew(NewBatched(db, WithTable(table)))
+	b1 := must.New(NewBatched(db, WithTable(table)))
+	b2 := must.New(NewBatched(db, WithTable(table)))
 	ctx := t.Context()
 	for sku, n := range map[string]int64{"s": 0, "w": 10, "z": 10} {
 		want(t, "SetStock "+sku, b1.SetStock(ctx, sku, n), nil)
@@ -98,9 +99,9 @@ func TestOrders_repeatsAgreeWithTheLedger(t *testing.T) {
 	db := testDB(t)
 	table := newTable(t, db)
 	insts := []stockguard.Orders{
-		mustNew(NewBatched(db, WithTable(table))),
-		mustNew(NewBatched(db, WithTable(table))),
-		mustNew(NewAtomic(db, WithTable(table))),
+		must.New(NewBatched(db, WithTable(table))),
+		must.New(NewBatched(db, WithTable(table))),
+		must.New(NewAtomic(db, WithTable(table))),
 	}
 	ordersload.Repeats(t, insts, func() { pgSettled(t, db, table) }, 12, 2000)
 }

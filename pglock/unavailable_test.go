@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/strategy"
 )
 
@@ -28,23 +29,23 @@ func TestDecrement_readOnlyIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, inv := range map[string]stockguard.Inventory{
-		"atomic":      mustNew(NewAtomic(ro, WithTable(table))),
-		"pessimistic": mustNew(NewPessimistic(ro, WithTable(table))),
-		"batched":     mustNew(NewBatched(ro, WithTable(table))),
+		"atomic":      must.New(NewAtomic(ro, WithTable(table))),
+		"pessimistic": must.New(NewPessimistic(ro, WithTable(table))),
+		"batched":     must.New(NewBatched(ro, WithTable(table))),
 	} {
 		contractOne(t, inv.Decrement(t.Context(), "ro", 1), stockguard.ErrUnavailable)
 		if got, _ := a.Stock(t.Context(), "ro"); got != 5 {
 			t.Fatalf("%s: stock %d after a refused write, want 5", name, got)
 		}
 	}
-	contractOne(t, mustNew(NewAtomic(ro, WithTable(table))).Take(t.Context(), "ro-order", stockguard.Line{SKU: "ro", Qty: 1}), stockguard.ErrUnavailable)
+	contractOne(t, must.New(NewAtomic(ro, WithTable(table))).Take(t.Context(), "ro-order", stockguard.Line{SKU: "ro", Qty: 1}), stockguard.ErrUnavailable)
 }
 
 // A missing table (42P01) is ErrUnavailable.
 func TestDecrement_missingTableIsUnavailable(t *testing.T) {
 	db := testDB(t)
-	contractOne(t, mustNew(NewAtomic(db, WithTable("no_such_table_here"))).Decrement(t.Context(), "x", 1), stockguard.ErrUnavailable)
-	contractOne(t, mustNew(NewPessimistic(db, WithTable("no_such_table_here"))).Decrement(t.Context(), "x", 1), stockguard.ErrUnavailable)
+	contractOne(t, must.New(NewAtomic(db, WithTable("no_such_table_here"))).Decrement(t.Context(), "x", 1), stockguard.ErrUnavailable)
+	contractOne(t, must.New(NewPessimistic(db, WithTable("no_such_table_here"))).Decrement(t.Context(), "x", 1), stockguard.ErrUnavailable)
 }
 
 // A busy row: NOWAIT fails at once (55P03), and a wait runs out at the
@@ -53,7 +54,7 @@ func TestDecrement_missingTableIsUnavailable(t *testing.T) {
 func TestPessimistic_busyRowIsContention(t *testing.T) {
 	db := testDB(t)
 	table := newTable(t, db)
-	if err := mustNew(NewAtomic(db, WithTable(table))).SetStock(t.Context(), "busy", 5); err != nil {
+	if err := must.New(NewAtomic(db, WithTable(table))).SetStock(t.Context(), "busy", 5); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := db.BeginTxx(t.Context(), nil)
@@ -64,16 +65,16 @@ func TestPessimistic_busyRowIsContention(t *testing.T) {
 	if _, err := tx.ExecContext(t.Context(), "SELECT qty FROM "+quote(table)+" WHERE sku = 'busy' FOR UPDATE"); err != nil {
 		t.Fatal(err)
 	}
-	contractOne(t, mustNew(NewPessimistic(db, WithTable(table), WithLockMode(LockNoWait))).Decrement(t.Context(), "busy", 1), stockguard.ErrContention)
+	contractOne(t, must.New(NewPessimistic(db, WithTable(table), WithLockMode(LockNoWait))).Decrement(t.Context(), "busy", 1), stockguard.ErrContention)
 	began := time.Now()
-	err = mustNew(NewPessimistic(db, WithTable(table), WithLockTimeout(100*time.Millisecond))).Decrement(t.Context(), "busy", 1)
+	err = must.New(NewPessimistic(db, WithTable(table), WithLockTimeout(100*time.Millisecond))).Decrement(t.Context(), "busy", 1)
 	contractOne(t, err, stockguard.ErrContention)
 	if took := time.Since(began); took > 5*time.Second {
 		t.Fatalf("the wait took %v with a 100ms lock timeout", took)
 	}
-	contractOne(t, mustNew(NewAdvisoryLock(db, WithTable(table), WithLockTimeout(100*time.Millisecond))).Decrement(t.Context(), "busy", 1), stockguard.ErrContention)
+	contractOne(t, must.New(NewAdvisoryLock(db, WithTable(table), WithLockTimeout(100*time.Millisecond))).Decrement(t.Context(), "busy", 1), stockguard.ErrContention)
 	tx.Rollback()
-	if got, _ := mustNew(NewAtomic(db, WithTable(table))).Stock(t.Context(), "busy"); got != 5 {
+	if got, _ := must.New(NewAtomic(db, WithTable(table))).Stock(t.Context(), "busy"); got != 5 {
 		t.Fatalf("stock %d, want 5", got)
 	}
 }

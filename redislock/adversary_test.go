@@ -5,6 +5,7 @@ import (
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/stocktest"
 )
@@ -30,11 +31,11 @@ func TestInventory_adversary(t *testing.T) {
 	t.Run("atomic+batched", func(t *testing.T) {
 		prefix := redistest.Prefix(t, rdb)
 		stocktest.Adversary{}.RunInventory(t, []stockguard.Inventory{
-			mustNew(NewAtomic(rdb, WithPrefix(prefix))), mustNew(NewBatched(rdb, WithPrefix(prefix))),
+			must.New(NewAtomic(rdb, WithPrefix(prefix))), must.New(NewBatched(rdb, WithPrefix(prefix))),
 		})
 	})
 	t.Run("guarded", func(t *testing.T) {
 		prefix := redistest.Prefix(t, rdb)
-		stocktest.Adversary{}.RunInventory(t, []stockguard.Inventory{mustNew(NewGuarded(rdb, WithPrefix(prefix))), mustNew(NewGuarded(rdb, WithPrefix(prefix)))})
+		stocktest.Adversary{}.RunInventory(t, []stockguard.Inventory{must.New(NewGuarded(rdb, WithPrefix(prefix))), must.New(NewGuarded(rdb, WithPrefix(prefix)))})
 	})
 }

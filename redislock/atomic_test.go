@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/internal/redisx/cutproxy"
@@ -18,7 +19,7 @@ import (
 func TestAtomic_conformance(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
-	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return mustNew(NewAtomic(rdb, WithPrefix(prefix))) })
+	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return must.New(NewAtomic(rdb, WithPrefix(prefix))) })
 }
 
 // TestAtomic_validatesBeforeIO talks to a client whose every command would
@@ -153,7 +154,7 @@ func TestAtomic_Decrement_serverPaused(t *testing.T) {
 	srv := backendstest.PrivateRedis(t, 1)[0]
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { rdb.Close() })
-	a := mustNew(NewAtomic(rdb))
+	a := must.New(NewAtomic(rdb))
 	ctx := t.Context()
 	if err := a.SetStock(ctx, "sku", 10); err != nil {
 		t.Fatal(err)
@@ -218,5 +219,5 @@ func TestAtomic_Decrement_scriptFlushed(t *testing.T) {
 func TestAtomic_conformanceCluster(t *testing.T) {
 	rdb := backendstest.PrivateCluster(t, 3).Client()
 	t.Cleanup(func() { rdb.Close() })
-	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return mustNew(NewAtomic(rdb)) })
+	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return must.New(NewAtomic(rdb)) })
 }

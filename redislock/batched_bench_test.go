@@ -11,6 +11,7 @@ import (
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redistest"
 )
@@ -116,7 +117,7 @@ func BenchmarkBatchedVsAtomic(b *testing.B) {
 	const workers, rounds = 64, 4
 	b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
 		keys := rediskeys.Keys{Prefix: "bench:"}
-		batched, atom := mustNew(NewBatched(rdb, WithPrefix(keys.Prefix))), mustNew(NewAtomic(rdb, WithPrefix(keys.Prefix)))
+		batched, atom := must.New(NewBatched(rdb, WithPrefix(keys.Prefix))), must.New(NewAtomic(rdb, WithPrefix(keys.Prefix)))
 		bSKU, aSKU := hotKey(b, batched, keys), hotKey(b, atom, keys)
 		per := max(b.N/rounds, 1)
 		var br, ar timedRun

@@ -13,6 +13,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/combine/combinetest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/internal/redisx"
@@ -24,7 +25,7 @@ import (
 func TestBatched_conformance(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
-	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return mustNew(NewBatched(rdb, WithPrefix(prefix))) })
+	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return must.New(NewBatched(rdb, WithPrefix(prefix))) })
 }
 
 // TestBatched_conformanceCluster runs the suite on a 3-master Redis
@@ -32,7 +33,7 @@ func TestBatched_conformance(t *testing.T) {
 func TestBatched_conformanceCluster(t *testing.T) {
 	rdb := clusterClient(t)
 	prefix := redistest.Prefix(t, rdb)
-	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return mustNew(NewBatched(rdb, WithPrefix(prefix))) })
+	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return must.New(NewBatched(rdb, WithPrefix(prefix))) })
 }
 
 // wantOnly fails t unless err matches exactly one contract error, want.
@@ -460,14 +461,14 @@ func drainMixed(t *testing.T, insts []*Batched, sku string, stock int64) {
 func TestBatched_Decrement_combinesAcrossInstances(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
-	drainMixed(t, []*Batched{mustNew(NewBatched(rdb, WithPrefix(prefix))), mustNew(NewBatched(rdb, WithPrefix(prefix)))}, "hot", 5000)
+	drainMixed(t, []*Batched{must.New(NewBatched(rdb, WithPrefix(prefix))), must.New(NewBatched(rdb, WithPrefix(prefix)))}, "hot", 5000)
 }
 
 func TestBatched_cluster_combinesAcrossInstances(t *testing.T) {
 	rdb := clusterClient(t)
 	prefix := redistest.Prefix(t, rdb)
 	for _, sku := range []string{"hot", "{x}", "a}b{c"} {
-		drainMixed(t, []*Batched{mustNew(NewBatched(rdb, WithPrefix(prefix))), mustNew(NewBatched(rdb, WithPrefix(prefix)))}, sku, 2000)
+		drainMixed(t, []*Batched{must.New(NewBatched(rdb, WithPrefix(prefix))), must.New(NewBatched(rdb, WithPrefix(prefix)))}, sku, 2000)
 	}
 }
 
@@ -475,7 +476,7 @@ func TestBatched_cluster_combinesAcrossInstances(t *testing.T) {
 func TestBatched_sharesStockWithAtomic(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
-	a, b := mustNew(NewAtomic(rdb, WithPrefix(prefix))), mustNew(NewBatched(rdb, WithPrefix(prefix)))
+	a, b := must.New(NewAtomic(rdb, WithPrefix(prefix))), must.New(NewBatched(rdb, WithPrefix(prefix)))
 	ctx := t.Context()
 	if err := a.SetStock(ctx, "hot", 10); err != nil {
 		t.Fatal(err)

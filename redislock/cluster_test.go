@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/stocktest"
 )
@@ -99,7 +100,7 @@ func TestSegmented_conformanceCluster(t *testing.T) {
 			// Stock is not linearizable: see TestSegmented_conformance.
 			suite := stocktest.Suite{StockNotLinearizable: true}
 			suite.Run(t, func(t *testing.T) stockguard.Inventory {
-				return mustNew(NewSegmented(rdb, append(m.opts, WithPrefix(prefix))...))
+				return must.New(NewSegmented(rdb, append(m.opts, WithPrefix(prefix))...))
 			})
 		})
 	}
@@ -110,7 +111,7 @@ func TestSegmented_cluster_soldOutExactlyUnderContention(t *testing.T) {
 	for _, m := range segmentModes {
 		t.Run(m.name, func(t *testing.T) {
 			prefix := redistest.Prefix(t, rdb)
-			soldOutExactly(t, func() *Segmented { return mustNew(NewSegmented(rdb, append(m.opts, WithPrefix(prefix))...)) })
+			soldOutExactly(t, func() *Segmented { return must.New(NewSegmented(rdb, append(m.opts, WithPrefix(prefix))...)) })
 		})
 	}
 }
@@ -118,7 +119,7 @@ func TestSegmented_cluster_soldOutExactlyUnderContention(t *testing.T) {
 func TestGuarded_conformanceCluster(t *testing.T) {
 	rdb := clusterClient(t)
 	prefix := redistest.Prefix(t, rdb)
-	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return mustNew(NewGuarded(rdb, WithPrefix(prefix))) })
+	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return must.New(NewGuarded(rdb, WithPrefix(prefix))) })
 }
 
 // TestClient_cluster runs the lock's life cycle on a cluster: plain and

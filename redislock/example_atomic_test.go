@@ -51,6 +51,10 @@ func ExampleAtomic_Decrement_corruptStock() {
 	defer rdb.Close()
 	rdb.Set(ctx, "stock:{sku-7}", "lots", 0)
 
-	err := mustNew(redislock.NewAtomic(rdb)).Decrement(ctx, "sku-7", 1)
+	inv, err := redislock.NewAtomic(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = inv.Decrement(ctx, "sku-7", 1)
 	fmt.Println(errors.Is(err, stockguard.ErrUnknownSKU), errors.Is(err, stockguard.ErrCorruptStock))
 }

@@ -47,7 +47,11 @@ func ExampleNotify() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
 
-	lock, err := mustNew(redislock.New(rdb)).Obtain(ctx, "nightly-job", 30*time.Second,
+	locker, err := redislock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	lock, err := locker.Obtain(ctx, "nightly-job", 30*time.Second,
 		redislock.Notify(), redislock.ObtainRetry(redislock.LinearBackoff(time.Second)))
 	if err != nil {
 		// ErrNotObtained joined with context.DeadlineExceeded, or Redis's error.
@@ -64,7 +68,11 @@ func ExampleWatchdog() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
 
-	lock, err := mustNew(redislock.New(rdb)).Obtain(ctx, "reindex", 5*time.Second,
+	locker, err := redislock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	lock, err := locker.Obtain(ctx, "reindex", 5*time.Second,
 		redislock.Watchdog(), redislock.MaxHold(time.Hour))
 	if err != nil {
 		log.Fatal(err)

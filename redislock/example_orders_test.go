@@ -20,7 +20,10 @@ func ExampleAtomic_Hold() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
-	shop := mustNew(redislock.NewAtomic(rdb, redislock.WithPrefix("shop:")))
+	shop, err := redislock.NewAtomic(rdb, redislock.WithPrefix("shop:"))
+	if err != nil {
+		log.Fatal(err)
+	}
 	for _, sku := range []string{"mug", "tea"} {
 		if err := shop.SetStock(ctx, sku, 100); err != nil {
 			log.Fatal(err)
@@ -41,7 +44,7 @@ func ExampleAtomic_Hold() {
 	}
 
 	// Both lines or neither, for 15 minutes by Redis's clock.
-	err := retry(func() error { return shop.Hold(ctx, "order-1001", 15*time.Minute, cart...) })
+	err = retry(func() error { return shop.Hold(ctx, "order-1001", 15*time.Minute, cart...) })
 	switch {
 	case errors.Is(err, stockguard.ErrInsufficientStock):
 		fmt.Println("sold out")

@@ -6,6 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/stocktest"
 )
@@ -24,10 +25,10 @@ func stringChecks(f *testing.F) []*stocktest.StringCheck {
 		prefix := redistest.Prefix(f, rdb) + m.name + ":"
 		o := newOrders(rdb, prefix, m.twoPhase)
 		c := &stocktest.StringCheck{
-			Inventories: []stockguard.Inventory{o, mustNew(NewBatched(rdb, WithPrefix(prefix))), mustNew(NewGuarded(rdb, WithPrefix(prefix))), mustNew(NewSegmented(rdb, WithPrefix(prefix)))},
+			Inventories: []stockguard.Inventory{o, must.New(NewBatched(rdb, WithPrefix(prefix))), must.New(NewGuarded(rdb, WithPrefix(prefix))), must.New(NewSegmented(rdb, WithPrefix(prefix)))},
 			Orders:      []stockguard.Orders{o},
-			Offline: []stockguard.Inventory{newOrders(closed, prefix, m.twoPhase), mustNew(NewBatched(closed, WithPrefix(prefix))),
-				mustNew(NewGuarded(closed, WithPrefix(prefix))), mustNew(NewSegmented(closed, WithPrefix(prefix)))},
+			Offline: []stockguard.Inventory{newOrders(closed, prefix, m.twoPhase), must.New(NewBatched(closed, WithPrefix(prefix))),
+				must.New(NewGuarded(closed, WithPrefix(prefix))), must.New(NewSegmented(closed, WithPrefix(prefix)))},
 		}
 		if err := c.Prepare(f.Context()); err != nil {
 			f.Fatal(err)

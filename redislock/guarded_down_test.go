@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/strategy"
 )
@@ -19,7 +20,7 @@ func TestRedlockGuarded_stockMasterDownIsUnavailable(t *testing.T) {
 	servers, clients := masters(t, 3)
 	prefix := lockPrefix(t)
 	ctx := t.Context()
-	g := mustNew(NewRedlockGuarded(clients, WithPrefix(prefix), WithNodeTimeout(testNodeTimeout),
+	g := must.New(NewRedlockGuarded(clients, WithPrefix(prefix), WithNodeTimeout(testNodeTimeout),
 		WithRetry(strategy.RetryPolicy{MaxAttempts: 3})))
 	if err := g.SetStock(ctx, "sku", 10); err != nil {
 		t.Fatal(err)

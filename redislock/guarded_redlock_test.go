@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/stocktest"
@@ -21,7 +22,7 @@ func TestRedlockGuarded_conformance(t *testing.T) {
 	_, clients := masters(t, 3)
 	prefix := lockPrefix(t)
 	stocktest.Run(t, func(t *testing.T) stockguard.Inventory {
-		return mustNew(NewRedlockGuarded(clients, WithPrefix(prefix), WithNodeTimeout(testNodeTimeout)))
+		return must.New(NewRedlockGuarded(clients, WithPrefix(prefix), WithNodeTimeout(testNodeTimeout)))
 	})
 }
 
@@ -89,7 +90,7 @@ func TestRedlockGuarded_staleHolderIsRefused(t *testing.T) {
 		}}
 		stock := servers[0].Client()
 		stock.AddHook(hook)
-		g := mustNew(NewRedlockGuarded(append([]redis.UniversalClient{stock}, clients[1:]...), WithPrefix(prefix),
+		g := must.New(NewRedlockGuarded(append([]redis.UniversalClient{stock}, clients[1:]...), WithPrefix(prefix),
 			WithNodeTimeout(testNodeTimeout), WithRetry(strategy.RetryPolicy{MaxAttempts: tc.attempts})))
 		err := g.Decrement(ctx, "sku", 2)
 		stock.Close()
@@ -197,8 +198,8 @@ func BenchmarkGuarded_redlockVsSingle(b *testing.B) {
 		name string
 		inv  stockguard.Inventory
 	}{
-		{"lock=single/masters=1", mustNew(NewGuarded(clients[0], WithPrefix("bench:"), retry))},
-		{"lock=redlock/masters=3", mustNew(NewRedlockGuarded(clients, WithPrefix("bench:"), retry))},
+		{"lock=single/masters=1", must.New(NewGuarded(clients[0], WithPrefix("bench:"), retry))},
+		{"lock=redlock/masters=3", must.New(NewRedlockGuarded(clients, WithPrefix("bench:"), retry))},
 	} {
 		b.Run(s.name, func(b *testing.B) {
 			sku := redistest.HotSKU(b, s.inv)

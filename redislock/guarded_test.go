@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/mysqllock"
 	"github.com/stockguard/stockguard/stocktest"
@@ -25,7 +26,7 @@ func TestGuarded_conformance(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := lockPrefix(t)
 	stocktest.Run(t, func(t *testing.T) stockguard.Inventory {
-		return mustNew(NewGuarded(rdb, WithPrefix(prefix)))
+		return must.New(NewGuarded(rdb, WithPrefix(prefix)))
 	})
 }
 
@@ -46,7 +47,7 @@ func TestGuarded_conformance_mysqlFencedStore(t *testing.T) {
 	table := fencedTable(t, db)
 	prefix := lockPrefix(t)
 	stocktest.Run(t, func(t *testing.T) stockguard.Inventory {
-		return mustNew(NewGuarded(rdb, WithPrefix(prefix), WithStore(mustNew(mysqllock.NewFencedStore(db, mysqllock.WithTable(table))))))
+		return must.New(NewGuarded(rdb, WithPrefix(prefix), WithStore(must.New(mysqllock.NewFencedStore(db, mysqllock.WithTable(table))))))
 	})
 }
 
@@ -61,7 +62,7 @@ func TestGuarded_busyLockIsContention(t *testing.T) {
 	if err := g.SetStock(ctx, "sku", 10); err != nil {
 		t.Fatal(err)
 	}
-	held, err := mustNew(New(rdb, WithPrefix(prefix))).Obtain(ctx, "sku", 10*time.Second)
+	held, err := must.New(New(rdb, WithPrefix(prefix))).Obtain(ctx, "sku", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestGuarded_lockLostBeforeWriteIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := &stealingStore{Store: mustNew(NewRedisStore(rdb, WithPrefix(prefix))), steal: func(ctx context.Context, sku string) error {
+	store := &stealingStore{Store: must.New(NewRedisStore(rdb, WithPrefix(prefix))), steal: func(ctx context.Context, sku string) error {
 		rdb.Del(ctx, thief.keys.Lock(sku)) // the lease "ran out"
 		l, err := thief.Obtain(ctx, sku, time.Second)
 		if err != nil {
@@ -121,7 +122,7 @@ func TestGuarded_lockLostBeforeWriteIsRefused(t *testing.T) {
 		{1, stockguard.ErrContention, 10}, // refused, given up: nothing written
 		{2, nil, 9},                       // refused, retried: written once
 	} {
-		g := mustNew(NewGuarded(rdb, WithPrefix(prefix), WithStore(store), WithRetry(strategy.RetryPolicy{MaxAttempts: tc.attempts})))
+		g := must.New(NewGuarded(rdb, WithPrefix(prefix), WithStore(store), WithRetry(strategy.RetryPolicy{MaxAttempts: tc.attempts})))
 		if err := g.SetStock(ctx, "sku", 10); err != nil {
 			t.Fatal(err)
 		}
@@ -147,10 +148,10 @@ func TestGuarded_lockLostBeforeWriteIsRefused(t *testing.T) {
 func TestGuarded_fencedOffIsErrFenced(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	stores := map[string]func(t *testing.T, prefix string) Store{
-		"redis": func(_ *testing.T, prefix string) Store { return mustNew(NewRedisStore(rdb, WithPrefix(prefix))) },
+		"redis": func(_ *testing.T, prefix string) Store { return must.New(NewRedisStore(rdb, WithPrefix(prefix))) },
 		"mysql": func(t *testing.T, _ string) Store {
 			db := backendstest.DB(t)
-			return mustNew(mysqllock.NewFencedStore(db, mysqllock.WithTable(fencedTable(t, db))))
+			return must.New(mysqllock.NewFencedStore(db, mysqllock.WithTable(fencedTable(t, db))))
 		},
 	}
 	for name, newStore := range stores {
@@ -158,7 +159,7 @@ func TestGuarded_fencedOffIsErrFenced(t *testing.T) {
 			ctx := t.Context()
 			prefix := redistest.Prefix(t, rdb)
 			base := newStore(t, prefix)
-			thief := mustNew(New(rdb, WithPrefix(prefix)))
+			thief := must.New(New(rdb, WithPrefix(prefix)))
 			store := &stealingStore{Store: base, steal: func(ctx context.Context, sku string) error {
 				rdb.Del(ctx, thief.LockKey(sku)) // the lease "ran out"
 				l, err := thief.Obtain(ctx, sku, time.Second)
@@ -172,7 +173,7 @@ func TestGuarded_fencedOffIsErrFenced(t *testing.T) {
 				}
 				return base.WriteFenced(ctx, sku, n, l.Token())
 			}}
-			g := mustNew(NewGuarded(rdb, WithPrefix(prefix), WithStore(store), WithRetry(strategy.RetryPolicy{MaxAttempts: 1})))
+			g := must.New(NewGuarded(rdb, WithPrefix(prefix), WithStore(store), WithRetry(strategy.RetryPolicy{MaxAttempts: 1})))
 			if err := g.SetStock(ctx, "sku", 10); err != nil {
 				t.Fatal(err)
 			}
@@ -214,7 +215,7 @@ func TestGuarded_lostWriteReplyIsOutcomeUnknown(t *testing.T) {
 	hook := &replyCutter{}
 	rdb.AddHook(hook)
 	ctx := t.Context()
-	g := mustNew(NewGuarded(rdb, WithPrefix(lockPrefix(t))))
+	g := must.New(NewGuarded(rdb, WithPrefix(lockPrefix(t))))
 	if err := g.SetStock(ctx, "sku", 10); err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +237,7 @@ func TestRedisStore_WriteFenced(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := lockPrefix(t)
 	ctx := t.Context()
-	c, s := mustNew(New(rdb, WithPrefix(prefix))), mustNew(NewRedisStore(rdb, WithPrefix(prefix)))
+	c, s := must.New(New(rdb, WithPrefix(prefix))), must.New(NewRedisStore(rdb, WithPrefix(prefix)))
 	if err := s.SetStock(ctx, "sku", 10); err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +294,7 @@ func TestGuarded_storeReadFailureIsUnavailable(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := lockPrefix(t)
 	ctx := t.Context()
-	g, err := NewGuarded(rdb, WithPrefix(prefix), WithStore(brokenStore{mustNew(NewRedisStore(rdb, WithPrefix(prefix)))}))
+	g, err := NewGuarded(rdb, WithPrefix(prefix), WithStore(brokenStore{must.New(NewRedisStore(rdb, WithPrefix(prefix)))}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/strategy"
 )
@@ -32,7 +33,7 @@ func lockPrefix(t testing.TB) string {
 func newTestClient(t testing.TB) (*Client, *redis.Client) {
 	t.Helper()
 	rdb := backendstest.RedisClient(t)
-	return mustNew(New(rdb, WithPrefix(lockPrefix(t)))), rdb
+	return must.New(New(rdb, WithPrefix(lockPrefix(t)))), rdb
 }
 
 // scriptHook counts the runs of one script (EVALSHA or EVAL) on a client.
@@ -149,7 +150,7 @@ func TestClient_Obtain_contextEndsWhileWaiting(t *testing.T) {
 func TestClient_Obtain_redisFailureIsNeitherNotObtainedNorContext(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1})
 	defer rdb.Close()
-	_, err := mustNew(New(rdb)).Obtain(t.Context(), "k", time.Second)
+	_, err := must.New(New(rdb)).Obtain(t.Context(), "k", time.Second)
 	if err == nil || errors.Is(err, ErrNotObtained) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Obtain against no server = %v, want a Redis error", err)
 	}
@@ -534,7 +535,7 @@ func TestClient_Obtain_NoFence(t *testing.T) {
 func TestClient_Obtain_IfExists(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
-	c := mustNew(New(rdb, WithPrefix(prefix)))
+	c := must.New(New(rdb, WithPrefix(prefix)))
 	ctx := t.Context()
 	resource := prefix + "res:{k}"
 	_, err := c.Obtain(ctx, "k", time.Second, IfExists(resource))

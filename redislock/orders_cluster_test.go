@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/stocktest"
 )
@@ -18,7 +19,7 @@ func TestAtomic_conformanceOrdersCluster(t *testing.T) {
 	rdb := clusterClient(t)
 	prefix := redistest.Prefix(t, rdb)
 	suite := stocktest.Suite{Footprint: footprint(t, rdb, prefix)}
-	suite.RunOrders(t, func(t *testing.T) stockguard.Orders { return mustNew(NewAtomic(rdb, WithPrefix(prefix))) })
+	suite.RunOrders(t, func(t *testing.T) stockguard.Orders { return must.New(NewAtomic(rdb, WithPrefix(prefix))) })
 }
 
 // spreadSKUs returns n SKUs whose stock keys are on n different masters

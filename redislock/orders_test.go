@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/stocktest"
 )
@@ -30,7 +31,7 @@ var orderModes = []struct {
 
 // newOrders returns an Atomic over rdb under prefix, in mode twoPhase.
 func newOrders(rdb AtomicClient, prefix string, twoPhase bool, opts ...Option) *Atomic {
-	a := mustNew(NewAtomic(rdb, append(opts, WithPrefix(prefix))...))
+	a := must.New(NewAtomic(rdb, append(opts, WithPrefix(prefix))...))
 	a.twoPhase = twoPhase
 	return a
 }
@@ -203,20 +204,20 @@ func TestAtomic_Orders_confirmReturnRestock(t *testing.T) {
 			a := newOrders(rdb, redistest.Prefix(t, rdb), m.twoPhase)
 			ctx := t.Context()
 			stockAll(t, a, 10, "a", "b")
-			must := func(what string, err error) {
+			check := func(what string, err error) {
 				t.Helper()
 				if err != nil {
 					t.Fatalf("%s: %v", what, err)
 				}
 			}
-			must("Hold", a.Hold(ctx, "h", time.Minute, line("a", 2), line("b", 3)))
-			must("Confirm", a.Confirm(ctx, "h"))
-			must("Confirm again", a.Confirm(ctx, "h"))
-			must("Hold again", a.Hold(ctx, "h", time.Minute, line("a", 2), line("b", 3)))
+			check("Hold", a.Hold(ctx, "h", time.Minute, line("a", 2), line("b", 3)))
+			check("Confirm", a.Confirm(ctx, "h"))
+			check("Confirm again", a.Confirm(ctx, "h"))
+			check("Hold again", a.Hold(ctx, "h", time.Minute, line("a", 2), line("b", 3)))
 			wantState(t, a, "h", stockguard.OrderTaken)
 			wantLevels(t, a, map[string]int64{"a": 8, "b": 7})
-			must("Return", a.Return(ctx, "h"))
-			must("Return again", a.Return(ctx, "h"))
+			check("Return", a.Return(ctx, "h"))
+			check("Return again", a.Return(ctx, "h"))
 			wantState(t, a, "h", stockguard.OrderReturned)
 			wantLevels(t, a, map[string]int64{"a": 10, "b": 10})
 			if err := a.Confirm(ctx, "h"); !errors.Is(err, stockguard.ErrOrderClosed) {
@@ -226,13 +227,13 @@ func TestAtomic_Orders_confirmReturnRestock(t *testing.T) {
 				t.Errorf("Take of a returned hold's lines: %v, want ErrOrderMismatch", err)
 			}
 
-			must("Take", a.Take(ctx, "t", line("a", 1)))
-			must("Confirm of a take", a.Confirm(ctx, "t"))
-			must("Return of a take", a.Return(ctx, "t"))
+			check("Take", a.Take(ctx, "t", line("a", 1)))
+			check("Confirm of a take", a.Confirm(ctx, "t"))
+			check("Return of a take", a.Return(ctx, "t"))
 			wantLevels(t, a, map[string]int64{"a": 10})
 
-			must("Restock", a.Restock(ctx, "r", "a", 5))
-			must("Restock again", a.Restock(ctx, "r", "a", 5))
+			check("Restock", a.Restock(ctx, "r", "a", 5))
+			check("Restock again", a.Restock(ctx, "r", "a", 5))
 			wantLevels(t, a, map[string]int64{"a": 15})
 			if err := a.Restock(ctx, "r2", "ghost", 5); !errors.Is(err, stockguard.ErrUnknownSKU) {
 				t.Errorf("Restock of an unknown SKU: %v", err)
@@ -265,7 +266,7 @@ func TestAtomic_Orders_validatesBeforeIO(t *testing.T) {
 	rdb.Close()
 	ctx := t.Context()
 	var nilCtx context.Context
-	for _, a := range []*Atomic{mustNew(NewAtomic(rdb)), newOrders(rdb, "", true)} {
+	for _, a := range []*Atomic{must.New(NewAtomic(rdb)), newOrders(rdb, "", true)} {
 		ok := []stockguard.Line{line("a", 1)}
 		for name, err := range map[string]error{
 			"Take no lines":     a.Take(ctx, "id"),

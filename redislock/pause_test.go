@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/mysqllock"
 )
 
@@ -65,7 +66,7 @@ func runPauseHolder(config string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	l, err := mustNew(New(rdb, WithPrefix(cfg.Prefix))).Obtain(ctx, cfg.SKU, cfg.TTL, Watchdog())
+	l, err := must.New(New(rdb, WithPrefix(cfg.Prefix))).Obtain(ctx, cfg.SKU, cfg.TTL, Watchdog())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -94,8 +95,8 @@ func runPauseHolder(config string) int {
 // qty", as an unguarded writer would.
 func pauseStores(rdb *redis.Client, cfg pauseHolder) (Store, func(ctx context.Context, sku string, qty int64) error, error) {
 	if cfg.DSN == "" {
-		keys := mustNew(New(rdb, WithPrefix(cfg.Prefix))).keys
-		return mustNew(NewRedisStore(rdb, WithPrefix(cfg.Prefix))), func(ctx context.Context, sku string, qty int64) error {
+		keys := must.New(New(rdb, WithPrefix(cfg.Prefix))).keys
+		return must.New(NewRedisStore(rdb, WithPrefix(cfg.Prefix))), func(ctx context.Context, sku string, qty int64) error {
 			return rdb.Set(ctx, keys.Stock(sku), qty, 0).Err()
 		}, nil
 	}
@@ -103,7 +104,7 @@ func pauseStores(rdb *redis.Client, cfg pauseHolder) (Store, func(ctx context.Co
 	if err != nil {
 		return nil, nil, err
 	}
-	return mustNew(mysqllock.NewFencedStore(db, mysqllock.WithTable(cfg.Table))), func(ctx context.Context, sku string, qty int64) error {
+	return must.New(mysqllock.NewFencedStore(db, mysqllock.WithTable(cfg.Table))), func(ctx context.Context, sku string, qty int64) error {
 		_, err := db.ExecContext(ctx, "UPDATE "+cfg.Table+" SET qty = ? WHERE sku = ?", qty, sku)
 		return err
 	}, nil
@@ -119,14 +120,14 @@ func TestKleppmannPause(t *testing.T) {
 	t.Run("store=redis", func(t *testing.T) {
 		rdb := backendstest.RedisClient(t)
 		cfg := pauseHolder{Redis: backendstest.SharedRedis(t).Addr, Prefix: lockPrefix(t), SKU: "sku", TTL: 300 * time.Millisecond, Quantity: 70}
-		kleppmannPause(t, rdb, cfg, mustNew(NewRedisStore(rdb, WithPrefix(cfg.Prefix))))
+		kleppmannPause(t, rdb, cfg, must.New(NewRedisStore(rdb, WithPrefix(cfg.Prefix))))
 	})
 	t.Run("store=mysql", func(t *testing.T) {
 		rdb := backendstest.RedisClient(t)
 		db := backendstest.DB(t)
 		cfg := pauseHolder{Redis: backendstest.SharedRedis(t).Addr, Prefix: lockPrefix(t), SKU: "sku", TTL: 300 * time.Millisecond, Quantity: 70,
 			DSN: backendstest.SharedMySQL(t).DSN, Table: fencedTable(t, db)}
-		kleppmannPause(t, rdb, cfg, mustNew(mysqllock.NewFencedStore(db, mysqllock.WithTable(cfg.Table))))
+		kleppmannPause(t, rdb, cfg, must.New(mysqllock.NewFencedStore(db, mysqllock.WithTable(cfg.Table))))
 	})
 }
 
@@ -190,14 +191,14 @@ func kleppmannPause(t *testing.T, rdb *redis.Client, cfg pauseHolder, store Stor
 	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	lockKey := mustNew(New(rdb, WithPrefix(cfg.Prefix))).keys.Lock(cfg.SKU)
+	lockKey := must.New(New(rdb, WithPrefix(cfg.Prefix))).keys.Lock(cfg.SKU)
 	for start := time.Now(); rdb.Exists(ctx, lockKey).Val() != 0; time.Sleep(10 * time.Millisecond) {
 		if time.Since(start) > 10*cfg.TTL {
 			t.Fatal("A's lock outlived its frozen watchdog")
 		}
 	}
 
-	b, err := mustNew(New(rdb, WithPrefix(cfg.Prefix))).Obtain(ctx, cfg.SKU, 10*time.Second)
+	b, err := must.New(New(rdb, WithPrefix(cfg.Prefix))).Obtain(ctx, cfg.SKU, 10*time.Second)
 	if err != nil {
 		t.Fatalf("B could not obtain the expired lock: %v", err)
 	}

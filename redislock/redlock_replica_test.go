@@ -9,6 +9,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/stocktest"
 )
 
@@ -43,7 +44,7 @@ func TestRedlockGuarded_replicaAckConformance(t *testing.T) {
 	// Few buyers: each take is a lock round on three voters, each vote,
 	// write and release waiting for a replica.
 	stocktest.Suite{Goroutines: 8, Stock: 60, SKUs: 4}.Run(t, func(t *testing.T) stockguard.Inventory {
-		return mustNew(NewRedlockGuarded(clients, WithPrefix(prefix), WithNodeTimeout(2*time.Second), WithReplicaAck(1, time.Second)))
+		return must.New(NewRedlockGuarded(clients, WithPrefix(prefix), WithNodeTimeout(2*time.Second), WithReplicaAck(1, time.Second)))
 	})
 }
 

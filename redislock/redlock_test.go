@@ -12,6 +12,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 )
 
 // testNodeTimeout is generous: a loaded test machine (-race) can take tens
@@ -134,7 +135,7 @@ func TestRedlock_Obtain_refusesWithThreeMastersKilled(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := mustNew(NewRedlock(clients, WithNodeTimeout(testNodeTimeout)))
+	r := must.New(NewRedlock(clients, WithNodeTimeout(testNodeTimeout)))
 	ctx := t.Context()
 	// The lock is set on the two live masters, then taken back.
 	hooks := make([]*scriptHook, 2)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/redistest"
 )
 
@@ -34,10 +35,10 @@ func BenchmarkReplicaAck(b *testing.B) {
 		sku  string
 		run  timedRun
 	}{
-		{name: "redis-atomic", inv: mustNew(NewAtomic(rdb, WithPrefix(prefix)))},
-		{name: "redis-atomic+ack", inv: mustNew(NewAtomic(rdb, WithPrefix(prefix), ack))},
-		{name: "redis-batched", inv: mustNew(NewBatched(rdb, WithPrefix(prefix)))},
-		{name: "redis-batched+ack", inv: mustNew(NewBatched(rdb, WithPrefix(prefix), ack))},
+		{name: "redis-atomic", inv: must.New(NewAtomic(rdb, WithPrefix(prefix)))},
+		{name: "redis-atomic+ack", inv: must.New(NewAtomic(rdb, WithPrefix(prefix), ack))},
+		{name: "redis-batched", inv: must.New(NewBatched(rdb, WithPrefix(prefix)))},
+		{name: "redis-batched+ack", inv: must.New(NewBatched(rdb, WithPrefix(prefix), ack))},
 	}
 	for i := range variants {
 		// Stocked without the ack, whose 250ms a loaded machine can miss

@@ -14,6 +14,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/stocktest"
 	"github.com/stockguard/stockguard/strategy"
@@ -49,21 +50,21 @@ func stockKeyLevel(ctx context.Context, srv *redis.Client, prefix, sku string) (
 
 var ackWriters = []ackWriter{
 	{"atomic", func(rdb redis.UniversalClient, opts ...Option) stockguard.Inventory {
-		return mustNew(NewAtomic(rdb, opts...))
+		return must.New(NewAtomic(rdb, opts...))
 	}, stockKeyLevel, true},
 	{"batched", func(rdb redis.UniversalClient, opts ...Option) stockguard.Inventory {
-		return mustNew(NewBatched(rdb, opts...))
+		return must.New(NewBatched(rdb, opts...))
 	}, stockKeyLevel, true},
 	{"orders", func(rdb redis.UniversalClient, opts ...Option) stockguard.Inventory {
-		return takeOrders{mustNew(NewAtomic(rdb, opts...))}
+		return takeOrders{must.New(NewAtomic(rdb, opts...))}
 	}, stockKeyLevel, true},
 	{"segmented", func(rdb redis.UniversalClient, opts ...Option) stockguard.Inventory {
-		return mustNew(NewSegmented(rdb, append(opts, WithSegments(4))...))
+		return must.New(NewSegmented(rdb, append(opts, WithSegments(4))...))
 	}, func(ctx context.Context, srv *redis.Client, prefix, sku string) (int64, error) {
-		return mustNew(NewSegmented(srv, WithPrefix(prefix), WithSegments(4))).RawStock(ctx, sku)
+		return must.New(NewSegmented(srv, WithPrefix(prefix), WithSegments(4))).RawStock(ctx, sku)
 	}, true},
 	{"guarded", func(rdb redis.UniversalClient, opts ...Option) stockguard.Inventory {
-		return mustNew(NewGuarded(rdb, opts...))
+		return must.New(NewGuarded(rdb, opts...))
 	}, stockKeyLevel, false},
 }
 
@@ -83,12 +84,12 @@ func TestReplicaAck_conformance(t *testing.T) {
 	t.Run("segmented", func(t *testing.T) {
 		prefix := redistest.Prefix(t, rdb)
 		stocktest.Suite{StockNotLinearizable: true}.Run(t, func(t *testing.T) stockguard.Inventory {
-			return mustNew(NewSegmented(rdb, WithPrefix(prefix), ack))
+			return must.New(NewSegmented(rdb, WithPrefix(prefix), ack))
 		})
 	})
 	t.Run("orders", func(t *testing.T) {
 		prefix := redistest.Prefix(t, rdb)
-		stocktest.RunOrders(t, func(t *testing.T) stockguard.Orders { return mustNew(NewAtomic(rdb, WithPrefix(prefix), ack)) })
+		stocktest.RunOrders(t, func(t *testing.T) stockguard.Orders { return must.New(NewAtomic(rdb, WithPrefix(prefix), ack)) })
 	})
 }
 
@@ -210,7 +211,7 @@ func TestReplicaAck_pausedReplica(t *testing.T) {
 		}
 		invs[i] = w.build(rdb, append(opts, WithReplicaAck(1, timeout))...)
 	}
-	l, err := mustNew(New(rdb, WithPrefix(prefix+"lock:"), WithReplicaAck(1, 5*time.Second))).Obtain(ctx, "k", time.Minute)
+	l, err := must.New(New(rdb, WithPrefix(prefix+"lock:"), WithReplicaAck(1, 5*time.Second))).Obtain(ctx, "k", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +339,7 @@ func TestReplicaAck_clusterWaitsOnTheWritesNode(t *testing.T) {
 			}
 		}
 	}
-	a := mustNew(NewAtomic(rdb, WithReplicaAck(1, 300*time.Millisecond)))
+	a := must.New(NewAtomic(rdb, WithReplicaAck(1, 300*time.Millisecond)))
 	for _, sku := range skuOn {
 		if err := a.SetStock(ctx, sku, 100); err != nil {
 			t.Fatal(err)
@@ -373,7 +374,7 @@ func TestReplicaAck_clusterWaitsOnTheWritesNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Patient enough for the resumed replica to catch up on a loaded machine.
-	if err := mustNew(NewAtomic(rdb, WithReplicaAck(1, 5*time.Second))).Take(ctx, "o-after", both...); err != nil {
+	if err := must.New(NewAtomic(rdb, WithReplicaAck(1, 5*time.Second))).Take(ctx, "o-after", both...); err != nil {
 		t.Fatalf("two-master order after the replica resumed: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/redistest"
 )
 
@@ -61,9 +62,9 @@ func BenchmarkHotSKU(b *testing.B) {
 			name string
 			inv  stockguard.Inventory
 		}{
-			{"atomic", mustNew(NewAtomic(backend.rdb, WithPrefix(prefix)))},
-			{"segmented", mustNew(NewSegmented(backend.rdb, WithPrefix(prefix)))},
-			{"segmented-locks", mustNew(NewSegmented(backend.rdb, WithPrefix(prefix), WithSegmentLocks()))},
+			{"atomic", must.New(NewAtomic(backend.rdb, WithPrefix(prefix)))},
+			{"segmented", must.New(NewSegmented(backend.rdb, WithPrefix(prefix)))},
+			{"segmented-locks", must.New(NewSegmented(backend.rdb, WithPrefix(prefix), WithSegmentLocks()))},
 		}
 		b.Cleanup(func() {
 			ctx := context.Background()

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/stocktest"
 	"github.com/stockguard/stockguard/strategy"
@@ -36,7 +37,7 @@ func TestSegmented_conformance(t *testing.T) {
 			// and miss an earlier one (see Segmented): not linearizable.
 			suite := stocktest.Suite{StockNotLinearizable: true}
 			suite.Run(t, func(t *testing.T) stockguard.Inventory {
-				return mustNew(NewSegmented(rdb, append(m.opts, WithPrefix(prefix))...))
+				return must.New(NewSegmented(rdb, append(m.opts, WithPrefix(prefix))...))
 			})
 		})
 	}
@@ -121,7 +122,7 @@ func TestSegmented_Decrement_soldOutExactlyUnderContention(t *testing.T) {
 	for _, m := range segmentModes {
 		t.Run(m.name, func(t *testing.T) {
 			prefix := redistest.Prefix(t, rdb)
-			soldOutExactly(t, func() *Segmented { return mustNew(NewSegmented(rdb, append(m.opts, WithPrefix(prefix))...)) })
+			soldOutExactly(t, func() *Segmented { return must.New(NewSegmented(rdb, append(m.opts, WithPrefix(prefix))...)) })
 		})
 	}
 }

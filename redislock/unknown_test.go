@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/mysqllock"
 )
@@ -43,22 +44,22 @@ func TestUnknownSKU_createsNothing(t *testing.T) {
 		inv     func(prefix string) stockguard.Inventory
 	}
 	strategies := []strategy{
-		{"Atomic", single, func(p string) stockguard.Inventory { return mustNew(NewAtomic(rdb, WithPrefix(p))) }},
-		{"Guarded", single, func(p string) stockguard.Inventory { return mustNew(NewGuarded(rdb, WithPrefix(p))) }},
-		{"Segmented", single, func(p string) stockguard.Inventory { return mustNew(NewSegmented(rdb, WithPrefix(p))) }},
+		{"Atomic", single, func(p string) stockguard.Inventory { return must.New(NewAtomic(rdb, WithPrefix(p))) }},
+		{"Guarded", single, func(p string) stockguard.Inventory { return must.New(NewGuarded(rdb, WithPrefix(p))) }},
+		{"Segmented", single, func(p string) stockguard.Inventory { return must.New(NewSegmented(rdb, WithPrefix(p))) }},
 		{"Segmented/WithSegmentLocks", single, func(p string) stockguard.Inventory {
-			return mustNew(NewSegmented(rdb, WithPrefix(p), WithSegmentLocks()))
+			return must.New(NewSegmented(rdb, WithPrefix(p), WithSegmentLocks()))
 		}},
 	}
 	if !testing.Short() {
 		_, masters := masters(t, 3)
 		strategies = append(strategies, strategy{"RedlockGuarded", masters, func(p string) stockguard.Inventory {
-			return mustNew(NewRedlockGuarded(masters, WithPrefix(p), WithNodeTimeout(testNodeTimeout)))
+			return must.New(NewRedlockGuarded(masters, WithPrefix(p), WithNodeTimeout(testNodeTimeout)))
 		}})
 		db := backendstest.DB(t)
 		table := fencedTable(t, db)
 		strategies = append(strategies, strategy{"Guarded/mysqlFencedStore", single, func(p string) stockguard.Inventory {
-			return mustNew(NewGuarded(rdb, WithPrefix(p), WithStore(mustNew(mysqllock.NewFencedStore(db, mysqllock.WithTable(table))))))
+			return must.New(NewGuarded(rdb, WithPrefix(p), WithStore(must.New(mysqllock.NewFencedStore(db, mysqllock.WithTable(table))))))
 		}})
 	}
 	for _, s := range strategies {

@@ -6,6 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/stocktest"
 )
@@ -25,20 +26,20 @@ func TestValkey_conformance(t *testing.T) {
 	}
 	strategies := []strategy{
 		{"atomic", stocktest.Suite{}, func(rdb redis.UniversalClient, p string) stockguard.Inventory {
-			return mustNew(NewAtomic(rdb, WithPrefix(p)))
+			return must.New(NewAtomic(rdb, WithPrefix(p)))
 		}},
 		{"batched", stocktest.Suite{}, func(rdb redis.UniversalClient, p string) stockguard.Inventory {
-			return mustNew(NewBatched(rdb, WithPrefix(p)))
+			return must.New(NewBatched(rdb, WithPrefix(p)))
 		}},
 		{"guarded", stocktest.Suite{}, func(rdb redis.UniversalClient, p string) stockguard.Inventory {
-			return mustNew(NewGuarded(rdb, WithPrefix(p)))
+			return must.New(NewGuarded(rdb, WithPrefix(p)))
 		}},
 	}
 	for _, m := range segmentModes {
 		// Stock is not linearizable: see TestSegmented_conformance.
 		strategies = append(strategies, strategy{"segmented-" + m.name, stocktest.Suite{StockNotLinearizable: true},
 			func(rdb redis.UniversalClient, p string) stockguard.Inventory {
-				return mustNew(NewSegmented(rdb, append(m.opts, WithPrefix(p))...))
+				return must.New(NewSegmented(rdb, append(m.opts, WithPrefix(p))...))
 			}})
 	}
 	for _, c := range []struct {
@@ -55,7 +56,7 @@ func TestValkey_conformance(t *testing.T) {
 			t.Run("orders", func(t *testing.T) {
 				prefix := redistest.Prefix(t, c.rdb)
 				suite := stocktest.Suite{Footprint: footprint(t, c.rdb, prefix)}
-				suite.RunOrders(t, func(*testing.T) stockguard.Orders { return mustNew(NewAtomic(c.rdb, WithPrefix(prefix))) })
+				suite.RunOrders(t, func(*testing.T) stockguard.Orders { return must.New(NewAtomic(c.rdb, WithPrefix(prefix))) })
 			})
 		})
 	}
@@ -67,7 +68,7 @@ func TestValkey_conformance(t *testing.T) {
 		}
 		prefix := lockPrefix(t)
 		stocktest.Run(t, func(t *testing.T) stockguard.Inventory {
-			return mustNew(NewRedlockGuarded(clients, WithPrefix(prefix), WithNodeTimeout(testNodeTimeout)))
+			return must.New(NewRedlockGuarded(clients, WithPrefix(prefix), WithNodeTimeout(testNodeTimeout)))
 		})
 	})
 }

@@ -22,7 +22,11 @@ import (
 func ExampleWrap() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer rdb.Close()
-	inv := stockotel.Wrap(mustNew(redislock.NewAtomic(rdb)), stockotel.WithStrategy("redis-atomic"))
+	atomic, err := redislock.NewAtomic(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	inv := stockotel.Wrap(atomic, stockotel.WithStrategy("redis-atomic"))
 
 	if err := inv.Decrement(context.Background(), "sku-1", 1); err != nil {
 		// The wrapper returns the strategy's error unchanged; the metrics
@@ -45,7 +49,11 @@ func ExampleWrapOrders() {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	wrapped := stockotel.WrapOrders(mustNew(mysqllock.NewBatched(db)), stockotel.WithStrategy("mysql-batched"))
+	batched, err := mysqllock.NewBatched(db)
+	if err != nil {
+		log.Fatal(err)
+	}
+	wrapped := stockotel.WrapOrders(batched, stockotel.WithStrategy("mysql-batched"))
 	if err := wrapped.Take(context.Background(), "order-42", stockguard.Line{SKU: "sku-1", Qty: 2}); err != nil {
 		log.Print(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/stocktest"
 )
 
@@ -18,9 +19,9 @@ func TestOrders_adversary(t *testing.T) {
 	r := newRig(t)
 	run(t, r.consumer(nil))
 	insts := []stockguard.Orders{
-		mustNew(New(r.rdb, r.back, WithPrefix(r.prefix))),
-		mustNew(New(r.rdb, r.back, WithPrefix(r.prefix))),
-		mustNew(New(r.rdb, r.back, WithPrefix(r.prefix))),
+		must.New(New(r.rdb, r.back, WithPrefix(r.prefix))),
+		must.New(New(r.rdb, r.back, WithPrefix(r.prefix))),
+		must.New(New(r.rdb, r.back, WithPrefix(r.prefix))),
 	}
 	stocktest.Adversary{Quiet: func(ctx context.Context, skus []string) error {
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -52,7 +52,11 @@ func ExampleNew() {
 	// own, share the stream (tiered.WithConsumerName).
 	run, stop := context.WithCancel(ctx)
 	defer stop()
-	go mustNew(tiered.NewConsumer(rdb, back)).Run(run)
+	consumer, err := tiered.NewConsumer(rdb, back)
+	if err != nil {
+		log.Fatal(err)
+	}
+	go consumer.Run(run)
 
 	if err := shop.SetStock(ctx, "sku-42", 10); err != nil {
 		log.Fatal(err)

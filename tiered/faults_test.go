@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/mysqllock"
 )
 
@@ -283,7 +284,7 @@ func (p *proxy) db(t *testing.T) *sqlx.DB {
 
 // mysqlBack is the rig's back over another pool.
 func mysqlBack(db *sqlx.DB, table string) stockguard.Orders {
-	return mustNew(mysqllock.NewBatched(db, mysqllock.WithTable(table)))
+	return must.New(mysqllock.NewBatched(db, mysqllock.WithTable(table)))
 }
 
 // An entry the back refuses for good (it has the ID for another order)

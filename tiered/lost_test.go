@@ -8,6 +8,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/mysqllock"
 )
 
@@ -27,10 +28,10 @@ func newLostRig(t *testing.T) *lostRig {
 	rdb := srv.Client()
 	t.Cleanup(func() { rdb.Close() })
 	db := backendstest.DB(t, multi)
-	r := &lostRig{srv: srv, back: mustNew(mysqllock.NewBatched(db, mysqllock.WithTable(newTable(t, db))))}
-	r.o = mustNew(New(rdb, r.back, WithPrefix("shop:")))
+	r := &lostRig{srv: srv, back: must.New(mysqllock.NewBatched(db, mysqllock.WithTable(newTable(t, db))))}
+	r.o = must.New(New(rdb, r.back, WithPrefix("shop:")))
 	r.q = NewStreams(rdb, StreamKey("shop:"), DefaultGroup)
-	r.c = mustNew(NewConsumer(rdb, r.back, WithPrefix("shop:"), WithConsumerName("c1")))
+	r.c = must.New(NewConsumer(rdb, r.back, WithPrefix("shop:"), WithConsumerName("c1")))
 	if err := r.o.Setup(t.Context()); err != nil {
 		t.Fatal(err)
 	}

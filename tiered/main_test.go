@@ -13,6 +13,7 @@ import (
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/mysqllock"
 )
@@ -59,8 +60,8 @@ func newRig(t *testing.T) *rig {
 	r := &rig{rdb: backendstest.RedisClient(t), db: backendstest.DB(t, multi)}
 	r.prefix = redistest.Prefix(t, r.rdb)
 	r.table = newTable(t, r.db)
-	r.back = mustNew(mysqllock.NewBatched(r.db, mysqllock.WithTable(r.table)))
-	r.o = mustNew(New(r.rdb, r.back, WithPrefix(r.prefix)))
+	r.back = must.New(mysqllock.NewBatched(r.db, mysqllock.WithTable(r.table)))
+	r.o = must.New(New(r.rdb, r.back, WithPrefix(r.prefix)))
 	r.q = NewStreams(r.rdb, StreamKey(r.prefix), DefaultGroup)
 	if err := r.o.Setup(t.Context()); err != nil {
 		t.Fatal(err)
@@ -73,7 +74,7 @@ func (r *rig) consumer(back stockguard.Orders, opts ...Option) *Consumer {
 	if back == nil {
 		back = r.back
 	}
-	return mustNew(NewConsumer(r.rdb, back, append([]Option{WithPrefix(r.prefix)}, opts...)...))
+	return must.New(NewConsumer(r.rdb, back, append([]Option{WithPrefix(r.prefix)}, opts...)...))
 }
 
 // run runs c until t ends.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/stocktest"
 )
 
@@ -22,10 +23,10 @@ func TestOrders_conformance(t *testing.T) {
 	r := newRig(t)
 	run(t, r.consumer(nil))
 	t.Run("Orders", func(t *testing.T) {
-		stocktest.RunOrders(t, func(*testing.T) stockguard.Orders { return mustNew(New(r.rdb, r.back, WithPrefix(r.prefix))) })
+		stocktest.RunOrders(t, func(*testing.T) stockguard.Orders { return must.New(New(r.rdb, r.back, WithPrefix(r.prefix))) })
 	})
 	t.Run("Inventory", func(t *testing.T) {
-		stocktest.Run(t, func(*testing.T) stockguard.Inventory { return mustNew(New(r.rdb, r.back, WithPrefix(r.prefix))) })
+		stocktest.Run(t, func(*testing.T) stockguard.Inventory { return must.New(New(r.rdb, r.back, WithPrefix(r.prefix))) })
 	})
 }
 
@@ -252,7 +253,7 @@ func TestOrders_SetStock_afterAReturnOnItsWay_waitsForTheBack(t *testing.T) {
 	ctx := t.Context()
 	r := newRig(t)
 	back := &refusalSignal{Orders: r.back, refused: make(chan struct{})}
-	o := mustNew(New(r.rdb, back, WithPrefix(r.prefix)))
+	o := must.New(New(r.rdb, back, WithPrefix(r.prefix)))
 	c := r.consumer(nil)
 	stock(t, o, stockguard.MaxQty, "a")
 	if err := o.Take(ctx, "t1", line("a", 10)); err != nil {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/stocktest"
 )
@@ -15,6 +16,6 @@ func TestInventory_adversary(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
 	stocktest.Adversary{}.RunInventory(t, []stockguard.Inventory{
-		mustNew(New(rdb, WithPrefix(prefix))), mustNew(New(rdb, WithPrefix(prefix))), mustNew(New(rdb, WithPrefix(prefix))),
+		must.New(New(rdb, WithPrefix(prefix))), must.New(New(rdb, WithPrefix(prefix))), must.New(New(rdb, WithPrefix(prefix))),
 	})
 }

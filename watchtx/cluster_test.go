@@ -11,6 +11,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redistest"
 )
@@ -32,7 +33,7 @@ func TestInventory_cluster_retriesOnConflict(t *testing.T) {
 	rdb.OnNewNode(func(node *redis.Client) {
 		node.AddHook(conflictingWrite(t, other, key, &writes))
 	})
-	checkRetriedOnce(t, mustNew(New(rdb, WithPrefix(prefix))), &writes)
+	checkRetriedOnce(t, must.New(New(rdb, WithPrefix(prefix))), &writes)
 }
 
 // TestInventory_cluster_redirectsExhaustedTakeNothingSilently: a
@@ -72,12 +73,12 @@ func TestInventory_cluster_redirectsExhaustedTakeNothingSilently(t *testing.T) {
 		admin.Del(context.Background(), key)
 		moveSlot(t, cluster, int(slot), from)
 	})
-	if err := mustNew(New(admin, WithPrefix(prefix))).SetStock(ctx, "sku", 10); err != nil {
+	if err := must.New(New(admin, WithPrefix(prefix))).SetStock(ctx, "sku", 10); err != nil {
 		t.Fatal(err)
 	}
 
 	err = inv.Decrement(ctx, "sku", 3)
-	left, serr := mustNew(New(admin, WithPrefix(prefix))).Stock(ctx, "sku")
+	left, serr := must.New(New(admin, WithPrefix(prefix))).Stock(ctx, "sku")
 	if serr != nil {
 		t.Fatal(serr)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/stocktest"
 )
@@ -19,8 +20,8 @@ func FuzzSKU(f *testing.F) {
 	closed.Close()
 	prefix := redistest.Prefix(f, rdb)
 	c := &stocktest.StringCheck{
-		Inventories: []stockguard.Inventory{mustNew(New(rdb, WithPrefix(prefix))), mustNew(New(rdb, WithPrefix(prefix)))},
-		Offline:     []stockguard.Inventory{mustNew(New(closed, WithPrefix(prefix)))},
+		Inventories: []stockguard.Inventory{must.New(New(rdb, WithPrefix(prefix))), must.New(New(rdb, WithPrefix(prefix)))},
+		Offline:     []stockguard.Inventory{must.New(New(closed, WithPrefix(prefix)))},
 	}
 	if err := c.Prepare(f.Context()); err != nil {
 		f.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/stocktest"
 )
@@ -20,7 +21,7 @@ func TestInventory_replicaAckConformance(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	prefix := redistest.Prefix(t, rdb)
 	stocktest.Run(t, func(t *testing.T) stockguard.Inventory {
-		return mustNew(New(rdb, WithPrefix(prefix), WithReplicaAck(1, 2*time.Second)))
+		return must.New(New(rdb, WithPrefix(prefix), WithReplicaAck(1, 2*time.Second)))
 	})
 }
 
@@ -67,7 +68,7 @@ func TestInventory_replicaAckAfterExec(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Replicas[0].Proc.Resume() })
-	inv = mustNew(New(rdb, WithPrefix("p:"), WithReplicaAck(1, 300*time.Millisecond)))
+	inv = must.New(New(rdb, WithPrefix("p:"), WithReplicaAck(1, 300*time.Millisecond)))
 	var unknown atomic.Int64
 	for range 4 {
 		wg.Go(func() {

@@ -6,6 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/stocktest"
 )
@@ -22,7 +23,7 @@ func TestValkey_conformance(t *testing.T) {
 	}{{"single", single}, {"cluster", cluster}} {
 		t.Run(c.name, func(t *testing.T) {
 			prefix := redistest.Prefix(t, c.rdb)
-			stocktest.Run(t, func(*testing.T) stockguard.Inventory { return mustNew(New(c.rdb, WithPrefix(prefix))) })
+			stocktest.Run(t, func(*testing.T) stockguard.Inventory { return must.New(New(c.rdb, WithPrefix(prefix))) })
 		})
 	}
 }

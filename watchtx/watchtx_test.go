@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/internal/redisx/cutproxy"
@@ -21,7 +22,7 @@ import (
 func TestInventory_conformance(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
-	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return mustNew(New(rdb, WithPrefix(prefix))) })
+	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return must.New(New(rdb, WithPrefix(prefix))) })
 }
 
 // afterGet is a go-redis hook that calls fn after every GET of key has been
@@ -97,13 +98,13 @@ func checkRetriedOnce(t *testing.T, inv *Inventory, writes *atomic.Int64) {
 func TestInventory_Decrement_retriesOnConflict(t *testing.T) {
 	prefix := redistest.Prefix(t, backendstest.RedisClient(t))
 	rdb, writes := conflictOnce(t, prefix, "sku")
-	checkRetriedOnce(t, mustNew(New(rdb, WithPrefix(prefix))), writes)
+	checkRetriedOnce(t, must.New(New(rdb, WithPrefix(prefix))), writes)
 }
 
 func TestInventory_Decrement_oneAttemptGivesUp(t *testing.T) {
 	prefix := redistest.Prefix(t, backendstest.RedisClient(t))
 	rdb, _ := conflictOnce(t, prefix, "sku")
-	inv := mustNew(New(rdb, WithPrefix(prefix), WithRetry(strategy.RetryPolicy{MaxAttempts: 1})))
+	inv := must.New(New(rdb, WithPrefix(prefix), WithRetry(strategy.RetryPolicy{MaxAttempts: 1})))
 	ctx := t.Context()
 	if err := inv.SetStock(ctx, "sku", 10); err != nil {
 		t.Fatal(err)
@@ -208,7 +209,7 @@ func TestInventory_Decrement_replyLost(t *testing.T) {
 	if err := inv.Decrement(ctx, "sku", 3); !errors.Is(err, stockguard.ErrOutcomeUnknown) {
 		t.Fatalf("Decrement with the EXEC reply lost: %v, want ErrOutcomeUnknown", err)
 	}
-	n, err := mustNew(New(backendstest.RedisClient(t), WithPrefix(prefix))).Stock(ctx, "sku")
+	n, err := must.New(New(backendstest.RedisClient(t), WithPrefix(prefix))).Stock(ctx, "sku")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +238,7 @@ func TestInventory_Decrement_serverPaused(t *testing.T) {
 			srv.Proc.Resume()
 		}
 	})
-	inv := mustNew(New(rdb))
+	inv := must.New(New(rdb))
 	ctx := t.Context()
 	if err := inv.SetStock(ctx, "sku", 10); err != nil {
 		t.Fatal(err)
@@ -251,7 +252,7 @@ func TestInventory_Decrement_serverPaused(t *testing.T) {
 	}
 	plain := srv.Client()
 	t.Cleanup(func() { plain.Close() })
-	n, err := mustNew(New(plain)).Stock(ctx, "sku")
+	n, err := must.New(New(plain)).Stock(ctx, "sku")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,5 +346,5 @@ func TestInventory_readOnlyReplica(t *testing.T) {
 func TestInventory_conformanceCluster(t *testing.T) {
 	rdb := backendstest.PrivateCluster(t, 3).Client()
 	t.Cleanup(func() { rdb.Close() })
-	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return mustNew(New(rdb)) })
+	stocktest.Run(t, func(t *testing.T) stockguard.Inventory { return must.New(New(rdb)) })
 }
