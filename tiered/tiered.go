@@ -205,9 +205,10 @@ func (o *Orders) Restock(ctx context.Context, id, sku string, qty int64) error {
 // with Restock. The front goes first because its room rule (units out on
 // open orders, held ones included, must fit under MaxQty) is the stricter:
 // a level it accepts the back accepts too, once the Returns of sku on
-// their way have reached it: until then the back counts their units as
-// out, and SetStock waits for the Consumer to apply them. A back that fails
-// after the front was set is ErrOutcomeUnknown (repeat the call). Errors wrap
+// their way have reached it; until then the back counts their units as
+// out, and SetStock waits for the Consumer to apply them, up to 30 s or
+// ctx's end. A back that fails or refuses after the front was set is
+// ErrOutcomeUnknown (repeat the call). Errors wrap
 // stockguard.ErrInvalidRequest, ErrContention, ErrUnavailable
 // (ErrFrontLost), ErrOutcomeUnknown or the context's error.
 func (o *Orders) SetStock(ctx context.Context, sku string, qty int64) error {
@@ -220,6 +221,7 @@ func (o *Orders) SetStock(ctx context.Context, sku string, qty int64) error {
 	if err := o.front.SetStock(ctx, sku, qty); err != nil {
 		return errtext.Wrap(err, "tiered: set stock of %q on the front", sku)
 	}
+	giveUp := time.Now().Add(returnWait)
 	for {
 		// The back never hears of holds: its level is the front's plus the
 		// units held there, which a Confirm takes from both tiers.
@@ -237,17 +239,21 @@ func (o *Orders) SetStock(ctx context.Context, sku string, qty int64) error {
 		// The front found room for qty, so the back refuses it only while it
 		// still counts as out the units of a Return on its way: wait for the
 		// Consumer to apply it rather than leave the tiers apart.
-		if on, rerr := o.returnOnItsWay(ctx, sku); rerr != nil || !on {
+		if on, rerr := o.returnOnItsWay(ctx, sku); rerr != nil || !on || time.Now().After(giveUp) {
 			return afterBack(err, "tiered: set stock of %q on the back", sku)
 		}
-		if redisx.Sleep(ctx, returnPoll) != nil {
-			return afterBack(err, "tiered: set stock of %q on the back, waiting for a return on its way", sku)
+		if serr := redisx.Sleep(ctx, returnPoll); serr != nil {
+			return afterBack(fmt.Errorf("%w, waiting for a return on its way: %w", err, serr), "tiered: set stock of %q on the back", sku)
 		}
 	}
 }
 
-// returnPoll is how often SetStock looks again for a Return on its way.
-const returnPoll = 10 * time.Millisecond
+// How often SetStock looks again for a Return on its way, and for how long
+// at most: with no Consumer running, the Return never arrives.
+const (
+	returnPoll = 10 * time.Millisecond
+	returnWait = 30 * time.Second
+)
 
 // returnOnItsWay reports whether the stream holds a Return of an order with
 // a line of sku.
@@ -309,14 +315,13 @@ func (o *Orders) gone(ctx context.Context, err error) error {
 	return err
 }
 
-// afterBack is the error of the second tier's step when the first one has
-// changed its tier: a refusal of the second (nothing changed there) is
-// ErrOutcomeUnknown as well, since the call as a whole is now half done
-// and only its repetition finishes it; the refusal stays wrapped, for
-// the record.
+// afterBack is the answer when one tier changed and the other then failed
+// with err: ErrOutcomeUnknown, the only contract error it matches. Err's
+// own (a refusal, say, which promises that nothing changed, or the
+// context's end) is kept in the text only.
 func afterBack(err error, format string, args ...any) error {
 	if errors.Is(err, stockguard.ErrOutcomeUnknown) {
 		return errtext.Wrap(err, format, args...)
 	}
-	return fmt.Errorf("%w: %s: %w", stockguard.ErrOutcomeUnknown, fmt.Sprintf(format, args...), err)
+	return fmt.Errorf("%w: %s: %v", stockguard.ErrOutcomeUnknown, fmt.Sprintf(format, args...), err)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/stocktest"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // The conformance suites, with a Consumer applying to a MySQL back
@@ -277,4 +278,49 @@ func TestOrders_SetStock_afterAReturnOnItsWay_waitsForTheBack(t *testing.T) {
 	r.settled(t, "a")
 	wantStock(t, "front", o, "a", stockguard.MaxQty-1)
 	wantStock(t, "back", r.back, "a", stockguard.MaxQty-1)
+}
+
+// With no Consumer to apply the Return, SetStock gives up when ctx ends:
+// the front is set and the back is not, so the answer is ErrOutcomeUnknown,
+// never ErrInvalidRequest (which promises that nothing changed).
+func TestOrders_SetStock_afterAReturnNobodyApplies_isUnknown(t *testing.T) {
+	r := newRig(t)
+	back := &refusalSignal{Orders: r.back, refused: make(chan struct{})}
+	o := must.New(New(r.rdb, back, WithPrefix(r.prefix)))
+	stock(t, o, stockguard.MaxQty, "a")
+	if err := o.Take(t.Context(), "t1", line("a", 10)); err != nil {
+		t.Fatal(err)
+	}
+	r.stepUntilDrained(t, r.consumer(nil))
+	if err := o.Return(t.Context(), "t1"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { <-back.refused; cancel() }()
+	err := o.SetStock(ctx, "a", stockguard.MaxQty-1)
+	if !errors.Is(err, stockguard.ErrOutcomeUnknown) || errors.Is(err, stockguard.ErrInvalidRequest) {
+		t.Fatalf("SetStock = %v; want ErrOutcomeUnknown, not ErrInvalidRequest", err)
+	}
+	wantStock(t, "front", o, "a", stockguard.MaxQty-1)
+}
+
+// afterBack's answer matches ErrOutcomeUnknown and no other contract
+// error: the first tier changed, so a refusal of the second, which promises
+// nothing changed, must not be matchable beside it.
+func TestAfterBack_oneContractError(t *testing.T) {
+	for name, err := range map[string]error{
+		"refused":     fmt.Errorf("%w: no room", stockguard.ErrInvalidRequest),
+		"unknown SKU": stockguard.ErrUnknownSKU,
+		"unavailable": fmt.Errorf("%w: down", stockguard.ErrUnavailable),
+		"canceled":    fmt.Errorf("%w: %w", stockguard.ErrUnavailable, context.Canceled),
+		"deadline":    context.DeadlineExceeded,
+		"unknown":     fmt.Errorf("%w: lost reply", stockguard.ErrOutcomeUnknown),
+	} {
+		got := afterBack(err, "set %q", "a")
+		for _, c := range strategy.ContractErrors() {
+			if errors.Is(got, c) != (c == stockguard.ErrOutcomeUnknown) {
+				t.Errorf("%s: afterBack(%v) = %v; errors.Is(%v) = %v", name, err, got, c, !(c == stockguard.ErrOutcomeUnknown))
+			}
+		}
+	}
 }
