@@ -239,11 +239,12 @@ func (o *Orders) SetStock(ctx context.Context, sku string, qty int64) error {
 		// The front found room for qty, so the back refuses it only while it
 		// still counts as out the units of a Return on its way: wait for the
 		// Consumer to apply it rather than leave the tiers apart.
-		if on, rerr := o.returnOnItsWay(ctx, sku); rerr != nil || !on || time.Now().After(giveUp) {
+		last, rerr := o.lastReturnOf(ctx, sku)
+		if rerr != nil || last == "" {
 			return afterBack(err, "tiered: set stock of %q on the back", sku)
 		}
-		if serr := redisx.Sleep(ctx, returnPoll); serr != nil {
-			return afterBack(fmt.Errorf("%w, waiting for a return on its way: %w", err, serr), "tiered: set stock of %q on the back", sku)
+		if werr := o.waitApplied(ctx, last, giveUp); werr != nil {
+			return afterBack(fmt.Errorf("%w; %w", err, werr), "tiered: set stock of %q on the back", sku)
 		}
 	}
 }
@@ -255,19 +256,40 @@ const (
 	returnWait = 30 * time.Second
 )
 
-// returnOnItsWay reports whether the stream holds a Return of an order with
-// a line of sku.
-func (o *Orders) returnOnItsWay(ctx context.Context, sku string) (bool, error) {
+// lastReturnOf returns the stream ID of the newest Return on its way with a
+// line of sku, or "" when there is none.
+func (o *Orders) lastReturnOf(ctx context.Context, sku string) (string, error) {
 	left, err := NewStreams(o.rdb, o.stream, o.group).Backlog(ctx)
 	if err != nil {
-		return false, err
+		return "", err
 	}
+	last := ""
 	for _, e := range left {
 		if e.Op == OpReturn && slices.ContainsFunc(e.Lines, func(l stockguard.Line) bool { return l.SKU == sku }) {
-			return true, nil
+			last = e.ID
 		}
 	}
-	return false, nil
+	return last, nil
+}
+
+// waitApplied waits until the stream entry id is gone (a Consumer applied
+// and acknowledged it), polling that one entry: a long backlog is read once,
+// by lastReturnOf, not at every poll.
+func (o *Orders) waitApplied(ctx context.Context, id string, giveUp time.Time) error {
+	for {
+		msgs, err := o.rdb.XRangeN(ctx, o.stream, id, id, 1).Result()
+		switch {
+		case err != nil:
+			return redisx.Classify(ctx, err, redisx.Read)
+		case len(msgs) == 0:
+			return nil
+		case time.Now().After(giveUp):
+			return fmt.Errorf("the return %s is still on its way after %v", id, returnWait)
+		}
+		if err := redisx.Sleep(ctx, returnPoll); err != nil {
+			return fmt.Errorf("waiting for the return %s on its way: %w", id, err)
+		}
+	}
 }
 
 // Decrement takes qty units of sku as a one-line order under a fresh ID
