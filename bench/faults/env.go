@@ -46,6 +46,13 @@ var redisLikes = []redisLike{
 	{valkeytargets.Name, valkeytargets.RedlockName, "Valkey", backends.StartLocalValkey},
 }
 
+// readyAttempt bounds one readiness check of a server coming back. On a
+// loaded machine (a race-detected client, load 20) a connection to a
+// recovering PostgreSQL can take more than a second, and a check that gives
+// up sooner may never see the server ready; the respawn's own deadline
+// bounds the whole wait.
+const readyAttempt = 10 * time.Second
+
 // server is one private server a fault can strike.
 type server struct {
 	backend string
@@ -314,7 +321,7 @@ func startMySQL(ctx context.Context, add func(func() error)) (*server, error) {
 		backend: mysqltargets.Name, proc: m.Proc, proxy: proxy,
 		desc: fmt.Sprintf("mysql: %s at %s via proxy %s (durable: innodb_flush_log_at_trx_commit=1, sync_binlog=1)", version, cfg.Addr, proxy.Addr),
 		ready: func(ctx context.Context) error {
-			ctx, cancel := context.WithTimeout(ctx, time.Second)
+			ctx, cancel := context.WithTimeout(ctx, readyAttempt)
 			defer cancel()
 			return admin.PingContext(ctx)
 		},
@@ -427,7 +434,7 @@ func startRedis(ctx context.Context, rl redisLike, add func(func() error)) (*ser
 		backend: rl.name, proc: r.Proc, proxy: proxy,
 		desc: fmt.Sprintf("%s: %s %s at %s via proxy %s (appendonly yes, appendfsync always)", rl.name, rl.product, version, r.Addr, proxy.Addr),
 		ready: func(ctx context.Context) error {
-			ctx, cancel := context.WithTimeout(ctx, time.Second)
+			ctx, cancel := context.WithTimeout(ctx, readyAttempt)
 			defer cancel()
 			return admin.Ping(ctx).Err()
 		},
@@ -486,7 +493,7 @@ func startSentinel(ctx context.Context, add func(func() error)) (*server, error)
 			replicatargets.SentinelName, version, strings.Join(nodes, ", "), strings.Join(topo.Addrs, ","),
 			backends.SentinelQuorum, backends.SentinelDownAfter),
 		ready: func(ctx context.Context) error {
-			ctx, cancel := context.WithTimeout(ctx, time.Second)
+			ctx, cancel := context.WithTimeout(ctx, readyAttempt)
 			defer cancel()
 			return admin.Ping(ctx).Err()
 		},
@@ -532,7 +539,7 @@ func startCluster(ctx context.Context, add func(func() error)) (*server, error) 
 		desc: fmt.Sprintf("%s: Redis %s, masters %s, cluster-node-timeout %v, no persistence",
 			replicatargets.ClusterName, version, strings.Join(nodes, ", "), backends.ClusterNodeTimeout),
 		ready: func(ctx context.Context) error {
-			ctx, cancel := context.WithTimeout(ctx, time.Second)
+			ctx, cancel := context.WithTimeout(ctx, readyAttempt)
 			defer cancel()
 			return admin.Ping(ctx).Err()
 		},

@@ -58,7 +58,7 @@ func startPostgres(ctx context.Context, add func(func() error)) (*server, error)
 		// died with a crashed server, and a server in crash recovery
 		// refuses new ones (57P03) until it can serve.
 		ready: func(ctx context.Context) error {
-			ctx, cancel := context.WithTimeout(ctx, time.Second)
+			ctx, cancel := context.WithTimeout(ctx, readyAttempt)
 			defer cancel()
 			conn, err := pgx.Connect(ctx, pg.DSN)
 			if err != nil {
