@@ -38,8 +38,9 @@ for part in "${parts[@]}"; do
     STOCKGUARD_REPLICAS=full go test -race -count=1 -run 'TestStrategies_sound/(redis|tiered)-(sentinel|cluster)-' ./bench/
     STOCKGUARD_REPLICAS=full go test -race -count=1 -run 'TestRedlock_replicaAck|TestRedlockGuarded_replicaAck' ./redislock/ ;;
   adversary)
-    # The adversarial checker, long runs on every target.
-    STOCKGUARD_ADVERSARY=long go test -race -count=1 -timeout 60m -run '(?i)adversar|repeatsAgree' ./... ;;
+    # The adversarial checker, long runs on every target, TiDB's rows too.
+    bash scripts/build-tidb.sh >/dev/null
+    STOCKGUARD_TIDB=1 STOCKGUARD_ADVERSARY=long go test -race -count=1 -timeout 60m -run '(?i)adversar|repeatsAgree' ./... ;;
   faults)
     # Every fault × every strategy (docs/faults.md): about 30 minutes.
     STOCKGUARD_FAULTS=full go test -race -count=1 -timeout 60m -run TestRun_conservation ./bench/faults/ ;;
