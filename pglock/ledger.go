@@ -217,30 +217,32 @@ func (l *ledger) record(ctx context.Context, tx *sqlx.Tx, orders []newOrder) err
 	return classify(ctx, err, unsent)
 }
 
-// placeOne records an order of one line and takes its units with one
-// autocommit statement (ledgerQueries.placeOne): errDuplicate when its ID
-// is recorded already (by a statement that committed; one that has not
-// makes the INSERT wait for it), errShort when the line did not fit and
-// nothing changed.
+// placeOne records an order of one line and takes its units in tx with one
+// statement (ledgerQueries.placeOne): errDuplicate when its ID is recorded
+// already (by a transaction that committed; one that has not makes the
+// INSERT wait for it), errShort when the line did not fit and nothing
+// changed.
 //
 // The statement tries the stock before the ID, so a refusal is checked
 // against the record: a retry of an order placed already is answered from
-// it, as the contract wants, even when the stock is short by now.
-func (l *ledger) placeOne(ctx context.Context, conn *sqlx.Conn, o newOrder) error {
+// it, as the contract wants, even when the stock is short by now. An
+// attempt with the same ID and line that has not committed holds the stock
+// row, so the statement waits for it and the read then sees its record.
+func (l *ledger) placeOne(ctx context.Context, tx *sqlx.Tx, o newOrder) error {
 	ln := o.lines[0]
-	res, err := conn.ExecContext(ctx, l.lq.placeOne, o.id, int16(o.kind), ln.SKU, ln.Qty, micros(o.ttl))
+	res, err := tx.ExecContext(ctx, l.lq.placeOne, o.id, int16(o.kind), ln.SKU, ln.Qty, micros(o.ttl))
 	if sqlstate(err) == sqlstateUniqueViolation {
 		return errDuplicate
 	}
 	if err != nil {
-		return classify(ctx, err, sent)
+		return classify(ctx, err, unsent)
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 1 {
-		return classify(ctx, err, sent)
+		return classify(ctx, err, unsent)
 	}
 	// IDs are never deleted: absent now, it was absent when the UPDATE
 	// refused.
-	rec, ok, err := l.read(ctx, conn, o.id)
+	rec, ok, err := l.read(ctx, tx, o.id)
 	switch {
 	case err != nil:
 		return err

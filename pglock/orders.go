@@ -61,10 +61,15 @@ func (l *ledger) Hold(ctx context.Context, id string, ttl time.Duration, lines .
 func (l *ledger) place(ctx context.Context, o newOrder) error {
 	return l.retrier.Do(ctx, func(ctx context.Context) error {
 		return l.pinned(ctx, l.session, func(conn *sqlx.Conn) error {
-			if len(o.lines) == 1 {
-				return l.settle(ctx, conn, l.placeOne(ctx, conn, o), o)
-			}
+			// In a transaction, also for one line: a statement sent alone
+			// would commit whenever the server ran it, even after its
+			// caller left and a repeat was refused; in a transaction it
+			// commits only by a COMMIT sent once the order's rows are
+			// written, and so locked, until it ends.
 			err := inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
+				if len(o.lines) == 1 {
+					return l.placeOne(ctx, tx, o)
+				}
 				if err := l.record(ctx, tx, []newOrder{o}); err != nil {
 					return err
 				}
