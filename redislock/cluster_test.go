@@ -206,15 +206,15 @@ func TestClient_cluster(t *testing.T) {
 		}
 		got := make(chan error, 1)
 		go func() {
-			// The fallback poll comes after 10s; only the release
-			// announcement can wake the waiter sooner.
-			l, err := c.Obtain(ctx, "wait", time.Second, Notify(), ObtainRetry(LinearBackoff(10*time.Second)))
+			// The fallback poll comes after a minute; only the release
+			// announcement can wake the waiter within the hang guard below.
+			l, err := c.Obtain(ctx, "wait", time.Second, Notify(), ObtainRetry(LinearBackoff(time.Minute)))
 			if err == nil {
 				err = l.Release(ctx)
 			}
 			got <- err
 		}()
-		time.Sleep(200 * time.Millisecond) // the waiter tries, fails, subscribes
+		waitQueued(t, c, "wait", 1) // the waiter tried, failed, and waits for the announcement
 		released := time.Now()
 		if err := holder.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -225,8 +225,8 @@ func TestClient_cluster(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("waiter obtained the lock %v after the release", time.Since(released))
-		case <-time.After(3 * time.Second):
-			t.Fatal("waiter not woken by the release within 3s")
+		case <-time.After(30 * time.Second): // a hang guard, within the minute's fallback poll
+			t.Fatal("waiter not woken by the release")
 		}
 	})
 }
