@@ -38,9 +38,8 @@ func lockedOn(t *testing.T, r *Redlock, clients []redis.UniversalClient, key str
 	t.Helper()
 	var on []int
 	for i, c := range clients {
-		// Bounded: a killed master's dial errors are retried otherwise. A
-		// live master answers well within it, however loaded the machine.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// Bounded: a killed master's dial errors are retried otherwise.
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		n, err := c.Exists(ctx, r.LockKey(key)).Result()
 		cancel()
 		if err == nil && n == 1 {
