@@ -172,7 +172,7 @@ func TestWatchdog_takenOverIsLost(t *testing.T) {
 func TestWatchdog_maxHoldCapsTheHold(t *testing.T) {
 	c, rdb := newTestClient(t)
 	ctx := t.Context()
-	const ttl, maxHold = 300 * time.Millisecond, time.Second
+	const ttl, maxHold = 600 * time.Millisecond, 1500 * time.Millisecond
 	for attempt := range watchdogAttempts {
 		key := fmt.Sprintf("k%d", attempt)
 		began := time.Now()
