@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -184,19 +185,25 @@ func TestClient_cluster(t *testing.T) {
 	})
 
 	t.Run("watchdog", func(t *testing.T) {
-		// A lease long enough that a renewal delayed by a loaded machine
-		// under -race (100ms late) still lands in time.
-		l, err := c.Obtain(ctx, "wd", 300*time.Millisecond, Watchdog())
-		if err != nil {
-			t.Fatal(err)
+		// Held two leases after Obtain: renewed. A stall that loses the
+		// lock (signalled) makes the attempt show nothing: try again.
+		const ttl = 600 * time.Millisecond
+		for attempt := range watchdogAttempts {
+			key := fmt.Sprintf("wd%d", attempt)
+			l, err := c.Obtain(ctx, key, ttl, Watchdog())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lostAt, _ := pollHeld(t, l, ttl/4, time.Now().Add(2*ttl), false); !lostAt.IsZero() {
+				t.Logf("attempt %d: lock lost (signalled); trying again", attempt)
+				continue
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			return
 		}
-		time.Sleep(1200 * time.Millisecond)
-		if _, err := l.TTL(ctx); err != nil {
-			t.Fatalf("after 4 leases with a watchdog: %v", err)
-		}
-		if err := l.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		t.Fatalf("the lock was lost in each of %d attempts: the watchdog did not keep it alive", watchdogAttempts)
 	})
 
 	t.Run("notify", func(t *testing.T) {
