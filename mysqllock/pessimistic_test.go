@@ -2,10 +2,12 @@ package mysqllock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/must"
 )
@@ -16,22 +18,19 @@ func TestPessimistic_Decrement_busyRow(t *testing.T) {
 		t.Run(m.String(), func(t *testing.T) {
 			table := newTable(t, db)
 			mustSet(t, db, table, "hot", 10)
-			// A minute's lock wait: a mode that waited would show as a
-			// call of tens of seconds, not as a few milliseconds more on a
-			// loaded machine.
-			p := must.New(NewPessimistic(db, WithTable(table), WithLockMode(m), WithLockWaitTimeout(time.Minute)))
-			// Warm a connection so that the timing below is the lock's alone.
-			if _, err := p.Stock(t.Context(), "hot"); err != nil {
+			// A mode that waited for the lock would wait the server's
+			// innodb_lock_wait_timeout (these modes set none); the context
+			// ends at half of it, so such a wait would end with the
+			// context's error, not report the row busy.
+			var wait int
+			if err := db.Get(&wait, "SELECT @@GLOBAL.innodb_lock_wait_timeout"); err != nil {
 				t.Fatal(err)
 			}
+			p := must.New(NewPessimistic(db, WithTable(table), WithLockMode(m)))
 			tx := holdRow(t, db, table, "hot", "FOR UPDATE")
-			began := time.Now()
-			err := p.Decrement(t.Context(), "hot", 1)
-			took := time.Since(began)
-			contractOne(t, err, stockguard.ErrContention)
-			if took > 30*time.Second {
-				t.Errorf("busy row reported after %v: the call waited for the lock", took)
-			}
+			guard, cancel := context.WithTimeout(t.Context(), time.Duration(wait)*time.Second/2)
+			defer cancel()
+			contractOne(t, p.Decrement(guard, "hot", 1), stockguard.ErrContention)
 			if err := tx.Rollback(); err != nil {
 				t.Fatal(err)
 			}
@@ -50,14 +49,24 @@ func TestPessimistic_Decrement_lockWaitTimeout(t *testing.T) {
 	table := newTable(t, db)
 	mustSet(t, db, table, "hot", 10)
 	p := must.New(NewPessimistic(db, WithTable(table), WithLockWaitTimeout(700*time.Millisecond))) // rounds up to 1s
+	if got, want := p.session.stmt, "SET SESSION innodb_lock_wait_timeout = 1"; got != want {
+		t.Errorf("session statement %q, want %q", got, want)
+	}
 	tx := holdRow(t, db, table, "hot", "FOR UPDATE")
 	defer tx.Rollback()
+	// The server's lock wait timeout ends the wait (1205), well before
+	// the context, a hang guard, would.
+	guard, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
 	began := time.Now()
-	err := p.Decrement(t.Context(), "hot", 1)
+	err := p.Decrement(guard, "hot", 1)
 	took := time.Since(began)
 	contractOne(t, err, stockguard.ErrContention)
-	if took < 900*time.Millisecond || took > 3*time.Second {
-		t.Errorf("gave up after %v, want about 1s", took)
+	if me := (*mysql.MySQLError)(nil); !errors.As(err, &me) || me.Number != erLockWaitTimeout {
+		t.Errorf("the wait ended with %v, want the server's lock wait timeout (%d)", err, erLockWaitTimeout)
+	}
+	if took < 900*time.Millisecond {
+		t.Errorf("gave up after %v, before the 1s lock wait timeout", took)
 	}
 	// The session variable was set on the connection, not globally.
 	var global int

@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -185,19 +186,25 @@ func TestClient_cluster(t *testing.T) {
 	})
 
 	t.Run("watchdog", func(t *testing.T) {
-		// A lease long enough that a renewal delayed by a loaded machine
-		// under -race (100ms late) still lands in time.
-		l, err := c.Obtain(ctx, "wd", 300*time.Millisecond, Watchdog())
-		if err != nil {
-			t.Fatal(err)
+		// Held two leases after Obtain: renewed. A stall that loses the
+		// lock (signalled) makes the attempt show nothing: try again.
+		const ttl = 600 * time.Millisecond
+		for attempt := range watchdogAttempts {
+			key := fmt.Sprintf("wd%d", attempt)
+			l, err := c.Obtain(ctx, key, ttl, Watchdog())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lostAt, _ := pollHeld(t, l, ttl/4, time.Now().Add(2*ttl), false); !lostAt.IsZero() {
+				t.Logf("attempt %d: lock lost (signalled); trying again", attempt)
+				continue
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			return
 		}
-		time.Sleep(1200 * time.Millisecond)
-		if _, err := l.TTL(ctx); err != nil {
-			t.Fatalf("after 4 leases with a watchdog: %v", err)
-		}
-		if err := l.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		t.Fatalf("the lock was lost in each of %d attempts: the watchdog did not keep it alive", watchdogAttempts)
 	})
 
 	t.Run("notify", func(t *testing.T) {
@@ -207,15 +214,15 @@ func TestClient_cluster(t *testing.T) {
 		}
 		got := make(chan error, 1)
 		go func() {
-			// The fallback poll comes after 10s; only the release
-			// announcement can wake the waiter sooner.
-			l, err := c.Obtain(ctx, "wait", time.Second, Notify(), ObtainRetry(LinearBackoff(10*time.Second)))
+			// The fallback poll comes after a minute; only the release
+			// announcement can wake the waiter within the hang guard below.
+			l, err := c.Obtain(ctx, "wait", time.Second, Notify(), ObtainRetry(LinearBackoff(time.Minute)))
 			if err == nil {
 				err = l.Release(ctx)
 			}
 			got <- err
 		}()
-		time.Sleep(200 * time.Millisecond) // the waiter tries, fails, subscribes
+		waitQueued(t, c, "wait", 1) // the waiter tried, failed, and waits for the announcement
 		released := time.Now()
 		if err := holder.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -226,8 +233,8 @@ func TestClient_cluster(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("waiter obtained the lock %v after the release", time.Since(released))
-		case <-time.After(3 * time.Second):
-			t.Fatal("waiter not woken by the release within 3s")
+		case <-time.After(30 * time.Second): // a hang guard, within the minute's fallback poll
+			t.Fatal("waiter not woken by the release")
 		}
 	})
 }

@@ -223,6 +223,8 @@ func TestAtomic_twoPhase_staleReaderDuringReturn(t *testing.T) {
 // the skew.
 func TestAtomic_twoPhase_clockSkew(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
+	reads := &scriptHook{script: stockScript}
+	rdb.AddHook(reads)
 	const ttl = 1500 * time.Millisecond
 	for _, skew := range []time.Duration{10 * time.Second, -10 * time.Second} {
 		t.Run(skew.String(), func(t *testing.T) {
@@ -234,12 +236,30 @@ func TestAtomic_twoPhase_clockSkew(t *testing.T) {
 			if err := a.Hold(ctx, "o", ttl, line("a", 3), line("b", 4)); err != nil {
 				t.Fatal(err)
 			}
-			began := time.Now()
-			wantLevels(t, a, map[string]int64{"a": 7, "b": 6})
-			if took := time.Since(began); took > ttl/3 && time.Since(placed) < ttl {
-				t.Errorf("Stock during the hold took %v", took)
+			// The record's clock started the hold after placed and before
+			// Hold returned: it lasts from placed+ttl to held+ttl at least.
+			held := time.Now()
+			before := reads.runs.Load()
+			levels := map[string]int64{}
+			for _, sku := range []string{"a", "b"} {
+				n, err := a.Stock(ctx, sku)
+				if err != nil {
+					t.Fatal(err)
+				}
+				levels[sku] = n
 			}
-			time.Sleep(time.Until(placed.Add(ttl + 200*time.Millisecond)))
+			// Each read runs the stock script once, or, finding a due line,
+			// once more after resolving it; one spinning until the skew
+			// passed would run it for as long as the hold lasts.
+			if n := reads.runs.Load() - before; n > 4 {
+				t.Errorf("2 reads during the hold ran the stock script %d times", n)
+			}
+			// A read that ended after placed+ttl may have seen the hold
+			// expired (a stall): only one that ended before must see it.
+			if time.Since(placed) < ttl && (levels["a"] != 7 || levels["b"] != 6) {
+				t.Errorf("levels during the hold %v, want a 7, b 6", levels)
+			}
+			time.Sleep(time.Until(held.Add(ttl + 200*time.Millisecond)))
 			wantLevels(t, a, map[string]int64{"a": 10, "b": 10})
 			wantState(t, a, "o", stockguard.OrderExpired)
 		})

@@ -215,9 +215,9 @@ type splitPlan struct {
 	// logf reports what does not fail the run: a consumer process that
 	// died, whose share the others took over.
 	logf func(format string, args ...any)
-	// started, when set (by tests), is told each consumer process once it
-	// is ready.
-	started func(name string, p *os.Process)
+	// started, when set (by tests), is told each consumer process, and
+	// the copy of the work it was given, once it is ready.
+	started func(name string, p *os.Process, c bench.Consumer)
 }
 
 // runProcs runs workload w of target t with its workers spread over procs
@@ -247,6 +247,7 @@ func runProcs(ctx context.Context, procs int, t bench.Target, srv *servers, w be
 	}
 	workers := make([]*workerProc, procs)
 	var consumers []*workerProc
+	var copies []bench.Consumer // consumers[i]'s
 	defer func() {
 		for _, wp := range append(workers, consumers...) {
 			if wp != nil {
@@ -258,6 +259,7 @@ func runProcs(ctx context.Context, procs int, t bench.Target, srv *servers, w be
 		consumers = make([]*workerProc, procs)
 		for i := range procs {
 			c := &bench.Consumer{Name: fmt.Sprintf("consumer-%d", i+1), ClaimIdle: plan.claimIdle}
+			copies = append(copies, *c)
 			j := job{Target: t.Name, Namespace: st.Namespace(), Workload: w, Args: args, Consumer: c, RTT: plan.rtt}
 			if consumers[i], err = startProc(exe, fmt.Sprintf("consumer process %d of %d", i+1, procs), j); err != nil {
 				return nil, err
@@ -290,8 +292,8 @@ func runProcs(ctx context.Context, procs int, t bench.Target, srv *servers, w be
 		}
 	}
 	if plan.started != nil {
-		for _, wp := range consumers {
-			plan.started(wp.name, wp.cmd.Process)
+		for i, wp := range consumers {
+			plan.started(wp.name, wp.cmd.Process, copies[i])
 		}
 	}
 	for _, wp := range workers {

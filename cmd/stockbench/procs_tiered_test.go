@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -22,7 +23,7 @@ import (
 // servers, with started told each consumer process, and returns its one
 // result and the command's stderr; it fails the test unless the run
 // exited 0.
-func tieredProcs(t *testing.T, started func(name string, p *os.Process), args ...string) (bench.Row, string) {
+func tieredProcs(t *testing.T, started func(name string, p *os.Process, c bench.Consumer), args ...string) (bench.Row, string) {
 	t.Helper()
 	backendstest.SkipShort(t)
 	tg, ok := bench.Lookup("tiered-mysql")
@@ -87,18 +88,22 @@ func TestRun_procsTieredConsumerKilled(t *testing.T) {
 		stranded int64
 		killErr  error
 	)
-	started := func(name string, p *os.Process) {
+	var mu sync.Mutex
+	claimIdle := map[string]time.Duration{}
+	started := func(name string, p *os.Process, c bench.Consumer) {
+		mu.Lock()
+		claimIdle[c.Name] = c.ClaimIdle
+		mu.Unlock()
 		if name != "consumer process 1 of 2" {
 			return
 		}
 		wg.Go(func() { stranded, killErr = killHolding(t.Context(), rdb, p, "consumer-1") })
 	}
-	began := time.Now()
 	r, stderr := tieredProcs(t, started, "-duration", "2s", "-claim-idle", "300ms")
 	// With tiered's default claim idle (30 s) the audit's drain would
 	// wait that long for the dead consumer's entries.
-	if took := time.Since(began); took > 25*time.Second {
-		t.Errorf("the run took %v: -claim-idle 300ms did not reach the consumers", took)
+	if want := (map[string]time.Duration{"consumer-1": 300 * time.Millisecond, "consumer-2": 300 * time.Millisecond}); !maps.Equal(claimIdle, want) {
+		t.Errorf("consumer processes given claim idle %v, want -claim-idle's %v", claimIdle, want)
 	}
 	wg.Wait()
 	if killErr != nil {

@@ -27,8 +27,9 @@ type env struct {
 	strategies      []bench.Target
 	counterexamples []bench.Target
 	// consumerStarted, when set (by tests), is told each consumer process
-	// of a -procs run once it is ready.
-	consumerStarted func(name string, p *os.Process)
+	// of a -procs run, and the copy of the work it was given, once it is
+	// ready.
+	consumerStarted func(name string, p *os.Process, c bench.Consumer)
 }
 
 // run is the whole command; it returns the exit status.

@@ -160,10 +160,10 @@ func TestRun_unwritableChart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, path := range []string{filepath.Join(dir, "no-such-dir", "c.svg"), filepath.Join(file, "c.svg")} {
-		began := time.Now()
+		// No "[1/1]": the run, announced as it starts, never began.
 		code, stdout, stderr := invoke(t, []bench.Target{memTarget()}, "-duration", "10s", "-workers", "1", "-plot", path)
-		if code != exitUsage || !strings.Contains(stderr, "cannot write the chart") || strings.Contains(stderr, "[1/1]") || stdout != "" || time.Since(began) > 5*time.Second {
-			t.Errorf("%s: exit %d after %v, stderr %q", path, code, time.Since(began), stderr)
+		if code != exitUsage || !strings.Contains(stderr, "cannot write the chart") || strings.Contains(stderr, "[1/1]") || stdout != "" {
+			t.Errorf("%s: exit %d, stderr %q", path, code, stderr)
 		}
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
@@ -323,11 +323,20 @@ func TestRun_interrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	time.AfterFunc(300*time.Millisecond, cancel)
 	var out, errOut bytes.Buffer
-	began := time.Now()
-	code := run(ctx, []string{"-duration", "1m", "-workers", "1,8", "-plot", ""},
-		env{stdout: &out, stderr: &errOut, backends: bench.Backends(), strategies: []bench.Target{memTarget()}})
-	if code != exitError || time.Since(began) > 20*time.Second {
-		t.Fatalf("exit %d after %v", code, time.Since(began))
+	// An hour's run: only the interrupt can end it within the hang guard.
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, []string{"-duration", "1h", "-workers", "1,8", "-plot", ""},
+			env{stdout: &out, stderr: &errOut, backends: bench.Backends(), strategies: []bench.Target{memTarget()}})
+	}()
+	var code int
+	select {
+	case code = <-exited:
+	case <-time.After(5 * time.Minute): // a hang guard only
+		t.Fatal("the interrupt did not stop the run")
+	}
+	if code != exitError {
+		t.Fatalf("exit %d", code)
 	}
 	if !strings.Contains(out.String(), "ok (interrupted)") || !strings.Contains(errOut.String(), "interrupted") || strings.Contains(errOut.String(), "[2/2]") {
 		t.Errorf("stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -637,19 +638,30 @@ func TestCombiner_Members_lateCallAfterWriteReturned(t *testing.T) {
 // when the drainer lets them.
 func TestCombiner_Do_answeredCallersJoinTheNextBatch(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	c := New(Config[item]{
+	const callers, calls = 8, 100
+	var finished atomic.Int64 // callers done with their calls
+	var c *Combiner[item]
+	c = New(Config[item]{
 		Size: 64,
 		Write: func(_ context.Context, _ string, b *Batch[item]) error {
-			b.Members()
-			time.Sleep(200 * time.Microsecond) // every caller is back in the queue or waiting
+			// Every caller outside this batch with calls left is back in the
+			// queue before the write returns — waited for, not slept for,
+			// so that a stalled thread cannot make it otherwise.
+			out := callers - len(b.Members())
+			for deadline := time.Now().Add(30 * time.Second); c.Pending("k") != out-int(finished.Load()); runtime.Gosched() {
+				if time.Now().After(deadline) { // a hang guard only
+					t.Errorf("%d requests queued, want %d", c.Pending("k"), out-int(finished.Load()))
+					break
+				}
+			}
 			return nil
 		},
 		Answer: answer,
 	})
-	const callers, calls = 8, 100
 	var wg sync.WaitGroup
 	for range callers {
 		wg.Go(func() {
+			defer finished.Add(1)
 			for range calls {
 				if err := c.Do(t.Context(), "k", item{}); err != nil {
 					t.Error(err)
