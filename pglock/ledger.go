@@ -3,11 +3,14 @@ package pglock
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/errtext"
@@ -20,11 +23,9 @@ import (
 //
 // Every transaction takes its locks in one order — order rows (by ID),
 // then their lines, then stock rows (by SKU) — so that two of them never
-// deadlock. Two paths depart from it: a refusal that finds expired holds
-// rolls back first and reclaims them in a transaction of its own, and an
-// order of one line (placeOne) locks its stock row before its ID, which
-// can make it wait only for another call placing the same ID. A deadlock
-// the server breaks (40P01) is retried.
+// deadlock. One path departs from it: a refusal that finds expired holds
+// rolls back first and reclaims them in a transaction of its own. A
+// deadlock the server breaks (40P01) is retried.
 type ledger struct {
 	store
 	lq      ledgerQueries
@@ -84,7 +85,8 @@ type ledgerQueries struct {
 	stock, orders, lines string // quoted table names
 
 	record       string // ids, kinds, ttls µs; ids', skus, qtys: records orders and their lines in one statement
-	placeOne     string // id, kind, sku, qty, ttl µs: takes an order's single line and records both, or changes nothing
+	placeOrder   string // id, kind, ttl µs: records an order of one line (placeOne's first round trip)
+	placeLine    string // id, sku, qty: takes the order's line and records it, or deletes the order (its second)
 	read         string // id → kind, state, expired, deadline, sku, qty: one row per line
 	lockOrder    string // id → kind, state, expired; locks the order row
 	confirm      string // id: held → taken, before the deadline
@@ -131,20 +133,25 @@ func newLedgerQueries(table string) ledgerQueries {
 			"FROM unnest($1::text[], $2::smallint[], $3::bigint[]) AS u(id, kind, ttl), c ORDER BY u.id RETURNING id, deadline) " +
 			"INSERT INTO " + l + " (order_id, sku, qty, expires) SELECT v.id, v.sku, v.qty, o.deadline " +
 			"FROM unnest($4::text[], $5::text[], $6::bigint[]) AS v(id, sku, qty) JOIN o ON o.id = v.id",
-		// An order of one line in one autocommit statement: the stock row's
-		// conditional UPDATE, then — only if it took the units — the order
-		// and its line, which read the UPDATE's result and so run after it.
-		// The row stays locked for the statement and its commit alone, not
-		// for a transaction's round trips: on a hot SKU, where buyers queue
-		// on that lock, its hold time is what a Take costs next to a
-		// Decrement. A refused line writes nothing; an ID recorded already
-		// fails the INSERT and the statement with it.
-		placeOne: "WITH t AS (UPDATE " + s + " SET qty = qty - $4::bigint, on_orders = on_orders + $4::bigint, version = version + 1 " +
-			"WHERE sku = $3::text AND qty >= $4::bigint RETURNING 1), c AS (SELECT clock_timestamp() AS t), " +
-			"o AS (INSERT INTO " + o + " (id, kind, state, deadline, created_at, changed_at) " +
-			"SELECT $1::text, $2::smallint, " + orderColumns("$2::smallint", "$5::bigint") + " " +
-			"FROM c WHERE EXISTS (SELECT 1 FROM t) RETURNING id, deadline) " +
-			"INSERT INTO " + l + " (order_id, sku, qty, expires) SELECT o.id, $3::text, $4::bigint, o.deadline FROM o",
+		// An order of one line, in a transaction of two pipelined round
+		// trips (placeOne). The first records the order: its ID is locked
+		// from here to the end of the transaction, and a hold's deadline
+		// counts from here.
+		placeOrder: "INSERT INTO " + o + " (id, kind, state, deadline, created_at, changed_at) " +
+			"SELECT $1::text, $2::smallint, " + orderColumns("$2::smallint", "$3::bigint") + " " +
+			"FROM (SELECT clock_timestamp() AS t) c",
+		// The second, sent with COMMIT: the stock row's conditional UPDATE,
+		// then — reading its result, so after it — the line when it took
+		// the units, or the deletion of the order when it did not, so that
+		// a refusal commits nothing. The row stays locked from this
+		// statement to the COMMIT that follows it in the same round trip,
+		// not across one: on a hot SKU, where buyers queue on that lock,
+		// its hold time is what a Take costs next to a Decrement.
+		placeLine: "WITH t AS (UPDATE " + s + " SET qty = qty - $3::bigint, on_orders = on_orders + $3::bigint, version = version + 1 " +
+			"WHERE sku = $2::text AND qty >= $3::bigint RETURNING 1), " +
+			"d AS (DELETE FROM " + o + " WHERE id = $1::text AND NOT EXISTS (SELECT 1 FROM t)) " +
+			"INSERT INTO " + l + " (order_id, sku, qty, expires) SELECT o.id, $2::text, $3::bigint, o.deadline " +
+			"FROM " + o + " o WHERE o.id = $1::text AND EXISTS (SELECT 1 FROM t)",
 		read: "SELECT o.kind, o.state, COALESCE(o.deadline <= " + now + ", FALSE), o.deadline, l.sku, l.qty FROM " +
 			o + " o JOIN " + l + " l ON l.order_id = o.id WHERE o.id = $1 ORDER BY l.sku",
 		lockOrder:    "SELECT kind, state, COALESCE(deadline <= " + now + ", FALSE) FROM " + o + " WHERE id = $1 FOR UPDATE",
@@ -217,39 +224,105 @@ func (l *ledger) record(ctx context.Context, tx *sqlx.Tx, orders []newOrder) err
 	return classify(ctx, err, unsent)
 }
 
-// placeOne records an order of one line and takes its units in tx with one
-// statement (ledgerQueries.placeOne): errDuplicate when its ID is recorded
-// already (by a transaction that committed; one that has not makes the
-// INSERT wait for it), errShort when the line did not fit and nothing
-// changed.
+// placeOne places an order of one line on conn in a transaction of two
+// round trips, each pipelined on the pgx connection under conn: BEGIN and
+// the order's INSERT (ledgerQueries.placeOrder), then the stock's UPDATE
+// with the line's INSERT or the order's deletion (placeLine) and COMMIT.
+// It returns nil, errDuplicate when the ID is recorded already (by a
+// transaction that committed; one that has not makes the INSERT wait for
+// it), errShort when the line did not fit and nothing was recorded, or a
+// classified error.
 //
-// The statement tries the stock before the ID, so a refusal is checked
-// against the record: a retry of an order placed already is answered from
-// it, as the contract wants, even when the stock is short by now. An
-// attempt with the same ID and line that has not committed holds the stock
-// row, so the statement waits for it and the read then sees its record.
-func (l *ledger) placeOne(ctx context.Context, tx *sqlx.Tx, o newOrder) error {
+// COMMIT is sent only after the server has answered that the ID is
+// recorded in the open transaction: a caller who leaves before that is
+// answered with its context's error and nothing can commit. From then on
+// the ID stays locked until the transaction ends, so a repeat waits for
+// it; a caller who leaves with the second round trip in flight is answered
+// ErrOutcomeUnknown. The order is recorded before the stock is tried, so a
+// refusal is decided under the ID's lock, and a retry of an order placed
+// already is answered from its record, even when the stock is short by
+// now.
+//
+// The connection never goes back to the pool inside the transaction: it is
+// rolled back, or database/sql discards the connection.
+func (l *ledger) placeOne(ctx context.Context, conn *sqlx.Conn, o newOrder) error {
+	var placed error
+	ran := false
+	err := conn.Raw(func(dc any) error {
+		c, ok := dc.(*stdlib.Conn)
+		if !ok {
+			placed = fmt.Errorf("%w: pglock needs the pgx driver (github.com/jackc/pgx/v5/stdlib), not %T", stockguard.ErrUnavailable, dc)
+			return nil
+		}
+		ran = true
+		placed = l.placeOnePipelined(ctx, c.Conn(), o)
+		return endTx(ctx, c.Conn())
+	})
+	if !ran && placed == nil {
+		return classify(ctx, err, unsent)
+	}
+	return placed
+}
+
+// placeOnePipelined is placeOne's two round trips on pc. It may leave the
+// transaction open; placeOne ends it.
+func (l *ledger) placeOnePipelined(ctx context.Context, pc *pgx.Conn, o newOrder) error {
 	ln := o.lines[0]
-	res, err := tx.ExecContext(ctx, l.lq.placeOne, o.id, int16(o.kind), ln.SKU, ln.Qty, micros(o.ttl))
-	if sqlstate(err) == sqlstateUniqueViolation {
-		return errDuplicate
-	}
-	if err != nil {
-		return classify(ctx, err, unsent)
-	}
-	if n, err := res.RowsAffected(); err != nil || n == 1 {
-		return classify(ctx, err, unsent)
-	}
-	// IDs are never deleted: absent now, it was absent when the UPDATE
-	// refused.
-	rec, ok, err := l.read(ctx, tx, o.id)
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(l.lq.placeOrder, o.id, int16(o.kind), micros(o.ttl))
+	err := pc.SendBatch(ctx, b).Close()
 	switch {
+	case sqlstate(err) == sqlstateUniqueViolation:
+		return errDuplicate
 	case err != nil:
-		return err
-	case ok:
-		return resolve(o.id, rec, o.kind, o.lines)
+		return classify(ctx, err, unsent)
 	}
-	return errShort
+	if err := ended(ctx); err != nil {
+		return err // before COMMIT was sent: it never will be
+	}
+	b = &pgx.Batch{}
+	b.Queue(l.lq.placeLine, o.id, ln.SKU, ln.Qty)
+	b.Queue("COMMIT")
+	br := pc.SendBatch(ctx, b)
+	tag, err := br.Exec()
+	if err != nil {
+		br.Close()
+		if sqlstate(err) != "" {
+			// The server's answer to the statement: it failed, and the
+			// COMMIT behind it was skipped.
+			return classify(ctx, err, unsent)
+		}
+		return classify(ctx, err, sent)
+	}
+	_, err = br.Exec()
+	// The COMMIT's reply decides; a failure reading past it closes the
+	// connection, which placeOne then discards.
+	br.Close()
+	if err != nil {
+		return commitError(ctx, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return errShort
+	}
+	return nil
+}
+
+// endTx leaves pc outside a transaction, rolling back one left open. It
+// returns driver.ErrBadConn, which makes database/sql discard the
+// connection, when pc is closed or the ROLLBACK fails (the server rolls
+// back when the session ends).
+func endTx(ctx context.Context, pc *pgx.Conn) error {
+	if pc.IsClosed() {
+		return driver.ErrBadConn
+	}
+	if pc.PgConn().TxStatus() == 'I' {
+		return nil
+	}
+	if err := pc.PgConn().Exec(ctx, "ROLLBACK").Close(); err != nil || pc.PgConn().TxStatus() != 'I' {
+		return driver.ErrBadConn
+	}
+	return nil
 }
 
 // micros returns d in whole microseconds, rounded up: a hold never ends

@@ -56,20 +56,16 @@ func (l *ledger) Hold(ctx context.Context, id string, ttl time.Duration, lines .
 	return l.place(ctx, newOrder{id: id, kind: kindHold, ttl: ttl, lines: strategy.SortedLines(lines)})
 }
 
-// place records o and takes its lines: an order of one line in one
-// statement, one of several in one transaction.
+// place records o and takes its lines: an order of one line in two
+// pipelined round trips (placeOne), one of several in a transaction of a
+// round trip per statement.
 func (l *ledger) place(ctx context.Context, o newOrder) error {
 	return l.retrier.Do(ctx, func(ctx context.Context) error {
 		return l.pinned(ctx, l.session, func(conn *sqlx.Conn) error {
-			// In a transaction, also for one line: a statement sent alone
-			// would commit whenever the server ran it, even after its
-			// caller left and a repeat was refused; in a transaction it
-			// commits only by a COMMIT sent once the order's rows are
-			// written, and so locked, until it ends.
+			if len(o.lines) == 1 {
+				return l.settle(ctx, conn, l.placeOne(ctx, conn, o), o)
+			}
 			err := inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
-				if len(o.lines) == 1 {
-					return l.placeOne(ctx, tx, o)
-				}
 				if err := l.record(ctx, tx, []newOrder{o}); err != nil {
 					return err
 				}
