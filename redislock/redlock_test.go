@@ -161,12 +161,17 @@ func TestRedlock_Obtain_refusesWithThreeMastersKilled(t *testing.T) {
 	if !errors.Is(err, ErrNotObtained) {
 		t.Fatalf("Obtain with 2 of 5 masters up = %v, want ErrNotObtained", err)
 	}
+	// The killed masters' refused dials can make the refusal certain
+	// before the live masters answer: the round ends, their calls finish
+	// in the background, and a lock they set is deleted once they answer.
+	deadline := time.Now().Add(time.Minute) // a hang guard only
 	for i, c := range clients[3:] {
-		if hooks[i].runs.Load() == 0 {
-			t.Errorf("live master %d was not asked for the lock", 3+i)
-		}
-		if n := c.DBSize(ctx).Val(); n != 0 {
-			t.Errorf("live master %d holds %d keys after the refusal, want none: %q", 3+i, n, c.Keys(ctx, "*").Val())
+		for hooks[i].runs.Load() == 0 || c.DBSize(ctx).Val() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("live master %d: asked %d times for the lock, holds %q after the refusal; want asked, and none",
+					3+i, hooks[i].runs.Load(), c.Keys(ctx, "*").Val())
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
 	}
 }
