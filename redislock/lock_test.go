@@ -408,27 +408,45 @@ func TestLock_contextEndsWhenLeaseRunsOut(t *testing.T) {
 	}
 }
 
+// TestLock_refreshExtendsAndMovesTheDeadline: a lease refreshed before it
+// runs out is held past its first end, in Redis and by the handle.
 func TestLock_refreshExtendsAndMovesTheDeadline(t *testing.T) {
 	c, _ := newTestClient(t)
 	ctx := t.Context()
-	l, err := c.Obtain(ctx, "k", 300*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lost := l.Lost()
-	for range 4 {
-		time.Sleep(100 * time.Millisecond)
-		if err := l.Refresh(ctx, 300*time.Millisecond); err != nil {
+	const lease = 300 * time.Millisecond
+	var l *Lock
+	for {
+		began := time.Now()
+		var err error
+		if l, err = c.Obtain(ctx, "k", lease); err != nil {
 			t.Fatal(err)
 		}
+		err = l.Refresh(ctx, time.Minute)
+		if err == nil {
+			break
+		}
+		// A machine that stalled past the lease before the refresh landed
+		// lost it rightly: try again. The test's own timeout is the hang
+		// guard.
+		if !errors.Is(err, ErrNotHeld) || time.Since(began) < lease {
+			t.Fatalf("Refresh within the lease = %v", err)
+		}
 	}
+	lost := l.Lost()
+	time.Sleep(lease + 50*time.Millisecond) // past the first lease, by either clock
 	select {
 	case <-lost:
-		t.Fatal("lost although refreshed in time")
+		t.Fatal("lost at the first lease's end although refreshed")
 	default:
 	}
+	if err := l.Context().Err(); err != nil {
+		t.Fatalf("Context ended at the first lease's end although refreshed: %v", context.Cause(l.Context()))
+	}
+	if d, err := l.TTL(ctx); err != nil || d <= lease {
+		t.Fatalf("TTL past the first lease = %v, %v; want the refreshed minute's rest", d, err)
+	}
 	if err := l.Release(ctx); err != nil {
-		t.Fatalf("Release after 400ms of refreshes of a 300ms lease: %v", err)
+		t.Fatalf("Release past the first lease: %v", err)
 	}
 }
 

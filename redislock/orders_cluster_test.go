@@ -86,30 +86,35 @@ func TestAtomic_cluster_killedBetweenPhases(t *testing.T) {
 	ctx := t.Context()
 	masters := clusterMasters(t, rdb)
 	const window = 300 * time.Millisecond
-	prefix := redistest.Prefix(t, rdb)
-	other, err := NewAtomic(rdb, WithPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	other.pending = window
-	skus := spreadSKUs(t, other, masters, "cart", 2)
-	stockAll(t, other, 10, skus...)
-	cart := []stockguard.Line{line(skus[0], 3), line(skus[1], 4)}
-	if other.oneSlot("cart", cart) {
-		t.Fatal("the cart's keys share a slot; the test needs them apart")
-	}
-
-	dying, err := NewAtomic(rdb, WithPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dying.pending, dying.hook = window, killAt("taken")
-	if err := dying.Take(ctx, "cart", cart...); !errors.Is(err, errKilled) {
-		t.Fatalf("Take = %v, want it killed", err)
-	}
-	if err := other.Decrement(ctx, skus[1], 7); !errors.Is(err, stockguard.ErrInsufficientStock) {
-		t.Fatalf("Decrement of a pending order's units: %v, want ErrInsufficientStock", err)
-	}
+	var other, dying *Atomic
+	var skus []string
+	var cart []stockguard.Line
+	withinWindow(t, window, func() (time.Time, error) {
+		prefix := redistest.Prefix(t, rdb) // fresh keys each try
+		var err error
+		if other, err = NewAtomic(rdb, WithPrefix(prefix)); err != nil {
+			t.Fatal(err)
+		}
+		other.pending = window
+		skus = spreadSKUs(t, other, masters, "cart", 2)
+		stockAll(t, other, 10, skus...)
+		cart = []stockguard.Line{line(skus[0], 3), line(skus[1], 4)}
+		if other.oneSlot("cart", cart) {
+			t.Fatal("the cart's keys share a slot; the test needs them apart")
+		}
+		if dying, err = NewAtomic(rdb, WithPrefix(prefix)); err != nil {
+			t.Fatal(err)
+		}
+		dying.pending, dying.hook = window, killAt("taken")
+		began := time.Now()
+		if err := dying.Take(ctx, "cart", cart...); !errors.Is(err, errKilled) {
+			t.Fatalf("Take = %v, want it killed", err)
+		}
+		if err := other.Decrement(ctx, skus[1], 7); !errors.Is(err, stockguard.ErrInsufficientStock) {
+			return began, fmt.Errorf("Decrement of a pending order's units: %v, want ErrInsufficientStock", err)
+		}
+		return began, nil
+	})
 	time.Sleep(window + 50*time.Millisecond)
 	wantLevels(t, other, map[string]int64{skus[0]: 10, skus[1]: 10})
 	wantState(t, other, "cart", 0)
