@@ -21,7 +21,10 @@ import (
 func TestRedlockGuarded_conformance(t *testing.T) {
 	_, clients := masters(t, 3)
 	prefix := lockPrefix(t)
-	stocktest.Run(t, func(t *testing.T) stockguard.Inventory {
+	// Every call takes a Redlock on three masters: under a loaded race
+	// run one SKU's 64 goroutines once needed more than the default
+	// 2-minute guard to sell it out.
+	stocktest.Suite{Timeout: 10 * time.Minute}.Run(t, func(t *testing.T) stockguard.Inventory {
 		return must.New(NewRedlockGuarded(clients, WithPrefix(prefix), WithNodeTimeout(testNodeTimeout)))
 	})
 }
