@@ -73,6 +73,17 @@ func waitCount(t *testing.T, db *sqlx.DB, failure string, done func(n int) bool,
 
 func zero(n int) bool { return n == 0 }
 
+// leaveHeld sends order x of one s from first, has its caller leave once
+// the gate holds one of its writes, and returns its answer.
+func (a abandoned) leaveHeld(t *testing.T) error {
+	actx, leave := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- a.first.Take(actx, "x", line("s", 1)) }()
+	<-a.gate.Blocked()
+	leave()
+	return <-done
+}
+
 // An order of one line whose statement is sent but held on its way to the
 // server while its caller leaves; the repeat, on another pool, finds no
 // order and no units and is refused; then a restock, and the held bytes
@@ -82,12 +93,7 @@ func TestAtomic_callerWhoLeftBeforeItsIDWasRecordedIsNeverWritten(t *testing.T) 
 	ctx := t.Context()
 
 	a.gate.Hold()
-	actx, leave := context.WithCancel(ctx)
-	firstDone := make(chan error, 1)
-	go func() { firstDone <- a.first.Take(actx, "x", line("s", 1)) }()
-	<-a.gate.Blocked()
-	leave()
-	firstErr := <-firstDone
+	firstErr := a.leaveHeld(t)
 	repeatErr := a.repeat.Take(ctx, "x", line("s", 1))
 	want(t, "SetStock s", a.repeat.SetStock(ctx, "s", 1), nil)
 	a.gate.Release()
@@ -145,12 +151,7 @@ func TestAtomic_callerWhoLeftWithTheCommitInFlight_repeatAgrees(t *testing.T) {
 	ctx := t.Context()
 
 	a.gate.HoldAfter(1)
-	actx, leave := context.WithCancel(ctx)
-	firstDone := make(chan error, 1)
-	go func() { firstDone <- a.first.Take(actx, "x", line("s", 1)) }()
-	<-a.gate.Blocked()
-	leave()
-	firstErr := <-firstDone
+	firstErr := a.leaveHeld(t)
 	want(t, "Take x, left with the COMMIT in flight", firstErr, stockguard.ErrOutcomeUnknown)
 
 	repeatDone := make(chan error, 1)
