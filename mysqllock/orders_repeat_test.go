@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/combine/combinetest"
 	"github.com/stockguard/stockguard/internal/must"
+	"github.com/stockguard/stockguard/internal/netgate"
 	"github.com/stockguard/stockguard/internal/ordersload"
 )
 
@@ -278,64 +278,13 @@ func repeats(t *testing.T, db *sqlx.DB) {
 	ordersload.Repeats(t, insts, func() { settled(t, db, table) }, 12, 2000)
 }
 
-// gate holds every byte a pool's connections send while it is shut: a
-// statement the client has sent that the server has not yet received, as
-// on a slow network.
-type gate struct {
-	mu      sync.Mutex
-	shut    bool
-	open    chan struct{} // closed when the gate opens
-	blocked chan struct{} // receives when a write waits at the shut gate
-}
-
-func newGate(t *testing.T) *gate {
-	g := &gate{open: make(chan struct{}), blocked: make(chan struct{}, 16)}
-	close(g.open)
-	t.Cleanup(g.release)
-	return g
-}
-
-func (g *gate) hold() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.shut {
-		g.shut, g.open = true, make(chan struct{})
-	}
-}
-
-func (g *gate) release() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.shut {
-		g.shut = false
-		close(g.open)
-	}
-}
-
-// dialer returns the pool setting that sends a pool's connections through g.
-func (g *gate) dialer(t *testing.T) func(*mysql.Config) {
+// gated returns the pool setting that sends a pool's connections through g.
+func gated(t *testing.T, g *netgate.Gate) func(*mysql.Config) {
 	name := "gate-" + nonIdent.ReplaceAllString(t.Name(), "_")
 	mysql.RegisterDialContext(name, func(ctx context.Context, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-		return &gatedConn{Conn: c, g: g}, err
+		return g.Dial(ctx, "tcp", addr)
 	})
 	return func(c *mysql.Config) { c.Net = name }
-}
-
-type gatedConn struct {
-	net.Conn
-	g *gate
-}
-
-func (c *gatedConn) Write(p []byte) (int, error) {
-	c.g.mu.Lock()
-	shut, open := c.g.shut, c.g.open
-	c.g.mu.Unlock()
-	if shut {
-		c.g.blocked <- struct{}{}
-		<-open
-	}
-	return c.Conn.Write(p)
 }
 
 // On a multiStatements pool Atomic's order is two round trips: the first
@@ -345,12 +294,12 @@ func (c *gatedConn) Write(p []byte) (int, error) {
 // units and is refused; then a restock, and the held statements reach the
 // server: the order must not be recorded after all.
 func TestAtomic_multiStatements_callerWhoLeftBeforeItsIDWasRecordedIsNeverWritten(t *testing.T) {
-	g := newGate(t)
-	gated := testDB(t, multi, g.dialer(t))
-	gated.SetMaxOpenConns(1)
+	g := netgate.New(t)
+	gdb := testDB(t, multi, gated(t, g))
+	gdb.SetMaxOpenConns(1)
 	db := testDB(t, multi)
 	table := newTable(t, db)
-	first, err := NewAtomic(gated, WithTable(table))
+	first, err := NewAtomic(gdb, WithTable(table))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,23 +311,35 @@ func TestAtomic_multiStatements_callerWhoLeftBeforeItsIDWasRecordedIsNeverWritte
 	want(t, "SetStock s", repeat.SetStock(ctx, "s", 0), nil)
 	want(t, "SetStock z", repeat.SetStock(ctx, "z", 1), nil)
 	want(t, "Take warm", first.Take(ctx, "warm", line("z", 1)), nil) // the gated connection is set up
+	var id int
+	if err := gdb.GetContext(ctx, &id, "SELECT CONNECTION_ID()"); err != nil {
+		t.Fatal(err)
+	}
 
-	g.hold()
+	g.Hold()
 	actx, leave := context.WithCancel(ctx)
 	firstDone := make(chan error, 1)
 	go func() { firstDone <- first.Take(actx, "x", line("s", 1)) }()
-	<-g.blocked
+	<-g.Blocked()
 	leave()
 	firstErr := <-firstDone
 	repeatErr := repeat.Take(ctx, "x", line("s", 1))
 	want(t, "SetStock s", repeat.SetStock(ctx, "s", 1), nil)
-	g.release()
-	for deadline := time.Now().Add(10 * time.Second); gated.Stats().InUse > 0; time.Sleep(10 * time.Millisecond) {
+	g.Release()
+	// The first attempt is over once its connection is back in the pool,
+	// its answers read, or gone, the server having read all it was sent.
+	for deadline := time.Now().Add(30 * time.Second); gdb.Stats().Idle == 0; time.Sleep(10 * time.Millisecond) {
+		var n int
+		if err := db.GetContext(ctx, &n, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", id); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
 		if time.Now().After(deadline) {
 			t.Fatal("the first attempt still runs")
 		}
 	}
-	settled(t, db, table)
 
 	ordersload.RepeatAgrees(t, repeat, "x", firstErr, repeatErr)
 }
