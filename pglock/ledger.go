@@ -251,17 +251,20 @@ func (l *ledger) placeOne(ctx context.Context, conn *sqlx.Conn, o newOrder) erro
 	err := conn.Raw(func(dc any) error {
 		c, ok := dc.(*stdlib.Conn)
 		if !ok {
-			placed = fmt.Errorf("%w: pglock needs the pgx driver (github.com/jackc/pgx/v5/stdlib), not %T", stockguard.ErrUnavailable, dc)
-			return nil
+			return fmt.Errorf("%w: pglock needs the pgx driver (github.com/jackc/pgx/v5/stdlib), not %T", stockguard.ErrUnavailable, dc)
 		}
 		ran = true
 		placed = l.placeOnePipelined(ctx, c.Conn(), o)
+		// Its error only makes database/sql discard the connection.
 		return endTx(ctx, c.Conn())
 	})
-	if !ran && placed == nil {
-		return classify(ctx, err, unsent)
+	switch {
+	case ran:
+		return placed
+	case errors.Is(err, stockguard.ErrUnavailable):
+		return err
 	}
-	return placed
+	return classify(ctx, err, unsent)
 }
 
 // placeOnePipelined is placeOne's two round trips on pc. It may leave the

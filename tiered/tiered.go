@@ -244,7 +244,7 @@ func (o *Orders) SetStock(ctx context.Context, sku string, qty int64) error {
 			return afterBack(err, "tiered: set stock of %q on the back", sku)
 		}
 		if werr := o.waitApplied(ctx, last, giveUp); werr != nil {
-			return afterBack(fmt.Errorf("%w; %w", err, werr), "tiered: set stock of %q on the back", sku)
+			return afterBack(fmt.Errorf("%v; %v", err, werr), "tiered: set stock of %q on the back", sku)
 		}
 	}
 }

@@ -220,6 +220,11 @@ type splitPlan struct {
 	started func(name string, p *os.Process, c bench.Consumer)
 }
 
+// consumer is the work of the i-th consumer process.
+func (plan splitPlan) consumer(i int) bench.Consumer {
+	return bench.Consumer{Name: fmt.Sprintf("consumer-%d", i+1), ClaimIdle: plan.claimIdle}
+}
+
 // runProcs runs workload w of target t with its workers spread over procs
 // worker processes, and merges and audits their results. A store with work
 // of its own (tiered's consumer) runs it in procs consumer processes beside
@@ -247,7 +252,6 @@ func runProcs(ctx context.Context, procs int, t bench.Target, srv *servers, w be
 	}
 	workers := make([]*workerProc, procs)
 	var consumers []*workerProc
-	var copies []bench.Consumer // consumers[i]'s
 	defer func() {
 		for _, wp := range append(workers, consumers...) {
 			if wp != nil {
@@ -258,9 +262,8 @@ func runProcs(ctx context.Context, procs int, t bench.Target, srv *servers, w be
 	if st.Consumes() {
 		consumers = make([]*workerProc, procs)
 		for i := range procs {
-			c := &bench.Consumer{Name: fmt.Sprintf("consumer-%d", i+1), ClaimIdle: plan.claimIdle}
-			copies = append(copies, *c)
-			j := job{Target: t.Name, Namespace: st.Namespace(), Workload: w, Args: args, Consumer: c, RTT: plan.rtt}
+			c := plan.consumer(i)
+			j := job{Target: t.Name, Namespace: st.Namespace(), Workload: w, Args: args, Consumer: &c, RTT: plan.rtt}
 			if consumers[i], err = startProc(exe, fmt.Sprintf("consumer process %d of %d", i+1, procs), j); err != nil {
 				return nil, err
 			}
@@ -293,7 +296,7 @@ func runProcs(ctx context.Context, procs int, t bench.Target, srv *servers, w be
 	}
 	if plan.started != nil {
 		for i, wp := range consumers {
-			plan.started(wp.name, wp.cmd.Process, copies[i])
+			plan.started(wp.name, wp.cmd.Process, plan.consumer(i))
 		}
 	}
 	for _, wp := range workers {
