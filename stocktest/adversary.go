@@ -75,7 +75,24 @@ type Adversary struct {
 	// for checks of the store's own (its tiers agree). An error is a
 	// violation.
 	Quiet func(ctx context.Context, skus []string) error
+	// Late is the longest the run's network may hold a request past its
+	// caller's deadline before delivering it (a proxy's buffer, a
+	// retransmission). After the workers stop, the checker waits this
+	// long, so that every abandoned attempt has landed, and checks every
+	// refusal and every "nothing changed" answer again. Zero: the store
+	// is called in-process and nothing arrives late.
+	Late time.Duration
+	// Tolerance is how far from a hold's deadline the store may expire
+	// it: the strategy's stated bound on its clocks and its reclaim. A
+	// hold is held until deadline-Tolerance and expired after
+	// deadline+Tolerance, by the checker's clock. Zero:
+	// DefaultAdversaryTolerance.
+	Tolerance time.Duration
 }
+
+// DefaultAdversaryTolerance is the hold-expiry tolerance of a run whose
+// Tolerance is zero: a store and its clock on one host.
+const DefaultAdversaryTolerance = 50 * time.Millisecond
 
 // adversary is an Adversary with its defaults applied.
 type adversary struct {
@@ -121,6 +138,9 @@ func (a Adversary) withDefaults() (adversary, error) {
 	}
 	if out.Workers <= 0 {
 		out.Workers = 8
+	}
+	if out.Tolerance <= 0 {
+		out.Tolerance = DefaultAdversaryTolerance
 	}
 	return out, nil
 }
