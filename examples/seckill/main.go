@@ -54,15 +54,18 @@ type config struct {
 	allowOversell bool
 	mysqlDSN      string
 	redisAddr     string
-	table         string
-	prefix        string
-	opTimeout     time.Duration
-	holdTTL       time.Duration
-	grace         time.Duration
-	maxConns      int
-	maxQty        int64
-	buyerCap      int64
-	traceStdout   bool
+	// acceptRedisLoss names the Redis persistence settings the operator
+	// accepts beyond appendfsync always (durability.go).
+	acceptRedisLoss string
+	table           string
+	prefix          string
+	opTimeout       time.Duration
+	holdTTL         time.Duration
+	grace           time.Duration
+	maxConns        int
+	maxQty          int64
+	buyerCap        int64
+	traceStdout     bool
 	// The tiered strategy's consumer (consumer.go).
 	consume      bool
 	setupFront   bool // tiered-mysql: Setup the front at start
@@ -102,6 +105,8 @@ func main() {
 	flag.StringVar(&cfg.redisAddr, "redis-addr", "127.0.0.1:6379", "Redis address (redis-*, tiered-mysql, "+counterexample+")")
 	flag.StringVar(&cfg.table, "mysql-table", "stock", "MySQL stock table")
 	flag.StringVar(&cfg.prefix, "redis-prefix", "seckill:", "Redis key prefix")
+	flag.StringVar(&cfg.acceptRedisLoss, "accept-redis-loss", acceptNoLoss, "Redis persistence that can lose acknowledged orders, accepted: "+acceptEverysec+
+		" (appendfsync everysec) or "+acceptAny+" (any settings, unchecked); by default the service needs appendonly yes, appendfsync always")
 	flag.DurationVar(&cfg.opTimeout, "op-timeout", 5*time.Second, "bound on one inventory call (> 0)")
 	flag.DurationVar(&cfg.holdTTL, "hold-ttl", 15*time.Minute, "how long a hold (buy with \"hold\": true) waits for Confirm")
 	flag.DurationVar(&cfg.grace, "grace", 20*time.Second, "how long shutdown waits for requests in flight")
@@ -147,6 +152,8 @@ func (cfg config) check(buyerKey string) error {
 	case !spec.orders && cfg.strategy != counterexample:
 		return fmt.Errorf("-strategy %s keeps no orders, so a retried buy would take its units again: the service needs exactly-once orders, one of %s",
 			cfg.strategy, orderStrategies())
+	case cfg.acceptRedisLoss != acceptNoLoss && cfg.acceptRedisLoss != acceptEverysec && cfg.acceptRedisLoss != acceptAny:
+		return fmt.Errorf("-accept-redis-loss %q: want %s or %s", cfg.acceptRedisLoss, acceptEverysec, acceptAny)
 	case cfg.opTimeout <= 0:
 		return fmt.Errorf("-op-timeout %v: want > 0", cfg.opTimeout)
 	case cfg.maxQty < 1 || cfg.maxQty > stockguard.MaxQty:
@@ -193,6 +200,9 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 			return err
 		}
 		defer rdb.Close()
+		if cfg.role == roleService && cfg.acceptRedisLoss != acceptNoLoss {
+			log.Warn("Redis may lose acknowledged orders in a crash: accepted by -accept-redis-loss", "accept_redis_loss", cfg.acceptRedisLoss)
+		}
 	}
 
 	var consumer *tiered.Consumer
@@ -228,7 +238,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 			}
 		}
 		srv := &server{opTimeout: cfg.opTimeout, holdTTL: cfg.holdTTL, maxQty: cfg.maxQty, buyerCap: cfg.buyerCap,
-			buyerKey: []byte(buyerKey), log: log, adminToken: os.Getenv(envAdminToken), ready: readiness(db, rdb)}
+			buyerKey: []byte(buyerKey), log: log, adminToken: os.Getenv(envAdminToken), ready: readiness(db, rdb, cfg.acceptRedisLoss)}
 		opts := []stockotel.Option{stockotel.WithStrategy(cfg.strategy)}
 		if orders, ok := inner.(stockguard.Orders); ok {
 			wrapped := stockotel.WrapOrders(orders, opts...)
@@ -311,15 +321,16 @@ func httpServer(h http.Handler, addr string, cfg config, log *slog.Logger) *http
 	}
 }
 
-// readiness pings the backends the strategy uses.
-func readiness(db *sqlx.DB, rdb *redis.Client) func(context.Context) error {
+// readiness pings the backends the strategy uses, and checks Redis's
+// persistence settings again: they can be changed at run time (CONFIG SET).
+func readiness(db *sqlx.DB, rdb *redis.Client, acceptRedisLoss string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		var err error
 		if db != nil {
 			err = db.PingContext(ctx)
 		}
 		if rdb != nil {
-			err = errors.Join(err, rdb.Ping(ctx).Err())
+			err = errors.Join(err, rdb.Ping(ctx).Err(), redisDurable(ctx, rdb, acceptRedisLoss))
 		}
 		return err
 	}
@@ -344,9 +355,17 @@ func openMySQL(ctx context.Context, cfg config) (*sqlx.DB, error) {
 	return db, nil
 }
 
-// openRedis opens the client with go-redis's own instrumentation.
+// openRedis opens the client with go-redis's own instrumentation. The
+// service's client checks Redis's persistence settings on every new
+// connection (onConnect), the first one included, so that the service
+// neither starts nor sells on a Redis that can lose an acknowledged order;
+// a consumer acknowledges nothing to a buyer and skips the check.
 func openRedis(ctx context.Context, cfg config) (*redis.Client, error) {
-	rdb := redis.NewClient(&redis.Options{Addr: cfg.redisAddr, PoolSize: cfg.maxConns})
+	opts := &redis.Options{Addr: cfg.redisAddr, PoolSize: cfg.maxConns}
+	if cfg.role == roleService {
+		opts.OnConnect = onConnect(cfg.acceptRedisLoss)
+	}
+	rdb := redis.NewClient(opts)
 	if err := errors.Join(redisotel.InstrumentTracing(rdb), redisotel.InstrumentMetrics(rdb)); err != nil {
 		return nil, errors.Join(err, rdb.Close())
 	}

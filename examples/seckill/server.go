@@ -82,8 +82,12 @@ func (s *server) probes(mux *http.ServeMux) {
 			defer cancel()
 			if err := s.ready(ctx); err != nil {
 				s.log.Warn("not ready", "err", err)
+				msg := "a backend does not answer"
+				if errors.Is(err, errLossyRedis) {
+					msg = "redis can lose an acknowledged order: see its persistence settings"
+				}
 				w.Header().Set("Retry-After", retryAfter)
-				_ = writeJSON(w, http.StatusServiceUnavailable, errorBody{Code: "unavailable", Error: "a backend does not answer"})
+				_ = writeJSON(w, http.StatusServiceUnavailable, errorBody{Code: "unavailable", Error: msg})
 				return
 			}
 		}

@@ -49,7 +49,7 @@ func TestSeckill_tieredTwoServicesAndConsumers(t *testing.T) {
 	})
 	backArgs := []string{"-mysql-dsn", backendstest.SharedMySQL(t).DSN, "-mysql-table", table,
 		"-redis-addr", backendstest.SharedRedis(t).Addr, "-redis-prefix", prefix}
-	serviceArgs := append(append([]string{"-strategy", tieredStrategy}, saleArgs...), backArgs...)
+	serviceArgs := append(append(append([]string{"-strategy", tieredStrategy}, saleArgs...), backArgs...), acceptLoss...)
 	a, b := start(t, append(serviceArgs, "-consume=false")...), start(t, serviceArgs...)
 	consumer := func(name string) *service {
 		return start(t, append([]string{"-role", roleConsumer, "-consumer-name", name, "-claim-idle", "500ms"}, backArgs...)...)
