@@ -69,6 +69,13 @@ func orderKey(buyer, id string) string {
 	return "o:" + hex.EncodeToString(sum[:])
 }
 
+// registrationKey is the library's ID of the restock that gives buyer its
+// allowance (see server.registerOnce).
+func registrationKey(buyer string) string { return "reg:" + buyer }
+
+// restockKey is the library's ID of an admin's restock under id.
+func restockKey(id string) string { return "restock:" + id }
+
 // reservedPrefix starts the SKUs the service keeps for itself: the
 // buyers' allowances. A client's SKU cannot start with it.
 const reservedPrefix = "~"

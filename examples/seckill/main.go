@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/stockguard/stockguard"
@@ -42,18 +44,28 @@ const (
 	envMySQLDSN = "SECKILL_MYSQL_DSN"
 )
 
+// minAdminTokenLen is the shortest admin token accepted: 128 bits of hex,
+// as `openssl rand -hex 16` makes.
+const minAdminTokenLen = 32
+
+// defaultAdminAddr is the admin listener's address by default, and the
+// one -admin-addr "" stands for.
+const defaultAdminAddr = "127.0.0.1:9090"
+
 // defaultMySQLDSN is the DSN when neither -mysql-dsn nor
 // SECKILL_MYSQL_DSN gives one.
 const defaultMySQLDSN = "root@tcp(127.0.0.1:3306)/test?interpolateParams=true"
 
 type config struct {
-	role          string
-	addr          string
-	adminAddr     string
-	strategy      string
-	allowOversell bool
-	mysqlDSN      string
-	redisAddr     string
+	role      string
+	addr      string
+	adminAddr string
+	// adminTokenFile holds the admin token instead of SECKILL_ADMIN_TOKEN.
+	adminTokenFile string
+	strategy       string
+	allowOversell  bool
+	mysqlDSN       string
+	redisAddr      string
 	// acceptRedisLoss names the Redis persistence settings the operator
 	// accepts beyond appendfsync always (durability.go).
 	acceptRedisLoss string
@@ -68,7 +80,7 @@ type config struct {
 	traceStdout     bool
 	// The tiered strategy's consumer (consumer.go).
 	consume      bool
-	setupFront   bool // tiered-mysql: Setup the front at start
+	setupFront   bool // tiered-mysql: Setup a new deployment's front at start
 	consumerName string
 	claimIdle    time.Duration
 }
@@ -98,7 +110,9 @@ const (
 func main() {
 	var cfg config
 	flag.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "listen address of the buyers' API (of /metrics and /healthz with -role consumer)")
-	flag.StringVar(&cfg.adminAddr, "admin-addr", "127.0.0.1:9090", "listen address of the admin API and /metrics: keep it off the public network")
+	flag.StringVar(&cfg.adminAddr, "admin-addr", defaultAdminAddr, "listen address of the admin API and /metrics: keep it off the public network; without a host (\":9090\")\n"+
+		"it is on 127.0.0.1 (name 0.0.0.0 or [::] for every interface)")
+	flag.StringVar(&cfg.adminTokenFile, "admin-token-file", "", "file holding the admin token (a trailing newline is not part of it), instead of $"+envAdminToken)
 	flag.StringVar(&cfg.strategy, "strategy", "redis-atomic", "stock strategy, one with exactly-once orders: "+orderStrategies())
 	flag.BoolVar(&cfg.allowOversell, "allow-oversell", false, "start -strategy "+counterexample+", which oversells across copies and takes buys without order IDs")
 	flag.StringVar(&cfg.mysqlDSN, "mysql-dsn", "", "MariaDB/MySQL DSN (mysql-* and tiered-mysql); default $"+envMySQLDSN+", else "+defaultMySQLDSN)
@@ -115,7 +129,8 @@ func main() {
 	flag.Int64Var(&cfg.buyerCap, "buyer-cap", defaultBuyerCap, "a registered buyer's allowance: the most units it may have out on open orders, held or taken")
 	flag.BoolVar(&cfg.traceStdout, "trace-stdout", false, "export every span to stderr")
 	flag.StringVar(&cfg.role, "role", roleService, "service (the HTTP API) or consumer (the "+tieredStrategy+" consumer alone, serving /metrics and /healthz)")
-	flag.BoolVar(&cfg.setupFront, "setup-front", true, tieredStrategy+": set the front up at start (tiered.Orders.Setup; a no-op on a front set up); false where the front is set up once at deployment, so that a front restarted empty is refused until it is recovered (docs/tiered.md)")
+	flag.BoolVar(&cfg.setupFront, "setup-front", false, tieredStrategy+": set the front up at start when the deployment is new (tiered.Orders.Setup; a no-op on a front set up); a front that lost its data\n"+
+		"while the back holds stock is refused, to be recovered (docs/tiered.md), never set up again")
 	flag.BoolVar(&cfg.consume, "consume", true, tieredStrategy+": run the consumer in the service too; false when consumer processes (-role consumer) do")
 	flag.StringVar(&cfg.consumerName, "consumer-name", "", "the consumer's name in the stream's group, unique among the live ones; a restarted copy under its old name\n"+
 		"takes its unacknowledged entries back at once (default: a random one; those of a copy gone wait -claim-idle for another)")
@@ -174,6 +189,10 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err := cfg.check(buyerKey); err != nil {
 		return err
 	}
+	adminToken, err := readAdminToken(os.Getenv(envAdminToken), cfg.adminTokenFile)
+	if err != nil {
+		return err
+	}
 	spec := strategies[cfg.strategy]
 	if cfg.role == roleConsumer {
 		spec = strategies[tieredStrategy]
@@ -213,8 +232,8 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	servers := []*http.Server{}
 	served := make(chan error, 2)
-	serve := func(ln net.Listener, h http.Handler) {
-		srv := httpServer(h, ln.Addr().String(), cfg, log)
+	serve := func(ln net.Listener, h http.Handler, public bool) {
+		srv := httpServer(h, ln.Addr().String(), cfg, log, public)
 		servers = append(servers, srv)
 		go func() { served <- srv.Serve(ln) }()
 	}
@@ -222,9 +241,9 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 		mux.Handle("GET /metrics", tel.handler())
-		serve(ln, mux)
+		serve(ln, mux, false)
 	} else {
-		adminLn, err := net.Listen("tcp", cfg.adminAddr)
+		adminLn, err := net.Listen("tcp", loopbackByDefault(cfg.adminAddr))
 		if err != nil {
 			return errors.Join(err, ln.Close())
 		}
@@ -233,23 +252,19 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 			return errors.Join(err, ln.Close(), adminLn.Close())
 		}
 		if front, ok := inner.(*tiered.Orders); ok && cfg.setupFront {
-			if err := front.Setup(ctx); err != nil {
-				return err
+			if err := setUpFront(ctx, front, rdb, db, cfg); err != nil {
+				return errors.Join(err, ln.Close(), adminLn.Close())
 			}
 		}
 		srv := &server{opTimeout: cfg.opTimeout, holdTTL: cfg.holdTTL, maxQty: cfg.maxQty, buyerCap: cfg.buyerCap,
-			buyerKey: []byte(buyerKey), log: log, adminToken: os.Getenv(envAdminToken), ready: readiness(db, rdb, cfg.acceptRedisLoss)}
-		opts := []stockotel.Option{stockotel.WithStrategy(cfg.strategy)}
-		if orders, ok := inner.(stockguard.Orders); ok {
-			wrapped := stockotel.WrapOrders(orders, opts...)
-			srv.inv, srv.orders = wrapped, wrapped
-		} else {
+			buyerKey: []byte(buyerKey), log: log, adminToken: adminToken, ready: readiness(db, rdb, cfg.acceptRedisLoss)}
+		srv.inv, srv.orders = instrument(inner, stockotel.WithStrategy(cfg.strategy))
+		if srv.orders == nil {
 			log.Warn("this strategy oversells across copies and cannot take a buy exactly-once: a demonstration, never a deployment",
 				"strategy", cfg.strategy)
-			srv.inv = stockotel.Wrap(inner, opts...)
 		}
-		serve(ln, srv.publicRoutes())
-		serve(adminLn, srv.adminRoutes(tel.handler()))
+		serve(ln, srv.publicRoutes(), true)
+		serve(adminLn, srv.adminRoutes(tel.handler()), false)
 		log.Info("serving", "strategy", cfg.strategy, "orders", srv.orders != nil, "admin", srv.adminToken != "", "consumer", consumer != nil,
 			"admin_addr", adminLn.Addr().String(), "max_qty", cfg.maxQty, "buyer_cap", cfg.buyerCap)
 	}
@@ -305,13 +320,44 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	return errors.Join(err, tel.shutdown(sctx))
 }
 
+// setUpFront sets the tiered front up on a new deployment only. A front
+// without its epoch key is either new or one that lost its data (a
+// restart without persistence); Setup would arm a lost one again, and the
+// orders it had acknowledged would answer 404 while their units sold
+// again. The back tells the two apart: a new deployment's has no stock.
+func setUpFront(ctx context.Context, front *tiered.Orders, rdb *redis.Client, db *sqlx.DB, cfg config) error {
+	armed, err := rdb.Exists(ctx, tiered.EpochKey(tiered.StreamKey(cfg.prefix))).Result()
+	if err != nil {
+		return fmt.Errorf("-setup-front: reading the front's epoch: %w", err)
+	}
+	if armed == 0 {
+		var stocked bool
+		if err := db.GetContext(ctx, &stocked, "SELECT EXISTS (SELECT 1 FROM `"+cfg.table+"`)"); err != nil {
+			return fmt.Errorf("-setup-front: reading the back: %w", err)
+		}
+		if stocked {
+			return errors.New("-setup-front: the tiered front has lost its data (no epoch key) while the back holds stock: " +
+				"recover it from the back (tiered.Orders.Recover, docs/tiered.md) rather than set it up again")
+		}
+	}
+	return front.Setup(ctx)
+}
+
 // httpServer serves h on the listener at addr. otelhttp names the server
 // by addr, not by the client's Host header: the metrics' labels are the
-// service's to choose, so that no client can grow their series.
-func httpServer(h http.Handler, addr string, cfg config, log *slog.Logger) *http.Server {
+// service's to choose, so that no client can grow their series. On the
+// public listener it reads no trace context from the request: a client's
+// traceparent would have its trace sampled (and printed by -trace-stdout)
+// and its baggage carried along; the admin listener's callers are the
+// shop's own.
+func httpServer(h http.Handler, addr string, cfg config, log *slog.Logger, public bool) *http.Server {
+	opts := []otelhttp.Option{otelhttp.WithServerName(addr),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.Pattern })}
+	if public {
+		opts = append(opts, otelhttp.WithPropagators(propagation.NewCompositeTextMapPropagator()))
+	}
 	return &http.Server{
-		Handler: otelhttp.NewHandler(h, "seckill", otelhttp.WithServerName(addr),
-			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.Pattern })),
+		Handler:           otelhttp.NewHandler(h, "seckill", opts...),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      readTimeout + cfg.opTimeout + replyTimeout,
@@ -319,6 +365,44 @@ func httpServer(h http.Handler, addr string, cfg config, log *slog.Logger) *http
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+}
+
+// readAdminToken returns the admin token from the environment or, when
+// file is given, from the file, without the trailing newline a file ends
+// with; "" turns administration off. A short token is refused: the admin
+// calls set the stock.
+func readAdminToken(env, file string) (string, error) {
+	token := env
+	if file != "" {
+		if env != "" {
+			return "", fmt.Errorf("both %s and -admin-token-file are set: give the admin token once", envAdminToken)
+		}
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("-admin-token-file: %w", err)
+		}
+		token = strings.TrimRight(string(raw), "\r\n")
+		if token == "" {
+			return "", fmt.Errorf("-admin-token-file %s is empty", file)
+		}
+	}
+	if token != "" && len(token) < minAdminTokenLen {
+		return "", fmt.Errorf("the admin token is %d bytes, want at least %d (openssl rand -hex 16)", len(token), minAdminTokenLen)
+	}
+	return token, nil
+}
+
+// loopbackByDefault is addr with 127.0.0.1 for a missing host, and
+// defaultAdminAddr for "": net.Listen would bind those on every interface.
+func loopbackByDefault(addr string) string {
+	if addr == "" {
+		return defaultAdminAddr
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host != "" {
+		return addr // net.Listen says what is wrong with it
+	}
+	return net.JoinHostPort("127.0.0.1", port)
 }
 
 // readiness pings the backends the strategy uses, and checks Redis's
@@ -361,7 +445,9 @@ func openMySQL(ctx context.Context, cfg config) (*sqlx.DB, error) {
 // neither starts nor sells on a Redis that can lose an acknowledged order;
 // a consumer acknowledges nothing to a buyer and skips the check.
 func openRedis(ctx context.Context, cfg config) (*redis.Client, error) {
-	opts := &redis.Options{Addr: cfg.redisAddr, PoolSize: cfg.maxConns}
+	// ContextTimeoutEnabled: a call's deadline (-op-timeout) bounds its
+	// socket reads and writes too, rather than go-redis's own 5 s timeouts.
+	opts := &redis.Options{Addr: cfg.redisAddr, PoolSize: cfg.maxConns, ContextTimeoutEnabled: true}
 	if cfg.role == roleService {
 		opts.OnConnect = onConnect(cfg.acceptRedisLoss)
 	}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/stockguard/stockguard/internal/memorders"
+	"github.com/stockguard/stockguard/stockotel"
+)
+
+// stockguard_units_taken_total counts the units buyers bought, once: not
+// the allowance line of their orders as well, nor a retry again.
+func TestServer_unitsTakenCountsWhatBuyersBought(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	meters := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	inner := memorders.New()
+	if err := inner.SetStock(t.Context(), "s1", 100); err != nil {
+		t.Fatal(err)
+	}
+	api := newAPI(t, inner)
+	api.srv.inv, api.srv.orders = instrument(inner, stockotel.WithMeterProvider(meters))
+	api.register(t, "alice")
+	for range 2 { // the buy and its retry
+		if r := do(t, "POST", api.public.URL+"/buy", `{"order_id": "o1", "sku": "s1", "qty": 3}`, asBuyer("alice")); r.status != http.StatusOK {
+			t.Fatalf("buy = %d %s", r.status, r.body)
+		}
+	}
+	var got metricdata.ResourceMetrics
+	if err := reader.Collect(t.Context(), &got); err != nil {
+		t.Fatal(err)
+	}
+	var units int64
+	for _, scope := range got.ScopeMetrics {
+		for _, m := range scope.Metrics {
+			if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == stockotel.MetricUnitsTaken {
+				for _, p := range sum.DataPoints {
+					units += p.Value
+				}
+			}
+		}
+	}
+	if units != 3 {
+		t.Errorf("%s = %d after a buy of 3 units and its retry, want 3", stockotel.MetricUnitsTaken, units)
+	}
+}
+
+// A retried hold that the admin has confirmed since answers the order's
+// state, taken, not held.
+func TestServer_retriedHoldAnswersItsState(t *testing.T) {
+	api, _ := stocked(t, "s1", 5)
+	api.register(t, "alice")
+	runSteps(t, api, []step{
+		{false, "POST", "/buy", `{"order_id": "h1", "sku": "s1", "qty": 1, "hold": true}`, 200, "held"},
+		{true, "POST", "/buyers/alice/orders/h1/confirm", "", 200, "taken"},
+		{false, "POST", "/buy", `{"order_id": "h1", "sku": "s1", "qty": 1, "hold": true}`, 200, "taken"},
+	})
+}
+
+// IDs that print alike are refused, so that they cannot name two orders:
+// a decomposed "café", a trailing variation selector, a Hangul filler, a
+// no-break space. The precomposed "café" is an ID like any other.
+func TestServer_refusesIDsThatPrintAlike(t *testing.T) {
+	api, inv := stocked(t, "s1", 100)
+	api.register(t, "alice")
+	for _, tc := range []struct{ name, id string }{
+		{"decomposed", "cafe\u0301"},
+		{"variation selector", "caf\u00e9\ufe0f"},
+		{"hangul filler", "caf\u00e9\u3164"},
+		{"no-break space", "caf\u00e9\u00a0"},
+	} {
+		if r := do(t, "POST", api.public.URL+"/buy", `{"order_id": "`+tc.id+`", "sku": "s1", "qty": 1}`, asBuyer("alice")); r.status != http.StatusBadRequest {
+			t.Errorf("%s order_id %+q = %d %s, want 400", tc.name, tc.id, r.status, r.body)
+		}
+	}
+	if n := stockOf(t, inv, "s1"); n != 100 {
+		t.Errorf("stock %d after refused IDs, want 100", n)
+	}
+	if r := do(t, "POST", api.public.URL+"/buy", `{"order_id": "caf\u00e9", "sku": "s1", "qty": 1}`, asBuyer("alice")); r.status != http.StatusOK {
+		t.Errorf("precomposed café = %d %s, want 200", r.status, r.body)
+	}
+}
+
+// A buyer's replies (its orders, its errors) and the admin's are not for a
+// cache to keep.
+func TestServer_perBuyerRepliesAreNotStored(t *testing.T) {
+	api, _ := stocked(t, "s1", 5)
+	api.register(t, "alice")
+	for _, tc := range []struct {
+		url, method, path, body string
+		headers                 map[string]string
+	}{
+		{api.public.URL, "POST", "/buy", `{"order_id": "o1", "sku": "s1", "qty": 1}`, asBuyer("alice")},
+		{api.public.URL, "GET", "/orders/o1", "", asBuyer("alice")},
+		{api.public.URL, "GET", "/orders/o1", "", nil},
+		{api.admin.URL, "GET", "/buyers/alice/orders/o1", "", asAdmin},
+	} {
+		if r := do(t, tc.method, tc.url+tc.path, tc.body, tc.headers); r.header.Get("Cache-Control") != "no-store" {
+			t.Errorf("%s %s = %d with Cache-Control %q, want no-store", tc.method, tc.path, r.status, r.header.Get("Cache-Control"))
+		}
+	}
+}
+
+// The Bearer scheme is case-insensitive.
+func TestServer_adminBearerAnyCase(t *testing.T) {
+	api := newAPI(t, memorders.New())
+	for _, scheme := range []string{"Bearer", "bearer", "BEARER"} {
+		if r := do(t, "POST", api.admin.URL+"/skus/s1/stock", `{"qty": 5}`, map[string]string{"Authorization": scheme + " " + testToken}); r.status != http.StatusOK {
+			t.Errorf("%s token = %d %s, want 200", scheme, r.status, r.body)
+		}
+	}
+}
+
+// The admin token: at least minAdminTokenLen bytes; from a file without its
+// trailing newline; given once.
+func TestReadAdminToken(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte(testToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readAdminToken("", file); got != testToken || err != nil {
+		t.Errorf("token from a file ending in a newline = %q, %v; want %q", got, err, testToken)
+	}
+	if got, err := readAdminToken("", ""); got != "" || err != nil {
+		t.Errorf("no token = %q, %v; want administration off", got, err)
+	}
+	for _, tc := range []struct{ env, file string }{{"short-token", ""}, {testToken, file}} {
+		if _, err := readAdminToken(tc.env, tc.file); err == nil {
+			t.Errorf("env %q, file %q: no error", tc.env, tc.file)
+		}
+	}
+}
+
+// An admin address without a host is on loopback, not on every interface.
+func TestLoopbackByDefault(t *testing.T) {
+	for in, want := range map[string]string{
+		"":             defaultAdminAddr,
+		":9091":        "127.0.0.1:9091",
+		"0.0.0.0:9090": "0.0.0.0:9090",
+		"[::1]:9090":   "[::1]:9090",
+	} {
+		if got := loopbackByDefault(in); got != want {
+			t.Errorf("loopbackByDefault(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A public client's traceparent starts no trace of its own in the
+// service (it would be sampled, and its baggage carried); the admin
+// listener's callers may continue theirs.
+func TestHTTPServer_publicIgnoresTraceparent(t *testing.T) {
+	tel, err := newTelemetry(false, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tel.shutdown(context.Background()) })
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	for _, public := range []bool{true, false} {
+		var got trace.SpanContext
+		h := http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got = trace.SpanContextFromContext(r.Context()) })
+		ts := httptest.NewServer(httpServer(h, "test", config{}, slog.New(slog.DiscardHandler), public).Handler)
+		do(t, "GET", ts.URL+"/", "", map[string]string{"traceparent": "00-" + traceID + "-00f067aa0ba902b7-01"})
+		ts.Close()
+		if continued := got.TraceID().String() == traceID; continued == public || public && got.IsSampled() {
+			t.Errorf("public %v: the handler's span context is %v (sampled %v)", public, got.TraceID(), got.IsSampled())
+		}
+	}
+}
