@@ -257,7 +257,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 			}
 		}
 		srv := &server{opTimeout: cfg.opTimeout, holdTTL: cfg.holdTTL, maxQty: cfg.maxQty, buyerCap: cfg.buyerCap,
-			buyerKey: []byte(buyerKey), log: log, adminToken: adminToken, ready: readiness(db, rdb, cfg.acceptRedisLoss)}
+			buyerKey: []byte(buyerKey), log: log, warnings: newLimiter(warnBurst, warnEvery), adminToken: adminToken, ready: readiness(db, rdb, cfg.acceptRedisLoss)}
 		srv.inv, srv.orders = instrument(inner, stockotel.WithStrategy(cfg.strategy))
 		if srv.orders == nil {
 			log.Warn("this strategy oversells across copies and cannot take a buy exactly-once: a demonstration, never a deployment",

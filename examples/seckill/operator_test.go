@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -113,7 +117,7 @@ func TestServer_perBuyerRepliesAreNotStored(t *testing.T) {
 func TestServer_adminBearerAnyCase(t *testing.T) {
 	api := newAPI(t, memorders.New())
 	for _, scheme := range []string{"Bearer", "bearer", "BEARER"} {
-		if r := do(t, "POST", api.admin.URL+"/skus/s1/stock", `{"qty": 5}`, map[string]string{"Authorization": scheme + " " + testToken}); r.status != http.StatusOK {
+		if r := do(t, "POST", api.admin.URL+"/skus/"+scheme+"/stock", `{"qty": 5}`, map[string]string{"Authorization": scheme + " " + testToken}); r.status != http.StatusOK {
 			t.Errorf("%s token = %d %s, want 200", scheme, r.status, r.body)
 		}
 	}
@@ -172,5 +176,49 @@ func TestHTTPServer_publicIgnoresTraceparent(t *testing.T) {
 		if continued := got.TraceID().String() == traceID; continued == public || public && got.IsSampled() {
 			t.Errorf("public %v: the handler's span context is %v (sampled %v)", public, got.TraceID(), got.IsSampled())
 		}
+	}
+}
+
+// While the backend is down every request fails: at most warnBurst WARN
+// lines per warnEvery, and the next one says how many were left out.
+func TestServer_failureWarningsAreThrottled(t *testing.T) {
+	api := newAPI(t, failingOrders{memorders.New()})
+	var logs lockedBuffer
+	api.srv.log = slog.New(slog.NewJSONHandler(&logs, nil))
+	var now atomic.Int64 // the limiter's clock, read by the handlers' goroutines
+	now.Store(time.Unix(1e9, 0).UnixNano())
+	api.srv.warnings = &limiter{burst: warnBurst, every: warnEvery, now: func() time.Time { return time.Unix(0, now.Load()) }}
+	const requests = 50
+	for range requests {
+		if r := do(t, "GET", api.public.URL+"/skus/s1", "", nil); r.status != http.StatusServiceUnavailable {
+			t.Fatalf("stock read on a failing backend = %d %s", r.status, r.body)
+		}
+	}
+	if n := strings.Count(logs.String(), `"msg":"request failed"`); n != warnBurst {
+		t.Errorf("%d failed requests in one window logged %d lines, want %d", requests, n, warnBurst)
+	}
+	now.Add(int64(warnEvery))
+	do(t, "GET", api.public.URL+"/skus/s1", "", nil)
+	if want := fmt.Sprintf(`"suppressed":%d`, requests-warnBurst); !strings.Contains(logs.String(), want) {
+		t.Errorf("the next window's line does not say %s:\n%s", want, logs.String())
+	}
+}
+
+// Stocking a SKU is safe to send again: a SKU already stocked keeps its
+// level (409 already_stocked) unless the call says to overwrite it.
+func TestServer_stockingAgainKeepsTheLevel(t *testing.T) {
+	api, inv := stocked(t, "s0", 1)
+	api.register(t, "alice")
+	runSteps(t, api, []step{
+		{true, "POST", "/skus/s1/stock", `{"qty": 5}`, 200, ""},
+		{false, "POST", "/buy", `{"order_id": "o1", "sku": "s1", "qty": 2}`, 200, "taken"},
+		{true, "POST", "/skus/s1/stock", `{"qty": 5}`, 409, "already_stocked"},
+	})
+	if n := stockOf(t, inv, "s1"); n != 3 {
+		t.Errorf("stock %d after stocking 5, selling 2 and stocking 5 again, want 3", n)
+	}
+	runSteps(t, api, []step{{true, "POST", "/skus/s1/stock", `{"qty": 10, "overwrite": true}`, 200, ""}})
+	if n := stockOf(t, inv, "s1"); n != 10 {
+		t.Errorf("stock %d after an overwrite with 10, want 10", n)
 	}
 }

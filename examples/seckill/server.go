@@ -41,6 +41,9 @@ type server struct {
 	buyerCap  int64 // a registered buyer's allowance
 	buyerKey  []byte
 	log       *slog.Logger
+	// warnings bounds the WARN lines of failed requests (limit.go); nil
+	// logs each.
+	warnings *limiter
 	// adminToken guards the shop's calls; empty turns them off.
 	adminToken string
 	// ready reports whether the backends answer; nil is always ready.
@@ -82,7 +85,7 @@ func (s *server) probes(mux *http.ServeMux) {
 			ctx, cancel := s.opContext(r)
 			defer cancel()
 			if err := s.ready(ctx); err != nil {
-				s.log.Warn("not ready", "err", err)
+				s.warn("not ready", "err", err)
 				msg := "a backend does not answer"
 				if errors.Is(err, errLossyRedis) {
 					msg = "redis can lose an acknowledged order: see its persistence settings"
@@ -147,6 +150,8 @@ func (s *server) opContext(r *http.Request) (context.Context, context.CancelFunc
 
 type stockRequest struct {
 	Qty *int64 `json:"qty"`
+	// Overwrite sets the level of a SKU already stocked.
+	Overwrite bool `json:"overwrite"`
 }
 
 type stockReply struct {
@@ -154,6 +159,11 @@ type stockReply struct {
 	Stock int64  `json:"stock"`
 }
 
+// setStock stocks a SKU, and leaves one already stocked as it is (409
+// already_stocked) unless asked to overwrite its level: the same call sent
+// again in the middle of a sale must not set back a level that buys have
+// taken from. (Two first stockings of a SKU at the same moment both set
+// it.) Units are added to a SKU on sale with restock.
 func (s *server) setStock(w http.ResponseWriter, r *http.Request) {
 	sku := r.PathValue("sku")
 	if err := checkSKU(sku); err != nil {
@@ -161,7 +171,7 @@ func (s *server) setStock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req stockRequest
-	if !decode(w, r, &req, "qty") {
+	if !decode(w, r, &req, "qty", "overwrite") {
 		return
 	}
 	if req.Qty == nil {
@@ -170,6 +180,17 @@ func (s *server) setStock(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.opContext(r)
 	defer cancel()
+	if !req.Overwrite {
+		switch have, err := s.inv.Stock(ctx, sku); {
+		case err == nil:
+			_ = writeJSON(w, http.StatusConflict, errorBody{Code: "already_stocked",
+				Error: fmt.Sprintf("the SKU is stocked (%d left): add units with restock, or send \"overwrite\": true", have)})
+			return
+		case !errors.Is(err, stockguard.ErrUnknownSKU):
+			s.fail(w, err, "")
+			return
+		}
+	}
 	if err := s.inv.SetStock(ctx, sku, *req.Qty); err != nil {
 		s.fail(w, err, "")
 		return
@@ -385,7 +406,7 @@ func (s *server) buy(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		if errors.Is(err, stockguard.ErrOutcomeUnknown) {
-			s.log.Warn("buy outcome unknown", "buyer", buyer, "order_id", req.OrderID, "err", err)
+			s.warn("buy outcome unknown", "buyer", buyer, "order_id", req.OrderID, "err", err)
 		}
 		s.failBuy(ctx, w, err, buyer, req)
 		return

@@ -226,9 +226,10 @@ func do(client *http.Client, req *http.Request, out any) (int, error) {
 	return resp.StatusCode, nil
 }
 
-// SetStock stocks sku with qty units through the admin API at adminURL.
+// SetStock sets sku's level to qty units through the admin API at
+// adminURL, overwriting the level of a SKU already stocked.
 func SetStock(ctx context.Context, client *http.Client, adminURL, token, sku string, qty int64) error {
-	body, _ := json.Marshal(map[string]int64{"qty": qty})
+	body, _ := json.Marshal(map[string]any{"qty": qty, "overwrite": true})
 	code, err := Post(ctx, client, adminURL+"/skus/"+sku+"/stock", body, map[string]string{"Authorization": "Bearer " + token}, nil)
 	if err == nil && code != http.StatusOK {
 		err = fmt.Errorf("set stock: HTTP %d", code)
