@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -120,5 +121,34 @@ func TestService_opTimeoutBoundsRedisCalls(t *testing.T) {
 		if took := time.Since(began); r.status != http.StatusInternalServerError && r.status != http.StatusServiceUnavailable || took > 3*time.Second {
 			t.Errorf("%s %s with Redis stopped = %d %s after %v, want a 5xx about -op-timeout %v", tc.method, tc.path, r.status, r.body, took, opTimeout)
 		}
+	}
+}
+
+// On SIGTERM the service first drains: /readyz answers 503 draining while
+// the listeners still serve, for -drain-delay (a second signal ends it),
+// then it stops as before.
+func TestService_drainsBeforeClosing(t *testing.T) {
+	b := redisBackend(t)
+	s := start(t, append([]string{"-strategy", "redis-atomic", "-drain-delay", "10m"}, b.args...)...)
+	if r := do(t, "GET", s.url+"/readyz", "", nil); r.status != http.StatusNoContent {
+		t.Fatalf("/readyz before SIGTERM = %d %s", r.status, r.body)
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) { // a hang guard only
+		r := do(t, "GET", s.url+"/readyz", "", nil)
+		if r.status == http.StatusServiceUnavailable && strings.Contains(r.body, `"draining"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz after SIGTERM = %d %s, want 503 draining", r.status, r.body)
+		}
+	}
+	if r := do(t, "GET", s.url+"/skus/none", "", nil); r.status != http.StatusNotFound {
+		t.Errorf("a request while draining = %d %s, want it served (404 unknown_sku)", r.status, r.body)
+	}
+	if err := s.stop(); err != nil { // the second signal
+		t.Fatalf("stop while draining: %v\n%s", err, s.log)
 	}
 }

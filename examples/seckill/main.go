@@ -74,6 +74,7 @@ type config struct {
 	opTimeout       time.Duration
 	holdTTL         time.Duration
 	grace           time.Duration
+	drainDelay      time.Duration
 	maxConns        int
 	maxQty          int64
 	buyerCap        int64
@@ -124,6 +125,7 @@ func main() {
 	flag.DurationVar(&cfg.opTimeout, "op-timeout", 5*time.Second, "bound on one inventory call (> 0)")
 	flag.DurationVar(&cfg.holdTTL, "hold-ttl", 15*time.Minute, "how long a hold (buy with \"hold\": true) waits for Confirm")
 	flag.DurationVar(&cfg.grace, "grace", 20*time.Second, "how long shutdown waits for requests in flight")
+	flag.DurationVar(&cfg.drainDelay, "drain-delay", 5*time.Second, "on SIGTERM, how long /readyz answers 503 draining while the listeners still serve, before they close (a second signal ends it)")
 	flag.IntVar(&cfg.maxConns, "max-conns", 64, "backend connection pool size")
 	flag.Int64Var(&cfg.maxQty, "max-qty", defaultMaxQty, "most units one order may take")
 	flag.Int64Var(&cfg.buyerCap, "buyer-cap", defaultBuyerCap, "a registered buyer's allowance: the most units it may have out on open orders, held or taken")
@@ -169,6 +171,8 @@ func (cfg config) check(buyerKey string) error {
 			cfg.strategy, orderStrategies())
 	case cfg.acceptRedisLoss != acceptNoLoss && cfg.acceptRedisLoss != acceptEverysec && cfg.acceptRedisLoss != acceptAny:
 		return fmt.Errorf("-accept-redis-loss %q: want %s or %s", cfg.acceptRedisLoss, acceptEverysec, acceptAny)
+	case cfg.drainDelay < 0:
+		return fmt.Errorf("-drain-delay %v: want >= 0", cfg.drainDelay)
 	case cfg.opTimeout <= 0:
 		return fmt.Errorf("-op-timeout %v: want > 0", cfg.opTimeout)
 	case cfg.maxQty < 1 || cfg.maxQty > stockguard.MaxQty:
@@ -230,6 +234,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 			return err
 		}
 	}
+	var api *server // nil for a consumer
 	servers := []*http.Server{}
 	served := make(chan error, 2)
 	serve := func(ln net.Listener, h http.Handler, public bool) {
@@ -256,8 +261,13 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 				return errors.Join(err, ln.Close(), adminLn.Close())
 			}
 		}
+		var epochKey string
+		if _, ok := inner.(*tiered.Orders); ok {
+			epochKey = tiered.EpochKey(tiered.StreamKey(cfg.prefix))
+		}
 		srv := &server{opTimeout: cfg.opTimeout, holdTTL: cfg.holdTTL, maxQty: cfg.maxQty, buyerCap: cfg.buyerCap,
-			buyerKey: []byte(buyerKey), log: log, warnings: newLimiter(warnBurst, warnEvery), adminToken: adminToken, ready: readiness(db, rdb, cfg.acceptRedisLoss)}
+			buyerKey: []byte(buyerKey), log: log, warnings: newLimiter(warnBurst, warnEvery), adminToken: adminToken, ready: readiness(db, rdb, cfg.acceptRedisLoss, epochKey)}
+		api = srv
 		srv.inv, srv.orders = instrument(inner, stockotel.WithStrategy(cfg.strategy))
 		if srv.orders == nil {
 			log.Warn("this strategy oversells across copies and cannot take a buy exactly-once: a demonstration, never a deployment",
@@ -292,6 +302,20 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	case err := <-consumed:
 		return errors.Join(err, closeAll())
 	case <-ctx.Done():
+	}
+	if api != nil && cfg.drainDelay > 0 {
+		// The load balancer reads /readyz, sees 503 and stops sending
+		// requests; only then do the listeners close. A second signal
+		// ends the delay.
+		again := make(chan os.Signal, 1)
+		signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+		api.draining.Store(true)
+		log.Info("draining", "delay", cfg.drainDelay.String())
+		select {
+		case <-time.After(cfg.drainDelay):
+		case <-again:
+		}
+		signal.Stop(again)
 	}
 	// Shutdown stops accepting, then waits for every request in flight to
 	// be answered: a buyer told 200 has an order, and no request is cut
@@ -405,9 +429,14 @@ func loopbackByDefault(addr string) string {
 	return net.JoinHostPort("127.0.0.1", port)
 }
 
-// readiness pings the backends the strategy uses, and checks Redis's
-// persistence settings again: they can be changed at run time (CONFIG SET).
-func readiness(db *sqlx.DB, rdb *redis.Client, acceptRedisLoss string) func(context.Context) error {
+// errFrontLost is a tiered front without its epoch key: it lost its data.
+var errFrontLost = errors.New("the tiered front lost its data (no epoch key): recover it from the back (docs/tiered.md)")
+
+// readiness pings the backends the strategy uses, checks Redis's
+// persistence settings again (they can be changed at run time, CONFIG
+// SET) and, for a tiered front, that the front has its epoch key
+// (epochKey, "" for other strategies).
+func readiness(db *sqlx.DB, rdb *redis.Client, acceptRedisLoss, epochKey string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		var err error
 		if db != nil {
@@ -415,6 +444,14 @@ func readiness(db *sqlx.DB, rdb *redis.Client, acceptRedisLoss string) func(cont
 		}
 		if rdb != nil {
 			err = errors.Join(err, rdb.Ping(ctx).Err(), redisDurable(ctx, rdb, acceptRedisLoss))
+		}
+		if epochKey != "" && err == nil {
+			switch n, xerr := rdb.Exists(ctx, epochKey).Result(); {
+			case xerr != nil:
+				err = xerr
+			case n == 0:
+				err = errFrontLost
+			}
 		}
 		return err
 	}

@@ -107,7 +107,8 @@ func launch(t *testing.T, args ...string) (*service, error) {
 	if slices.Contains(args, roleConsumer) {
 		s.metricsURL = s.url
 	}
-	s.cmd = exec.Command(binary(t), append([]string{"-addr", addr, "-admin-addr", adminAddr}, args...)...)
+	// No drain delay unless args give one: nothing reads /readyz here.
+	s.cmd = exec.Command(binary(t), append([]string{"-addr", addr, "-admin-addr", adminAddr, "-drain-delay", "0"}, args...)...)
 	s.cmd.Stderr = s.log
 	s.cmd.Env = append(os.Environ(), envAdminToken+"="+testToken, envBuyerKey+"="+testBuyerKey)
 	if err := s.cmd.Start(); err != nil {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/stockguard/stockguard"
@@ -48,6 +49,10 @@ type server struct {
 	adminToken string
 	// ready reports whether the backends answer; nil is always ready.
 	ready func(context.Context) error
+	// draining is set once the service is stopping: /readyz answers 503
+	// while the listeners still serve, so that a load balancer stops
+	// sending requests before they close.
+	draining atomic.Bool
 }
 
 // publicRoutes are the buyers' API, on -addr.
@@ -77,18 +82,27 @@ func (s *server) adminRoutes(metrics http.Handler) http.Handler {
 }
 
 // probes are liveness (/healthz: the process serves) and readiness
-// (/readyz: its backends answer too).
+// (/readyz: it is not stopping, and its backends answer and keep what
+// they acknowledge).
 func (s *server) probes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if s.draining.Load() {
+			w.Header().Set("Retry-After", retryAfter)
+			_ = writeJSON(w, http.StatusServiceUnavailable, errorBody{Code: "draining", Error: "the service is stopping"})
+			return
+		}
 		if s.ready != nil {
 			ctx, cancel := s.opContext(r)
 			defer cancel()
 			if err := s.ready(ctx); err != nil {
 				s.warn("not ready", "err", err)
 				msg := "a backend does not answer"
-				if errors.Is(err, errLossyRedis) {
+				switch {
+				case errors.Is(err, errLossyRedis):
 					msg = "redis can lose an acknowledged order: see its persistence settings"
+				case errors.Is(err, errFrontLost):
+					msg = "the tiered front lost its data: recover it from the back"
 				}
 				w.Header().Set("Retry-After", retryAfter)
 				_ = writeJSON(w, http.StatusServiceUnavailable, errorBody{Code: "unavailable", Error: msg})

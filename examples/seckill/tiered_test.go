@@ -219,6 +219,9 @@ func TestSeckill_tieredLostFrontIsNotArmedAgain(t *testing.T) {
 	if r := do(t, "GET", a.url+"/orders/o1", "", asBuyer("alice")); r.status != http.StatusServiceUnavailable {
 		t.Fatalf("alice's order on the lost front = %d %s, want 503", r.status, r.body)
 	}
+	if r := do(t, "GET", a.url+"/readyz", "", nil); r.status != http.StatusServiceUnavailable || !strings.Contains(r.body, "lost its data") {
+		t.Errorf("/readyz on the lost front = %d %s, want 503 saying it lost its data", r.status, r.body)
+	}
 
 	b, err := launch(t, args...)
 	if err == nil || !strings.Contains(b.log.String(), "Recover") {
