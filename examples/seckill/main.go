@@ -79,6 +79,7 @@ type config struct {
 	maxQty          int64
 	buyerCap        int64
 	traceStdout     bool
+	accessLog       bool
 	// The tiered strategy's consumer (consumer.go).
 	consume      bool
 	setupFront   bool // tiered-mysql: Setup a new deployment's front at start
@@ -130,6 +131,7 @@ func main() {
 	flag.Int64Var(&cfg.maxQty, "max-qty", defaultMaxQty, "most units one order may take")
 	flag.Int64Var(&cfg.buyerCap, "buyer-cap", defaultBuyerCap, "a registered buyer's allowance: the most units it may have out on open orders, held or taken")
 	flag.BoolVar(&cfg.traceStdout, "trace-stdout", false, "export every span to stderr")
+	flag.BoolVar(&cfg.accessLog, "access-log", true, "log every request at INFO, with its request and trace IDs")
 	flag.StringVar(&cfg.role, "role", roleService, "service (the HTTP API) or consumer (the "+tieredStrategy+" consumer alone, serving /metrics and /healthz)")
 	flag.BoolVar(&cfg.setupFront, "setup-front", false, tieredStrategy+": set the front up at start when the deployment is new (tiered.Orders.Setup; a no-op on a front set up); a front that lost its data\n"+
 		"while the back holds stock is refused, to be recovered (docs/tiered.md), never set up again")
@@ -379,6 +381,9 @@ func httpServer(h http.Handler, addr string, cfg config, log *slog.Logger, publi
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.Pattern })}
 	if public {
 		opts = append(opts, otelhttp.WithPropagators(propagation.NewCompositeTextMapPropagator()))
+	}
+	if cfg.accessLog {
+		h = accessLog(log, h) // inside otelhttp: the request's span is known
 	}
 	return &http.Server{
 		Handler:           otelhttp.NewHandler(h, "seckill", opts...),

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -220,5 +221,44 @@ func TestServer_stockingAgainKeepsTheLevel(t *testing.T) {
 	runSteps(t, api, []step{{true, "POST", "/skus/s1/stock", `{"qty": 10, "overwrite": true}`, 200, ""}})
 	if n := stockOf(t, inv, "s1"); n != 10 {
 		t.Errorf("stock %d after an overwrite with 10, want 10", n)
+	}
+}
+
+// Every request is in the access log with its status, its request ID (the
+// caller's when it is a plain one, else the service's, sent back either
+// way) and its trace ID.
+func TestHTTPServer_accessLog(t *testing.T) {
+	tel, err := newTelemetry(false, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tel.shutdown(context.Background()) })
+	var logs lockedBuffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /teapot/{id}", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	ts := httptest.NewServer(httpServer(mux, "test", config{accessLog: true}, log, true).Handler)
+	t.Cleanup(ts.Close)
+	for _, tc := range []struct{ sent, want string }{{"gw-42.a_b", "gw-42.a_b"}, {"two words", ""}, {"", ""}} {
+		logs.mu.Lock()
+		logs.b.Reset()
+		logs.mu.Unlock()
+		r := do(t, "GET", ts.URL+"/teapot/7", "", map[string]string{requestIDHeader: tc.sent})
+		var rec struct {
+			Msg       string `json:"msg"`
+			Route     string `json:"route"`
+			Status    int    `json:"status"`
+			RequestID string `json:"request_id"`
+			TraceID   string `json:"trace_id"`
+		}
+		line := logs.String()
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("access log %q: %v", line, err)
+		}
+		id := r.header.Get(requestIDHeader)
+		if rec.Msg != "request" || rec.Route != "GET /teapot/{id}" || rec.Status != http.StatusTeapot || rec.RequestID != id || !validRequestID(id) ||
+			tc.want != "" && id != tc.want || tc.want == "" && id == tc.sent || len(rec.TraceID) != 32 || rec.TraceID == strings.Repeat("0", 32) {
+			t.Errorf("request ID sent %q, answered %q; access log: %s", tc.sent, id, line)
+		}
 	}
 }
