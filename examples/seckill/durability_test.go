@@ -152,3 +152,32 @@ func TestService_drainsBeforeClosing(t *testing.T) {
 		t.Fatalf("stop while draining: %v\n%s", err, s.log)
 	}
 }
+
+// A service started while Redis is down serves (503, not ready) and is
+// ready, and sells, once Redis is back.
+func TestService_startsWhileRedisIsDown(t *testing.T) {
+	r := backendstest.PrivateRedis(t, 1, redisFsyncAlways...)[0]
+	if err := r.Proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, "-strategy", "redis-atomic", "-redis-addr", r.Addr)
+	if r := do(t, "GET", s.url+"/readyz", "", nil); r.status != http.StatusServiceUnavailable {
+		t.Errorf("/readyz with Redis down = %d %s, want 503", r.status, r.body)
+	}
+	rdb := r.Client()
+	t.Cleanup(func() { rdb.Close() })
+	if err := r.Proc.Respawn(t.Context(), func(ctx context.Context) error { return rdb.Ping(ctx).Err() }); err != nil {
+		t.Fatal(err)
+	}
+	if r := do(t, "GET", s.url+"/readyz", "", nil); r.status != http.StatusNoContent {
+		t.Errorf("/readyz with Redis back = %d %s, want 204", r.status, r.body)
+	}
+	for _, step := range []struct{ path, body string }{{"/skus/flash/stock", `{"qty": 1}`}, {"/buyers/alice", ""}} {
+		if r := do(t, "POST", s.adminURL+step.path, step.body, asAdmin); r.status != http.StatusOK {
+			t.Errorf("POST %s with Redis back = %d %s", step.path, r.status, r.body)
+		}
+	}
+	if r := do(t, "POST", s.url+"/buy", `{"order_id": "a1", "sku": "flash", "qty": 1}`, asBuyer("alice")); r.status != http.StatusOK {
+		t.Errorf("a buy with Redis back = %d %s", r.status, r.body)
+	}
+}

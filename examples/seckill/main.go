@@ -16,11 +16,12 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/XSAM/otelsql"
-	_ "github.com/go-sql-driver/mysql"
+	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
@@ -214,17 +215,37 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 
 	var db *sqlx.DB
 	var rdb *redis.Client
+	// A backend that does not answer at start is waited for: the service
+	// starts, answers 503 (and /readyz 503) until it is back. One that
+	// answers with a refusal (a wrong password, settings that lose
+	// orders) stops it: waiting would not mend that.
+	schema := &pending{}
 	if spec.mysql {
-		if db, err = openMySQL(ctx, cfg); err != nil {
+		if db, err = openMySQL(cfg); err != nil {
 			return err
 		}
 		defer db.Close()
+		if err := createSchema(ctx, db, cfg.table); err != nil {
+			var refused *mysql.MySQLError
+			if errors.As(err, &refused) || ctx.Err() != nil {
+				return err
+			}
+			log.Warn("mysql does not answer: serving, not ready until its tables are created", "err", err)
+			schema.set(err)
+			go waitForSchema(ctx, db, cfg.table, schema, log)
+		}
 	}
 	if spec.redis {
-		if rdb, err = openRedis(ctx, cfg); err != nil {
+		if rdb, err = openRedis(cfg); err != nil {
 			return err
 		}
 		defer rdb.Close()
+		// The first connection checks Redis's persistence settings too.
+		if err := rdb.Ping(ctx).Err(); errors.Is(err, errLossyRedis) {
+			return fmt.Errorf("redis %s: %w", cfg.redisAddr, err)
+		} else if err != nil {
+			log.Warn("redis does not answer: serving, not ready until it does", "err", err)
+		}
 		if cfg.role == roleService && cfg.acceptRedisLoss != acceptNoLoss {
 			log.Warn("Redis may lose acknowledged orders in a crash: accepted by -accept-redis-loss", "accept_redis_loss", cfg.acceptRedisLoss)
 		}
@@ -268,7 +289,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 			epochKey = tiered.EpochKey(tiered.StreamKey(cfg.prefix))
 		}
 		srv := &server{opTimeout: cfg.opTimeout, holdTTL: cfg.holdTTL, maxQty: cfg.maxQty, buyerCap: cfg.buyerCap,
-			buyerKey: []byte(buyerKey), log: log, warnings: newLimiter(warnBurst, warnEvery), adminToken: adminToken, ready: readiness(db, rdb, cfg.acceptRedisLoss, epochKey)}
+			buyerKey: []byte(buyerKey), log: log, warnings: newLimiter(warnBurst, warnEvery), adminToken: adminToken, ready: readiness(db, rdb, cfg.acceptRedisLoss, epochKey, schema)}
 		api = srv
 		srv.inv, srv.orders = instrument(inner, stockotel.WithStrategy(cfg.strategy))
 		if srv.orders == nil {
@@ -437,15 +458,15 @@ func loopbackByDefault(addr string) string {
 // errFrontLost is a tiered front without its epoch key: it lost its data.
 var errFrontLost = errors.New("the tiered front lost its data (no epoch key): recover it from the back (docs/tiered.md)")
 
-// readiness pings the backends the strategy uses, checks Redis's
-// persistence settings again (they can be changed at run time, CONFIG
-// SET) and, for a tiered front, that the front has its epoch key
-// (epochKey, "" for other strategies).
-func readiness(db *sqlx.DB, rdb *redis.Client, acceptRedisLoss, epochKey string) func(context.Context) error {
+// readiness pings the backends the strategy uses, checks that the MySQL
+// tables were created (schema), checks Redis's persistence settings again
+// (they can be changed at run time, CONFIG SET) and, for a tiered front,
+// that the front has its epoch key (epochKey, "" for other strategies).
+func readiness(db *sqlx.DB, rdb *redis.Client, acceptRedisLoss, epochKey string, schema *pending) func(context.Context) error {
 	return func(ctx context.Context) error {
 		var err error
 		if db != nil {
-			err = db.PingContext(ctx)
+			err = errors.Join(db.PingContext(ctx), schema.get())
 		}
 		if rdb != nil {
 			err = errors.Join(err, rdb.Ping(ctx).Err(), redisDurable(ctx, rdb, acceptRedisLoss))
@@ -462,9 +483,49 @@ func readiness(db *sqlx.DB, rdb *redis.Client, acceptRedisLoss, epochKey string)
 	}
 }
 
+// pending is the error of a start-up step not done yet; nil once done.
+type pending struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (p *pending) get() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+func (p *pending) set(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.err = err
+}
+
+// schemaRetry is how often the tables are tried again while MySQL does
+// not answer.
+const schemaRetry = time.Second
+
+// waitForSchema creates the MySQL tables once MySQL answers, or until ctx
+// ends, keeping the last error in schema.
+func waitForSchema(ctx context.Context, db *sqlx.DB, table string, schema *pending, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(schemaRetry):
+		}
+		err := createSchema(ctx, db, table)
+		schema.set(err)
+		if err == nil {
+			log.Info("mysql answers: tables created")
+			return
+		}
+	}
+}
+
 // openMySQL opens the pool through otelsql, so every statement is a span
-// and the pool's stats are metrics, and creates the tables.
-func openMySQL(ctx context.Context, cfg config) (*sqlx.DB, error) {
+// and the pool's stats are metrics.
+func openMySQL(cfg config) (*sqlx.DB, error) {
 	sqlDB, err := otelsql.Open("mysql", cfg.mysqlDSN, otelsql.WithAttributes(semconv.DBSystemNameMySQL))
 	if err != nil {
 		return nil, err
@@ -474,11 +535,7 @@ func openMySQL(ctx context.Context, cfg config) (*sqlx.DB, error) {
 	}
 	sqlDB.SetMaxOpenConns(cfg.maxConns)
 	sqlDB.SetMaxIdleConns(cfg.maxConns)
-	db := sqlx.NewDb(sqlDB, "mysql")
-	if err := createSchema(ctx, db, cfg.table); err != nil {
-		return nil, errors.Join(err, db.Close())
-	}
-	return db, nil
+	return sqlx.NewDb(sqlDB, "mysql"), nil
 }
 
 // openRedis opens the client with go-redis's own instrumentation. The
@@ -486,7 +543,7 @@ func openMySQL(ctx context.Context, cfg config) (*sqlx.DB, error) {
 // connection (onConnect), the first one included, so that the service
 // neither starts nor sells on a Redis that can lose an acknowledged order;
 // a consumer acknowledges nothing to a buyer and skips the check.
-func openRedis(ctx context.Context, cfg config) (*redis.Client, error) {
+func openRedis(cfg config) (*redis.Client, error) {
 	// ContextTimeoutEnabled: a call's deadline (-op-timeout) bounds its
 	// socket reads and writes too, rather than go-redis's own 5 s timeouts.
 	opts := &redis.Options{Addr: cfg.redisAddr, PoolSize: cfg.maxConns, ContextTimeoutEnabled: true}
@@ -496,9 +553,6 @@ func openRedis(ctx context.Context, cfg config) (*redis.Client, error) {
 	rdb := redis.NewClient(opts)
 	if err := errors.Join(redisotel.InstrumentTracing(rdb), redisotel.InstrumentMetrics(rdb)); err != nil {
 		return nil, errors.Join(err, rdb.Close())
-	}
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		return nil, errors.Join(fmt.Errorf("redis %s: %w", cfg.redisAddr, err), rdb.Close())
 	}
 	return rdb, nil
 }
