@@ -47,9 +47,10 @@ func TestService_refusesStrategyWithoutOrders(t *testing.T) {
 // minute) and returns its stderr and exit error.
 func runBinary(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	bin := binary(t) // built first: the build is not the minute the run gets
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary(t), append([]string{"-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0"}, args...)...)
+	cmd := exec.CommandContext(ctx, bin, append([]string{"-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(cmd.Environ(), envAdminToken+"="+testToken, envBuyerKey+"="+testBuyerKey)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
