@@ -5,14 +5,18 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // A buyer is who the shop's login says it is: the login issues each
-// buyer a token, "<buyer>.<hex HMAC-SHA256(key, buyer)>", under a key it
-// shares with the service (SECKILL_BUYER_KEY), and the buyer sends it in
-// the Seckill-Buyer header of every buy and order read. The service
-// checks the MAC, and nothing else: it keeps no sessions.
+// buyer a token, "<buyer>.<expires>.<hex HMAC-SHA256(key, <buyer>.<expires>)>"
+// with <expires> in Unix seconds, under a key it shares with the service
+// (SECKILL_BUYER_KEY), and the buyer sends it in the Seckill-Buyer header
+// of every buy and order read. The service checks the MAC and that the
+// token has not expired and expires within -buyer-token-max-ttl, and
+// nothing else: it keeps no sessions.
 const (
 	// buyerHeader carries the buyer's token.
 	buyerHeader = "Seckill-Buyer"
@@ -41,24 +45,34 @@ func validBuyer(b string) bool {
 	return true
 }
 
-// buyerMAC is the token's MAC of buyer under key.
-func buyerMAC(key []byte, buyer string) []byte {
+// buyerMAC is the token's MAC of "<buyer>.<expires>" under key.
+func buyerMAC(key []byte, signed string) []byte {
 	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte(buyer))
+	mac.Write([]byte(signed))
 	return mac.Sum(nil)
 }
 
-// buyerOf returns the buyer r's token names, when its MAC is right.
+// buyerOf returns the buyer r's token names, when its MAC is right and it
+// is valid now: not expired, and expiring within maxTokenTTL (a token the
+// login made for ever is refused).
 func (s *server) buyerOf(r *http.Request) (string, bool) {
-	buyer, sum, ok := strings.Cut(r.Header.Get(buyerHeader), ".")
+	token := r.Header.Get(buyerHeader)
+	cut := strings.LastIndexByte(token, '.')
+	if cut < 0 {
+		return "", false
+	}
+	signed, sum := token[:cut], token[cut+1:]
+	buyer, expires, ok := strings.Cut(signed, ".")
 	if !ok || !validBuyer(buyer) {
 		return "", false
 	}
 	got, err := hex.DecodeString(sum)
-	if err != nil {
+	if err != nil || !hmac.Equal(got, buyerMAC(s.buyerKey, signed)) {
 		return "", false
 	}
-	return buyer, hmac.Equal(got, buyerMAC(s.buyerKey, buyer))
+	exp, err := strconv.ParseInt(expires, 10, 64)
+	now := time.Now().Unix()
+	return buyer, err == nil && now < exp && exp <= now+int64(s.maxTokenTTL/time.Second)
 }
 
 // orderKey is the library's ID of buyer's order id: two buyers' equal

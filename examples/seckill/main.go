@@ -49,6 +49,10 @@ const (
 // as `openssl rand -hex 16` makes.
 const minAdminTokenLen = 32
 
+// defaultMaxTokenTTL is how far ahead a buyer token may expire by
+// default (-buyer-token-max-ttl).
+const defaultMaxTokenTTL = 24 * time.Hour
+
 // defaultAdminAddr is the admin listener's address by default, and the
 // one -admin-addr "" stands for.
 const defaultAdminAddr = "127.0.0.1:9090"
@@ -79,6 +83,7 @@ type config struct {
 	maxConns        int
 	maxQty          int64
 	buyerCap        int64
+	maxTokenTTL     time.Duration
 	traceStdout     bool
 	accessLog       bool
 	// The tiered strategy's consumer (consumer.go).
@@ -131,6 +136,7 @@ func main() {
 	flag.IntVar(&cfg.maxConns, "max-conns", 64, "backend connection pool size")
 	flag.Int64Var(&cfg.maxQty, "max-qty", defaultMaxQty, "most units one order may take")
 	flag.Int64Var(&cfg.buyerCap, "buyer-cap", defaultBuyerCap, "a registered buyer's allowance: the most units it may have out on open orders, held or taken")
+	flag.DurationVar(&cfg.maxTokenTTL, "buyer-token-max-ttl", defaultMaxTokenTTL, "a buyer token must expire within this of now: one the login made to last longer is refused")
 	flag.BoolVar(&cfg.traceStdout, "trace-stdout", false, "export every span to stderr")
 	flag.BoolVar(&cfg.accessLog, "access-log", true, "log every request at INFO, with its request and trace IDs")
 	flag.StringVar(&cfg.role, "role", roleService, "service (the HTTP API) or consumer (the "+tieredStrategy+" consumer alone, serving /metrics and /healthz)")
@@ -174,6 +180,8 @@ func (cfg config) check(buyerKey string) error {
 			cfg.strategy, orderStrategies())
 	case cfg.acceptRedisLoss != acceptNoLoss && cfg.acceptRedisLoss != acceptEverysec && cfg.acceptRedisLoss != acceptAny:
 		return fmt.Errorf("-accept-redis-loss %q: want %s or %s", cfg.acceptRedisLoss, acceptEverysec, acceptAny)
+	case cfg.maxTokenTTL < time.Second:
+		return fmt.Errorf("-buyer-token-max-ttl %v: want at least 1s", cfg.maxTokenTTL)
 	case cfg.drainDelay < 0:
 		return fmt.Errorf("-drain-delay %v: want >= 0", cfg.drainDelay)
 	case cfg.opTimeout <= 0:
@@ -288,7 +296,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		if _, ok := inner.(*tiered.Orders); ok {
 			epochKey = tiered.EpochKey(tiered.StreamKey(cfg.prefix))
 		}
-		srv := &server{opTimeout: cfg.opTimeout, holdTTL: cfg.holdTTL, maxQty: cfg.maxQty, buyerCap: cfg.buyerCap,
+		srv := &server{opTimeout: cfg.opTimeout, holdTTL: cfg.holdTTL, maxQty: cfg.maxQty, buyerCap: cfg.buyerCap, maxTokenTTL: cfg.maxTokenTTL,
 			buyerKey: []byte(buyerKey), log: log, warnings: newLimiter(warnBurst, warnEvery), adminToken: adminToken, ready: readiness(db, rdb, cfg.acceptRedisLoss, epochKey, schema)}
 		api = srv
 		srv.inv, srv.orders = instrument(inner, stockotel.WithStrategy(cfg.strategy))

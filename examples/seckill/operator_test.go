@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -259,6 +260,31 @@ func TestHTTPServer_accessLog(t *testing.T) {
 		if rec.Msg != "request" || rec.Route != "GET /teapot/{id}" || rec.Status != http.StatusTeapot || rec.RequestID != id || !validRequestID(id) ||
 			tc.want != "" && id != tc.want || tc.want == "" && id == tc.sent || len(rec.TraceID) != 32 || rec.TraceID == strings.Repeat("0", 32) {
 			t.Errorf("request ID sent %q, answered %q; access log: %s", tc.sent, id, line)
+		}
+	}
+}
+
+// A buyer token expires: one past its expiry, one made to outlast
+// -buyer-token-max-ttl, one whose expiry was changed and one without an
+// expiry are refused.
+func TestServer_buyerTokensExpire(t *testing.T) {
+	api, _ := stocked(t, "s1", 5)
+	api.register(t, "alice")
+	now := time.Now()
+	valid := mintTokenExpiring("alice", now.Add(time.Hour))
+	_, mac, _ := strings.Cut(strings.TrimPrefix(valid, "alice."), ".")
+	for _, tc := range []struct {
+		name, token string
+		status      int
+	}{
+		{"valid for an hour", valid, http.StatusNotFound},
+		{"expired", mintTokenExpiring("alice", now.Add(-time.Second)), http.StatusUnauthorized},
+		{"past the longest lifetime", mintTokenExpiring("alice", now.Add(defaultMaxTokenTTL+time.Hour)), http.StatusUnauthorized},
+		{"expiry changed", fmt.Sprintf("alice.%d.%s", now.Add(2*time.Hour).Unix(), mac), http.StatusUnauthorized},
+		{"no expiry", "alice." + hex.EncodeToString(buyerMAC([]byte(testBuyerKey), "alice")), http.StatusUnauthorized},
+	} {
+		if r := do(t, "GET", api.public.URL+"/orders/none", "", map[string]string{buyerHeader: tc.token}); r.status != tc.status {
+			t.Errorf("%s token: %d %s, want %d", tc.name, r.status, r.body, tc.status)
 		}
 	}
 }

@@ -41,7 +41,9 @@ type server struct {
 	maxQty    int64 // units one order may take
 	buyerCap  int64 // a registered buyer's allowance
 	buyerKey  []byte
-	log       *slog.Logger
+	// maxTokenTTL bounds how far ahead a buyer token may expire.
+	maxTokenTTL time.Duration
+	log         *slog.Logger
 	// warnings bounds the WARN lines of failed requests (limit.go); nil
 	// logs each.
 	warnings *limiter
@@ -150,7 +152,7 @@ func (s *server) buyer(w http.ResponseWriter, r *http.Request) (string, bool) {
 	buyer, ok := s.buyerOf(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Seckill-Buyer realm="seckill"`)
-		_ = writeJSON(w, http.StatusUnauthorized, errorBody{Code: "unauthenticated", Error: "this call needs a valid " + buyerHeader + " token"})
+		_ = writeJSON(w, http.StatusUnauthorized, errorBody{Code: "unauthenticated", Error: "this call needs a valid " + buyerHeader + " token, not expired"})
 	}
 	return buyer, ok
 }
