@@ -34,12 +34,14 @@ func newAPI(t *testing.T, inv stockguard.Inventory) *testAPI {
 
 // mintToken is a buyer token valid for an hour, as the shop's login
 // issues it.
-func mintToken(buyer string) string { return mintTokenExpiring(buyer, time.Now().Add(time.Hour)) }
+func mintToken(buyer string) string {
+	return mintTokenAt(buyer, time.Now(), time.Now().Add(time.Hour))
+}
 
-// mintTokenExpiring is a buyer token that expires at expires, computed
-// here independently of the service's code.
-func mintTokenExpiring(buyer string, expires time.Time) string {
-	signed := fmt.Sprintf("%s.%d", buyer, expires.Unix())
+// mintTokenAt is a buyer token issued at issued that expires at expires,
+// computed here independently of the service's code.
+func mintTokenAt(buyer string, issued, expires time.Time) string {
+	signed := fmt.Sprintf("%s.%d.%d", buyer, issued.Unix(), expires.Unix())
 	mac := hmac.New(sha256.New, []byte(testBuyerKey))
 	mac.Write([]byte(signed))
 	return signed + "." + hex.EncodeToString(mac.Sum(nil))

@@ -11,12 +11,13 @@ import (
 )
 
 // A buyer is who the shop's login says it is: the login issues each
-// buyer a token, "<buyer>.<expires>.<hex HMAC-SHA256(key, <buyer>.<expires>)>"
-// with <expires> in Unix seconds, under a key it shares with the service
-// (SECKILL_BUYER_KEY), and the buyer sends it in the Seckill-Buyer header
-// of every buy and order read. The service checks the MAC and that the
-// token has not expired and expires within -buyer-token-max-ttl, and
-// nothing else: it keeps no sessions.
+// buyer a token, "<buyer>.<issued>.<expires>.<hex HMAC-SHA256(key,
+// <buyer>.<issued>.<expires>)>" with the times in Unix seconds, under a
+// key it shares with the service (SECKILL_BUYER_KEY), and the buyer sends
+// it in the Seckill-Buyer header of every buy and order read. The service
+// checks the MAC, that the token has not expired and expires within
+// -buyer-token-max-ttl, and that it was not issued before the buyer's
+// tokens were revoked (revoke.go); it keeps no sessions.
 const (
 	// buyerHeader carries the buyer's token.
 	buyerHeader = "Seckill-Buyer"
@@ -45,34 +46,36 @@ func validBuyer(b string) bool {
 	return true
 }
 
-// buyerMAC is the token's MAC of "<buyer>.<expires>" under key.
+// buyerMAC is the token's MAC of "<buyer>.<issued>.<expires>" under key.
 func buyerMAC(key []byte, signed string) []byte {
 	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte(signed))
 	return mac.Sum(nil)
 }
 
-// buyerOf returns the buyer r's token names, when its MAC is right and it
-// is valid now: not expired, and expiring within maxTokenTTL (a token the
-// login made for ever is refused).
-func (s *server) buyerOf(r *http.Request) (string, bool) {
+// buyerOf returns the buyer r's token names and when it was issued, when
+// its MAC is right and it is valid now: not expired, and expiring within
+// maxTokenTTL (a token the login made for ever is refused). Revocation is
+// the caller's to check.
+func (s *server) buyerOf(r *http.Request) (buyer string, issued int64, ok bool) {
 	token := r.Header.Get(buyerHeader)
 	cut := strings.LastIndexByte(token, '.')
 	if cut < 0 {
-		return "", false
+		return "", 0, false
 	}
 	signed, sum := token[:cut], token[cut+1:]
-	buyer, expires, ok := strings.Cut(signed, ".")
-	if !ok || !validBuyer(buyer) {
-		return "", false
+	fields := strings.Split(signed, ".")
+	if len(fields) != 3 || !validBuyer(fields[0]) {
+		return "", 0, false
 	}
 	got, err := hex.DecodeString(sum)
 	if err != nil || !hmac.Equal(got, buyerMAC(s.buyerKey, signed)) {
-		return "", false
+		return "", 0, false
 	}
-	exp, err := strconv.ParseInt(expires, 10, 64)
+	issued, err1 := strconv.ParseInt(fields[1], 10, 64)
+	expires, err2 := strconv.ParseInt(fields[2], 10, 64)
 	now := time.Now().Unix()
-	return buyer, err == nil && now < exp && exp <= now+int64(s.maxTokenTTL/time.Second)
+	return fields[0], issued, err1 == nil && err2 == nil && now < expires && expires <= now+int64(s.maxTokenTTL/time.Second)
 }
 
 // orderKey is the library's ID of buyer's order id: two buyers' equal

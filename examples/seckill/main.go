@@ -84,6 +84,7 @@ type config struct {
 	maxQty          int64
 	buyerCap        int64
 	maxTokenTTL     time.Duration
+	revokeRefresh   time.Duration
 	traceStdout     bool
 	accessLog       bool
 	// The tiered strategy's consumer (consumer.go).
@@ -137,6 +138,7 @@ func main() {
 	flag.Int64Var(&cfg.maxQty, "max-qty", defaultMaxQty, "most units one order may take")
 	flag.Int64Var(&cfg.buyerCap, "buyer-cap", defaultBuyerCap, "a registered buyer's allowance: the most units it may have out on open orders, held or taken")
 	flag.DurationVar(&cfg.maxTokenTTL, "buyer-token-max-ttl", defaultMaxTokenTTL, "a buyer token must expire within this of now: one the login made to last longer is refused")
+	flag.DurationVar(&cfg.revokeRefresh, "revocation-refresh", time.Second, "how long a copy trusts its read of a buyer's token revocation: a revocation holds on every copy within it")
 	flag.BoolVar(&cfg.traceStdout, "trace-stdout", false, "export every span to stderr")
 	flag.BoolVar(&cfg.accessLog, "access-log", true, "log every request at INFO, with its request and trace IDs")
 	flag.StringVar(&cfg.role, "role", roleService, "service (the HTTP API) or consumer (the "+tieredStrategy+" consumer alone, serving /metrics and /healthz)")
@@ -297,7 +299,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 			epochKey = tiered.EpochKey(tiered.StreamKey(cfg.prefix))
 		}
 		srv := &server{opTimeout: cfg.opTimeout, holdTTL: cfg.holdTTL, maxQty: cfg.maxQty, buyerCap: cfg.buyerCap, maxTokenTTL: cfg.maxTokenTTL,
-			buyerKey: []byte(buyerKey), log: log, warnings: newLimiter(warnBurst, warnEvery), adminToken: adminToken, ready: readiness(db, rdb, cfg.acceptRedisLoss, epochKey, schema)}
+			buyerKey: []byte(buyerKey), log: log, warnings: newLimiter(warnBurst, warnEvery), revocations: newRevocations(cfg.revokeRefresh), adminToken: adminToken, ready: readiness(db, rdb, cfg.acceptRedisLoss, epochKey, schema)}
 		api = srv
 		srv.inv, srv.orders = instrument(inner, stockotel.WithStrategy(cfg.strategy))
 		if srv.orders == nil {

@@ -265,26 +265,57 @@ func TestHTTPServer_accessLog(t *testing.T) {
 }
 
 // A buyer token expires: one past its expiry, one made to outlast
-// -buyer-token-max-ttl, one whose expiry was changed and one without an
-// expiry are refused.
+// -buyer-token-max-ttl, one whose times were changed and one in the old
+// spelling without them are refused.
 func TestServer_buyerTokensExpire(t *testing.T) {
 	api, _ := stocked(t, "s1", 5)
 	api.register(t, "alice")
 	now := time.Now()
-	valid := mintTokenExpiring("alice", now.Add(time.Hour))
-	_, mac, _ := strings.Cut(strings.TrimPrefix(valid, "alice."), ".")
+	valid := mintTokenAt("alice", now, now.Add(time.Hour))
+	mac := valid[strings.LastIndexByte(valid, '.')+1:]
 	for _, tc := range []struct {
 		name, token string
 		status      int
 	}{
 		{"valid for an hour", valid, http.StatusNotFound},
-		{"expired", mintTokenExpiring("alice", now.Add(-time.Second)), http.StatusUnauthorized},
-		{"past the longest lifetime", mintTokenExpiring("alice", now.Add(defaultMaxTokenTTL+time.Hour)), http.StatusUnauthorized},
-		{"expiry changed", fmt.Sprintf("alice.%d.%s", now.Add(2*time.Hour).Unix(), mac), http.StatusUnauthorized},
-		{"no expiry", "alice." + hex.EncodeToString(buyerMAC([]byte(testBuyerKey), "alice")), http.StatusUnauthorized},
+		{"expired", mintTokenAt("alice", now.Add(-time.Hour), now.Add(-time.Second)), http.StatusUnauthorized},
+		{"past the longest lifetime", mintTokenAt("alice", now, now.Add(defaultMaxTokenTTL+time.Hour)), http.StatusUnauthorized},
+		{"times changed", fmt.Sprintf("alice.%d.%d.%s", now.Unix(), now.Add(2*time.Hour).Unix(), mac), http.StatusUnauthorized},
+		{"no times", "alice." + hex.EncodeToString(buyerMAC([]byte(testBuyerKey), "alice")), http.StatusUnauthorized},
 	} {
 		if r := do(t, "GET", api.public.URL+"/orders/none", "", map[string]string{buyerHeader: tc.token}); r.status != tc.status {
 			t.Errorf("%s token: %d %s, want %d", tc.name, r.status, r.body, tc.status)
+		}
+	}
+}
+
+// The admin revokes a buyer's tokens: every one issued up to then is
+// refused, on every copy (two servers over one inventory here); a token
+// issued after is accepted.
+func TestServer_buyerTokensRevoked(t *testing.T) {
+	api, inv := stocked(t, "s1", 5)
+	other := newAPI(t, inv) // another copy
+	api.register(t, "alice")
+	now := time.Now()
+	old := map[string]string{buyerHeader: mintTokenAt("alice", now.Add(-time.Minute), now.Add(time.Hour))}
+	for _, a := range []*testAPI{api, other} {
+		if r := do(t, "GET", a.public.URL+"/orders/none", "", old); r.status != http.StatusNotFound {
+			t.Fatalf("before the revocation: %d %s, want 404", r.status, r.body)
+		}
+	}
+	r := do(t, "POST", api.admin.URL+"/buyers/alice/revoke", "", asAdmin)
+	var reply revokeReply
+	if err := json.Unmarshal([]byte(r.body), &reply); r.status != http.StatusOK || err != nil {
+		t.Fatalf("revoke = %d %s", r.status, r.body)
+	}
+	issued := time.Unix(reply.Before, 0)
+	fresh := map[string]string{buyerHeader: mintTokenAt("alice", issued, issued.Add(time.Hour))}
+	for _, a := range []*testAPI{api, other} {
+		if r := do(t, "GET", a.public.URL+"/orders/none", "", old); r.status != http.StatusUnauthorized {
+			t.Errorf("a token issued before the revocation: %d %s, want 401", r.status, r.body)
+		}
+		if r := do(t, "GET", a.public.URL+"/orders/none", "", fresh); r.status != http.StatusNotFound {
+			t.Errorf("a token issued after the revocation: %d %s, want 404", r.status, r.body)
 		}
 	}
 }

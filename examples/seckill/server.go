@@ -47,6 +47,8 @@ type server struct {
 	// warnings bounds the WARN lines of failed requests (limit.go); nil
 	// logs each.
 	warnings *limiter
+	// revocations caches when each buyer's tokens were last revoked.
+	revocations *revocations
 	// adminToken guards the shop's calls; empty turns them off.
 	adminToken string
 	// ready reports whether the backends answer; nil is always ready.
@@ -75,6 +77,7 @@ func (s *server) adminRoutes(metrics http.Handler) http.Handler {
 	mux.HandleFunc("POST /skus/{sku}/stock", s.admin(s.setStock))
 	mux.HandleFunc("POST /skus/{sku}/restock", s.admin(s.restock))
 	mux.HandleFunc("POST /buyers/{buyer}", s.admin(s.register))
+	mux.HandleFunc("POST /buyers/{buyer}/revoke", s.admin(s.revoke))
 	mux.HandleFunc("GET /buyers/{buyer}/orders/{id}", s.admin(s.adminOrder))
 	mux.HandleFunc("POST /buyers/{buyer}/orders/{id}/confirm", s.admin(s.confirm))
 	mux.HandleFunc("POST /buyers/{buyer}/orders/{id}/return", s.admin(s.ret))
@@ -147,12 +150,23 @@ func noStore(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// buyer returns the request's authenticated buyer, or answers 401.
+// buyer returns the request's authenticated buyer, or answers 401 (503
+// when the revocations cannot be read).
 func (s *server) buyer(w http.ResponseWriter, r *http.Request) (string, bool) {
-	buyer, ok := s.buyerOf(r)
+	buyer, issued, ok := s.buyerOf(r)
+	if ok {
+		ctx, cancel := s.opContext(r)
+		defer cancel()
+		revoked, err := s.revocations.before(ctx, s.inv, buyer)
+		if err != nil {
+			s.fail(w, err, "")
+			return "", false
+		}
+		ok = issued >= revoked
+	}
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Seckill-Buyer realm="seckill"`)
-		_ = writeJSON(w, http.StatusUnauthorized, errorBody{Code: "unauthenticated", Error: "this call needs a valid " + buyerHeader + " token, not expired"})
+		_ = writeJSON(w, http.StatusUnauthorized, errorBody{Code: "unauthenticated", Error: "this call needs a valid " + buyerHeader + " token: not expired, not revoked"})
 	}
 	return buyer, ok
 }

@@ -20,7 +20,8 @@ const testToken = "test-admin-token-0123456789abcdef"
 
 func newServer(t *testing.T, inv stockguard.Inventory) *server {
 	s := &server{opTimeout: time.Second, holdTTL: time.Minute, maxQty: defaultMaxQty, buyerCap: defaultBuyerCap, maxTokenTTL: defaultMaxTokenTTL,
-		buyerKey: []byte(testBuyerKey), log: slog.New(slog.DiscardHandler), adminToken: testToken}
+		revocations: newRevocations(0),
+		buyerKey:    []byte(testBuyerKey), log: slog.New(slog.DiscardHandler), adminToken: testToken}
 	s.inv, s.orders = instrument(inv)
 	return s
 }

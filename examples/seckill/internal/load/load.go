@@ -49,11 +49,12 @@ func Buyer(i int) string { return fmt.Sprintf("buyer-%d", i) }
 // TokenTTL is how long the tokens of a run are valid.
 const TokenTTL = time.Hour
 
-// Token is the buyer token of buyer under key that expires at expires, as
-// the shop's login issues it: <buyer>.<expires> (Unix seconds) "."
-// hex(HMAC-SHA256(key, <buyer>.<expires>)).
-func Token(key, buyer string, expires time.Time) string {
-	signed := buyer + "." + strconv.FormatInt(expires.Unix(), 10)
+// Token is the buyer token of buyer under key, issued at issued and
+// expiring at expires, as the shop's login issues it:
+// <buyer>.<issued>.<expires> (Unix seconds) "." hex(HMAC-SHA256(key,
+// <buyer>.<issued>.<expires>)).
+func Token(key, buyer string, issued, expires time.Time) string {
+	signed := buyer + "." + strconv.FormatInt(issued.Unix(), 10) + "." + strconv.FormatInt(expires.Unix(), 10)
 	mac := hmac.New(sha256.New, []byte(key))
 	mac.Write([]byte(signed))
 	return signed + "." + hex.EncodeToString(mac.Sum(nil))
@@ -135,7 +136,7 @@ func Run(ctx context.Context, client *http.Client, cfg Config) Result {
 					delete(buy, "order_id")
 				}
 				body, _ := json.Marshal(buy)
-				headers := map[string]string{BuyerHeader: Token(cfg.BuyerKey, order.Buyer, expires)}
+				headers := map[string]string{BuyerHeader: Token(cfg.BuyerKey, order.Buyer, began, expires)}
 				t0 := time.Now()
 				code, err := attempt(ctx, client, cfg, cfg.URLs[i%len(cfg.URLs)]+"/buy", body, headers)
 				// The same buy again, at the next copy: a timeout or a 5xx
