@@ -4,11 +4,13 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stockguard/stockguard"
 )
@@ -30,12 +32,19 @@ func newAPI(t *testing.T, inv stockguard.Inventory) *testAPI {
 	return &testAPI{srv: s, public: public, admin: admin}
 }
 
-// mintToken is a buyer token as the shop's login issues it, computed here
-// independently of the service's code.
+// mintToken is a buyer token valid for an hour, as the shop's login
+// issues it.
 func mintToken(buyer string) string {
+	return mintTokenAt(buyer, time.Now(), time.Now().Add(time.Hour))
+}
+
+// mintTokenAt is a buyer token issued at issued that expires at expires,
+// computed here independently of the service's code.
+func mintTokenAt(buyer string, issued, expires time.Time) string {
+	signed := fmt.Sprintf("%s.%d.%d", buyer, issued.Unix(), expires.Unix())
 	mac := hmac.New(sha256.New, []byte(testBuyerKey))
-	mac.Write([]byte(buyer))
-	return buyer + "." + hex.EncodeToString(mac.Sum(nil))
+	mac.Write([]byte(signed))
+	return signed + "." + hex.EncodeToString(mac.Sum(nil))
 }
 
 type reply struct {

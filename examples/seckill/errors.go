@@ -53,15 +53,15 @@ func statusOf(err error) (int, string, string) {
 }
 
 // fail answers err. A bad request's text is about the client's own input
-// and is shown; any other error is logged and answered with its code's
-// fixed message.
+// and is shown; a 5xx is logged (within the warnings' limit) and, like
+// every other error, answered with its code's fixed message.
 func (s *server) fail(w http.ResponseWriter, err error, orderID string) {
 	status, code, msg := statusOf(err)
 	switch {
 	case status == http.StatusBadRequest:
 		msg = err.Error()
 	case status >= 500:
-		s.log.Warn("request failed", "code", code, "order_id", orderID, "err", err)
+		s.warn("request failed", "code", code, "order_id", orderID, "err", err)
 	}
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", retryAfter)

@@ -90,12 +90,25 @@ func freeAddr(t *testing.T) string {
 // it did not exit cleanly.
 func start(t *testing.T, args ...string) *service {
 	t.Helper()
+	s, err := launch(t, args...)
+	if err != nil {
+		t.Fatalf("service exited: %v\n%s", err, s.log)
+	}
+	return s
+}
+
+// launch is start for a service that may refuse to start: it returns the
+// exit error, with the service (its log), when the process exits before it
+// answers.
+func launch(t *testing.T, args ...string) (*service, error) {
+	t.Helper()
 	addr, adminAddr := freeAddr(t), freeAddr(t)
 	s := &service{url: "http://" + addr, adminURL: "http://" + adminAddr, metricsURL: "http://" + adminAddr, log: &syncBuffer{}, done: make(chan error, 1)}
 	if slices.Contains(args, roleConsumer) {
 		s.metricsURL = s.url
 	}
-	s.cmd = exec.Command(binary(t), append([]string{"-addr", addr, "-admin-addr", adminAddr}, args...)...)
+	// No drain delay unless args give one: nothing reads /readyz here.
+	s.cmd = exec.Command(binary(t), append([]string{"-addr", addr, "-admin-addr", adminAddr, "-drain-delay", "0"}, args...)...)
 	s.cmd.Stderr = s.log
 	s.cmd.Env = append(os.Environ(), envAdminToken+"="+testToken, envBuyerKey+"="+testBuyerKey)
 	if err := s.cmd.Start(); err != nil {
@@ -112,12 +125,15 @@ func start(t *testing.T, args ...string) *service {
 		resp, err := http.Get(s.url + "/healthz")
 		if err == nil {
 			resp.Body.Close()
-			return s
+			return s, nil
 		}
 		select {
 		case err := <-s.done:
 			s.done <- err
-			t.Fatalf("service exited: %v\n%s", err, s.log)
+			if err == nil {
+				err = errors.New("exit status 0")
+			}
+			return s, err
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -186,7 +202,7 @@ func redisBackend(t *testing.T) backend {
 		}
 	})
 	return backend{
-		args: []string{"-redis-addr", srv.Addr, "-redis-prefix", prefix},
+		args: append([]string{"-redis-addr", srv.Addr, "-redis-prefix", prefix}, acceptLoss...),
 		stock: func(t *testing.T, sku string) int64 {
 			n, err := rdb.Get(t.Context(), prefix+"stock:{"+sku+"}").Int64()
 			if err != nil {

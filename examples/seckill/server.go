@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/stockguard/stockguard"
@@ -40,18 +41,29 @@ type server struct {
 	maxQty    int64 // units one order may take
 	buyerCap  int64 // a registered buyer's allowance
 	buyerKey  []byte
-	log       *slog.Logger
+	// maxTokenTTL bounds how far ahead a buyer token may expire.
+	maxTokenTTL time.Duration
+	log         *slog.Logger
+	// warnings bounds the WARN lines of failed requests (limit.go); nil
+	// logs each.
+	warnings *limiter
+	// revocations caches when each buyer's tokens were last revoked.
+	revocations *revocations
 	// adminToken guards the shop's calls; empty turns them off.
 	adminToken string
 	// ready reports whether the backends answer; nil is always ready.
 	ready func(context.Context) error
+	// draining is set once the service is stopping: /readyz answers 503
+	// while the listeners still serve, so that a load balancer stops
+	// sending requests before they close.
+	draining atomic.Bool
 }
 
 // publicRoutes are the buyers' API, on -addr.
 func (s *server) publicRoutes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /buy", s.buy)
-	mux.HandleFunc("GET /orders/{id}", s.buyerOrder)
+	mux.HandleFunc("POST /buy", noStore(s.buy))
+	mux.HandleFunc("GET /orders/{id}", noStore(s.buyerOrder))
 	mux.HandleFunc("GET /skus/{sku}", s.stock)
 	s.probes(mux)
 	return jsonErrors(mux)
@@ -63,7 +75,9 @@ func (s *server) publicRoutes() http.Handler {
 func (s *server) adminRoutes(metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /skus/{sku}/stock", s.admin(s.setStock))
+	mux.HandleFunc("POST /skus/{sku}/restock", s.admin(s.restock))
 	mux.HandleFunc("POST /buyers/{buyer}", s.admin(s.register))
+	mux.HandleFunc("POST /buyers/{buyer}/revoke", s.admin(s.revoke))
 	mux.HandleFunc("GET /buyers/{buyer}/orders/{id}", s.admin(s.adminOrder))
 	mux.HandleFunc("POST /buyers/{buyer}/orders/{id}/confirm", s.admin(s.confirm))
 	mux.HandleFunc("POST /buyers/{buyer}/orders/{id}/return", s.admin(s.ret))
@@ -73,17 +87,30 @@ func (s *server) adminRoutes(metrics http.Handler) http.Handler {
 }
 
 // probes are liveness (/healthz: the process serves) and readiness
-// (/readyz: its backends answer too).
+// (/readyz: it is not stopping, and its backends answer and keep what
+// they acknowledge).
 func (s *server) probes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if s.draining.Load() {
+			w.Header().Set("Retry-After", retryAfter)
+			_ = writeJSON(w, http.StatusServiceUnavailable, errorBody{Code: "draining", Error: "the service is stopping"})
+			return
+		}
 		if s.ready != nil {
 			ctx, cancel := s.opContext(r)
 			defer cancel()
 			if err := s.ready(ctx); err != nil {
-				s.log.Warn("not ready", "err", err)
+				s.warn("not ready", "err", err)
+				msg := "a backend does not answer"
+				switch {
+				case errors.Is(err, errLossyRedis):
+					msg = "redis can lose an acknowledged order: see its persistence settings"
+				case errors.Is(err, errFrontLost):
+					msg = "the tiered front lost its data: recover it from the back"
+				}
 				w.Header().Set("Retry-After", retryAfter)
-				_ = writeJSON(w, http.StatusServiceUnavailable, errorBody{Code: "unavailable", Error: "a backend does not answer"})
+				_ = writeJSON(w, http.StatusServiceUnavailable, errorBody{Code: "unavailable", Error: msg})
 				return
 			}
 		}
@@ -93,15 +120,17 @@ func (s *server) probes(mux *http.ServeMux) {
 
 // admin guards the shop's calls: they need the request header
 // "Authorization: Bearer <token>" with the service's admin token, and are
-// off when it has none. Every call and every refusal is logged.
+// off when it has none. Every call and every refusal is logged. Their
+// replies are not to be cached (noStore).
 func (s *server) admin(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return noStore(func(w http.ResponseWriter, r *http.Request) {
 		if s.adminToken == "" {
 			_ = writeJSON(w, http.StatusForbidden, errorBody{Code: "admin_disabled", Error: "administration is off: start the service with " + envAdminToken + " set"})
 			return
 		}
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.adminToken)) != 1 {
+		// The scheme is case-insensitive (RFC 9110, 11.1).
+		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimLeft(token, " ")), []byte(s.adminToken)) != 1 {
 			s.log.Warn("admin call refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="seckill admin"`)
 			_ = writeJSON(w, http.StatusUnauthorized, errorBody{Code: "unauthorized", Error: "this call needs the admin token"})
@@ -109,15 +138,35 @@ func (s *server) admin(h http.HandlerFunc) http.HandlerFunc {
 		}
 		s.log.Info("admin call", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 		h(w, r)
+	})
+}
+
+// noStore marks h's replies, a buyer's own orders and errors, as not to
+// be stored by a cache between the service and the client.
+func noStore(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		h(w, r)
 	}
 }
 
-// buyer returns the request's authenticated buyer, or answers 401.
+// buyer returns the request's authenticated buyer, or answers 401 (503
+// when the revocations cannot be read).
 func (s *server) buyer(w http.ResponseWriter, r *http.Request) (string, bool) {
-	buyer, ok := s.buyerOf(r)
+	buyer, issued, ok := s.buyerOf(r)
+	if ok {
+		ctx, cancel := s.opContext(r)
+		defer cancel()
+		revoked, err := s.revocations.before(ctx, s.inv, buyer)
+		if err != nil {
+			s.fail(w, err, "")
+			return "", false
+		}
+		ok = issued >= revoked
+	}
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Seckill-Buyer realm="seckill"`)
-		_ = writeJSON(w, http.StatusUnauthorized, errorBody{Code: "unauthenticated", Error: "this call needs a valid " + buyerHeader + " token"})
+		_ = writeJSON(w, http.StatusUnauthorized, errorBody{Code: "unauthenticated", Error: "this call needs a valid " + buyerHeader + " token: not expired, not revoked"})
 	}
 	return buyer, ok
 }
@@ -131,6 +180,8 @@ func (s *server) opContext(r *http.Request) (context.Context, context.CancelFunc
 
 type stockRequest struct {
 	Qty *int64 `json:"qty"`
+	// Overwrite sets the level of a SKU already stocked.
+	Overwrite bool `json:"overwrite"`
 }
 
 type stockReply struct {
@@ -138,6 +189,11 @@ type stockReply struct {
 	Stock int64  `json:"stock"`
 }
 
+// setStock stocks a SKU, and leaves one already stocked as it is (409
+// already_stocked) unless asked to overwrite its level: the same call sent
+// again in the middle of a sale must not set back a level that buys have
+// taken from. (Two first stockings of a SKU at the same moment both set
+// it.) Units are added to a SKU on sale with restock.
 func (s *server) setStock(w http.ResponseWriter, r *http.Request) {
 	sku := r.PathValue("sku")
 	if err := checkSKU(sku); err != nil {
@@ -145,7 +201,7 @@ func (s *server) setStock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req stockRequest
-	if !decode(w, r, &req, "qty") {
+	if !decode(w, r, &req, "qty", "overwrite") {
 		return
 	}
 	if req.Qty == nil {
@@ -154,6 +210,17 @@ func (s *server) setStock(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.opContext(r)
 	defer cancel()
+	if !req.Overwrite {
+		switch have, err := s.inv.Stock(ctx, sku); {
+		case err == nil:
+			_ = writeJSON(w, http.StatusConflict, errorBody{Code: "already_stocked",
+				Error: fmt.Sprintf("the SKU is stocked (%d left): add units with restock, or send \"overwrite\": true", have)})
+			return
+		case !errors.Is(err, stockguard.ErrUnknownSKU):
+			s.fail(w, err, "")
+			return
+		}
+	}
 	if err := s.inv.SetStock(ctx, sku, *req.Qty); err != nil {
 		s.fail(w, err, "")
 		return
@@ -177,13 +244,60 @@ func (s *server) stock(w http.ResponseWriter, r *http.Request) {
 	_ = writeJSON(w, http.StatusOK, stockReply{SKU: sku, Stock: n})
 }
 
-type registerReply struct {
-	Buyer     string `json:"buyer"`
-	Allowance int64  `json:"allowance"`
+type restockRequest struct {
+	RestockID string `json:"restock_id"`
+	Qty       *int64 `json:"qty"`
 }
 
-// register gives a buyer its allowance: -buyer-cap units it may have out
-// on open orders. Registering again sets the allowance back to the cap.
+type restockReply struct {
+	SKU       string `json:"sku"`
+	RestockID string `json:"restock_id"`
+	Qty       int64  `json:"qty"`
+}
+
+// restock adds a batch of units to a stocked SKU while it sells, once per
+// restock_id: a retry adds nothing, and units bought meanwhile are not
+// sold again, as a read of the level followed by SetStock would.
+func (s *server) restock(w http.ResponseWriter, r *http.Request) {
+	if s.orders == nil {
+		_ = writeJSON(w, http.StatusNotImplemented, errorBody{Code: "no_orders", Error: "this strategy keeps no orders and cannot restock once"})
+		return
+	}
+	sku := r.PathValue("sku")
+	if err := checkSKU(sku); err != nil {
+		s.fail(w, err, "")
+		return
+	}
+	var req restockRequest
+	if !decode(w, r, &req, "restock_id", "qty") {
+		return
+	}
+	if req.Qty == nil || req.RestockID == "" {
+		s.fail(w, fmt.Errorf("%w: restock_id and qty are required", stockguard.ErrInvalidRequest), "")
+		return
+	}
+	if err := checkText("restock_id", req.RestockID); err != nil {
+		s.fail(w, err, "")
+		return
+	}
+	ctx, cancel := s.opContext(r)
+	defer cancel()
+	if err := s.orders.Restock(ctx, restockKey(req.RestockID), sku, *req.Qty); err != nil {
+		s.fail(w, err, "")
+		return
+	}
+	_ = writeJSON(w, http.StatusOK, restockReply{SKU: sku, RestockID: req.RestockID, Qty: *req.Qty})
+}
+
+type registerReply struct {
+	Buyer string `json:"buyer"`
+	// Allowance is what the buyer may still take: -buyer-cap less the
+	// units out on its open orders.
+	Allowance int64 `json:"allowance"`
+}
+
+// register gives a buyer its allowance, -buyer-cap units it may have out
+// on open orders, once: registering again changes nothing.
 func (s *server) register(w http.ResponseWriter, r *http.Request) {
 	buyer := r.PathValue("buyer")
 	if !validBuyer(buyer) {
@@ -192,11 +306,51 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.opContext(r)
 	defer cancel()
-	if err := s.inv.SetStock(ctx, allowanceSKU(buyer), s.buyerCap); err != nil {
+	if err := s.registerOnce(ctx, buyer); err != nil {
 		s.fail(w, err, "")
 		return
 	}
-	_ = writeJSON(w, http.StatusOK, registerReply{Buyer: buyer, Allowance: s.buyerCap})
+	left, err := s.inv.Stock(ctx, allowanceSKU(buyer))
+	if err != nil {
+		s.fail(w, err, "")
+		return
+	}
+	_ = writeJSON(w, http.StatusOK, registerReply{Buyer: buyer, Allowance: left})
+}
+
+// registerOnce creates buyer's allowance SKU at 0 and restocks it with
+// the cap under the registration's ID, so that the cap is added once per
+// buyer: a registration repeated, retried or sent to another copy finds
+// the restock applied (Order answers ErrOrderMismatch for a restock's ID)
+// or is itself a retry of it, which adds nothing. Two first registrations
+// of one buyer at the same moment can both create the SKU at 0 after the
+// cap was added, leaving the buyer less than its cap, never more.
+//
+// Without Orders (the counterexample), the SKU is set to the cap when it
+// does not exist yet, with that race unguarded.
+func (s *server) registerOnce(ctx context.Context, buyer string) error {
+	sku := allowanceSKU(buyer)
+	if s.orders != nil {
+		switch _, err := s.orders.Order(ctx, registrationKey(buyer)); {
+		case errors.Is(err, stockguard.ErrOrderMismatch):
+			return nil // registered
+		case !errors.Is(err, stockguard.ErrUnknownOrder):
+			return err
+		}
+	}
+	switch _, err := s.inv.Stock(ctx, sku); {
+	case s.orders == nil && errors.Is(err, stockguard.ErrUnknownSKU):
+		return s.inv.SetStock(ctx, sku, s.buyerCap)
+	case s.orders == nil:
+		return err
+	case errors.Is(err, stockguard.ErrUnknownSKU):
+		if err := s.inv.SetStock(ctx, sku, 0); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	}
+	return s.orders.Restock(ctx, registrationKey(buyer), sku, s.buyerCap)
 }
 
 // buyRequest is one buyer's checkout. OrderID is the buyer's idempotency
@@ -269,18 +423,20 @@ func (s *server) buy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := orderKey(buyer, req.OrderID)
-	lines := []stockguard.Line{{SKU: req.SKU, Qty: req.Qty}, {SKU: allowanceSKU(buyer), Qty: req.Qty}}
+	line := stockguard.Line{SKU: req.SKU, Qty: req.Qty}
+	ctx = forBuyer(ctx, buyer) // the order takes from the buyer's allowance too
 	var err error
-	state := stockguard.OrderTaken
+	reply := orderReply{OrderID: req.OrderID, State: stockguard.OrderTaken.String(), Lines: bought}
 	if req.Hold {
-		state = stockguard.OrderHeld
-		err = s.orders.Hold(ctx, key, s.holdTTL, lines...)
+		if err = s.orders.Hold(ctx, key, s.holdTTL, line); err == nil {
+			err = s.holdState(ctx, key, &reply)
+		}
 	} else {
-		err = s.orders.Take(ctx, key, lines...)
+		err = s.orders.Take(ctx, key, line)
 	}
 	if err != nil {
 		if errors.Is(err, stockguard.ErrOutcomeUnknown) {
-			s.log.Warn("buy outcome unknown", "buyer", buyer, "order_id", req.OrderID, "err", err)
+			s.warn("buy outcome unknown", "buyer", buyer, "order_id", req.OrderID, "err", err)
 		}
 		s.failBuy(ctx, w, err, buyer, req)
 		return
@@ -288,9 +444,25 @@ func (s *server) buy(w http.ResponseWriter, r *http.Request) {
 	// The order is applied: its 200 gets a deadline of its own, and a
 	// reply that cannot be written is logged, since the buyer is left not
 	// knowing (a retry with the same order_id tells it).
-	if err := writeJSON(w, http.StatusOK, orderReply{OrderID: req.OrderID, State: state.String(), Lines: bought}); err != nil {
-		s.log.Error("reply lost after the order was applied", "buyer", buyer, "order_id", req.OrderID, "state", state.String(), "err", err)
+	if err := writeJSON(w, http.StatusOK, reply); err != nil {
+		s.log.Error("reply lost after the order was applied", "buyer", buyer, "order_id", req.OrderID, "state", reply.State, "err", err)
 	}
+}
+
+// holdState sets the reply of a hold that Hold answered nil from the
+// order itself: Hold answers a retry nil also once the admin has confirmed
+// the hold, which is taken by then. A read that fails leaves the buyer not
+// knowing, as an unknown outcome does; its retry reads again.
+func (s *server) holdState(ctx context.Context, key string, reply *orderReply) error {
+	info, err := s.orders.Order(ctx, key)
+	if err != nil {
+		return fmt.Errorf("%w: the hold is applied and its state could not be read: %v", stockguard.ErrOutcomeUnknown, err)
+	}
+	reply.State = info.State.String()
+	if !info.Deadline.IsZero() {
+		reply.Deadline = &info.Deadline
+	}
+	return nil
 }
 
 // decrement is the counterexample's buy: a plain Decrement, no order.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -15,14 +16,13 @@ import (
 )
 
 // testToken is the admin token of the test servers.
-const testToken = "test-admin-token"
+const testToken = "test-admin-token-0123456789abcdef"
 
 func newServer(t *testing.T, inv stockguard.Inventory) *server {
-	s := &server{inv: inv, opTimeout: time.Second, holdTTL: time.Minute, maxQty: defaultMaxQty, buyerCap: defaultBuyerCap,
-		buyerKey: []byte(testBuyerKey), log: slog.New(slog.DiscardHandler), adminToken: testToken}
-	if o, ok := inv.(stockguard.Orders); ok {
-		s.orders = o
-	}
+	s := &server{opTimeout: time.Second, holdTTL: time.Minute, maxQty: defaultMaxQty, buyerCap: defaultBuyerCap, maxTokenTTL: defaultMaxTokenTTL,
+		revocations: newRevocations(0),
+		buyerKey:    []byte(testBuyerKey), log: slog.New(slog.DiscardHandler), adminToken: testToken}
+	s.inv, s.orders = instrument(inv)
 	return s
 }
 
@@ -127,5 +127,47 @@ func TestStatusOf_everyContractError(t *testing.T) {
 	}
 	if status, _, _ := statusOf(stockguard.ErrOutcomeUnknown); status != http.StatusInternalServerError {
 		t.Errorf("outcome unknown → %d, want 500", status)
+	}
+}
+
+// Registering a buyer again changes nothing: its allowance stays what its
+// open orders left of it, so a second registration does not let it take
+// its cap again.
+func TestServer_registerAgainKeepsTheAllowance(t *testing.T) {
+	api, _ := stocked(t, "s1", 100)
+	api.register(t, "alice")
+	buy := func(id string, qty int64) reply {
+		return do(t, "POST", api.public.URL+"/buy", fmt.Sprintf(`{"order_id": %q, "sku": "s1", "qty": %d}`, id, qty), asBuyer("alice"))
+	}
+	for i := range defaultBuyerCap / defaultMaxQty {
+		if r := buy(fmt.Sprint("o", i), defaultMaxQty); r.status != http.StatusOK {
+			t.Fatalf("buy %d = %d %s", i, r.status, r.body)
+		}
+	}
+	r := do(t, "POST", api.admin.URL+"/buyers/alice", "", asAdmin)
+	if r.status != http.StatusOK || !strings.Contains(r.body, `"allowance":0`) {
+		t.Errorf("registering alice again = %d %s, want 200 with allowance 0", r.status, r.body)
+	}
+	if r := buy("one-more", 1); r.status != http.StatusConflict || !strings.Contains(r.body, `"over_allowance"`) {
+		t.Errorf("buy past the cap after a second registration = %d %s, want 409 over_allowance", r.status, r.body)
+	}
+}
+
+// Restock adds a batch to a SKU on sale, once per restock_id: units sold
+// meanwhile stay sold, and a retry adds nothing.
+func TestServer_restockAddsOnce(t *testing.T) {
+	api, inv := stocked(t, "s1", 5)
+	api.register(t, "alice")
+	runSteps(t, api, []step{
+		{false, "POST", "/buy", `{"order_id": "o1", "sku": "s1", "qty": 2}`, 200, "taken"},
+		{true, "POST", "/skus/s1/restock", `{"restock_id": "batch-1", "qty": 10}`, 200, ""},
+		{true, "POST", "/skus/s1/restock", `{"restock_id": "batch-1", "qty": 10}`, 200, ""}, // a retry
+		{true, "POST", "/skus/s1/restock", `{"restock_id": "batch-1", "qty": 11}`, 409, "order_mismatch"},
+		{true, "POST", "/skus/never/restock", `{"restock_id": "batch-2", "qty": 1}`, 404, "unknown_sku"},
+		{true, "POST", "/skus/s1/restock", `{"qty": 1}`, 400, "bad_request"},
+		{false, "POST", "/skus/s1/restock", `{"restock_id": "batch-3", "qty": 1}`, 404, "not_found"}, // not on the public listener
+	})
+	if n := stockOf(t, inv, "s1"); n != 13 {
+		t.Errorf("stock %d after 2 sold of 5 and a restock of 10, want 13", n)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/strategy"
 )
@@ -24,18 +26,25 @@ const maxBody = 4 << 10
 // checkText refuses an ID or SKU that could print like another or be
 // read differently by another program: invalid UTF-8, U+FFFD (what
 // encoding/json makes of invalid bytes and lone surrogates, so that two
-// different inputs would name one order), and control, format (bidi
-// overrides, zero-width characters), private-use and line or paragraph
-// separator characters. The library's ValidateID and ValidateSKU then
-// apply their own limits.
+// different inputs would name one order), text not in Unicode
+// normalization form C (a decomposed "café" prints as the precomposed
+// one), and control, format (bidi overrides, zero-width characters),
+// private-use, line or paragraph separator characters, variation
+// selectors, the other default-ignorable code points (U+3164 HANGUL
+// FILLER prints as nothing) and spaces other than U+0020. The library's
+// ValidateID and ValidateSKU then apply their own limits.
 func checkText(what, s string) error {
 	if !utf8.ValidString(s) {
 		return fmt.Errorf("%w: %s is not valid UTF-8", stockguard.ErrInvalidRequest, what)
 	}
 	for _, r := range s {
-		if r == utf8.RuneError || unicode.In(r, unicode.Cc, unicode.Cf, unicode.Co, unicode.Zl, unicode.Zp) {
+		if r == utf8.RuneError || r != ' ' && unicode.Is(unicode.Zs, r) ||
+			unicode.In(r, unicode.Cc, unicode.Cf, unicode.Co, unicode.Zl, unicode.Zp, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point) {
 			return fmt.Errorf("%w: %s contains %U", stockguard.ErrInvalidRequest, what, r)
 		}
+	}
+	if !norm.NFC.IsNormalString(s) {
+		return fmt.Errorf("%w: %s is not in Unicode normalization form C (NFC)", stockguard.ErrInvalidRequest, what)
 	}
 	return nil
 }

@@ -49,7 +49,7 @@ func TestSeckill_tieredTwoServicesAndConsumers(t *testing.T) {
 	})
 	backArgs := []string{"-mysql-dsn", backendstest.SharedMySQL(t).DSN, "-mysql-table", table,
 		"-redis-addr", backendstest.SharedRedis(t).Addr, "-redis-prefix", prefix}
-	serviceArgs := append(append([]string{"-strategy", tieredStrategy}, saleArgs...), backArgs...)
+	serviceArgs := append(append(append([]string{"-strategy", tieredStrategy, "-setup-front"}, saleArgs...), backArgs...), acceptLoss...)
 	a, b := start(t, append(serviceArgs, "-consume=false")...), start(t, serviceArgs...)
 	consumer := func(name string) *service {
 		return start(t, append([]string{"-role", roleConsumer, "-consumer-name", name, "-claim-idle", "500ms"}, backArgs...)...)
@@ -184,4 +184,53 @@ func appliedInLog(t *testing.T, log string) int64 {
 	}
 	t.Fatalf("no \"consumer stopped\" in the log:\n%s", log)
 	return 0
+}
+
+// A tiered front that lost its data (its Redis restarted without
+// persistence) stays refused until it is recovered: one more copy started
+// with the same flags (-setup-front, as README's deployment lines have it)
+// refuses to start rather than arm it again, so alice's acknowledged order
+// is never answered 404 and its unit is not sold again.
+func TestSeckill_tieredLostFrontIsNotArmedAgain(t *testing.T) {
+	r := backendstest.PrivateRedis(t, 1)[0]
+	db := backendstest.DB(t)
+	table := "seckill_" + randomHex(t)
+	t.Cleanup(func() {
+		var tables []string
+		_ = db.Select(&tables, "SHOW TABLES LIKE ?", table+"%")
+		for _, name := range tables {
+			_, _ = db.Exec("DROP TABLE `" + name + "`")
+		}
+	})
+	args := append([]string{"-strategy", tieredStrategy, "-setup-front", "-mysql-dsn", backendstest.SharedMySQL(t).DSN, "-mysql-table", table,
+		"-redis-addr", r.Addr}, acceptLoss...)
+	a := start(t, args...)
+	for _, step := range []struct{ path, body string }{{"/skus/flash/stock", `{"qty": 5}`}, {"/buyers/alice", ""}} {
+		if r := do(t, "POST", a.adminURL+step.path, step.body, asAdmin); r.status != http.StatusOK {
+			t.Fatalf("POST %s = %d %s", step.path, r.status, r.body)
+		}
+	}
+	if r := do(t, "POST", a.url+"/buy", `{"order_id": "o1", "sku": "flash", "qty": 1}`, asBuyer("alice")); r.status != http.StatusOK {
+		t.Fatalf("alice's buy = %d %s", r.status, r.body)
+	}
+	if err := r.Restart(t.Context()); err != nil { // back empty: the front lost its data
+		t.Fatal(err)
+	}
+	if r := do(t, "GET", a.url+"/orders/o1", "", asBuyer("alice")); r.status != http.StatusServiceUnavailable {
+		t.Fatalf("alice's order on the lost front = %d %s, want 503", r.status, r.body)
+	}
+	if r := do(t, "GET", a.url+"/readyz", "", nil); r.status != http.StatusServiceUnavailable || !strings.Contains(r.body, "lost its data") {
+		t.Errorf("/readyz on the lost front = %d %s, want 503 saying it lost its data", r.status, r.body)
+	}
+
+	b, err := launch(t, args...)
+	if err == nil || !strings.Contains(b.log.String(), "Recover") {
+		t.Errorf("a copy started on the lost front: exit %v, want a refusal naming Recover\n%s", err, b.log)
+	}
+	if r := do(t, "GET", a.url+"/orders/o1", "", asBuyer("alice")); r.status != http.StatusServiceUnavailable {
+		t.Errorf("alice's order after another copy started = %d %s, want 503", r.status, r.body)
+	}
+	if r := do(t, "POST", a.adminURL+"/skus/flash/stock", `{"qty": 5}`, asAdmin); r.status != http.StatusServiceUnavailable {
+		t.Errorf("stocking the lost front = %d %s, want 503", r.status, r.body)
+	}
 }

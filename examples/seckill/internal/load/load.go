@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,12 +46,18 @@ type Config struct {
 // Buyer names buyer i of a run.
 func Buyer(i int) string { return fmt.Sprintf("buyer-%d", i) }
 
-// Token is the buyer token of buyer under key, as the shop's login issues
-// it: buyer "." hex(HMAC-SHA256(key, buyer)).
-func Token(key, buyer string) string {
+// TokenTTL is how long the tokens of a run are valid.
+const TokenTTL = time.Hour
+
+// Token is the buyer token of buyer under key, issued at issued and
+// expiring at expires, as the shop's login issues it:
+// <buyer>.<issued>.<expires> (Unix seconds) "." hex(HMAC-SHA256(key,
+// <buyer>.<issued>.<expires>)).
+func Token(key, buyer string, issued, expires time.Time) string {
+	signed := buyer + "." + strconv.FormatInt(issued.Unix(), 10) + "." + strconv.FormatInt(expires.Unix(), 10)
 	mac := hmac.New(sha256.New, []byte(key))
-	mac.Write([]byte(buyer))
-	return buyer + "." + hex.EncodeToString(mac.Sum(nil))
+	mac.Write([]byte(signed))
+	return signed + "." + hex.EncodeToString(mac.Sum(nil))
 }
 
 // Order is one buyer's order ID.
@@ -105,6 +112,7 @@ func Run(ctx context.Context, client *http.Client, cfg Config) Result {
 		wg    sync.WaitGroup
 		began = time.Now()
 	)
+	expires := began.Add(TokenTTL)
 	buyers := max(cfg.Buyers, 1)
 	for range cfg.Concurrency {
 		wg.Go(func() {
@@ -128,7 +136,7 @@ func Run(ctx context.Context, client *http.Client, cfg Config) Result {
 					delete(buy, "order_id")
 				}
 				body, _ := json.Marshal(buy)
-				headers := map[string]string{BuyerHeader: Token(cfg.BuyerKey, order.Buyer)}
+				headers := map[string]string{BuyerHeader: Token(cfg.BuyerKey, order.Buyer, began, expires)}
 				t0 := time.Now()
 				code, err := attempt(ctx, client, cfg, cfg.URLs[i%len(cfg.URLs)]+"/buy", body, headers)
 				// The same buy again, at the next copy: a timeout or a 5xx
@@ -226,9 +234,10 @@ func do(client *http.Client, req *http.Request, out any) (int, error) {
 	return resp.StatusCode, nil
 }
 
-// SetStock stocks sku with qty units through the admin API at adminURL.
+// SetStock sets sku's level to qty units through the admin API at
+// adminURL, overwriting the level of a SKU already stocked.
 func SetStock(ctx context.Context, client *http.Client, adminURL, token, sku string, qty int64) error {
-	body, _ := json.Marshal(map[string]int64{"qty": qty})
+	body, _ := json.Marshal(map[string]any{"qty": qty, "overwrite": true})
 	code, err := Post(ctx, client, adminURL+"/skus/"+sku+"/stock", body, map[string]string{"Authorization": "Bearer " + token}, nil)
 	if err == nil && code != http.StatusOK {
 		err = fmt.Errorf("set stock: HTTP %d", code)
