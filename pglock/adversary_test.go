@@ -3,8 +3,14 @@ package pglock
 import (
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/jmoiron/sqlx"
+
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/must"
+	"github.com/stockguard/stockguard/internal/netgate"
 	"github.com/stockguard/stockguard/stocktest"
 )
 
@@ -39,4 +45,48 @@ func TestInventory_adversary(t *testing.T) {
 		insts = append(insts, strategies(db, WithTable(table))[name])
 	}
 	stocktest.Adversary{}.RunInventory(t, insts)
+}
+
+// The adversarial checker with the pool's connections behind a network
+// that holds a share of the requests past their callers' deadlines and
+// delivers them later, after the repeats: Atomic beside two Batched
+// instances on one table.
+func TestOrders_adversaryLateNetwork(t *testing.T) {
+	l := netgate.Adversarial(t)
+	db := lateDB(t, l)
+	table := newTable(t, testDB(t))
+	stocktest.Adversary{Seed: l.Seed(), Late: l.Max()}.RunOrders(t, []stockguard.Orders{
+		must.New(NewAtomic(db, WithTable(table))), must.New(NewBatched(db, WithTable(table))), must.New(NewBatched(db, WithTable(table))),
+	})
+	l.Check(t)
+}
+
+// The Inventory workload over every strategy of the package through the
+// late network.
+func TestInventory_adversaryLateNetwork(t *testing.T) {
+	l := netgate.Adversarial(t)
+	db := lateDB(t, l)
+	table := newTable(t, testDB(t))
+	var insts []stockguard.Inventory
+	for _, name := range strategyNames {
+		insts = append(insts, strategies(db, WithTable(table))[name])
+	}
+	stocktest.Adversary{Seed: l.Seed(), Late: l.Max()}.RunInventory(t, insts)
+	l.Check(t)
+}
+
+// lateDB opens a pool (driver pgx) on the shared server whose connections
+// go through l, closed when t ends.
+func lateDB(t *testing.T, l *netgate.Late) *sqlx.DB {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(backendstest.SharedPostgres(t).DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DialFunc = l.Dial
+	db := sqlx.NewDb(stdlib.OpenDB(*cfg), "pgx")
+	db.SetMaxOpenConns(128)
+	db.SetMaxIdleConns(128)
+	t.Cleanup(func() { db.Close() })
+	return db
 }

@@ -44,6 +44,7 @@ type Late struct {
 
 	dialled    atomic.Uint64
 	held       atomic.Int64
+	late       atomic.Int64
 	afterClose atomic.Int64
 
 	mu      sync.Mutex
@@ -92,6 +93,11 @@ func (l *Late) Max() time.Duration { return l.max }
 // Held returns how many writes l chose to hold (not counting those that
 // waited only behind an earlier held write).
 func (l *Late) Held() int64 { return l.held.Load() }
+
+// DeliveredLate returns how many writes reached the server after their
+// client had given up on the connection: a Read of it had failed (its
+// deadline passed: the caller left) or the client had closed it.
+func (l *Late) DeliveredLate() int64 { return l.late.Load() }
 
 // DeliveredAfterClose returns how many writes reached the server after
 // their client had closed the connection.
@@ -179,6 +185,7 @@ type lateConn struct {
 	last   time.Time // when the latest write may reach the server
 	q      chan lateWrite
 	closed atomic.Bool // set under mu; read without it by forward, which must not wait for a Write blocked on a full q
+	gaveUp atomic.Bool // a Read failed, or the client closed
 }
 
 func (c *lateConn) Write(p []byte) (int, error) {
@@ -208,8 +215,11 @@ func (c *lateConn) Read(p []byte) (int, error) {
 		return 0, net.ErrClosed
 	}
 	n, err := c.Conn.Read(p)
-	if err != nil && c.isClosed() {
-		err = net.ErrClosed // woken by Close's deadline
+	if err != nil {
+		c.gaveUp.Store(true)
+		if c.isClosed() {
+			err = net.ErrClosed // woken by Close's deadline
+		}
 	}
 	return n, err
 }
@@ -238,6 +248,7 @@ func (c *lateConn) Close() error {
 		return nil
 	}
 	c.closed.Store(true)
+	c.gaveUp.Store(true)
 	c.Conn.SetReadDeadline(time.Unix(1, 0)) // a Read under way returns now
 	c.l.begin()                             // the connection's end, counted by forward
 	close(c.q)
@@ -255,8 +266,12 @@ func (c *lateConn) forward() {
 			if d := time.Until(w.at); d > 0 {
 				c.l.sleep(d)
 			}
+			gaveUp, closed := c.gaveUp.Load(), c.isClosed()
 			_, err = c.Conn.Write(w.b)
-			if err == nil && c.isClosed() {
+			if err == nil && gaveUp {
+				c.l.late.Add(1)
+			}
+			if err == nil && closed {
 				c.l.afterClose.Add(1)
 			}
 		}
@@ -270,4 +285,36 @@ func (c *lateConn) forward() {
 	}
 	c.Conn.Close()
 	c.l.end()
+}
+
+// The network of the adversarial checker's runs over real stores: a tenth
+// of the writes held, each up to AdversarialMax, past most of the
+// checker's short deadlines (at most 30 ms) and well inside a run.
+const (
+	AdversarialShare = 0.1
+	AdversarialMax   = 100 * time.Millisecond
+)
+
+// Adversarial returns the network of an adversarial run: NewLate with
+// AdversarialShare and AdversarialMax, its seed STOCKGUARD_ADVERSARY_SEED
+// if set. Give the run Seed: l.Seed() (one variable then repeats both)
+// and Late: l.Max().
+func Adversarial(t testing.TB) *Late {
+	t.Helper()
+	return NewLate(t, 0, AdversarialShare, AdversarialMax)
+}
+
+// Check waits as Wait does, logs l's counters and fails t unless l held
+// some writes and delivered some after their client had given up on the
+// connection: a run in which nothing arrived late tested nothing of what
+// l is for.
+func (l *Late) Check(t testing.TB) {
+	t.Helper()
+	l.Wait()
+	t.Logf("netgate: %d connections, %d writes held, %d delivered after their client gave up (%d after it closed)",
+		l.dialled.Load(), l.Held(), l.DeliveredLate(), l.DeliveredAfterClose())
+	if l.Held() == 0 || l.DeliveredLate() == 0 {
+		t.Errorf("netgate: the late network (seed %d) held %d writes and delivered %d after their client gave up: the run did not test late delivery",
+			l.seed, l.Held(), l.DeliveredLate())
+	}
 }

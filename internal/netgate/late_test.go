@@ -76,8 +76,8 @@ func TestLate_deliversAfterTheClientClosed(t *testing.T) {
 		t.Fatalf("the server got %q, want %q", b, "first second")
 	}
 	l.Wait()
-	if l.Held() != 2 || l.DeliveredAfterClose() != 2 {
-		t.Fatalf("held %d, delivered after close %d; want 2 and 2", l.Held(), l.DeliveredAfterClose())
+	if l.Held() != 2 || l.DeliveredLate() != 2 || l.DeliveredAfterClose() != 2 {
+		t.Fatalf("held %d, delivered late %d, after close %d; want 2, 2 and 2", l.Held(), l.DeliveredLate(), l.DeliveredAfterClose())
 	}
 }
 
@@ -107,5 +107,43 @@ func TestLate_roundTripsAndSeed(t *testing.T) {
 	a, b := held(7), held(7)
 	if a != b || a == 0 || a == 100 {
 		t.Fatalf("seed 7 held %d, then %d writes of 100: want the same share, some but not all", a, b)
+	}
+}
+
+// A held write delivered after a Read of its connection timed out (its
+// caller left, the client keeps the connection) counts as late, not as
+// after close.
+func TestLate_deliveredAfterTheCallerLeft(t *testing.T) {
+	l := NewLate(t, 1, 1, time.Hour)
+	holding, release := make(chan struct{}, 1), make(chan struct{})
+	l.sleep = func(time.Duration) {
+		holding <- struct{}{}
+		<-release
+	}
+	got := make(chan []byte, 1)
+	addr := serve(t, func(c net.Conn) {
+		b := make([]byte, 3)
+		io.ReadFull(c, b)
+		got <- b
+	})
+	c, err := l.Dial(t.Context(), "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("req"))
+	<-holding
+	c.SetReadDeadline(time.Now())
+	var ne net.Error
+	if _, err := c.Read(make([]byte, 1)); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("Read past its deadline: %v, want a timeout", err)
+	}
+	close(release)
+	if b := <-got; string(b) != "req" {
+		t.Fatalf("the server got %q", b)
+	}
+	l.Wait()
+	if l.DeliveredLate() != 1 || l.DeliveredAfterClose() != 0 {
+		t.Fatalf("delivered late %d, after close %d; want 1 and 0", l.DeliveredLate(), l.DeliveredAfterClose())
 	}
 }
