@@ -27,7 +27,7 @@ func LateClient(t testing.TB, addr string, l *netgate.Late) *redis.Client {
 // backends.Cluster's clients.
 func LateCluster(t testing.TB, addrs []string, dial netgate.DialFunc, l *netgate.Late) *redis.ClusterClient {
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, PoolSize: 128, Dialer: l.DialVia(dial),
-		ContextTimeoutEnabled: true,
+		ContextTimeoutEnabled:    true,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
 	t.Cleanup(func() { rdb.Close() })
 	return rdb
