@@ -147,3 +147,45 @@ func TestLate_deliveredAfterTheCallerLeft(t *testing.T) {
 		t.Fatalf("delivered late %d, after close %d; want 1 and 0", l.DeliveredLate(), l.DeliveredAfterClose())
 	}
 }
+
+// A held write that reaches the server after a write made later on
+// another connection counts as overtaken.
+func TestLate_overtaken(t *testing.T) {
+	l := NewLate(t, 1, 1, time.Hour)
+	holding, release := make(chan struct{}), make(chan struct{})
+	first := true
+	l.sleep = func(time.Duration) { // forward goroutines call it one at a time here
+		if first {
+			first = false
+			holding <- struct{}{}
+			<-release
+		}
+	}
+	got := make(chan string, 2)
+	dial := func() net.Conn {
+		addr := serve(t, func(c net.Conn) {
+			b := make([]byte, 1)
+			io.ReadFull(c, b)
+			got <- string(b)
+		})
+		c, err := l.Dial(t.Context(), "tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	a, b := dial(), dial()
+	a.Write([]byte("a"))
+	<-holding
+	b.Write([]byte("b"))
+	if s := <-got; s != "b" {
+		t.Fatalf("first delivered %q, want b", s)
+	}
+	close(release)
+	<-got
+	l.Wait()
+	if l.Held() != 2 || l.Overtaken() != 1 {
+		t.Fatalf("held %d, overtaken %d; want 2 and 1", l.Held(), l.Overtaken())
+	}
+}
