@@ -1,8 +1,6 @@
 package mysqllock
 
 import (
-	"context"
-	"net"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -80,7 +78,7 @@ func TestOrders_adversaryLateNetwork(t *testing.T) {
 	}{{"interpolateParams", interpolate}, {"multiStatements", multi}} {
 		t.Run(p.name, func(t *testing.T) {
 			l := netgate.Adversarial(t)
-			db := testDB(t, p.edit, late(t, l))
+			db := testDB(t, p.edit, backendstest.LateMySQL(t, l))
 			db.SetMaxOpenConns(32)
 			stocktest.Adversary{Seed: l.Seed(), Late: l.Max()}.RunOrders(t, mixed(db, newTable(t, testDB(t, p.edit))))
 			l.Check(t)
@@ -92,7 +90,7 @@ func TestOrders_adversaryLateNetwork(t *testing.T) {
 // late network.
 func TestInventory_adversaryLateNetwork(t *testing.T) {
 	l := netgate.Adversarial(t)
-	db := testDB(t, interpolate, late(t, l))
+	db := testDB(t, interpolate, backendstest.LateMySQL(t, l))
 	db.SetMaxOpenConns(32)
 	table := newTable(t, testDB(t, interpolate))
 	var insts []stockguard.Inventory
@@ -108,17 +106,8 @@ func TestInventory_adversaryLateNetwork(t *testing.T) {
 func TestTiDB_adversaryLateNetwork(t *testing.T) {
 	tidbDB(t) // skips unless TiDB runs
 	l := netgate.Adversarial(t)
-	db := backendstest.TiDB(t, interpolate, late(t, l))
+	db := backendstest.TiDB(t, interpolate, backendstest.LateMySQL(t, l))
 	db.SetMaxOpenConns(64)
 	stocktest.Adversary{Seed: l.Seed(), Late: l.Max()}.RunOrders(t, mixed(db, newTable(t, tidbDB(t))))
 	l.Check(t)
-}
-
-// late returns the pool setting that sends a pool's connections through l.
-func late(t *testing.T, l *netgate.Late) func(*mysql.Config) {
-	name := "late-" + nonIdent.ReplaceAllString(t.Name(), "_")
-	mysql.RegisterDialContext(name, func(ctx context.Context, addr string) (net.Conn, error) {
-		return l.Dial(ctx, "tcp", addr)
-	})
-	return func(c *mysql.Config) { c.Net = name }
 }

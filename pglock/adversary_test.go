@@ -3,10 +3,6 @@ package pglock
 import (
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/jmoiron/sqlx"
-
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/must"
@@ -53,7 +49,7 @@ func TestInventory_adversary(t *testing.T) {
 // instances on one table.
 func TestOrders_adversaryLateNetwork(t *testing.T) {
 	l := netgate.Adversarial(t)
-	db := lateDB(t, l)
+	db := backendstest.LatePostgres(t, l)
 	table := newTable(t, testDB(t))
 	stocktest.Adversary{Seed: l.Seed(), Late: l.Max()}.RunOrders(t, []stockguard.Orders{
 		must.New(NewAtomic(db, WithTable(table))), must.New(NewBatched(db, WithTable(table))), must.New(NewBatched(db, WithTable(table))),
@@ -65,7 +61,7 @@ func TestOrders_adversaryLateNetwork(t *testing.T) {
 // late network.
 func TestInventory_adversaryLateNetwork(t *testing.T) {
 	l := netgate.Adversarial(t)
-	db := lateDB(t, l)
+	db := backendstest.LatePostgres(t, l)
 	table := newTable(t, testDB(t))
 	var insts []stockguard.Inventory
 	for _, name := range strategyNames {
@@ -73,20 +69,4 @@ func TestInventory_adversaryLateNetwork(t *testing.T) {
 	}
 	stocktest.Adversary{Seed: l.Seed(), Late: l.Max()}.RunInventory(t, insts)
 	l.Check(t)
-}
-
-// lateDB opens a pool (driver pgx) on the shared server whose connections
-// go through l, closed when t ends.
-func lateDB(t *testing.T, l *netgate.Late) *sqlx.DB {
-	t.Helper()
-	cfg, err := pgx.ParseConfig(backendstest.SharedPostgres(t).DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DialFunc = l.Dial
-	db := sqlx.NewDb(stdlib.OpenDB(*cfg), "pgx")
-	db.SetMaxOpenConns(128)
-	db.SetMaxIdleConns(128)
-	t.Cleanup(func() { db.Close() })
-	return db
 }
