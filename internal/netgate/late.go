@@ -56,15 +56,15 @@ type Late struct {
 }
 
 // NewLate returns a network that holds share (0 to 1) of the writes for a
-// random delay of up to max. A zero seed is STOCKGUARD_ADVERSARY_SEED if
+// random delay of up to maxHold. A zero seed is STOCKGUARD_ADVERSARY_SEED if
 // set, else random; the seed is logged. When t ends, after the cleanups
 // registered later (the clients' Close), it waits until everything
 // written has been delivered and every connection its client closed has
 // ended.
-func NewLate(t testing.TB, seed uint64, share float64, max time.Duration) *Late {
+func NewLate(t testing.TB, seed uint64, share float64, maxHold time.Duration) *Late {
 	t.Helper()
-	if max <= 0 || share <= 0 || share > 1 {
-		t.Fatalf("netgate.NewLate: share %v of (0, 1] and max %v > 0", share, max)
+	if maxHold <= 0 || share <= 0 || share > 1 {
+		t.Fatalf("netgate.NewLate: want share in (0, 1] and maxHold > 0, got %v and %v", share, maxHold)
 	}
 	if seed == 0 {
 		if s := os.Getenv(envSeed); s != "" {
@@ -79,8 +79,8 @@ func NewLate(t testing.TB, seed uint64, share float64, max time.Duration) *Late 
 		crand.Read(b[:])
 		seed = binary.LittleEndian.Uint64(b[:]) >> 1
 	}
-	l := &Late{seed: seed, share: share, max: max, sleep: time.Sleep}
-	t.Logf("netgate: late network, seed %d, %.0f%% of writes held up to %v", seed, 100*share, max)
+	l := &Late{seed: seed, share: share, max: maxHold, sleep: time.Sleep}
+	t.Logf("netgate: late network, seed %d, %.0f%% of writes held up to %v", seed, 100*share, maxHold)
 	t.Cleanup(l.Wait)
 	return l
 }
