@@ -104,10 +104,10 @@ func TestInventory_adversaryLateNetwork(t *testing.T) {
 
 // The late-network Orders run on TiDB (run when STOCKGUARD_TIDB=1).
 func TestTiDB_adversaryLateNetwork(t *testing.T) {
-	tidbDB(t) // skips unless TiDB runs
+	table := newTable(t, tidbDB(t)) // skips unless TiDB runs
 	l := netgate.Adversarial(t)
 	db := backendstest.TiDB(t, interpolate, backendstest.LateMySQL(t, l))
 	db.SetMaxOpenConns(64)
-	stocktest.Adversary{Seed: l.Seed(), Late: l.Max()}.RunOrders(t, mixed(db, newTable(t, tidbDB(t))))
+	stocktest.Adversary{Seed: l.Seed(), Late: l.Max()}.RunOrders(t, mixed(db, table))
 	l.Check(t)
 }
