@@ -19,7 +19,6 @@ type Forwarder struct {
 
 	mu   sync.Mutex
 	open int
-	done chan struct{} // closed when open falls to zero
 }
 
 // Forward forwards the connections to Addr, on the namespace's side of
