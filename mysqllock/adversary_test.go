@@ -6,7 +6,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/must"
+	"github.com/stockguard/stockguard/internal/netgate"
 	"github.com/stockguard/stockguard/stocktest"
 )
 
@@ -63,4 +65,49 @@ func TestInventory_adversary(t *testing.T) {
 func TestTiDB_adversary(t *testing.T) {
 	db := tidbDB(t)
 	stocktest.Adversary{}.RunOrders(t, mixed(db, newTable(t, db)))
+}
+
+// The adversarial checker with the pool's connections behind a network
+// that holds a share of the requests past their callers' deadlines and
+// delivers them later, after the repeats: Atomic beside Batched and
+// Batched with lanes, on both pool kinds.
+func TestOrders_adversaryLateNetwork(t *testing.T) {
+	for _, p := range []struct {
+		name string
+		edit func(*mysql.Config)
+	}{{"interpolateParams", interpolate}, {"multiStatements", multi}} {
+		t.Run(p.name, func(t *testing.T) {
+			l := netgate.Adversarial(t)
+			db := testDB(t, p.edit, backendstest.LateMySQL(t, l))
+			db.SetMaxOpenConns(32)
+			stocktest.Adversary{Seed: l.Seed(), Late: l.Max()}.RunOrders(t, mixed(db, newTable(t, testDB(t, p.edit))))
+			l.Check(t)
+		})
+	}
+}
+
+// The Inventory workload over every strategy of the package through the
+// late network.
+func TestInventory_adversaryLateNetwork(t *testing.T) {
+	l := netgate.Adversarial(t)
+	db := testDB(t, interpolate, backendstest.LateMySQL(t, l))
+	db.SetMaxOpenConns(32)
+	table := newTable(t, testDB(t, interpolate))
+	var insts []stockguard.Inventory
+	for _, name := range strategyNames {
+		insts = append(insts, strategies(db, WithTable(table))[name])
+	}
+	insts = append(insts, must.New(NewBatched(db, WithTable(table))))
+	stocktest.Adversary{Seed: l.Seed(), Late: l.Max()}.RunInventory(t, insts)
+	l.Check(t)
+}
+
+// The late-network Orders run on TiDB (run when STOCKGUARD_TIDB=1).
+func TestTiDB_adversaryLateNetwork(t *testing.T) {
+	table := newTable(t, tidbDB(t)) // skips unless TiDB runs
+	l := netgate.Adversarial(t)
+	db := backendstest.TiDB(t, interpolate, backendstest.LateMySQL(t, l))
+	db.SetMaxOpenConns(64)
+	stocktest.Adversary{Seed: l.Seed(), Late: l.Max()}.RunOrders(t, mixed(db, table))
+	l.Check(t)
 }

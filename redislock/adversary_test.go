@@ -1,11 +1,13 @@
 package redislock
 
 import (
+	"os"
 	"testing"
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/must"
+	"github.com/stockguard/stockguard/internal/netgate"
 	"github.com/stockguard/stockguard/internal/redistest"
 	"github.com/stockguard/stockguard/stocktest"
 )
@@ -38,4 +40,54 @@ func TestInventory_adversary(t *testing.T) {
 		prefix := redistest.Prefix(t, rdb)
 		stocktest.Adversary{}.RunInventory(t, []stockguard.Inventory{must.New(NewGuarded(rdb, WithPrefix(prefix))), must.New(NewGuarded(rdb, WithPrefix(prefix)))})
 	})
+}
+
+// The adversarial checker over Atomic's orders with every connection
+// behind a network that holds a share of the requests past their
+// callers' deadlines and delivers them later, after the repeats: on one
+// Redis in both order modes, and on the Cluster.
+func TestAtomic_adversaryLateNetwork(t *testing.T) {
+	skipIssue47(t)
+	for _, m := range orderModes {
+		t.Run(m.name, func(t *testing.T) {
+			l := netgate.Adversarial(t)
+			rdb := redistest.LateClient(t, backendstest.SharedRedis(t).Addr, l)
+			prefix := redistest.Prefix(t, backendstest.RedisClient(t))
+			insts := []stockguard.Orders{newOrders(rdb, prefix, m.twoPhase), newOrders(rdb, prefix, m.twoPhase), newOrders(rdb, prefix, m.twoPhase)}
+			stocktest.Adversary{Seed: l.Seed(), Late: l.Max()}.RunOrders(t, insts)
+			l.Check(t)
+		})
+	}
+	t.Run("cluster", func(t *testing.T) {
+		l := netgate.Adversarial(t)
+		cluster := backendstest.SharedCluster(t)
+		rdb := redistest.LateCluster(t, cluster.Addrs(), cluster.Dial, l)
+		prefix := redistest.Prefix(t, clusterClient(t))
+		insts := []stockguard.Orders{must.New(NewAtomic(rdb, WithPrefix(prefix))), must.New(NewAtomic(rdb, WithPrefix(prefix))), must.New(NewAtomic(rdb, WithPrefix(prefix)))}
+		stocktest.Adversary{Seed: l.Seed(), Late: l.Max()}.RunOrders(t, insts)
+		l.Check(t)
+	})
+}
+
+// The Inventory workload through the late network, over the strategies
+// that share one stock key per SKU.
+func TestInventory_adversaryLateNetwork(t *testing.T) {
+	l := netgate.Adversarial(t)
+	rdb := redistest.LateClient(t, backendstest.SharedRedis(t).Addr, l)
+	prefix := redistest.Prefix(t, backendstest.RedisClient(t))
+	stocktest.Adversary{Seed: l.Seed(), Late: l.Max()}.RunInventory(t, []stockguard.Inventory{
+		must.New(NewAtomic(rdb, WithPrefix(prefix))), must.New(NewBatched(rdb, WithPrefix(prefix))),
+	})
+	l.Check(t)
+}
+
+// skipIssue47 skips a late-network Orders run on Redis, which finds the
+// open defect of issue 47 (an attempt held past its caller's deadline
+// runs after its repeat was refused: "refused, yet recorded"), unless
+// STOCKGUARD_ISSUE47=run.
+func skipIssue47(t *testing.T) {
+	t.Helper()
+	if os.Getenv("STOCKGUARD_ISSUE47") != "run" {
+		t.Skip("issue 47: a Redis order attempt delivered late runs after its repeat was refused; set STOCKGUARD_ISSUE47=run to run it")
+	}
 }

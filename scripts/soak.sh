@@ -3,7 +3,7 @@
 # before calling a change to a strategy resolved, and quote its last lines.
 #
 #   bash scripts/soak.sh            # everything, about 75 minutes on 2 cores
-#   bash scripts/soak.sh faults     # one part: pglock tidb replicas faults failover adversary
+#   bash scripts/soak.sh faults     # one part: pglock tidb replicas faults failover adversary netns
 #
 # Each part runs the same tests as `go test -race ./...`, with the
 # environment variable that widens them from the default rows to the full
@@ -16,7 +16,7 @@ unset STOCKGUARD_MYSQL_DSN STOCKGUARD_REDIS_ADDR STOCKGUARD_TIDB_DSN STOCKGUARD_
   STOCKGUARD_REDIS_SENTINEL STOCKGUARD_REDIS_SENTINEL_MASTER STOCKGUARD_REDIS_CLUSTER
 
 parts=("$@")
-((${#parts[@]})) || parts=(pglock tidb replicas adversary faults failover)
+((${#parts[@]})) || parts=(pglock tidb replicas adversary faults failover netns)
 
 started=$SECONDS
 for part in "${parts[@]}"; do
@@ -48,8 +48,19 @@ for part in "${parts[@]}"; do
     # Every strategy through Sentinel and Cluster failovers, with and
     # without WithReplicaAck: about 15 minutes.
     STOCKGUARD_FAILOVER=full go test -race -count=1 -parallel 5 -timeout 30m -run TestFailover ./bench/faults/ ;;
+  netns)
+    # Issue 47's kernel-retransmission case: an order sent while the link
+    # drops every packet for longer than its caller waits, its repeat
+    # refused, then the link heals and the kernel retransmits the first
+    # attempt: Redis in a network namespace, PostgreSQL and MariaDB behind
+    # a forwarder in one. Root only; fails on Redis until issue 47 is fixed.
+    if ((EUID != 0)); then
+      echo "== soak: netns skipped: making a network namespace needs root"
+      continue
+    fi
+    STOCKGUARD_NETNS=1 go test -race -count=1 -run 'netns' ./redislock/ ./pglock/ ./mysqllock/ ;;
   *)
-    echo "unknown part $part (pglock tidb replicas adversary faults failover)" >&2
+    echo "unknown part $part (pglock tidb replicas adversary faults failover netns)" >&2
     exit 2 ;;
   esac
 done
