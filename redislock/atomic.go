@@ -58,6 +58,7 @@ type Atomic struct {
 	sharding  sharding // how rdb spreads keys over servers
 	retention time.Duration
 	stream    string // WithOrderStream's key; "" for none
+	bounds    bounds // WithAttemptValidity, WithClockSkew
 	rdb       AtomicClient
 	evictions *evictionCheck
 
@@ -81,7 +82,8 @@ var (
 )
 
 // NewAtomic returns an Atomic over rdb. It reads the options WithPrefix,
-// WithOrderRetention, WithOrderStream, WithReplicaAck and WithAOFAck (each script — a
+// WithOrderRetention, WithOrderStream, WithAttemptValidity, WithClockSkew,
+// WithReplicaAck and WithAOFAck (each script — a
 // decrement, each Orders phase — is then followed by the ack's WAIT, and
 // one whose WAIT falls short is ErrOutcomeUnknown). Over a *redis.ClusterClient, an
 // order whose keys span slots runs through the two-phase protocol (see
@@ -113,6 +115,7 @@ func newAtomic(rdb AtomicClient, o options) *Atomic {
 		sharding:  shardingOf(rdb),
 		retention: cmp.Or(o.orders.retention, DefaultOrderRetention),
 		stream:    o.orders.stream,
+		bounds:    newBounds(o.orders),
 		rdb:       rdb,
 		evictions: &evictionCheck{},
 	}

@@ -106,6 +106,32 @@ local function reclaim(stock, holds, now, have, need, budget, remote)
   end
 end
 
+-- A refusal is final against a late attempt (orders_fence.go): an attempt
+-- that may record an order carries its fence point and its expiry (us, its
+-- client's clock), and a refusal leaves its time in the field X of the
+-- order's record key, a hash with no other field then, kept for ttl ms.
+local X = 'x'
+
+-- late returns the reply of an attempt with fence point fence and expiry
+-- expiry that must do nothing — {-16} past its expiry, {-15, R} fenced by
+-- the refusal at R, tomb the record's X field — or nil.
+local function late(now, tomb, fence, expiry)
+  if now > tonumber(expiry) then
+    return {-16}
+  end
+  if tomb and tonumber(fence) <= tonumber(tomb) then
+    return {-15, tonumber(tomb)}
+  end
+  return nil
+end
+
+-- refuse leaves the tombstone of a refusal at now under the record rec,
+-- which holds no other field, for ttl ms.
+local function refuse(rec, now, ttl)
+  redis.call('HSET', rec, X, int(now))
+  redis.call('PEXPIRE', rec, ttl)
+end
+
 -- same_lines reports whether the order record rec was applied as kind with
 -- the n lines given as (sku, qty) pairs in ARGV from index first on.
 local function same_lines(rec, kind, first, n)

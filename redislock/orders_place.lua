@@ -5,22 +5,33 @@
 -- now appends its effect there: see stream_effect).
 -- ARGV[1] kind "T" (take) or "H" (hold), [2] hold ttl (us), [3] retention
 -- (ms), [4] "1": decide without due remote holds, [5] the order id, then
--- (sku, qty) of each line from [6] on.
+-- (sku, qty) of each line from [6] on, then the attempt's fence point and
+-- expiry (us, the client's clock) and the tombstone ttl (ms) of a refusal
+-- (see late and refuse in orders_lib.lua).
 -- Returns {0, state, deadline} for an order recorded now or before with the
 -- same lines (state "t", "h", or "r"/"e": closed), or
---   {-1|-2|-3, i} line i's SKU is unknown / short / corrupt, nothing changed;
+--   {-1|-2|-3, i} line i's SKU is unknown / short / corrupt, nothing
+--        changed but the ID's tombstone;
+--   {-15, R} fenced by the refusal at R, {-16} past its expiry: nothing
+--        changed;
 --   {-5} the id was applied with other lines or as another call;
 --   {-8, i, id...} line i is short unless due remote holds go back first.
 local rec = KEYS[1]
 local kind, id = ARGV[1], ARGV[5]
 local n, stream = order_keys()
 local now = now_us()
+local tail = 6 + 2 * n -- the fence point, then the expiry and the tombstone ttl
 
 local function member(i)
   return ARGV[5 + 2 * i] .. ' ' .. id
 end
 
-if redis.call('EXISTS', rec) == 1 then
+local found = redis.call('HMGET', rec, 'k', X)
+local stop = late(now, found[2], ARGV[tail], ARGV[tail + 1])
+if stop then
+  return stop
+end
+if found[1] then
   if not same_lines(rec, kind, 6, n) then
     return {-5}
   end
@@ -36,6 +47,7 @@ for i = 1, n do
   local stock, q = KEYS[2 * i], tonumber(ARGV[5 + 2 * i])
   local have, why = level(stock)
   if not have then
+    refuse(rec, now, ARGV[tail + 2])
     return {why, i}
   end
   local remote = ARGV[4] ~= '1' and {} or nil
@@ -44,8 +56,12 @@ for i = 1, n do
     if remote and #remote > 0 then
       return {-8, i, unpack(remote)}
     end
+    refuse(rec, now, ARGV[tail + 2])
     return {-2, i}
   end
+end
+if found[2] then
+  redis.call('DEL', rec) -- the tombstone of a refusal this attempt was sent after
 end
 
 local s, d, ttl = 't', '0', tonumber(ARGV[3])

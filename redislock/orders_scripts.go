@@ -61,6 +61,8 @@ const (
 	codeLineNewer  = -12
 	codeLineArmed  = -13
 	codeLineGone   = -14
+	codeFenced     = -15
+	codeStale      = -16
 )
 
 // flag01 is a script's boolean argument.
