@@ -61,6 +61,10 @@ func (e *fencedError) Error() string {
 	return fmt.Sprintf("redislock: the order ID was refused until %v, nothing applied", e.after)
 }
 
+// errKeptFenced: the order ID was refused again each time the attempt was
+// sent after the last refusal.
+var errKeptFenced = fmt.Errorf("%w: redislock: the order ID kept being refused by others, nothing applied", stockguard.ErrContention)
+
 // errStale: the attempt reached Redis past its expiry and did nothing.
 var errStale = fmt.Errorf("%w: redislock: the attempt reached Redis past its deadline, nothing applied", stockguard.ErrContention)
 
@@ -84,7 +88,7 @@ func (b bounds) retryFenced(ctx context.Context, attempt func() error) error {
 			return err
 		}
 	}
-	return fmt.Errorf("%w: redislock: the order ID kept being refused by others, nothing applied", stockguard.ErrContention)
+	return errKeptFenced
 }
 
 // wait waits until the fence f has passed by this client's clock, or

@@ -27,7 +27,7 @@ func (a *Atomic) placeRemote(ctx context.Context, kind byte, id string, ttl time
 	for _, l := range lines {
 		args = append(args, l.SKU, l.Qty)
 	}
-	for range 4 {
+	for tries, fences := 0, 0; tries < 4; tries++ {
 		args[4], args[5] = a.bounds.stamp(ctx)
 		r, err := a.recordOp(ctx, id, "begin", args...)
 		switch {
@@ -37,10 +37,16 @@ func (a *Atomic) placeRemote(ctx context.Context, kind byte, id string, ttl time
 			return errtext.Mismatch(id, "")
 		case r.flag == "stale":
 			return errStale
+		case r.flag == "fenced" && fences == 3:
+			return errKeptFenced
 		case r.flag == "fenced":
+			// Not a try: the ID was refused (or an attempt undone) just
+			// before this call's begin was sent.
 			if err := a.bounds.wait(ctx, &fencedError{after: time.UnixMicro(r.refused).Add(a.bounds.skew)}); err != nil {
 				return err
 			}
+			fences++
+			tries--
 			continue
 		}
 		ours, compared := r.flag == "new", r.state != 'p' && r.state != 'u'

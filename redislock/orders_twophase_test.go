@@ -559,7 +559,7 @@ func TestAtomic_reclaim_scanBounded(t *testing.T) {
 	}{
 		{"decrement", func() ([]any, error) { return decrementScript.Run(ctx, a.scripts, keys, 1, "0").Slice() }},
 		{"take", func() ([]any, error) {
-			return lineScript.Run(ctx, a.scripts, a.lineKeys("hot", "x"), "take", "x", "1.n", 1, 1000, "0").Slice()
+			return lineScript.Run(ctx, a.scripts, a.lineKeys("hot", "x"), "take", "x", "1.n", 1, 1000, "0", time.Now().Add(time.Minute).UnixMicro()).Slice()
 		}},
 	}
 	for _, sc := range scripts {
