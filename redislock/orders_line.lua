@@ -15,7 +15,8 @@
 -- over: a new attempt begins only once the older one's record is gone.
 -- ARGV[1] op, [2] order id, [3] nonce, then per op:
 --   take     [4] qty [5] due in (us, from now by this server's clock) [6]
---            "1": decide without due remote holds [7] the expiry of the
+--            how to treat due remote holds (see decide_arg in
+--            orders_lib.lua) [7] the expiry of the
 --            attempt that sends it (us, its client's clock: see late in
 --            orders_lib.lua)
 --   restock  [4] qty [5] how long the line is kept (ms): the pending
@@ -39,7 +40,7 @@
 -- unknown / short / corrupt SKU, {-8, id...} see orders_decrement.lua,
 -- {-10} restock past 2^53-1 with the units out counted, {-11} this attempt's line is a tombstone,
 -- {-12} a newer attempt owns the line, {-13} see finalize, {-14} see arm,
--- {-16} a take or restock past its expiry.
+-- {-16} a take or restock past its expiry, {-17, arg} see orders_decrement.lua.
 -- Nothing changed on a negative reply.
 local stock, holds, line = KEYS[1], KEYS[2], KEYS[3]
 local op, id, nonce = ARGV[1], ARGV[2], ARGV[3]
@@ -122,12 +123,16 @@ if op == 'take' or op == 'restock' then
     put('r', ARGV[4], nonce, ARGV[5])
     return {0}
   end
-  local remote = ARGV[6] ~= '1' and {} or nil
-  have = reclaim(stock, holds, now_us(), have, q, 16, remote)
+  local remote, _, min, skip = decide_arg(ARGV[6])
+  local cursor
+  have, _, cursor = reclaim(stock, holds, now_us(), have, q, 16, remote, min, skip)
   if open then
     have = have + tonumber(qty) -- the older attempt's, given back below
   end
   if have < q then
+    if cursor then
+      return {-17, '1:1:' .. cursor}
+    end
     if remote and #remote > 0 then
       return {-8, unpack(remote)}
     end

@@ -29,36 +29,38 @@ func (a *Atomic) placeLocal(ctx context.Context, kind byte, id string, ttl time.
 	keys = a.withStream(keys)
 	var state string
 	err := a.bounds.retryFenced(ctx, func() error {
-		return a.withResolve(ctx, func(ignore bool) (string, []string, error) {
-			args[3] = flag01(ignore)
+		return a.withResolve(ctx, func(decide string) (string, []string, string, error) {
+			args[3] = decide
 			args[tail], args[tail+1] = a.bounds.stamp(ctx)
 			reply, err := placeScript.Run(ctx, a.scripts, keys, args...).Slice()
 			if err != nil {
-				return "", nil, redisx.Classify(ctx, err, redisx.Write)
+				return "", nil, "", redisx.Classify(ctx, err, redisx.Write)
 			}
 			code := replyInt(reply, 0)
 			switch {
 			case code == 0:
 				state, _ = reply[1].(string)
-				return "", nil, nil
+				return "", nil, "", nil
 			case code == codeMismatch:
-				return "", nil, errtext.Mismatch(id, "")
+				return "", nil, "", errtext.Mismatch(id, "")
 			case code == codeFenced:
-				return "", nil, a.bounds.fenced(reply, 1)
+				return "", nil, "", a.bounds.fenced(reply, 1)
 			case code == codeStale:
-				return "", nil, errStale
+				return "", nil, "", errStale
+			case code == codeMore:
+				return "", nil, replyString(reply, 1), nil
 			}
 			i := int(replyInt(reply, 1)) - 1
 			if i < 0 || i >= len(lines) {
-				return "", nil, unexpected(reply)
+				return "", nil, "", unexpected(reply)
 			}
 			if code == codeResolve {
-				return lines[i].SKU, replyStrings(reply, 2), nil
+				return lines[i].SKU, replyStrings(reply, 2), "", nil
 			}
 			if err := a.refusal(code, lines[i]); err != nil {
-				return "", nil, err
+				return "", nil, "", err
 			}
-			return "", nil, unexpected(reply)
+			return "", nil, "", unexpected(reply)
 		})
 	})
 	if err != nil {

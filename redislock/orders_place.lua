@@ -4,7 +4,7 @@
 -- holds (see orders_lib.lua); the order stream last, if any (a Take recorded
 -- now appends its effect there: see stream_effect).
 -- ARGV[1] kind "T" (take) or "H" (hold), [2] hold ttl (us), [3] retention
--- (ms), [4] "1": decide without due remote holds, [5] the order id, then
+-- (ms), [4] how to treat due remote holds (see decide_arg), [5] the order id, then
 -- (sku, qty) of each line from [6] on, then the attempt's fence point and
 -- expiry (us, the client's clock) and the tombstone ttl (ms) of a refusal
 -- (see late and refuse in orders_lib.lua).
@@ -15,7 +15,9 @@
 --   {-15, R} fenced by the refusal at R, {-16} past its expiry: nothing
 --        changed;
 --   {-5} the id was applied with other lines or as another call;
---   {-8, i, id...} line i is short unless due remote holds go back first.
+--   {-8, i, id...} line i is short unless due remote holds go back first;
+--   {-17, arg} line i is short unless due local holds further on go back:
+--        call again with arg as ARGV[4].
 local rec = KEYS[1]
 local kind, id = ARGV[1], ARGV[5]
 local n, stream = order_keys()
@@ -43,6 +45,7 @@ if found[1] then
   return {0, s, d}
 end
 
+local remote, from, min, skip = decide_arg(ARGV[4])
 for i = 1, n do
   local stock, q = KEYS[2 * i], tonumber(ARGV[5 + 2 * i])
   local have, why = level(stock)
@@ -50,9 +53,16 @@ for i = 1, n do
     refuse(rec, now, ARGV[tail + 2])
     return {why, i}
   end
-  local remote = ARGV[4] ~= '1' and {} or nil
-  have = reclaim(stock, KEYS[2 * i + 1], now, have, q, 16, remote)
+  local _, cursor
+  if from == i then
+    have, _, cursor = reclaim(stock, KEYS[2 * i + 1], now, have, q, 16, remote, min, skip)
+  else
+    have, _, cursor = reclaim(stock, KEYS[2 * i + 1], now, have, q, 16, remote)
+  end
   if have < q then
+    if cursor then
+      return {-17, '1:' .. i .. ':' .. cursor}
+    end
     if remote and #remote > 0 then
       return {-8, i, unpack(remote)}
     end

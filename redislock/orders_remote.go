@@ -344,9 +344,9 @@ func (a *Atomic) takeLines(ctx context.Context, id string, r *record) (outcomes 
 	outcomes = make([]outcome, len(r.lines))
 	errs := forLines(r.lines, func(i int, l stockguard.Line) error {
 		outcomes[i] = outUnknown
-		return a.withResolve(ctx, func(ignore bool) (string, []string, error) {
+		return a.withResolve(ctx, func(decide string) (string, []string, string, error) {
 			_, expiry := a.bounds.stamp(ctx)
-			args := []any{"take", id, r.nonce, l.Qty, r.in(due), flag01(ignore), expiry}
+			args := []any{"take", id, r.nonce, l.Qty, r.in(due), decide, expiry}
 			if r.kind == kindRestock {
 				// The line says the units were added for as long as a
 				// retry may resume the attempt: the record's lifetime.
@@ -354,26 +354,28 @@ func (a *Atomic) takeLines(ctx context.Context, id string, r *record) (outcomes 
 			}
 			reply, err := lineScript.Run(ctx, a.scripts, a.lineKeys(l.SKU, id), args...).Slice()
 			if err != nil {
-				return "", nil, redisx.Classify(ctx, err, redisx.Write)
+				return "", nil, "", redisx.Classify(ctx, err, redisx.Write)
 			}
 			switch code := replyInt(reply, 0); code {
 			case 0:
 				outcomes[i] = outTaken
-				return "", nil, nil
+				return "", nil, "", nil
+			case codeMore:
+				return "", nil, replyString(reply, 1), nil
 			case codeResolve:
-				return l.SKU, replyStrings(reply, 1), nil
+				return l.SKU, replyStrings(reply, 1), "", nil
 			case codeLineUndone, codeLineNewer:
 				outcomes[i] = outRefused
-				return "", nil, errRestart
+				return "", nil, "", errRestart
 			case codeStale:
 				outcomes[i] = outRefused
-				return "", nil, errStale
+				return "", nil, "", errStale
 			default:
 				if err := a.refusal(code, l); err != nil {
 					outcomes[i] = outRefused
-					return "", nil, err
+					return "", nil, "", err
 				}
-				return "", nil, unexpected(reply)
+				return "", nil, "", unexpected(reply)
 			}
 		})
 	})
