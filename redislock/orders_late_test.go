@@ -37,11 +37,11 @@ func gatedOptions(gate *netgate.Gate, name string) (redis.Options, redis.Cluster
 
 // newLate returns first and repeat Atomics under one prefix, first's
 // connections through a gate; twoPhase as in orderModes.
-func newLate(t *testing.T, plain redis.UniversalClient, gated redis.UniversalClient, gate *netgate.Gate, name string, twoPhase bool) late {
+func newLate(t *testing.T, plain redis.UniversalClient, gated redis.UniversalClient, gate *netgate.Gate, name string, twoPhase bool, opts ...Option) late {
 	t.Cleanup(func() { gated.Close() })
 	prefix := redistest.Prefix(t, plain)
 	return late{gate: gate, name: name, gated: gated, plain: plain,
-		first: newOrders(gated, prefix, twoPhase), repeat: newOrders(plain, prefix, twoPhase)}
+		first: newOrders(gated, prefix, twoPhase, opts...), repeat: newOrders(plain, prefix, twoPhase, opts...)}
 }
 
 // leave runs first.Take(id, sku: 1) with the gate shut after pass writes,
@@ -211,4 +211,53 @@ func distinct(masters map[uint16]string) map[string]bool {
 		names[m] = true
 	}
 	return names
+}
+
+// TestAtomic_lateFirstAttempt_pastItsDeadline_isNeverApplied: a first
+// attempt whose bytes reach Redis past its validity plus the clock skew
+// does nothing, with no refusal to fence it: one script, and a two-phase
+// begin.
+func TestAtomic_lateFirstAttempt_pastItsDeadline_isNeverApplied(t *testing.T) {
+	shared := backendstest.SharedRedis(t)
+	plain := backendstest.RedisClient(t)
+	const validity, skew = 50 * time.Millisecond, time.Millisecond
+	for _, m := range orderModes {
+		t.Run(m.name, func(t *testing.T) {
+			gate := netgate.New(t)
+			name := "expired-" + m.name
+			opt, _ := gatedOptions(gate, name)
+			opt.Addr = shared.Addr
+			l := newLate(t, plain, redis.NewClient(&opt), gate, name, m.twoPhase, WithAttemptValidity(validity), WithClockSkew(skew))
+			stockAll(t, l.repeat, 1, "warm", "s")
+			if err := l.first.Take(t.Context(), "warm", line("warm", 1)); err != nil {
+				t.Fatal(err)
+			}
+			sent := time.Now()
+			if err := l.leave(t, 0, "x", "s"); !errors.Is(err, stockguard.ErrOutcomeUnknown) {
+				t.Fatalf("first attempt, caller left: %v, want ErrOutcomeUnknown", err)
+			}
+			// The gated client's read timeout (1s) has passed: so has the
+			// attempt's expiry, by this host's clock, which the server's is.
+			if past := time.Since(sent); past <= validity+skew {
+				t.Fatalf("the caller left after %v, before the attempt expired", past)
+			}
+			l.delivered(t)
+			wantState(t, l.repeat, "x", 0)
+			wantLevels(t, l.repeat, map[string]int64{"s": 1})
+		})
+	}
+}
+
+func TestAtomic_fenceOptions_refuseBadValues(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	for name, opt := range map[string]Option{
+		"validity 0":  WithAttemptValidity(0),
+		"validity -1": WithAttemptValidity(-time.Second),
+		"skew 0":      WithClockSkew(0),
+		"skew -1":     WithClockSkew(-time.Second),
+	} {
+		if _, err := NewAtomic(rdb, opt); !errors.Is(err, stockguard.ErrInvalidRequest) {
+			t.Errorf("%s: %v, want ErrInvalidRequest", name, err)
+		}
+	}
 }
