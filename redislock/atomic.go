@@ -58,6 +58,7 @@ type Atomic struct {
 	sharding  sharding // how rdb spreads keys over servers
 	retention time.Duration
 	stream    string // WithOrderStream's key; "" for none
+	bounds    bounds // WithAttemptValidity, WithClockSkew
 	rdb       AtomicClient
 	evictions *evictionCheck
 
@@ -81,7 +82,8 @@ var (
 )
 
 // NewAtomic returns an Atomic over rdb. It reads the options WithPrefix,
-// WithOrderRetention, WithOrderStream, WithReplicaAck and WithAOFAck (each script — a
+// WithOrderRetention, WithOrderStream, WithAttemptValidity, WithClockSkew,
+// WithReplicaAck and WithAOFAck (each script — a
 // decrement, each Orders phase — is then followed by the ack's WAIT, and
 // one whose WAIT falls short is ErrOutcomeUnknown). Over a *redis.ClusterClient, an
 // order whose keys span slots runs through the two-phase protocol (see
@@ -113,6 +115,7 @@ func newAtomic(rdb AtomicClient, o options) *Atomic {
 		sharding:  shardingOf(rdb),
 		retention: cmp.Or(o.orders.retention, DefaultOrderRetention),
 		stream:    o.orders.stream,
+		bounds:    newBounds(o.orders),
 		rdb:       rdb,
 		evictions: &evictionCheck{},
 	}
@@ -144,22 +147,24 @@ func (a *Atomic) Decrement(ctx context.Context, sku string, qty int64) error {
 		return fmt.Errorf("%w: redislock: decrement of %q: with an order stream, take an order instead", stockguard.ErrInvalidRequest, sku)
 	}
 	keys := []string{a.keys.Stock(sku), a.holdsKey(sku)}
-	err := a.withResolve(ctx, func(ignore bool) (string, []string, error) {
-		reply, err := decrementScript.Run(ctx, a.scripts, keys, qty, flag01(ignore)).Slice()
+	err := a.withResolve(ctx, func(decide string) (string, []string, string, error) {
+		reply, err := decrementScript.Run(ctx, a.scripts, keys, qty, decide).Slice()
 		if err != nil {
-			return "", nil, redisx.Classify(ctx, err, redisx.Write)
+			return "", nil, "", redisx.Classify(ctx, err, redisx.Write)
 		}
 		switch replyInt(reply, 0) {
 		case codeResolve:
-			return sku, replyStrings(reply, 1), nil
+			return sku, replyStrings(reply, 1), "", nil
+		case codeMore:
+			return "", nil, replyString(reply, 1), nil
 		case codeUnknownSKU:
-			return "", nil, errtext.UnknownSKU(sku)
+			return "", nil, "", errtext.UnknownSKU(sku)
 		case codeShort:
-			return "", nil, errtext.Insufficient(sku, errtext.Unknown, qty)
+			return "", nil, "", errtext.Insufficient(sku, errtext.Unknown, qty)
 		case codeCorrupt:
-			return "", nil, redisx.Corrupt(keys[0], "holds no stock level")
+			return "", nil, "", redisx.Corrupt(keys[0], "holds no stock level")
 		}
-		return "", nil, nil
+		return "", nil, "", nil
 	})
 	if err != nil {
 		return errtext.Wrap(err, "redislock: decrement %q", sku)
@@ -203,23 +208,25 @@ func (a *Atomic) Stock(ctx context.Context, sku string) (int64, error) {
 	}
 	keys := []string{a.keys.Stock(sku), a.holdsKey(sku)}
 	var level int64
-	err := a.withResolve(ctx, func(ignore bool) (string, []string, error) {
+	// Stock needs no cursor: its script gives back up to 1024 due holds a
+	// call, and says whether more remain.
+	err := a.withResolve(ctx, func(decide string) (string, []string, string, error) {
 		for {
-			reply, err := stockScript.Run(ctx, a.scripts, keys, flag01(ignore)).Slice()
+			reply, err := stockScript.Run(ctx, a.scripts, keys, decide).Slice()
 			if err != nil {
 				// Giving due holds back is no effect of the caller's: a
 				// lost reply leaves nothing in doubt for it.
-				return "", nil, redisx.Classify(ctx, err, redisx.Read)
+				return "", nil, "", redisx.Classify(ctx, err, redisx.Read)
 			}
 			switch level = replyInt(reply, 0); {
 			case level == codeUnknownSKU:
-				return "", nil, errtext.UnknownSKU(sku)
+				return "", nil, "", errtext.UnknownSKU(sku)
 			case level == codeCorrupt:
-				return "", nil, redisx.Corrupt(keys[0], "holds no stock level")
+				return "", nil, "", redisx.Corrupt(keys[0], "holds no stock level")
 			case len(reply) > 2:
-				return sku, replyStrings(reply, 2), nil
+				return sku, replyStrings(reply, 2), "", nil
 			case replyInt(reply, 1) == 0:
-				return "", nil, nil
+				return "", nil, "", nil
 			}
 		}
 	})

@@ -50,6 +50,15 @@ const pendingWindow = 30 * time.Second
 // Keys take no prefix with a brace (WithPrefix), and a line record's name
 // is injective in (SKU, ID) (rediskeys.Keys.Pair).
 //
+// A refusal is final (docs/orders.md, "When a refusal is final"): every
+// attempt carries its deadline — the earlier of ctx's and
+// WithAttemptValidity after it was sent — and does nothing once Redis's
+// clock has passed it by WithClockSkew; a refusal leaves a tombstone in
+// the order's record key for the validity plus twice the skew, which an
+// attempt sent before the refusal plus the skew meets and does nothing.
+// A call that meets one waits until its own clock has passed it and tries
+// again, or answers ErrContention when ctx's deadline comes first.
+//
 // On a cluster, a Stock read while a multi-line two-phase order is pending
 // counts its lines already taken, and that order may still be refused on
 // another line and undone: the read then saw units that came back. Reads
@@ -59,11 +68,14 @@ const pendingWindow = 30 * time.Second
 // same lines), or an error wrapping:
 //   - stockguard.ErrInvalidRequest: bad id or lines, before any I/O;
 //   - stockguard.ErrInsufficientStock, ErrUnknownSKU (with stockguard.ErrCorruptStock
-//     for a stock key that holds no level): nothing taken or recorded;
+//     for a stock key that holds no level): nothing taken or recorded but
+//     the refusal's tombstone;
 //   - stockguard.ErrOrderMismatch: id was applied with other lines, or by
 //     Hold or Restock (a Restock's ID is never an order's);
 //   - stockguard.ErrOrderClosed: the order was returned or expired;
-//   - stockguard.ErrContention: Redis was busy, nothing applied;
+//   - stockguard.ErrContention: Redis was busy, or the attempt reached it
+//     past its deadline or was sent before a refusal of id (see above),
+//     nothing applied;
 //   - stockguard.ErrUnavailable: Redis could not serve, nothing applied;
 //   - stockguard.ErrOutcomeUnknown: the reply was lost, or the call stopped
 //     with the order pending; repeat the call with the same arguments;

@@ -3,19 +3,25 @@
 -- orders_lib.lua) could cover it: those are given back first. Holds are
 -- only looked at when the level alone is short, so a plain decrement costs
 -- what atomic.lua does.
--- ARGV[2] "1" means: decide without the due remote holds (the client has
--- asked their order records, which say they are still held).
+-- ARGV[2] says how to treat the due remote holds (see decide_arg in
+-- orders_lib.lua): "0" report them, "1…" decide without them (the client
+-- has asked their order records, which say they are still held).
 -- Returns {units left} or {-1} no such key, {-2} too few units, {-3} the key
--- holds no stock level, {-8, id...} due remote holds to resolve first.
+-- holds no stock level, {-8, id...} due remote holds to resolve first,
+-- {-17, arg} call again with arg as ARGV[2] (see orders_place.lua).
 local have, why = level(KEYS[1])
 if not have then
   return {why}
 end
 local q = tonumber(ARGV[1])
 if have < q then
-  local remote = ARGV[2] ~= '1' and {} or nil
-  have = reclaim(KEYS[1], KEYS[2], now_us(), have, q, 0, remote)
+  local remote, _, min, skip = decide_arg(ARGV[2])
+  local cursor
+  have, _, cursor = reclaim(KEYS[1], KEYS[2], now_us(), have, q, 0, remote, min, skip)
   if have < q then
+    if cursor then
+      return {-17, '1:1:' .. cursor}
+    end
     if remote and #remote > 0 then
       return {-8, unpack(remote)}
     end

@@ -53,21 +53,42 @@ local function int(n)
   return string.format('%d', n)
 end
 
+-- decide_arg parses a SKU-side script's decide argument: "0" collect the
+-- due remote holds; "1" decide without them; "1:<i>:<score>:<skip>" decide
+-- without them, line i's holds walked on from the cursor (see reclaim) a
+-- call before returned. It returns the table to collect remote ids in (nil
+-- when deciding without), and the cursor's line, score and skip.
+local function decide_arg(a)
+  if a == '0' then
+    return {}, 0
+  end
+  local i, min, skip = string.match(a, '^1:(%d+):([^:]+):(%d+)$')
+  if i then
+    return nil, tonumber(i), min, tonumber(skip)
+  end
+  return nil, 0
+end
+
 -- reclaim gives back to stock, whose level is have, the units of the local
 -- holds in holds due by now, oldest first, 64 at a time, and, unless
 -- remote is nil (the caller decides without them), appends the ids of due
 -- remote ones to remote (at most 64). It examines at least budget due
 -- holds (when there are that many) and goes on while have < need, so a
--- refusal is only ever decided once every due local hold is back; but it
--- stops at 64 remote ids while have < need: the caller has them resolved
--- first and calls again, so one call reads a bounded number of pages. It
--- walks by a cursor (the score last passed, and how many remote holds of
--- that score it passed), not by a growing offset, so each page costs its
--- own size. It returns the new level, and whether due holds may remain
--- after it gave some back (a caller that must see every one calls again).
-local function reclaim(stock, holds, now, have, need, budget, remote)
-  local examined, gave = 0, false
-  local min, skip, upto = '0', 0, int(now)
+-- refusal is only ever decided once every due local hold is back; but
+-- while have < need it stops at 64 remote ids (the caller has them
+-- resolved first and calls again), and, deciding without them, after 16
+-- pages: then it returns the cursor to walk on from in another call, so
+-- one call reads a bounded number of pages whatever the number of due
+-- remote holds. It walks by that cursor (the score last passed, and how
+-- many remote holds of that score it passed; from min and skip, when
+-- given), not by a growing offset, so each page costs its own size. It
+-- returns the new level, whether due holds may remain after it gave some
+-- back (a caller that must see every one calls again), and the cursor
+-- "<score>:<skip>" when it stopped short of need to go on in another call.
+local function reclaim(stock, holds, now, have, need, budget, remote, min, skip)
+  local examined, pages, gave = 0, 0, false
+  local upto = int(now)
+  min, skip = min or '0', skip or 0
   -- Mostly nothing is due: a count, four arguments and an integer reply,
   -- says so for less than the page read below.
   if redis.call('ZCOUNT', holds, '0', upto) == 0 then
@@ -76,7 +97,7 @@ local function reclaim(stock, holds, now, have, need, budget, remote)
   while true do
     local due = redis.call('ZRANGEBYSCORE', holds, min, upto, 'WITHSCORES', 'LIMIT', skip == 0 and '0' or int(skip), '64')
     local n = #due / 2
-    examined = examined + n
+    examined, pages = examined + n, pages + 1
     for i = 1, #due, 2 do
       local m, score = due[i], due[i + 1]
       if string.byte(m, 1) == 126 then -- "~": remote, passed over
@@ -103,7 +124,36 @@ local function reclaim(stock, holds, now, have, need, budget, remote)
     if have >= need and examined >= budget or have < need and remote and #remote >= 64 then
       return have, gave
     end
+    if have < need and not remote and pages >= 16 then
+      return have, gave, min .. ':' .. int(skip)
+    end
   end
+end
+
+-- A refusal is final against a late attempt (orders_fence.go): an attempt
+-- that may record an order carries its fence point and its expiry (us, its
+-- client's clock), and a refusal leaves its time in the field X of the
+-- order's record key, a hash with no other field then, kept for ttl ms.
+local X = 'x'
+
+-- late returns the reply of an attempt with fence point fence and expiry
+-- expiry that must do nothing — {-16} past its expiry, {-15, R} fenced by
+-- the refusal at R, tomb the record's X field — or nil.
+local function late(now, tomb, fence, expiry)
+  if now > tonumber(expiry) then
+    return {-16}
+  end
+  if tomb and tonumber(fence) <= tonumber(tomb) then
+    return {-15, tonumber(tomb)}
+  end
+  return nil
+end
+
+-- refuse leaves the tombstone of a refusal at now under the record rec,
+-- which holds no other field, for ttl ms.
+local function refuse(rec, now, ttl)
+  redis.call('HSET', rec, X, int(now))
+  redis.call('PEXPIRE', rec, ttl)
 end
 
 -- same_lines reports whether the order record rec was applied as kind with

@@ -15,10 +15,13 @@
 -- over: a new attempt begins only once the older one's record is gone.
 -- ARGV[1] op, [2] order id, [3] nonce, then per op:
 --   take     [4] qty [5] due in (us, from now by this server's clock) [6]
---            "1": decide without due remote holds
+--            how to treat due remote holds (see decide_arg in
+--            orders_lib.lua) [7] the expiry of the
+--            attempt that sends it (us, its client's clock: see late in
+--            orders_lib.lua)
 --   restock  [4] qty [5] how long the line is kept (ms): the pending
 --            window and the retention, so it outlives the record's
---            pending state
+--            pending state [6] the expiry, as take's
 --   undo     [4] tombstone ttl (ms), "" for none: gives this attempt's (or
 --            an older one's) units back; with a ttl, leaves a tombstone
 --   finalize [4] retention (ms): p -> t; {-13} for a line a Return armed
@@ -36,7 +39,8 @@
 -- once the record is disarmed (read it so and resolve again); or {-1|-2|-3}
 -- unknown / short / corrupt SKU, {-8, id...} see orders_decrement.lua,
 -- {-10} restock past 2^53-1 with the units out counted, {-11} this attempt's line is a tombstone,
--- {-12} a newer attempt owns the line, {-13} see finalize, {-14} see arm.
+-- {-12} a newer attempt owns the line, {-13} see finalize, {-14} see arm,
+-- {-16} a take or restock past its expiry, {-17, arg} see orders_decrement.lua.
 -- Nothing changed on a negative reply.
 local stock, holds, line = KEYS[1], KEYS[2], KEYS[3]
 local op, id, nonce = ARGV[1], ARGV[2], ARGV[3]
@@ -89,6 +93,9 @@ if open and op ~= 'finalize' and op ~= 'arm' then
 end
 
 if op == 'take' or op == 'restock' then
+  if now_us() > tonumber(op == 'take' and ARGV[7] or ARGV[6]) then
+    return {-16}
+  end
   if st then
     if owner == nonce then
       if st == 'x' then
@@ -116,12 +123,16 @@ if op == 'take' or op == 'restock' then
     put('r', ARGV[4], nonce, ARGV[5])
     return {0}
   end
-  local remote = ARGV[6] ~= '1' and {} or nil
-  have = reclaim(stock, holds, now_us(), have, q, 16, remote)
+  local remote, _, min, skip = decide_arg(ARGV[6])
+  local cursor
+  have, _, cursor = reclaim(stock, holds, now_us(), have, q, 16, remote, min, skip)
   if open then
     have = have + tonumber(qty) -- the older attempt's, given back below
   end
   if have < q then
+    if cursor then
+      return {-17, '1:1:' .. cursor}
+    end
     if remote and #remote > 0 then
       return {-8, unpack(remote)}
     end

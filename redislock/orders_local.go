@@ -18,39 +18,50 @@ var errReread = errors.New("redislock: order record changed, read it again")
 func (a *Atomic) placeLocal(ctx context.Context, kind byte, id string, ttl time.Duration, lines []stockguard.Line) error {
 	keys := make([]string, 0, 2+2*len(lines))
 	keys = append(keys, a.orderKey(id))
-	args := make([]any, 5, 5+2*len(lines))
+	args := make([]any, 5, 8+2*len(lines))
 	args[0], args[1], args[2], args[4] = string(kind), ttlMicros(ttl), a.retention.Milliseconds(), id
 	for _, l := range lines {
 		keys = append(keys, a.keys.Stock(l.SKU), a.holdsKey(l.SKU))
 		args = append(args, l.SKU, l.Qty)
 	}
+	tail := len(args)
+	args = append(args, 0, 0, a.bounds.tombstone())
 	keys = a.withStream(keys)
 	var state string
-	err := a.withResolve(ctx, func(ignore bool) (string, []string, error) {
-		args[3] = flag01(ignore)
-		reply, err := placeScript.Run(ctx, a.scripts, keys, args...).Slice()
-		if err != nil {
-			return "", nil, redisx.Classify(ctx, err, redisx.Write)
-		}
-		code := replyInt(reply, 0)
-		switch {
-		case code == 0:
-			state, _ = reply[1].(string)
-			return "", nil, nil
-		case code == codeMismatch:
-			return "", nil, errtext.Mismatch(id, "")
-		}
-		i := int(replyInt(reply, 1)) - 1
-		if i < 0 || i >= len(lines) {
-			return "", nil, unexpected(reply)
-		}
-		if code == codeResolve {
-			return lines[i].SKU, replyStrings(reply, 2), nil
-		}
-		if err := a.refusal(code, lines[i]); err != nil {
-			return "", nil, err
-		}
-		return "", nil, unexpected(reply)
+	err := a.bounds.retryFenced(ctx, func() error {
+		return a.withResolve(ctx, func(decide string) (string, []string, string, error) {
+			args[3] = decide
+			args[tail], args[tail+1] = a.bounds.stamp(ctx)
+			reply, err := placeScript.Run(ctx, a.scripts, keys, args...).Slice()
+			if err != nil {
+				return "", nil, "", redisx.Classify(ctx, err, redisx.Write)
+			}
+			code := replyInt(reply, 0)
+			switch {
+			case code == 0:
+				state, _ = reply[1].(string)
+				return "", nil, "", nil
+			case code == codeMismatch:
+				return "", nil, "", errtext.Mismatch(id, "")
+			case code == codeFenced:
+				return "", nil, "", a.bounds.fenced(reply, 1)
+			case code == codeStale:
+				return "", nil, "", errStale
+			case code == codeMore:
+				return "", nil, replyString(reply, 1), nil
+			}
+			i := int(replyInt(reply, 1)) - 1
+			if i < 0 || i >= len(lines) {
+				return "", nil, "", unexpected(reply)
+			}
+			if code == codeResolve {
+				return lines[i].SKU, replyStrings(reply, 2), "", nil
+			}
+			if err := a.refusal(code, lines[i]); err != nil {
+				return "", nil, "", err
+			}
+			return "", nil, "", unexpected(reply)
+		})
 	})
 	if err != nil {
 		return err
@@ -105,21 +116,29 @@ func (a *Atomic) actLocal(ctx context.Context, op, id string, r *record) (*recor
 // restockLocal runs a Restock whose keys share a slot: orders_restock.lua.
 func (a *Atomic) restockLocal(ctx context.Context, id, sku string, qty int64) error {
 	keys := []string{a.orderKey(id), a.keys.Stock(sku), a.holdsKey(sku)}
-	reply, err := restockScript.Run(ctx, a.scripts, keys, a.retention.Milliseconds(), sku, qty).Slice()
-	if err != nil {
-		return redisx.Classify(ctx, err, redisx.Write)
-	}
-	switch code := replyInt(reply, 0); code {
-	case 0:
-		return nil
-	case codeMismatch:
-		return errtext.Mismatch(id, "")
-	default:
-		if err := a.refusal(code, stockguard.Line{SKU: sku, Qty: qty}); err != nil {
-			return err
+	return a.bounds.retryFenced(ctx, func() error {
+		fence, expiry := a.bounds.stamp(ctx)
+		reply, err := restockScript.Run(ctx, a.scripts, keys, a.retention.Milliseconds(), sku, qty,
+			fence, expiry, a.bounds.tombstone()).Slice()
+		if err != nil {
+			return redisx.Classify(ctx, err, redisx.Write)
 		}
-	}
-	return unexpected(reply)
+		switch code := replyInt(reply, 0); code {
+		case 0:
+			return nil
+		case codeMismatch:
+			return errtext.Mismatch(id, "")
+		case codeFenced:
+			return a.bounds.fenced(reply, 1)
+		case codeStale:
+			return errStale
+		default:
+			if err := a.refusal(code, stockguard.Line{SKU: sku, Qty: qty}); err != nil {
+				return err
+			}
+		}
+		return unexpected(reply)
+	})
 }
 
 // ttlMicros is a hold's ttl in whole microseconds, rounded up.

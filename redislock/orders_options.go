@@ -12,10 +12,21 @@ const DefaultOrderRetention = 7 * 24 * time.Hour
 // MinOrderRetention is the shortest retention WithOrderRetention accepts.
 const MinOrderRetention = time.Second
 
+// DefaultAttemptValidity is how long after it was sent an order attempt of
+// NewAtomic's Orders may still be applied when its context has no earlier
+// deadline (see WithAttemptValidity).
+const DefaultAttemptValidity = 5 * time.Second
+
+// DefaultClockSkew is how far NewAtomic's Orders assume the clocks of their
+// clients and of the Redis servers may differ (see WithClockSkew).
+const DefaultClockSkew = 250 * time.Millisecond
+
 // orderOptions are the settings of Atomic's Orders.
 type orderOptions struct {
 	retention time.Duration // 0 means DefaultOrderRetention
 	stream    string        // WithOrderStream: the stream key; "" streams nothing
+	validity  time.Duration // 0 means DefaultAttemptValidity
+	skew      time.Duration // 0 means DefaultClockSkew
 }
 
 // WithOrderRetention sets how long an order record is kept after its last
@@ -61,5 +72,42 @@ func WithOrderStream(key string) Option {
 			return
 		}
 		o.orders.stream = key
+	}
+}
+
+// WithAttemptValidity bounds how long after it was sent an attempt at a
+// Take, Hold or Restock may still be applied: its deadline is the
+// earlier of its context's deadline and d after it was sent (by the
+// client's clock), and Redis does nothing with an attempt that reaches it
+// later than its deadline plus the clock skew (WithClockSkew) — it answers
+// stockguard.ErrContention, should the caller still listen. A refusal
+// keeps its order ID fenced for d plus twice the skew (see Take). Default
+// DefaultAttemptValidity; d must be positive, or every method of the
+// Atomic returns an error wrapping stockguard.ErrInvalidRequest.
+func WithAttemptValidity(d time.Duration) Option {
+	return func(o *options) {
+		if d <= 0 {
+			o.fail(fmt.Errorf("attempt validity %v not positive", d))
+			return
+		}
+		o.orders.validity = d
+	}
+}
+
+// WithClockSkew sets how far the clocks of the Atomic's clients and of the
+// Redis servers that keep its orders may differ at most (Take's refusals
+// are final only within it). An order ID refused at some time is fenced
+// for attempts sent up to d after it by their client's clock: such an
+// attempt answers stockguard.ErrContention, nothing applied, unless its
+// caller can wait until then and try again, which it does. Default
+// DefaultClockSkew; d must be positive, or every method of the Atomic
+// returns an error wrapping stockguard.ErrInvalidRequest.
+func WithClockSkew(d time.Duration) Option {
+	return func(o *options) {
+		if d <= 0 {
+			o.fail(fmt.Errorf("clock skew %v not positive", d))
+			return
+		}
+		o.orders.skew = d
 	}
 }

@@ -30,6 +30,7 @@ type record struct {
 	sealed   bool              // two-phase, taken: every line knows it (see orders_record.lua)
 	disarms  string            // two-phase: field v, "0" when absent (see orders_record.lua)
 	asked    time.Time         // two-phase: when the client asked for it (its own clock)
+	refused  int64             // no record: the time of the refusal its tombstone keeps, us
 }
 
 // in converts t, a time of the record's server's clock, into how long from
@@ -83,6 +84,8 @@ func parseRecord(reply []any, hasFlag bool) (*record, error) {
 			r.sealed = v == "1"
 		case f == "v":
 			r.disarms = v
+		case f == "x":
+			r.refused, err = strconv.ParseInt(v, 10, 64)
 		case strings.HasPrefix(f, "="):
 			var q int64
 			q, err = strconv.ParseInt(v, 10, 64)

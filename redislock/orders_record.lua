@@ -22,11 +22,15 @@
 --
 -- ARGV[1] op, [2] retention (ms), then per op:
 --   begin   [3] kind [4] random [5] hold ttl (us) [6] pending window (us),
---           (sku, qty) from [7] on: records a pending attempt unless the
---           id is recorded; {now, "mismatch"} if it is, settled, with other
---           lines or kind; otherwise as view
+--           [7] the attempt's fence point and [8] expiry (us, its client's
+--           clock), (sku, qty) from [9] on: records a pending
+--           attempt unless the id is recorded; {now, "mismatch"} if it is,
+--           settled, with other lines or kind; {now, "stale"} past its
+--           expiry, {now, "fenced", "x", R} fenced by the refusal at R (see
+--           late in orders_lib.lua), nothing changed; otherwise as view
 --   view    reads;  commit [3] nonce: p -> h or t;  abort [3] nonce: p -> u;
---   confirm h -> t;  drop [3] nonce: deletes a u record
+--   confirm h -> t;  drop [3] nonce [4] tombstone ttl (ms): deletes a u
+--           record, leaving the tombstone of a refusal now
 --   return  [3] v as the Return read it before it armed the lines: h or t
 --           -> r, unless a reader has disarmed since (flag "disarmed")
 --   disarm  h or t: counts v up. A reader does so before it takes back out
@@ -57,14 +61,24 @@ local function set(s, ttl)
 end
 
 local s = get('s')
+if op == 'begin' then
+  local stop = late(now, not s and get(X), ARGV[7], ARGV[8])
+  if stop then
+    if stop[1] == -16 then
+      return {now, 'stale'}
+    end
+    return {now, 'fenced', X, int(stop[2])}
+  end
+end
 if op == 'begin' and not s then
-  local n = (#ARGV - 6) / 2
+  local n = (#ARGV - 8) / 2
   local kind, ttl, window = ARGV[3], tonumber(ARGV[5]), tonumber(ARGV[6])
   local d = 0
   if kind == 'H' then
     d = now + ttl
   end
-  redis.call('HSET', rec, unpack(record_fields('p', kind, 7, n,
+  redis.call('DEL', rec) -- a tombstone this attempt was sent after, if any
+  redis.call('HSET', rec, unpack(record_fields('p', kind, 9, n,
     {'n', int(now) .. '.' .. ARGV[4], 'w', int(now + window), 'd', int(d)})))
   redis.call('PEXPIRE', rec, int(math.ceil((window + ttl) / 1000) + retention))
   flag = 'new'
@@ -81,7 +95,7 @@ end
 
 -- Only a settled order can be compared: one pending may yet be undone, and
 -- then nothing was applied under its id.
-if op == 'begin' and flag ~= 'new' and s ~= 'p' and s ~= 'u' and not same_lines(rec, ARGV[3], 7, (#ARGV - 6) / 2) then
+if op == 'begin' and flag ~= 'new' and s ~= 'p' and s ~= 'u' and not same_lines(rec, ARGV[3], 9, (#ARGV - 8) / 2) then
   return {now, 'mismatch'}
 end
 
@@ -123,6 +137,7 @@ elseif op == 'disarm' and (s == 'h' or s == 't') then
   redis.call('HINCRBY', rec, 'v', 1)
 elseif op == 'drop' and s == 'u' and get('n') == ARGV[3] then
   redis.call('DEL', rec)
+  refuse(rec, now, ARGV[4])
 end
 
 local out = redis.call('HGETALL', rec)

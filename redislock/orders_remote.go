@@ -22,26 +22,42 @@ var errRestart = errors.New("redislock: the order's attempt was undone")
 // placeRemote runs a Take, Hold or Restock whose keys span slots: the
 // two-phase protocol of orders_record.lua and orders_line.lua.
 func (a *Atomic) placeRemote(ctx context.Context, kind byte, id string, ttl time.Duration, lines []stockguard.Line) error {
-	args := make([]any, 0, 4+2*len(lines))
-	args = append(args, string(kind), rand.Text()[:10], ttlMicros(ttl), a.window().Microseconds())
+	args := make([]any, 0, 6+2*len(lines))
+	args = append(args, string(kind), rand.Text()[:10], ttlMicros(ttl), a.window().Microseconds(), 0, 0)
 	for _, l := range lines {
 		args = append(args, l.SKU, l.Qty)
 	}
-	for range 4 {
+	for tries, fences := 0, 0; tries < 4; tries++ {
+		args[4], args[5] = a.bounds.stamp(ctx)
 		r, err := a.recordOp(ctx, id, "begin", args...)
 		switch {
 		case err != nil:
 			return err
 		case r.flag == "mismatch":
 			return errtext.Mismatch(id, "")
+		case r.flag == "stale":
+			return errStale
+		case r.flag == "fenced" && fences == 3:
+			return errKeptFenced
+		case r.flag == "fenced":
+			// Not a try: the ID was refused (or an attempt undone) just
+			// before this call's begin was sent.
+			if err := a.bounds.wait(ctx, &fencedError{after: time.UnixMicro(r.refused).Add(a.bounds.skew)}); err != nil {
+				return err
+			}
+			fences++
+			tries--
+			continue
 		}
 		ours, compared := r.flag == "new", r.state != 'p' && r.state != 'u'
+		mine := ""
 		if ours {
+			mine = r.nonce
 			if err := a.at("begun"); err != nil {
 				return err
 			}
 		}
-		r, err = a.finish(ctx, id, r)
+		r, err = a.finish(ctx, id, r, mine)
 		switch {
 		case ours && (errors.Is(err, errRestart) || err == nil && r.state == 0):
 			continue // undone under us, or by a caller that found it abandoned
@@ -88,7 +104,7 @@ func (a *Atomic) settleRemote(ctx context.Context, op, id string) (*record, erro
 	if err != nil {
 		return nil, err
 	}
-	r, err = a.finish(ctx, id, r)
+	r, err = a.finish(ctx, id, r, "")
 	switch {
 	case err != nil && !errors.Is(err, errRestart) && !refused(err):
 		return nil, err
@@ -213,10 +229,13 @@ func (a *Atomic) forgotten(ctx context.Context, id string, r *record) error {
 // finish drives the record r of id out of the protocol's transient states:
 // a pending attempt is resumed (its lines taken again, idempotently, then
 // committed) or, when a line is refused, undone; an undoing one is undone
-// and its record deleted (r.state 0). It returns the record as it left it
-// and, for an attempt undone because a line was refused, that refusal; or
-// errRestart when the attempt was undone under it.
-func (a *Atomic) finish(ctx context.Context, id string, r *record) (*record, error) {
+// and its record deleted (r.state 0), leaving the tombstone of a refusal.
+// It returns the record as it left it and, for an attempt undone because a
+// line was refused, that refusal; or errRestart when the attempt was
+// undone under it. mine is the nonce of the attempt this call began, ""
+// for none: only that attempt's takes are all this call's, so only its
+// undo may spare a line the tombstone that stops a late copy of a take.
+func (a *Atomic) finish(ctx context.Context, id string, r *record, mine string) (*record, error) {
 	var (
 		refusal error
 		known   []outcome // of this call's takes, for the undo after its abort
@@ -227,7 +246,7 @@ func (a *Atomic) finish(ctx context.Context, id string, r *record) (*record, err
 			if err := a.undoLines(ctx, id, r, known); err != nil {
 				return nil, pending(err)
 			}
-			next, err := a.recordOp(ctx, id, "drop", r.nonce)
+			next, err := a.recordOp(ctx, id, "drop", r.nonce, a.bounds.tombstone())
 			if err != nil {
 				return nil, pending(err)
 			}
@@ -249,6 +268,10 @@ func (a *Atomic) finish(ctx context.Context, id string, r *record) (*record, err
 			attempt := r
 			if r, err = a.recordOp(ctx, id, op, attempt.nonce); err != nil {
 				return nil, pending(err)
+			}
+			if attempt.nonce != mine {
+				// Resumed: its client may yet deliver takes of its own.
+				outcomes = nil
 			}
 			switch {
 			case r.nonce == attempt.nonce && r.state == 'u':
@@ -321,32 +344,38 @@ func (a *Atomic) takeLines(ctx context.Context, id string, r *record) (outcomes 
 	outcomes = make([]outcome, len(r.lines))
 	errs := forLines(r.lines, func(i int, l stockguard.Line) error {
 		outcomes[i] = outUnknown
-		return a.withResolve(ctx, func(ignore bool) (string, []string, error) {
-			args := []any{"take", id, r.nonce, l.Qty, r.in(due), flag01(ignore)}
+		return a.withResolve(ctx, func(decide string) (string, []string, string, error) {
+			_, expiry := a.bounds.stamp(ctx)
+			args := []any{"take", id, r.nonce, l.Qty, r.in(due), decide, expiry}
 			if r.kind == kindRestock {
 				// The line says the units were added for as long as a
 				// retry may resume the attempt: the record's lifetime.
-				args = []any{"restock", id, r.nonce, l.Qty, (a.window() + a.retention).Milliseconds()}
+				args = []any{"restock", id, r.nonce, l.Qty, (a.window() + a.retention).Milliseconds(), expiry}
 			}
 			reply, err := lineScript.Run(ctx, a.scripts, a.lineKeys(l.SKU, id), args...).Slice()
 			if err != nil {
-				return "", nil, redisx.Classify(ctx, err, redisx.Write)
+				return "", nil, "", redisx.Classify(ctx, err, redisx.Write)
 			}
 			switch code := replyInt(reply, 0); code {
 			case 0:
 				outcomes[i] = outTaken
-				return "", nil, nil
+				return "", nil, "", nil
+			case codeMore:
+				return "", nil, replyString(reply, 1), nil
 			case codeResolve:
-				return l.SKU, replyStrings(reply, 1), nil
+				return l.SKU, replyStrings(reply, 1), "", nil
 			case codeLineUndone, codeLineNewer:
 				outcomes[i] = outRefused
-				return "", nil, errRestart
+				return "", nil, "", errRestart
+			case codeStale:
+				outcomes[i] = outRefused
+				return "", nil, "", errStale
 			default:
 				if err := a.refusal(code, l); err != nil {
 					outcomes[i] = outRefused
-					return "", nil, err
+					return "", nil, "", err
 				}
-				return "", nil, unexpected(reply)
+				return "", nil, "", unexpected(reply)
 			}
 		})
 	})
@@ -372,7 +401,8 @@ func (a *Atomic) takeLines(ctx context.Context, id string, r *record) (outcomes 
 // its way); otherwise every line gets one, for the pending window, so
 // that nothing of an abandoned attempt lands after its record is gone.
 func (a *Atomic) undoLines(ctx context.Context, id string, r *record, known []outcome) error {
-	tomb := strconv.FormatInt(a.window().Milliseconds(), 10)
+	// Long enough for a take's expiry to pass too (see bounds).
+	tomb := strconv.FormatInt(max(a.window(), a.bounds.validity+2*a.bounds.skew).Milliseconds(), 10)
 	return errors.Join(forLines(r.lines, func(i int, l stockguard.Line) error {
 		ttl := tomb
 		if len(known) == len(r.lines) {

@@ -61,6 +61,9 @@ const (
 	codeLineNewer  = -12
 	codeLineArmed  = -13
 	codeLineGone   = -14
+	codeFenced     = -15
+	codeStale      = -16
+	codeMore       = -17
 )
 
 // flag01 is a script's boolean argument.
@@ -79,6 +82,16 @@ func replyInt(reply []any, i int) int64 {
 	}
 	n, _ := reply[i].(int64)
 	return n
+}
+
+// replyString is element i of a script's array reply, as a string ("" when
+// missing or not one).
+func replyString(reply []any, i int) string {
+	if i >= len(reply) {
+		return ""
+	}
+	s, _ := reply[i].(string)
+	return s
 }
 
 // replyStrings are the string elements of reply from index i on.

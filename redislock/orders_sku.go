@@ -24,18 +24,27 @@ func (a *Atomic) holdsKey(sku string) string { return a.keys.Name("holds", sku) 
 func (a *Atomic) lineKey(sku, id string) string { return a.keys.Pair("line", sku, id) }
 
 // withResolve runs a SKU-side script through call until it needs no hold
-// resolved: call returns the SKU and the ids of the two-phase orders whose
-// holds it found due, which only their order records can settle. When
-// asking them settled none (their records, by their own clocks, still hold
-// them), call runs once more told to decide without them (ignore); while a
-// Return is deciding one, call waits for it and runs again, so that no
-// answer misses units the record has just given back.
-func (a *Atomic) withResolve(ctx context.Context, call func(ignore bool) (sku string, ids []string, err error)) error {
-	ignore := false
+// resolved: call, given the script's decide argument (see decide_arg in
+// orders_lib.lua), returns the SKU and the ids of the two-phase orders
+// whose holds it found due, which only their order records can settle, or
+// the argument to call it with again to walk on through the due holds
+// (one call reads a bounded number of pages of them). When asking them
+// settled none (their records, by their own clocks, still hold them), call
+// runs once more told to decide without them; while a Return is deciding
+// one, call waits for it and runs again, so that no answer misses units
+// the record has just given back.
+func (a *Atomic) withResolve(ctx context.Context, call func(decide string) (sku string, ids []string, next string, err error)) error {
+	decide := "0"
 	for wait := time.Millisecond; ; {
-		sku, ids, err := call(ignore)
-		if err != nil || len(ids) == 0 {
+		sku, ids, next, err := call(decide)
+		switch {
+		case err != nil:
 			return err
+		case next != "":
+			decide = next
+			continue
+		case len(ids) == 0:
+			return nil
 		}
 		settled, deciding, err := a.resolve(ctx, sku, ids)
 		switch {
@@ -47,7 +56,7 @@ func (a *Atomic) withResolve(ctx context.Context, call func(ignore bool) (sku st
 			}
 			wait = min(2*wait, 20*time.Millisecond)
 		default:
-			ignore = !settled
+			decide = flag01(!settled)
 		}
 	}
 }

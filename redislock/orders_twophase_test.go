@@ -518,7 +518,8 @@ func TestAtomic_twoPhase_lostSeal(t *testing.T) {
 // lines of two-phase orders (their records elsewhere) and counts the pages
 // (ZRANGEBYSCORE) one script reads before it answers with the first 64 to
 // resolve: a bounded number, not one per 64 due lines, each from a growing
-// offset. Counted by the server (INFO commandstats) on a private Redis.
+// offset; and told to decide without them, at most 16 a call. Counted by
+// the server (INFO commandstats) on a private Redis.
 func TestAtomic_reclaim_scanBounded(t *testing.T) {
 	srv := backendstest.PrivateRedis(t, 1)[0]
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
@@ -559,7 +560,7 @@ func TestAtomic_reclaim_scanBounded(t *testing.T) {
 	}{
 		{"decrement", func() ([]any, error) { return decrementScript.Run(ctx, a.scripts, keys, 1, "0").Slice() }},
 		{"take", func() ([]any, error) {
-			return lineScript.Run(ctx, a.scripts, a.lineKeys("hot", "x"), "take", "x", "1.n", 1, 1000, "0").Slice()
+			return lineScript.Run(ctx, a.scripts, a.lineKeys("hot", "x"), "take", "x", "1.n", 1, 1000, "0", time.Now().Add(time.Minute).UnixMicro()).Slice()
 		}},
 	}
 	for _, sc := range scripts {
@@ -576,12 +577,32 @@ func TestAtomic_reclaim_scanBounded(t *testing.T) {
 			t.Fatalf("%s = %d with %d ids, want %d with 64", name, replyInt(reply, 0), got, codeResolve)
 		}
 	}
-	// Told to decide without them, the script finds the one-slot hold
-	// behind them all (ties included), gives it back and takes it.
-	reply, err := decrementScript.Run(ctx, a.scripts, keys, 1, "1").Slice()
-	if err != nil || replyInt(reply, 0) != 0 {
-		t.Fatalf("decrement without the remote holds = %v, %v; want {0}", reply, err)
+	// Told to decide without them, the script walks on through them, 16
+	// pages a call, each call from where the last one stopped, until it
+	// finds the one-slot hold behind them all (ties included), gives it
+	// back and takes it.
+	decide, calls := "1", 0
+	for ; calls < due/64; calls++ {
+		before := pages()
+		reply, err := decrementScript.Run(ctx, a.scripts, keys, 1, decide).Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := pages() - before; n > 16 {
+			t.Errorf("decrement without the remote holds read %d pages, want at most 16", n)
+		}
+		if replyInt(reply, 0) == 0 {
+			break
+		}
+		if replyInt(reply, 0) != codeMore {
+			t.Fatalf("decrement without the remote holds = %v; want {0} or {%d, cursor}", reply, codeMore)
+		}
+		decide = replyString(reply, 1)
 	}
+	if want := due/(16*64) + 1; calls+1 != want {
+		t.Errorf("decrement took %d calls to reach the hold, want %d", calls+1, want)
+	}
+	wantLevels(t, a, map[string]int64{"hot": 0})
 }
 
 // TestAtomic_twoPhase_restockLineOutlivesWindow: a two-phase Restock's
