@@ -1,7 +1,6 @@
 package redislock
 
 import (
-	"os"
 	"testing"
 
 	"github.com/stockguard/stockguard"
@@ -47,7 +46,6 @@ func TestInventory_adversary(t *testing.T) {
 // callers' deadlines and delivers them later, after the repeats: on one
 // Redis in both order modes, and on the Cluster.
 func TestAtomic_adversaryLateNetwork(t *testing.T) {
-	skipIssue47(t)
 	for _, m := range orderModes {
 		t.Run(m.name, func(t *testing.T) {
 			l := netgate.Adversarial(t)
@@ -79,15 +77,4 @@ func TestInventory_adversaryLateNetwork(t *testing.T) {
 		must.New(NewAtomic(rdb, WithPrefix(prefix))), must.New(NewBatched(rdb, WithPrefix(prefix))),
 	})
 	l.Check(t)
-}
-
-// skipIssue47 skips a late-network Orders run on Redis, which finds the
-// open defect of issue 47 (an attempt held past its caller's deadline
-// runs after its repeat was refused: "refused, yet recorded"), unless
-// STOCKGUARD_ISSUE47=run.
-func skipIssue47(t *testing.T) {
-	t.Helper()
-	if os.Getenv("STOCKGUARD_ISSUE47") != "run" {
-		t.Skip("issue 47: a Redis order attempt delivered late runs after its repeat was refused; set STOCKGUARD_ISSUE47=run to run it")
-	}
 }
