@@ -28,7 +28,7 @@ func TestAtomic_netnsRetransmission(t *testing.T) {
 			linked.SetMaxOpenConns(1)
 			db := testDB(t, p.edit)
 			table := newTable(t, db)
-			ns.RefusedRepeat(t, "", must.New(NewAtomic(linked, WithTable(table))), must.New(NewAtomic(db, WithTable(table))), fwd.Open)
+			ns.RefusedRepeat(t, must.New(NewAtomic(linked, WithTable(table))), must.New(NewAtomic(db, WithTable(table))), fwd.Open)
 		})
 	}
 }

@@ -38,5 +38,5 @@ func TestAtomic_netnsRetransmission(t *testing.T) {
 	t.Cleanup(func() { linked.Close() })
 	db := testDB(t)
 	table := newTable(t, db)
-	ns.RefusedRepeat(t, "", must.New(NewAtomic(linked, WithTable(table))), must.New(NewAtomic(db, WithTable(table))), fwd.Open)
+	ns.RefusedRepeat(t, must.New(NewAtomic(linked, WithTable(table))), must.New(NewAtomic(db, WithTable(table))), fwd.Open)
 }

@@ -27,7 +27,7 @@ func TestAtomic_netnsRetransmission(t *testing.T) {
 			through := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1, ReadTimeout: netns.Leave, MaxRetries: -1})
 			t.Cleanup(func() { through.Close() })
 			prefix := redistest.Prefix(t, direct)
-			ns.RefusedRepeat(t, "issue 47 (a Redis order attempt is applied after its repeat was refused)", newOrders(through, prefix, m.twoPhase), newOrders(direct, prefix, m.twoPhase), func() int {
+			ns.RefusedRepeat(t, newOrders(through, prefix, m.twoPhase), newOrders(direct, prefix, m.twoPhase), func() int {
 				list, err := direct.ClientList(t.Context()).Result()
 				if err != nil {
 					t.Fatal(err)

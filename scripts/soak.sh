@@ -53,7 +53,7 @@ for part in "${parts[@]}"; do
     # drops every packet for longer than its caller waits, its repeat
     # refused, then the link heals and the kernel retransmits the first
     # attempt: Redis in a network namespace, PostgreSQL and MariaDB behind
-    # a forwarder in one. Root only; fails on Redis until issue 47 is fixed.
+    # a forwarder in one. Root only.
     if ((EUID != 0)); then
       echo "== soak: netns skipped: making a network namespace needs root"
       continue

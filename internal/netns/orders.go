@@ -19,8 +19,7 @@ const (
 )
 
 // RefusedRepeat runs an order whose first attempt the kernel retransmits
-// after its repeat was refused, and fails t if the order is recorded;
-// known, if not empty, names the open defect such a failure is.
+// after its repeat was refused, and fails t if the order is recorded.
 // first's one connection crosses n's link; repeat reaches the same store
 // another way; open counts first's connections the server still has. SKU
 // s starts sold out: first's order of it is sent while the link drops
@@ -28,7 +27,7 @@ const (
 // comes back, and the link heals. Once the server has ended first's
 // connection (its FIN follows the order), order x must be recorded
 // nowhere and the unit still on the shelf.
-func (n *NS) RefusedRepeat(t *testing.T, known string, first, repeat stockguard.Orders, open func() int) {
+func (n *NS) RefusedRepeat(t *testing.T, first, repeat stockguard.Orders, open func() int) {
 	t.Helper()
 	ctx := t.Context()
 	must := func(what string, err error) {
@@ -74,9 +73,6 @@ func (n *NS) RefusedRepeat(t *testing.T, known string, first, repeat stockguard.
 	delivered := time.Since(healed).Round(time.Millisecond)
 	switch info, err := repeat.Order(ctx, "x"); {
 	case err == nil:
-		if known != "" {
-			t.Errorf("%s: the case below is that open defect", known)
-		}
 		t.Fatalf("kernel retransmission: order x is recorded (%v %v), though its repeat was refused (%v) and its first attempt answered %v; "+
 			"the first attempt, held by the kernel while the link was cut for %v, was applied when it was retransmitted, within %v of the heal",
 			info.State, info.Lines, repeatErr, firstErr, CutFor, delivered)
