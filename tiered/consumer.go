@@ -287,11 +287,7 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 			return 0, err
 		}
 	}
-	ids := make([]string, len(done))
-	for i, e := range done {
-		ids[i] = e.ID
-	}
-	if err := c.q.Ack(ctx, epoch, ids...); err != nil {
+	if err := c.q.Ack(ctx, epoch, done...); err != nil {
 		// Pending: applied again, a no-op, once read back or claimed; or
 		// the front's epoch changed and they are dropped.
 		return 0, c.failed(err)

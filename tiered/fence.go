@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/stockguard/internal/rediskeys"
 )
 
 // The front's epoch key holds one of:
@@ -19,6 +21,11 @@ import (
 //	                    pass;
 //	(missing)           the front lost its data.
 const recovering = "recovering:"
+
+// seenCode starts the error reply of a front script on an order ID the
+// front forgot (past its order retention) and the back applied:
+// "TIEREDSEEN <record key>".
+const seenCode = "TIEREDSEEN"
 
 // fenceCode starts the error reply of a front script refused by its epoch
 // check: "TIEREDFENCE <the value found>".
@@ -41,7 +48,9 @@ const fenceCode = "TIEREDFENCE"
 // cache).
 type fencedClient struct {
 	redis.UniversalClient
-	key string // the epoch key
+	key     string // the epoch key
+	ids     string // the set of the record keys of IDs the back applied (IDsKey)
+	records string // how an order record's key starts: "<prefix>order:{"
 
 	mu      sync.Mutex
 	sources map[string]string    // digest of a script → its source
@@ -51,8 +60,8 @@ type fencedClient struct {
 // script is a fenced script's source and digest.
 type script struct{ src, sha string }
 
-func newFencedClient(rdb redis.UniversalClient, key string) *fencedClient {
-	return &fencedClient{UniversalClient: rdb, key: key, sources: map[string]string{}, fenced: map[[2]string]script{}}
+func newFencedClient(rdb redis.UniversalClient, stream, prefix string) *fencedClient {
+	return &fencedClient{UniversalClient: rdb, key: EpochKey(stream), ids: IDsKey(stream), records: recordKeys(prefix).Name("order", ""), sources: map[string]string{}, fenced: map[[2]string]script{}}
 }
 
 // Process sends cmd, an EVAL or EVALSHA fenced.
@@ -107,7 +116,7 @@ func (c *fencedClient) rewrite(ctx context.Context, cmd redis.Cmder) bool {
 			cmd.SetErr(redis.ErrNoScript)
 			return false
 		}
-		f.src = fencePrelude(c.key, epoch) + src
+		f.src = fencePrelude(c.key, epoch, c.ids, strings.TrimSuffix(c.records, "}")) + src
 		f.sha = sha1Hex(f.src)
 		c.fenced[[2]string{digest, epoch}] = f
 	}
@@ -129,12 +138,20 @@ func withEpoch(ctx context.Context, epoch string) context.Context {
 }
 
 // fencePrelude is the Lua that refuses a script unless the epoch key holds
-// epoch (a key never holds "", so a call that carries no epoch is refused). It reads the key without declaring it: the front is one Redis
-// (New refuses a Cluster), where a script may read any key.
-func fencePrelude(key, epoch string) string {
+// epoch (a key never holds "", so a call that carries no epoch is refused),
+// and a script on an order record (its first key starts with records) that
+// the front no longer has but whose ID the back applied (listed in the set
+// ids), answering seenCode: the ID is not the front's to apply afresh. It
+// reads keys without declaring them: the front is one Redis (New refuses a
+// Cluster), where a script may read any key.
+func fencePrelude(key, epoch, ids, records string) string {
 	return "local tiered_epoch = redis.call('GET', " + luaString(key) + ")\n" +
 		"if tiered_epoch ~= " + luaString(epoch) + " then\n" +
 		"  return redis.error_reply('" + fenceCode + " ' .. tostring(tiered_epoch))\n" +
+		"end\n" +
+		"if KEYS[1] and string.sub(KEYS[1], 1, " + fmt.Sprint(len(records)) + ") == " + luaString(records) +
+		" and redis.call('EXISTS', KEYS[1]) == 0 and redis.call('SISMEMBER', " + luaString(ids) + ", KEYS[1]) == 1 then\n" +
+		"  return redis.error_reply('" + seenCode + " ' .. KEYS[1])\n" +
 		"end\n"
 }
 
@@ -167,5 +184,24 @@ func fenced(err error) (found string, ok bool) {
 	if !errors.As(err, &reply) {
 		return "", false
 	}
-	return strings.CutPrefix(reply.Error(), fenceCode+" ")
+	// Redis puts ERR in front of a reply whose first word is not a code it
+	// knows (Valkey too); KVRocks in front of any.
+	return strings.CutPrefix(strings.TrimPrefix(reply.Error(), "ERR "), fenceCode+" ")
 }
+
+// seen reports whether err is a front script's refusal of an ID the front
+// forgot and the back applied.
+func seen(err error) bool {
+	return redis.HasErrorPrefix(err, seenCode+" ")
+}
+
+// recordKeys are the keys of the front's order records under prefix, as
+// redislock names them ("<prefix>order:{<id>}").
+func recordKeys(prefix string) rediskeys.Keys { return rediskeys.Keys{Prefix: prefix} }
+
+// IDsKey is the set, next to stream, of the order records' keys of every
+// order and restock ID the back applied: "<stream>:ids". The front refuses
+// to apply afresh an ID it forgot (past redislock.WithOrderRetention) while
+// the set has it. Consumers add an order's when they acknowledge its take,
+// Restock a restock's, Recover those it is given.
+func IDsKey(stream string) string { return stream + ":ids" }

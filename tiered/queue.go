@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
@@ -61,9 +62,10 @@ type Queue interface {
 	// epoch they were claimed under.
 	Claim(ctx context.Context, consumer string, idle time.Duration, n int) ([]Entry, string, error)
 	// Ack acknowledges entries applied, if the front's epoch is still
-	// epoch: they are never delivered again. Under another epoch it
+	// epoch: they are never delivered again, and the IDs of the orders of
+	// their takes are the back's (IDsKey). Under another epoch it
 	// acknowledges nothing and returns ErrFrontLost.
-	Ack(ctx context.Context, epoch string, ids ...string) error
+	Ack(ctx context.Context, epoch string, entries ...Entry) error
 	// Backlog returns every entry not acknowledged yet, delivered or not,
 	// in queue order.
 	Backlog(ctx context.Context) ([]Entry, error)
@@ -73,9 +75,10 @@ type Queue interface {
 // a consumer group. Ack acknowledges and deletes an entry in one
 // transaction, so the stream holds exactly the entries not acknowledged.
 type Streams struct {
-	rdb    redis.UniversalClient
-	stream string
-	group  string
+	rdb     redis.UniversalClient
+	stream  string
+	group   string
+	records rediskeys.Keys // the front's order records, for IDsKey
 
 	// ack, when on, must confirm every read before its entries are handed
 	// out (WithReplicaAck); set by NewConsumer.
@@ -97,9 +100,11 @@ type Streams struct {
 
 var _ Queue = (*Streams)(nil)
 
-// NewStreams returns the Queue of the stream key read by group.
+// NewStreams returns the Queue of the stream key read by group: the
+// stream of an Orders, StreamKey of its prefix.
 func NewStreams(rdb redis.UniversalClient, stream, group string) *Streams {
-	return &Streams{rdb: rdb, stream: stream, group: group, caughtUp: map[string]bool{}, ownFrom: map[string]string{}, claimFrom: map[string]string{}}
+	prefix := strings.TrimSuffix(stream, StreamKey(""))
+	return &Streams{rdb: rdb, stream: stream, group: group, records: recordKeys(prefix), caughtUp: map[string]bool{}, ownFrom: map[string]string{}, claimFrom: map[string]string{}}
 }
 
 // create creates the group at the start of the stream (and the stream,
@@ -294,33 +299,44 @@ func (s *Streams) Claim(ctx context.Context, consumer string, idle time.Duration
 }
 
 // ackScript acknowledges and deletes entries if the epoch key KEYS[1]
-// holds ARGV[1]: KEYS[2] the stream, ARGV[2] the group, the entry IDs
-// after. Otherwise it answers the fence's error reply, acknowledging
-// nothing.
+// holds ARGV[1], and adds record keys to the set KEYS[3]: KEYS[2] the
+// stream, ARGV[2] the group, ARGV[3] the number n of entry IDs that
+// follow, then the record keys. Otherwise it answers the fence's error
+// reply, acknowledging nothing.
 var ackScript = redis.NewScript(`
 local epoch = redis.call('GET', KEYS[1])
 if epoch ~= ARGV[1] then
   return redis.error_reply('` + fenceCode + ` ' .. tostring(epoch))
 end
-for i = 3, #ARGV, 1000 do
-  local ids = {unpack(ARGV, i, math.min(i + 999, #ARGV))}
+local last = 3 + tonumber(ARGV[3])
+for i = 4, last, 1000 do
+  local ids = {unpack(ARGV, i, math.min(i + 999, last))}
   redis.call('XACK', KEYS[2], ARGV[2], unpack(ids))
   redis.call('XDEL', KEYS[2], unpack(ids))
+end
+for i = last + 1, #ARGV, 1000 do
+  redis.call('SADD', KEYS[3], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 return 1
 `)
 
-// Ack implements Queue: XACK and XDEL in one script that checks the epoch.
-func (s *Streams) Ack(ctx context.Context, epoch string, ids ...string) error {
-	if len(ids) == 0 {
+// Ack implements Queue: XACK and XDEL, and the SADD of the takes' record
+// keys, in one script that checks the epoch.
+func (s *Streams) Ack(ctx context.Context, epoch string, entries ...Entry) error {
+	if len(entries) == 0 {
 		return nil
 	}
-	args := make([]any, 0, 2+len(ids))
-	args = append(args, epoch, s.group)
-	for _, id := range ids {
-		args = append(args, id)
+	args := make([]any, 0, 3+2*len(entries))
+	args = append(args, epoch, s.group, len(entries))
+	for _, e := range entries {
+		args = append(args, e.ID)
 	}
-	err := ackScript.Run(ctx, s.rdb, []string{EpochKey(s.stream), s.stream}, args...).Err()
+	for _, e := range entries {
+		if e.Op == OpTake {
+			args = append(args, s.records.Name("order", e.Order))
+		}
+	}
+	err := ackScript.Run(ctx, s.rdb, []string{EpochKey(s.stream), s.stream, IDsKey(s.stream)}, args...).Err()
 	if found, ok := fenced(err); ok {
 		return fmt.Errorf("%w: stream %q read under epoch %s, now %s: nothing acknowledged", ErrFrontLost, s.stream, epoch, found)
 	}

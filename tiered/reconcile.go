@@ -136,7 +136,6 @@ func (r *Reconciler) Repair(ctx context.Context) ([]Entry, error) {
 		return nil, errtext.Wrap(err, "tiered: repair: backlog")
 	}
 	var proven []Entry
-	var ids []string
 	for _, e := range backlog {
 		info, err := r.back.Order(ctx, e.Order)
 		switch {
@@ -156,10 +155,9 @@ func (r *Reconciler) Repair(ctx context.Context) ([]Entry, error) {
 		}
 		if ok {
 			proven = append(proven, e)
-			ids = append(ids, e.ID)
 		}
 	}
-	if err := r.q.Ack(ctx, epoch, ids...); err != nil {
+	if err := r.q.Ack(ctx, epoch, proven...); err != nil {
 		return nil, fmt.Errorf("tiered: repair: %w", err)
 	}
 	return proven, nil

@@ -106,8 +106,12 @@ func (o *Orders) Recover(ctx context.Context, skus, ids []string) error {
 	for _, sku := range skus {
 		levels[sku] = 0
 	}
+	var known []any // record keys of the IDs the back applied
 	for _, id := range ids {
 		info, err := o.back.Order(ctx, id)
+		if err == nil || errors.Is(err, stockguard.ErrOrderMismatch) {
+			known = append(known, recordKeys(o.prefix).Name("order", id))
+		}
 		switch {
 		case errors.Is(err, stockguard.ErrUnknownOrder), errors.Is(err, stockguard.ErrOrderMismatch):
 			continue // none, or a restock's
@@ -141,6 +145,9 @@ func (o *Orders) Recover(ctx context.Context, skus, ids []string) error {
 		if err == nil && info.State == stockguard.OrderReturned {
 			err = o.front.Return(ctx, info.ID)
 		}
+		if seen(err) {
+			continue // forgotten by the front, its ID already answered from the back (IDsKey)
+		}
 		if err != nil && !errors.Is(err, stockguard.ErrOrderClosed) {
 			return errtext.Wrap(o.pinned(err), "tiered: recover: order %q on the front", info.ID)
 		}
@@ -158,6 +165,12 @@ func (o *Orders) Recover(ctx context.Context, skus, ids []string) error {
 		}
 		if err := o.front.SetStock(ctx, sku, levels[sku]-held); err != nil {
 			return errtext.Wrap(o.pinned(err), "tiered: recover: set stock of %q on the front", sku)
+		}
+	}
+
+	if len(known) > 0 {
+		if err := o.rdb.SAdd(ctx, IDsKey(o.stream), known...).Err(); err != nil {
+			return errtext.Wrap(redisx.Classify(ctx, err, redisx.Write), "tiered: recover: the IDs the back applied")
 		}
 	}
 

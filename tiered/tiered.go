@@ -34,6 +34,7 @@ type Orders struct {
 	back   stockguard.Orders
 	stream string
 	group  string
+	prefix string
 	lease  time.Duration // WithApplyLease: how long Recover waits for the lost front's consumers
 
 	epoch atomic.Pointer[string] // the armed epoch the calls carry; nil until read
@@ -69,12 +70,12 @@ func New(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) (*Or
 	front = append(front, redislock.WithOrderStream(stream))
 	// Every script of the front carries the epoch its call read: see
 	// fencedClient.
-	atomic, err := redislock.NewAtomic(newFencedClient(rdb, EpochKey(stream)), front...)
+	atomic, err := redislock.NewAtomic(newFencedClient(rdb, stream, o.prefix), front...)
 	if err != nil {
 		o.fail(err)
 		return nil, o.err
 	}
-	return &Orders{rdb: rdb, front: atomic, back: back, stream: stream, group: o.group, lease: o.lease}, nil
+	return &Orders{rdb: rdb, front: atomic, back: back, stream: stream, group: o.group, prefix: o.prefix, lease: o.lease}, nil
 }
 
 // Setup makes the front ready to sell: it creates the stream, its consumer
@@ -125,28 +126,30 @@ var ErrFrontLost = fmt.Errorf("%w: tiered: the front lost its data (its epoch ke
 // back takes them when the Consumer applies the entry. Its errors are
 // redislock.Atomic.Take's, or ErrFrontLost.
 func (o *Orders) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
-	return o.call(ctx, func(ctx context.Context) error { return o.front.Take(ctx, id, lines...) })
+	err := o.call(ctx, func(ctx context.Context) error { return o.front.Take(ctx, id, lines...) })
+	return o.forgotten(ctx, id, lines, err)
 }
 
 // Hold holds every line, or none, on the front, until Confirm, Return or
 // ttl; the back hears of it only once it is confirmed. Its errors are
 // redislock.Atomic.Hold's, or ErrFrontLost.
 func (o *Orders) Hold(ctx context.Context, id string, ttl time.Duration, lines ...stockguard.Line) error {
-	return o.call(ctx, func(ctx context.Context) error { return o.front.Hold(ctx, id, ttl, lines...) })
+	err := o.call(ctx, func(ctx context.Context) error { return o.front.Hold(ctx, id, ttl, lines...) })
+	return o.forgotten(ctx, id, lines, err)
 }
 
 // Confirm makes the hold under id taken for good on the front, and the
 // back takes its lines when the Consumer applies the entry. Its errors are
 // redislock.Atomic.Confirm's, or ErrFrontLost.
 func (o *Orders) Confirm(ctx context.Context, id string) error {
-	return o.call(ctx, func(ctx context.Context) error { return o.front.Confirm(ctx, id) })
+	return o.unknown(id, o.call(ctx, func(ctx context.Context) error { return o.front.Confirm(ctx, id) }))
 }
 
 // Return gives the units of the order under id back on the front, and, for
 // an order taken, on the back when the Consumer applies the entry. Its
 // errors are redislock.Atomic.Return's, or ErrFrontLost.
 func (o *Orders) Return(ctx context.Context, id string) error {
-	return o.call(ctx, func(ctx context.Context) error { return o.front.Return(ctx, id) })
+	return o.unknown(id, o.call(ctx, func(ctx context.Context) error { return o.front.Return(ctx, id) }))
 }
 
 // Order reports the order under id as the front knows it. Its errors are
@@ -154,7 +157,7 @@ func (o *Orders) Return(ctx context.Context, id string) error {
 func (o *Orders) Order(ctx context.Context, id string) (stockguard.OrderInfo, error) {
 	var info stockguard.OrderInfo
 	err := o.call(ctx, func(ctx context.Context) (err error) { info, err = o.front.Order(ctx, id); return err })
-	return info, err
+	return info, o.unknown(id, err)
 }
 
 // Stock reports the front's level of sku: the units a buyer can have now.
@@ -188,11 +191,19 @@ func (o *Orders) Restock(ctx context.Context, id, sku string, qty int64) error {
 	// An ID the front knows is answered there: an order's is a mismatch
 	// (the back may not have heard of the order yet, and would restock), a
 	// restock's was applied to the back before the front.
+	// An ID the front forgot and the back applied is the back's to answer
+	// (its ledger makes a retry of the same restock a no-op): the front
+	// never restocks afresh under it.
 	switch _, err := o.front.Order(ctx, id); {
 	case err == nil:
 		return errtext.Mismatch(id, "")
+	case seen(err):
+		return errtext.Wrap(o.back.Restock(ctx, id, sku, qty), "tiered: restock %q under %q, forgotten by the front, on the back", sku, id)
 	case errors.Is(err, stockguard.ErrOrderMismatch):
-		return o.pinned(o.front.Restock(ctx, id, sku, qty))
+		if err := o.front.Restock(ctx, id, sku, qty); err != nil {
+			return o.pinned(err)
+		}
+		return o.remember(ctx, id)
 	case !errors.Is(err, stockguard.ErrUnknownOrder):
 		return errtext.Wrap(o.pinned(err), "tiered: restock %q under %q", sku, id)
 	}
@@ -208,7 +219,7 @@ func (o *Orders) Restock(ctx context.Context, id, sku string, qty int64) error {
 	if err := o.front.Restock(ctx, id, sku, qty); err != nil {
 		return afterBack(o.pinned(err), "tiered: restock %q under %q on the front", sku, id)
 	}
-	return nil
+	return o.remember(ctx, id)
 }
 
 // SetStock sets sku's level to qty on the front, then the back's to qty
@@ -406,6 +417,51 @@ func (o *Orders) frontLost(found string) error {
 		return fmt.Errorf("%w: %q is being recovered (%s)", ErrFrontLost, EpochKey(o.stream), found)
 	}
 	return fmt.Errorf("%w: %q changed to %s while the call ran", ErrFrontLost, EpochKey(o.stream), found)
+}
+
+// remember adds the record key of id, a restock both tiers applied, to
+// IDsKey: past the front's retention, the front refuses it. A failure is
+// ErrOutcomeUnknown: the repeated call, a no-op on both tiers, adds it.
+func (o *Orders) remember(ctx context.Context, id string) error {
+	if err := o.rdb.SAdd(ctx, IDsKey(o.stream), recordKeys(o.prefix).Name("order", id)).Err(); err != nil {
+		return afterBack(redisx.Classify(ctx, err, redisx.Write), "tiered: restock under %q: remember the ID", id)
+	}
+	return nil
+}
+
+// forgotten is err of a Take or Hold of id with lines; or, when the front
+// refused id as an ID it forgot (past its order retention) and the back
+// applied, the back's ledger's answer: nil for a retry of the order taken
+// with these lines, ErrOrderClosed for one returned since, ErrOrderMismatch
+// otherwise. The front never applies such an ID afresh: the back would
+// answer its take as a retry of the old order, and the front alone would
+// have sold its units.
+func (o *Orders) forgotten(ctx context.Context, id string, lines []stockguard.Line, err error) error {
+	if !seen(err) {
+		return err
+	}
+	info, err := o.back.Order(ctx, id)
+	switch {
+	case errors.Is(err, stockguard.ErrUnknownOrder), errors.Is(err, stockguard.ErrOrderMismatch):
+		return errtext.Mismatch(id, "")
+	case err != nil:
+		return errtext.Wrap(err, "tiered: order %q, forgotten by the front, on the back", id)
+	case !slices.Equal(info.Lines, strategy.SortedLines(lines)) || info.State != stockguard.OrderTaken && info.State != stockguard.OrderReturned:
+		return errtext.Mismatch(id, "")
+	case info.State == stockguard.OrderReturned:
+		return errtext.Closed(id, info.State)
+	}
+	return nil
+}
+
+// unknown is err of a Confirm, Return or Order of id: ErrUnknownOrder when
+// the front refused id as an ID it forgot, as it answers any ID past its
+// retention.
+func (o *Orders) unknown(id string, err error) error {
+	if seen(err) {
+		return errtext.UnknownOrder(id)
+	}
+	return err
 }
 
 // afterBack is the answer when one tier changed and the other then failed
