@@ -52,4 +52,3 @@ func TestOrders_idReusedPastTheFrontsRetention_tiersAgree(t *testing.T) {
 	r.applyAll(t, c)
 	tiersAgree(t, o, r.back, "a")
 }
-
