@@ -117,7 +117,7 @@ func EpochKey(stream string) string { return stream + ":epoch" }
 
 // ErrFrontLost is the error, wrapping stockguard.ErrUnavailable, of every
 // call on a front that lost its data: its epoch key (EpochKey) is gone, as
-// after a restart without persistence. The orders acknowledged by the front
+// after a restart without persistence, or Recover is re-seeding it. The orders acknowledged by the front
 // and not yet applied to the back are lost with it, and the front would
 // sell again units the back already sold; recover it with Recover.
 var ErrFrontLost = fmt.Errorf("%w: tiered: the front lost its data (its epoch key is gone or being recovered); recover it from the back", stockguard.ErrUnavailable)
