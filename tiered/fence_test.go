@@ -206,3 +206,29 @@ func (r *rig) applyAll(t *testing.T, c *Consumer) {
 		}
 	}
 }
+
+// A front that lost only its epoch key (a failover to a replica that
+// lacked it) still has orders on their way in its stream: Recover applies
+// them to the back before it reads the back, and the tiers agree.
+func TestRecover_frontThatLostOnlyItsEpoch_appliesTheStreamFirst(t *testing.T) {
+	ctx := t.Context()
+	r := newLostRig(t)
+	stock(t, r.o, 10, "a")
+	if err := r.o.Take(ctx, "acked-1", line("a", 3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.srv.Client().Del(ctx, EpochKey(r.o.stream)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.c.Step(ctx); !errors.Is(err, ErrFrontLost) {
+		t.Fatalf("Step = %v, want ErrFrontLost", err)
+	}
+	if err := r.o.Recover(ctx, []string{"a"}, nil); err != nil {
+		t.Fatalf("Recover = %v", err)
+	}
+	if info, err := r.back.Order(ctx, "acked-1"); err != nil || info.State != stockguard.OrderTaken {
+		t.Errorf("the back's Order(acked-1) = %+v, %v; want the acknowledged order taken", info, err)
+	}
+	r.agree(t, r.c, "a")
+	wantStock(t, "front", r.o, "a", 7)
+}

@@ -238,9 +238,20 @@ func (o *Orders) applyLeft(ctx context.Context, q *Streams) error {
 	}
 	if len(left) > 0 {
 		c := consumerOf(q, o.back, newOptions(nil))
-		_, later, stuck := c.apply(ctx, left)
+		done, later, stuck := c.apply(ctx, left)
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("tiered: recover: applying the stream left: %w", err)
+		}
+		var keys []any // the back has these orders now: see IDsKey
+		for _, e := range done {
+			if e.Op == OpTake {
+				keys = append(keys, recordKeys(o.prefix).Name("order", e.Order))
+			}
+		}
+		if len(keys) > 0 {
+			if err := o.rdb.SAdd(ctx, IDsKey(o.stream), keys...).Err(); err != nil {
+				return errtext.Wrap(redisx.Classify(ctx, err, redisx.Write), "tiered: recover: the IDs the back applied")
+			}
 		}
 		if refused := append(later, stuck...); len(refused) > 0 {
 			return fmt.Errorf("%w: tiered: recover: the back did not take %d of the %d entries left in the stream, the first %v; the front stays refused: resolve them on the back (the Reconciler's backlog lists them) and run Recover again",
