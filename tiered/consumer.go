@@ -46,6 +46,7 @@ type Consumer struct {
 
 	deferred  map[string]Entry // own pending entries the back refused, for now or for good
 	stuck     map[string]bool  // those refused for good
+	epoch     string           // the front's epoch deferred's entries were read under
 	lastRetry time.Time
 
 	mu    sync.Mutex
@@ -69,8 +70,13 @@ type Stats struct {
 	Stuck    int64 // entries the back refuses for good, pending now
 	Pending  int64 // entries this consumer holds unacknowledged now
 	// FrontLost is how many Steps found the front had lost its data
-	// (ErrFrontLost).
+	// (ErrFrontLost), or a new epoch since the last Step (the front was lost
+	// and recovered in between).
 	FrontLost int64
+	// Dropped is how many entries of a lost front this consumer had in hand
+	// and dropped, unapplied or unacknowledged: they were the lost front's,
+	// and Recover re-seeds the front from the back without them.
+	Dropped int64
 	// Busy is the time spent in Steps that acknowledged entries: Applied /
 	// Busy is the back's sustained rate while there was work.
 	Busy time.Duration
@@ -178,12 +184,28 @@ func (c *Consumer) Run(ctx context.Context) error {
 // when there is nothing else to do), applies them all to the back and
 // acknowledges those it committed. It returns how many it acknowledged,
 // and an error of the queue (ErrFrontLost when the front lost its data:
-// its group or epoch key is gone; the Consumer waits for Recover), or the
-// context's.
+// its group or epoch key is gone, or Recover runs; the Consumer waits for
+// Recover), or the context's.
+//
+// Everything a Step does carries the epoch its reads found: it sends
+// entries to the back only until WithApplyLease has passed since it began
+// (Recover waits that long before it reads the back), and acknowledges
+// them only if the front still has that epoch. Entries in hand of another
+// epoch — a front lost and recovered since they were read — are dropped,
+// never applied or acknowledged (Stats.Dropped, Stats.FrontLost).
 func (c *Consumer) Step(ctx context.Context) (int, error) {
-	claimed, err := c.q.Claim(ctx, c.name, c.o.claimIdle, c.o.batch)
+	// The lease starts before the epoch is read, so it ends before
+	// Recover's wait, which starts after the epoch changed.
+	lease := time.Now().Add(c.o.lease)
+	claimed, epoch, err := c.q.Claim(ctx, c.name, c.o.claimIdle, c.o.batch)
 	if err != nil {
 		return 0, c.failed(err)
+	}
+	if epoch != c.epoch {
+		if c.epoch != "" {
+			c.drop()
+		}
+		c.epoch = epoch
 	}
 	// Entries left for later are tried again every retryEvery, whether
 	// they are in hand already or come back by a claim or a read: a batch
@@ -209,7 +231,10 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 	if len(work) > 0 || due {
 		block = -1 // do not wait: there is work in hand
 	}
-	read, err := c.q.Read(ctx, c.name, c.o.batch, block)
+	read, rEpoch, err := c.q.Read(ctx, c.name, c.o.batch, block)
+	if err == nil && rEpoch != epoch {
+		err = fmt.Errorf("%w: the front's epoch changed from %s to %s within a step", ErrFrontLost, epoch, rEpoch)
+	}
 	if err != nil && (len(work) == 0 && !due || errors.Is(err, ErrFrontLost)) {
 		return 0, c.failed(err)
 	}
@@ -241,7 +266,9 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 		}
 	}
 	start := c.now()
-	done, later, stuck := c.apply(ctx, work)
+	leased, cancel := context.WithDeadline(ctx, lease)
+	done, later, stuck := c.apply(leased, work)
+	cancel()
 	if ctx.Err() != nil {
 		return 0, ctx.Err()
 	}
@@ -260,12 +287,10 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 			return 0, err
 		}
 	}
-	ids := make([]string, len(done))
-	for i, e := range done {
-		ids[i] = e.ID
-	}
-	if err := c.q.Ack(ctx, ids...); err != nil {
-		return 0, err // pending: applied again, a no-op, once claimed
+	if err := c.q.Ack(ctx, epoch, done...); err != nil {
+		// Pending: applied again, a no-op, once read back or claimed; or
+		// the front's epoch changed and they are dropped.
+		return 0, c.failed(err)
 	}
 	now := c.now()
 	c.count(func(s *Stats) {
@@ -286,18 +311,27 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 }
 
 // failed is Step's error err of the queue: on ErrFrontLost the entries
-// left for later are dropped (the front that had them is gone; Recover
-// re-seeds it from the back) and the loss is counted.
+// left for later are dropped and the loss is counted.
 func (c *Consumer) failed(err error) error {
 	if errors.Is(err, ErrFrontLost) {
-		clear(c.deferred)
-		clear(c.stuck)
-		c.count(func(s *Stats) {
-			s.FrontLost++
-			s.Stuck, s.Pending = 0, 0
-		})
+		c.drop()
+		c.epoch = ""
 	}
 	return err
+}
+
+// drop drops the entries left for later, which were read under an epoch the
+// front no longer has: the front that had them is gone, and Recover
+// re-seeds it from the back without them. It counts the loss.
+func (c *Consumer) drop() {
+	n := len(c.deferred)
+	clear(c.deferred)
+	clear(c.stuck)
+	c.count(func(s *Stats) {
+		s.FrontLost++
+		s.Dropped += int64(n)
+		s.Stuck, s.Pending = 0, 0
+	})
 }
 
 // Stats returns the consumer's counts so far.

@@ -39,7 +39,7 @@ func TestConsumer_restartedUnderItsName_readsNewEntriesBehindRefusedOnes(t *test
 	ctx := t.Context()
 	r := newRig(t)
 	stock(t, r.o, 10, "a")
-	if err := r.o.front.SetStock(ctx, "z", 10); err != nil { // the back lacks z
+	if err := r.o.call(ctx, func(ctx context.Context) error { return r.o.front.SetStock(ctx, "z", 10) }); err != nil { // the back lacks z
 		t.Fatal(err)
 	}
 	for _, id := range []string{"z1", "z2"} {
@@ -103,23 +103,24 @@ func TestConsumer_claim_goesOnPastTheHeadOfThePendingList(t *testing.T) {
 	wantStock(t, "back", r.back, "a", 99)
 }
 
-// failExec makes the next MULTI/EXEC pipeline of its client fail, unsent.
-type failExec struct{ armed atomic.Bool }
+// failAck makes every script its client runs — a consumer's
+// acknowledgement — fail, unsent, while armed.
+type failAck struct{ armed atomic.Bool }
 
-func (h *failExec) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *failAck) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (h *failExec) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *failAck) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
 
-func (h *failExec) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if len(cmds) > 0 && cmds[0].Name() == "multi" && h.armed.CompareAndSwap(true, false) {
+func (h *failAck) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); (name == "evalsha" || name == "eval") && h.armed.Load() {
 			err := &net.OpError{Op: "write", Net: "tcp", Err: errors.New("connection cut by the test")}
-			for _, c := range cmds {
-				c.SetErr(err)
-			}
+			cmd.SetErr(err)
 			return err
 		}
-		return next(ctx, cmds)
+		return next(ctx, cmd)
 	}
 }
 
@@ -132,7 +133,7 @@ func TestConsumer_failedAck_rereadsItsOwnEntriesNextStep(t *testing.T) {
 	stock(t, r.o, 100, "a")
 	r.takeN(t, "a", 5)
 	rdb := backendstest.RedisClient(t)
-	hook := &failExec{}
+	hook := &failAck{}
 	rdb.AddHook(hook)
 	c, err := NewConsumer(rdb, r.back, WithPrefix(r.prefix), WithConsumerName("c1"))
 	if err != nil {
@@ -142,6 +143,7 @@ func TestConsumer_failedAck_rereadsItsOwnEntriesNextStep(t *testing.T) {
 	if _, err := c.Step(ctx); err == nil {
 		t.Fatal("Step with its acknowledgement cut = nil, want the error")
 	}
+	hook.armed.Store(false)
 	n, err := c.Step(ctx)
 	if err != nil || n != 5 {
 		t.Fatalf("next Step = %d, %v; want the 5 entries acknowledged", n, err)

@@ -21,5 +21,9 @@
 //
 // Setup prepares a front once, at deployment; a front that lost its data
 // (restarted without persistence) is refused with ErrFrontLost until
-// Recover re-seeds it from the back.
+// Recover re-seeds it from the back. Every script the front runs, and every
+// read and acknowledgement of a Consumer, carries the front's epoch
+// (EpochKey) and applies only under it, so nothing of a lost front lands on
+// its recovered successor. An ID the back applied is never applied afresh
+// on the front after the front forgot it (IDsKey).
 package tiered

@@ -22,6 +22,10 @@ type lostRig struct {
 	c    *Consumer
 }
 
+// lostLease is the apply lease of a lostRig's Orders and consumers: Recover
+// waits for it.
+const lostLease = 500 * time.Millisecond
+
 func newLostRig(t *testing.T) *lostRig {
 	t.Helper()
 	srv := backendstest.PrivateRedis(t, 1)[0]
@@ -29,9 +33,9 @@ func newLostRig(t *testing.T) *lostRig {
 	t.Cleanup(func() { rdb.Close() })
 	db := backendstest.DB(t, multi)
 	r := &lostRig{srv: srv, back: must.New(mysqllock.NewBatched(db, mysqllock.WithTable(newTable(t, db))))}
-	r.o = must.New(New(rdb, r.back, WithPrefix("shop:")))
+	r.o = must.New(New(rdb, r.back, WithPrefix("shop:"), WithApplyLease(lostLease)))
 	r.q = NewStreams(rdb, StreamKey("shop:"), DefaultGroup)
-	r.c = must.New(NewConsumer(rdb, r.back, WithPrefix("shop:"), WithConsumerName("c1")))
+	r.c = must.New(NewConsumer(rdb, r.back, WithPrefix("shop:"), WithConsumerName("c1"), WithApplyLease(lostLease)))
 	if err := r.o.Setup(t.Context()); err != nil {
 		t.Fatal(err)
 	}

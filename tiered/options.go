@@ -37,6 +37,9 @@ const (
 	// through its backoff seconds, and a rollout's SIGTERM commonly leaves
 	// 30 s before SIGKILL.
 	DefaultStopGrace = 10 * time.Second
+	// DefaultApplyLease is how long after a Consumer read the front's epoch
+	// it may still send that read's entries to the back (WithApplyLease).
+	DefaultApplyLease = 10 * time.Second
 )
 
 // Internal pacing of a Consumer, not options: how long a read blocks for
@@ -58,12 +61,13 @@ type options struct {
 	workers   int
 	claimIdle time.Duration
 	stopGrace time.Duration
-	ack       redisx.Ack // WithReplicaAck: what confirms the Consumer's reads
+	lease     time.Duration // WithApplyLease
+	ack       redisx.Ack    // WithReplicaAck: what confirms the Consumer's reads
 	err       error
 }
 
 func newOptions(opts []Option) options {
-	o := options{prefix: DefaultPrefix, group: DefaultGroup, batch: DefaultBatch, workers: DefaultApplyWorkers, claimIdle: DefaultClaimIdle, stopGrace: DefaultStopGrace}
+	o := options{prefix: DefaultPrefix, group: DefaultGroup, batch: DefaultBatch, workers: DefaultApplyWorkers, claimIdle: DefaultClaimIdle, stopGrace: DefaultStopGrace, lease: DefaultApplyLease}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -188,5 +192,23 @@ func WithStopGrace(d time.Duration) Option {
 			return
 		}
 		o.stopGrace = d
+	}
+}
+
+// WithApplyLease bounds how long a Consumer goes on sending to the back the
+// entries of one read: a Step checks the front's epoch when it reads, and
+// calls the back for those entries only until lease has passed since (the
+// back's calls get that deadline; entries not applied by then are tried
+// again after the next read, which checks the epoch again). Recover waits
+// lease and a tenth of it before it reads the back, so that no consumer of
+// the lost front still applies its entries: give New and every
+// NewConsumer the same lease. At least 10ms; default DefaultApplyLease.
+func WithApplyLease(d time.Duration) Option {
+	return func(o *options) {
+		if d < 10*time.Millisecond {
+			o.fail(fmt.Errorf("apply lease %v below 10ms", d))
+			return
+		}
+		o.lease = d
 	}
 }

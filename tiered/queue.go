@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redisx"
 )
 
@@ -38,22 +39,33 @@ type Entry struct {
 // tiers: a consumer group's reads, claims and acknowledgements, and the
 // entries not yet acknowledged. Streams implements it over a Redis Stream;
 // a log such as Kafka or NATS JetStream could sit behind it.
+//
+// Every read names the front's epoch it was made under, and an Ack applies
+// only under the epoch named: a consumer never acknowledges entries of a
+// front lost (and recovered) since it read them. A front without an armed
+// epoch (lost, or being recovered) fails reads and acknowledgements with
+// ErrFrontLost.
 type Queue interface {
 	// Read returns up to n entries delivered to no consumer of the group
-	// yet, now delivered to consumer, waiting up to block for the first.
+	// yet, now delivered to consumer, waiting up to block for the first,
+	// and the front's epoch they were read under.
 	// On consumer's first read, and on the read after a read, claim or
 	// Ack that failed, it returns first the entries already delivered to
 	// consumer and not acknowledged — those of a reply lost on its way, of
 	// a process that ran under the same name before, of an Ack lost — a
 	// batch at a time, each read going on from the last, and new entries
 	// in the rest of the batch.
-	Read(ctx context.Context, consumer string, n int, block time.Duration) ([]Entry, error)
+	Read(ctx context.Context, consumer string, n int, block time.Duration) ([]Entry, string, error)
 	// Claim hands consumer up to n entries delivered to any consumer and
 	// unacknowledged for at least idle, going on through the pending
-	// entries from where the last Claim stopped.
-	Claim(ctx context.Context, consumer string, idle time.Duration, n int) ([]Entry, error)
-	// Ack acknowledges entries applied: they are never delivered again.
-	Ack(ctx context.Context, ids ...string) error
+	// entries from where the last Claim stopped, and returns the front's
+	// epoch they were claimed under.
+	Claim(ctx context.Context, consumer string, idle time.Duration, n int) ([]Entry, string, error)
+	// Ack acknowledges entries applied, if the front's epoch is still
+	// epoch: they are never delivered again, and the IDs of the orders of
+	// their takes are the back's (IDsKey). Under another epoch it
+	// acknowledges nothing and returns ErrFrontLost.
+	Ack(ctx context.Context, epoch string, entries ...Entry) error
 	// Backlog returns every entry not acknowledged yet, delivered or not,
 	// in queue order.
 	Backlog(ctx context.Context) ([]Entry, error)
@@ -63,9 +75,10 @@ type Queue interface {
 // a consumer group. Ack acknowledges and deletes an entry in one
 // transaction, so the stream holds exactly the entries not acknowledged.
 type Streams struct {
-	rdb    redis.UniversalClient
-	stream string
-	group  string
+	rdb     redis.UniversalClient
+	stream  string
+	group   string
+	records rediskeys.Keys // the front's order records, for IDsKey
 
 	// ack, when on, must confirm every read before its entries are handed
 	// out (WithReplicaAck); set by NewConsumer.
@@ -87,9 +100,11 @@ type Streams struct {
 
 var _ Queue = (*Streams)(nil)
 
-// NewStreams returns the Queue of the stream key read by group.
+// NewStreams returns the Queue of the stream key read by group: the
+// stream of an Orders, StreamKey of its prefix.
 func NewStreams(rdb redis.UniversalClient, stream, group string) *Streams {
-	return &Streams{rdb: rdb, stream: stream, group: group, caughtUp: map[string]bool{}, ownFrom: map[string]string{}, claimFrom: map[string]string{}}
+	prefix := strings.TrimSuffix(stream, StreamKey(""))
+	return &Streams{rdb: rdb, stream: stream, group: group, records: recordKeys(prefix), caughtUp: map[string]bool{}, ownFrom: map[string]string{}, claimFrom: map[string]string{}}
 }
 
 // create creates the group at the start of the stream (and the stream,
@@ -107,7 +122,7 @@ func (s *Streams) create(ctx context.Context) error {
 // own pending entries, a batch a call from where the last call stopped, and
 // fills the rest of the batch with new entries: entries the back keeps
 // refusing never hold back the ones behind them.
-func (s *Streams) Read(ctx context.Context, consumer string, n int, block time.Duration) ([]Entry, error) {
+func (s *Streams) Read(ctx context.Context, consumer string, n int, block time.Duration) ([]Entry, string, error) {
 	s.mu.Lock()
 	from, own := s.ownFrom[consumer]
 	if !own && !s.caughtUp[consumer] {
@@ -115,14 +130,16 @@ func (s *Streams) Read(ctx context.Context, consumer string, n int, block time.D
 	}
 	s.mu.Unlock()
 	var out []Entry
+	epoch := ""
 	if own {
 		// Its own pending entries after from (an ID: they never block).
-		res, err := s.readGroup(ctx, &redis.XReadGroupArgs{
+		res, e, err := s.readGroup(ctx, &redis.XReadGroupArgs{
 			Group: s.group, Consumer: consumer, Streams: []string{s.stream, from}, Count: int64(n), Block: -1,
 		})
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, s.readFailed(ctx, consumer, err)
+			return nil, "", s.readFailed(ctx, consumer, err)
 		}
+		epoch = e
 		out = entries(res)
 		s.mu.Lock()
 		if len(out) < n {
@@ -133,21 +150,24 @@ func (s *Streams) Read(ctx context.Context, consumer string, n int, block time.D
 		}
 		s.mu.Unlock()
 		if len(out) == n {
-			return out, nil
+			return out, epoch, nil
 		}
 		if len(out) > 0 {
 			block = -1 // do not wait: there are entries in hand
 		}
 	}
-	res, err := s.readGroup(ctx, &redis.XReadGroupArgs{
+	res, e, err := s.readGroup(ctx, &redis.XReadGroupArgs{
 		Group: s.group, Consumer: consumer, Streams: []string{s.stream, ">"}, Count: int64(n - len(out)), Block: block,
 	})
+	if err == nil && epoch != "" && e != epoch {
+		err = fmt.Errorf("%w: the epoch changed from %s to %s between two reads", errNoEpoch, epoch, e)
+	}
 	if err != nil && !errors.Is(err, redis.Nil) {
 		// The entries read before stay in out: a failed read leaves the
 		// consumer to read its own pending entries again anyway.
-		return out, s.readFailed(ctx, consumer, err)
+		return out, epoch, s.readFailed(ctx, consumer, err)
 	}
-	return append(out, entries(res)...), nil
+	return append(out, entries(res)...), e, nil
 }
 
 // readFailed is the error of a failed read or claim of consumer's, whose
@@ -164,7 +184,8 @@ func (s *Streams) readFailed(ctx context.Context, consumer string, err error) er
 	return redisx.Classify(ctx, err, redisx.Read)
 }
 
-// errNoEpoch: the front's epoch key is gone.
+// errNoEpoch: the front has no armed epoch (its key is gone, or Recover
+// runs).
 var errNoEpoch = errors.New("no epoch key")
 
 func entries(res []redis.XStream) []Entry {
@@ -177,23 +198,25 @@ func entries(res []redis.XStream) []Entry {
 	return out
 }
 
-// readGroup is XREADGROUP, confirmed.
-func (s *Streams) readGroup(ctx context.Context, a *redis.XReadGroupArgs) ([]redis.XStream, error) {
+// readGroup is XREADGROUP, confirmed, and the epoch it read under (also
+// with redis.Nil, no entries).
+func (s *Streams) readGroup(ctx context.Context, a *redis.XReadGroupArgs) ([]redis.XStream, string, error) {
 	var cmd *redis.XStreamSliceCmd
-	err := s.confirmed(ctx, false, func(c redis.Cmdable) redis.Cmder { cmd = c.XReadGroup(ctx, a); return cmd })
+	epoch, err := s.confirmed(ctx, func(p redis.Pipeliner) redis.Cmder { cmd = p.XReadGroup(ctx, a); return cmd })
 	if err != nil {
-		return nil, err
+		return nil, epoch, err // redis.Nil: no entries, under epoch
 	}
-	return cmd.Val(), nil
+	return cmd.Val(), epoch, nil
 }
 
 // witnessTTL is how long the witness key of a confirmed read lives.
 const witnessTTL = time.Second
 
 // confirmed runs read, a command that hands entries to a consumer, after a
-// check that the front's epoch key exists when epoch is set (errNoEpoch
-// when not): on s.rdb, or in a pipeline — one connection, one server —
-// where, with an ack, a witness write and the ack's WAIT follow it. The
+// read of the front's epoch key, in a pipeline — one connection, one
+// server — where, with an ack, a witness write and the ack's WAIT follow
+// it. It returns the epoch, or errNoEpoch when the front has no armed one
+// (the entries read are then not handed out). The
 // witness moves the connection's replication mark past everything the read
 // saw (a read of entries delivered before writes nothing itself), so the
 // WAIT confirms the entries read; a read and a WAIT on different
@@ -201,15 +224,14 @@ const witnessTTL = time.Second
 // had them. It returns read's error, or an *redisx.AckError when the WAIT
 // fell short: the entries are then on the master alone, and a failover may
 // take them back from the front.
-func (s *Streams) confirmed(ctx context.Context, epoch bool, read func(redis.Cmdable) redis.Cmder) error {
-	if !s.ack.On() && !epoch {
-		return read(s.rdb).Err()
-	}
+func (s *Streams) confirmed(ctx context.Context, read func(redis.Pipeliner) redis.Cmder) (string, error) {
 	p := s.rdb.Pipeline()
-	var exists *redis.IntCmd
-	if epoch {
-		exists = p.Exists(ctx, EpochKey(s.stream))
-	}
+	// Sent at most once, and so the whole pipeline (go-redis resends a
+	// pipeline only when every command may be resent): a read resent after
+	// a timeout would hand the consumer other entries, and leave those of
+	// the first, delivered to it, unknown to it until a claim.
+	epoch := redis.NewStringCmd(ctx, "get", EpochKey(s.stream))
+	_ = p.Process(ctx, redisx.Once(epoch))
 	cmd := read(p)
 	var witness *redis.StatusCmd
 	check := func() error { return nil }
@@ -218,18 +240,23 @@ func (s *Streams) confirmed(ctx context.Context, epoch bool, read func(redis.Cmd
 		check = redisx.Pipe(ctx, p, s.ack)
 	}
 	_, _ = p.Exec(ctx) // each command carries its own error
-	if exists != nil && exists.Err() == nil && exists.Val() == 0 {
-		return errNoEpoch
+	switch err := epoch.Err(); {
+	case errors.Is(err, redis.Nil):
+		return "", errNoEpoch
+	case err == nil && strings.HasPrefix(epoch.Val(), recovering):
+		return "", fmt.Errorf("%w: %s", errNoEpoch, epoch.Val())
+	case err != nil:
+		return "", err
 	}
 	if err := cmd.Err(); err != nil {
-		return err
+		return epoch.Val(), err
 	}
 	if witness != nil {
 		if err := witness.Err(); err != nil {
-			return &redisx.AckError{Ack: s.ack, Err: fmt.Errorf("witness write: %w", err)}
+			return "", &redisx.AckError{Ack: s.ack, Err: fmt.Errorf("witness write: %w", err)}
 		}
 	}
-	return check()
+	return epoch.Val(), check()
 }
 
 // Claim implements Queue. Each call goes on from where the last one
@@ -237,7 +264,7 @@ func (s *Streams) confirmed(ctx context.Context, epoch bool, read func(redis.Cmd
 // went through them: entries that stay pending at the head (refused by the
 // back, claimed back and forth) never hide those behind them. It checks
 // the front's epoch key first: ErrFrontLost when it is gone.
-func (s *Streams) Claim(ctx context.Context, consumer string, idle time.Duration, n int) ([]Entry, error) {
+func (s *Streams) Claim(ctx context.Context, consumer string, idle time.Duration, n int) ([]Entry, string, error) {
 	s.mu.Lock()
 	start := s.claimFrom[consumer]
 	s.mu.Unlock()
@@ -245,7 +272,7 @@ func (s *Streams) Claim(ctx context.Context, consumer string, idle time.Duration
 		start = "0"
 	}
 	var cmd *redis.XAutoClaimCmd
-	err := s.confirmed(ctx, true, func(c redis.Cmdable) redis.Cmder {
+	epoch, err := s.confirmed(ctx, func(c redis.Pipeliner) redis.Cmder {
 		cmd = c.XAutoClaim(ctx, &redis.XAutoClaimArgs{
 			Stream: s.stream, Group: s.group, Consumer: consumer, MinIdle: idle, Start: start, Count: int64(n),
 		})
@@ -254,7 +281,7 @@ func (s *Streams) Claim(ctx context.Context, consumer string, idle time.Duration
 	if err != nil {
 		// What it claimed, if anything, is consumer's own pending now:
 		// its next read takes it.
-		return nil, s.readFailed(ctx, consumer, err)
+		return nil, "", s.readFailed(ctx, consumer, err)
 	}
 	msgs, next := cmd.Val()
 	s.mu.Lock()
@@ -268,19 +295,51 @@ func (s *Streams) Claim(ctx context.Context, consumer string, idle time.Duration
 	for _, m := range msgs {
 		out = append(out, parseEntry(m))
 	}
-	return out, nil
+	return out, epoch, nil
 }
 
-// Ack implements Queue: XACK and XDEL in one MULTI.
-func (s *Streams) Ack(ctx context.Context, ids ...string) error {
-	if len(ids) == 0 {
+// ackScript acknowledges and deletes entries if the epoch key KEYS[1]
+// holds ARGV[1], and adds record keys to the set KEYS[3]: KEYS[2] the
+// stream, ARGV[2] the group, ARGV[3] the number n of entry IDs that
+// follow, then the record keys. Otherwise it answers the fence's error
+// reply, acknowledging nothing.
+var ackScript = redis.NewScript(`
+local epoch = redis.call('GET', KEYS[1])
+if epoch ~= ARGV[1] then
+  return redis.error_reply('` + fenceCode + ` ' .. tostring(epoch))
+end
+local last = 3 + tonumber(ARGV[3])
+for i = 4, last, 1000 do
+  local ids = {unpack(ARGV, i, math.min(i + 999, last))}
+  redis.call('XACK', KEYS[2], ARGV[2], unpack(ids))
+  redis.call('XDEL', KEYS[2], unpack(ids))
+end
+for i = last + 1, #ARGV, 1000 do
+  redis.call('SADD', KEYS[3], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+return 1
+`)
+
+// Ack implements Queue: XACK and XDEL, and the SADD of the takes' record
+// keys, in one script that checks the epoch.
+func (s *Streams) Ack(ctx context.Context, epoch string, entries ...Entry) error {
+	if len(entries) == 0 {
 		return nil
 	}
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.XAck(ctx, s.stream, s.group, ids...)
-		p.XDel(ctx, s.stream, ids...)
-		return nil
-	})
+	args := make([]any, 0, 3+2*len(entries))
+	args = append(args, epoch, s.group, len(entries))
+	for _, e := range entries {
+		args = append(args, e.ID)
+	}
+	for _, e := range entries {
+		if e.Op == OpTake {
+			args = append(args, s.records.Name("order", e.Order))
+		}
+	}
+	err := ackScript.Run(ctx, s.rdb, []string{EpochKey(s.stream), s.stream, IDsKey(s.stream)}, args...).Err()
+	if found, ok := fenced(err); ok {
+		return fmt.Errorf("%w: stream %q read under epoch %s, now %s: nothing acknowledged", ErrFrontLost, s.stream, epoch, found)
+	}
 	if err != nil {
 		// The entries stay pending under their consumers: each rereads
 		// its own at its next Read, applies them again (no-ops on the

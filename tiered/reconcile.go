@@ -89,8 +89,9 @@ func (r *Reconciler) Check(ctx context.Context, skus ...string) (Report, error) 
 // drift reads one SKU of both tiers against backlog.
 func (r *Reconciler) drift(ctx context.Context, sku string, backlog []Entry) (Drift, error) {
 	d := Drift{SKU: sku}
-	level, held, err := r.o.front.Held(ctx, sku)
-	if err = r.o.gone(ctx, err); err != nil {
+	var level, held int64
+	err := r.o.call(ctx, func(ctx context.Context) (err error) { level, held, err = r.o.front.Held(ctx, sku); return err })
+	if err != nil {
 		return d, errtext.Wrap(err, "tiered: check %q on the front", sku)
 	}
 	d.Front = level + held
@@ -124,12 +125,17 @@ func (r *Reconciler) drift(ctx context.Context, sku string, backlog []Entry) (Dr
 // whoever reads Check's report. It returns the entries acknowledged, and an
 // error of the back's or the queue's.
 func (r *Reconciler) Repair(ctx context.Context) ([]Entry, error) {
+	// The acknowledgement carries the epoch read before the backlog: an
+	// entry of a front lost since is not acknowledged on its successor.
+	epoch, err := r.o.readEpoch(ctx)
+	if err != nil {
+		return nil, errtext.Wrap(err, "tiered: repair: epoch")
+	}
 	backlog, err := r.q.Backlog(ctx)
 	if err != nil {
 		return nil, errtext.Wrap(err, "tiered: repair: backlog")
 	}
 	var proven []Entry
-	var ids []string
 	for _, e := range backlog {
 		info, err := r.back.Order(ctx, e.Order)
 		switch {
@@ -149,10 +155,9 @@ func (r *Reconciler) Repair(ctx context.Context) ([]Entry, error) {
 		}
 		if ok {
 			proven = append(proven, e)
-			ids = append(ids, e.ID)
 		}
 	}
-	if err := r.q.Ack(ctx, ids...); err != nil {
+	if err := r.q.Ack(ctx, epoch, proven...); err != nil {
 		return nil, fmt.Errorf("tiered: repair: %w", err)
 	}
 	return proven, nil

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -33,8 +34,11 @@ type Orders struct {
 	back   stockguard.Orders
 	stream string
 	group  string
+	prefix string
+	lease  time.Duration // WithApplyLease: how long Recover waits for the lost front's consumers
 
-	lost atomic.Int64 // calls refused with ErrFrontLost
+	epoch atomic.Pointer[string] // the armed epoch the calls carry; nil until read
+	lost  atomic.Int64           // calls refused with ErrFrontLost
 }
 
 var (
@@ -44,8 +48,9 @@ var (
 
 // New returns the tiered Orders over the Redis rdb (a single server, or a
 // failover client; not a Cluster or a Ring, whose orders would span slots)
-// and back. It reads the options WithPrefix, WithFront, WithReplicaAck and
-// WithGroup (the group Setup creates).
+// and back. It reads the options WithPrefix, WithFront, WithReplicaAck,
+// WithGroup (the group Setup creates) and WithApplyLease (Recover's wait for
+// the consumers of a lost front).
 // A nil back, a Cluster or Ring client, or an invalid option is an error
 // wrapping stockguard.ErrInvalidRequest.
 func New(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) (*Orders, error) {
@@ -63,12 +68,14 @@ func New(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) (*Or
 	stream := StreamKey(o.prefix)
 	front := append([]redislock.Option{redislock.WithPrefix(o.prefix)}, o.front...)
 	front = append(front, redislock.WithOrderStream(stream))
-	atomic, err := redislock.NewAtomic(rdb, front...)
+	// Every script of the front carries the epoch its call read: see
+	// fencedClient.
+	atomic, err := redislock.NewAtomic(newFencedClient(rdb, stream, o.prefix), front...)
 	if err != nil {
 		o.fail(err)
 		return nil, o.err
 	}
-	return &Orders{rdb: rdb, front: atomic, back: back, stream: stream, group: o.group}, nil
+	return &Orders{rdb: rdb, front: atomic, back: back, stream: stream, group: o.group, prefix: o.prefix, lease: o.lease}, nil
 }
 
 // Setup makes the front ready to sell: it creates the stream, its consumer
@@ -102,56 +109,63 @@ func StreamKey(prefix string) string { return prefix + "tiered:effects" }
 
 // EpochKey is the key of the front's epoch next to stream:
 // "<stream>:epoch". Setup and Recover write it; its absence means the
-// front lost its data.
+// front lost its data, and a value starting "recovering:" that Recover is
+// re-seeding it. Every script the front runs, and every read and
+// acknowledgement of its consumers, checks in the same round trip that it
+// holds the value read when the call began.
 func EpochKey(stream string) string { return stream + ":epoch" }
 
 // ErrFrontLost is the error, wrapping stockguard.ErrUnavailable, of every
 // call on a front that lost its data: its epoch key (EpochKey) is gone, as
-// after a restart without persistence. The orders acknowledged by the front
+// after a restart without persistence, or Recover is re-seeding it. The orders acknowledged by the front
 // and not yet applied to the back are lost with it, and the front would
 // sell again units the back already sold; recover it with Recover.
-var ErrFrontLost = fmt.Errorf("%w: tiered: the front lost its data (its epoch key is gone); recover it from the back", stockguard.ErrUnavailable)
+var ErrFrontLost = fmt.Errorf("%w: tiered: the front lost its data (its epoch key is gone or being recovered); recover it from the back", stockguard.ErrUnavailable)
 
 // Take takes every line, or none, on the front, for good, under id; the
 // back takes them when the Consumer applies the entry. Its errors are
 // redislock.Atomic.Take's, or ErrFrontLost.
 func (o *Orders) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
-	return o.gone(ctx, o.front.Take(ctx, id, lines...))
+	err := o.call(ctx, func(ctx context.Context) error { return o.front.Take(ctx, id, lines...) })
+	return o.forgotten(ctx, id, lines, err)
 }
 
 // Hold holds every line, or none, on the front, until Confirm, Return or
 // ttl; the back hears of it only once it is confirmed. Its errors are
 // redislock.Atomic.Hold's, or ErrFrontLost.
 func (o *Orders) Hold(ctx context.Context, id string, ttl time.Duration, lines ...stockguard.Line) error {
-	return o.gone(ctx, o.front.Hold(ctx, id, ttl, lines...))
+	err := o.call(ctx, func(ctx context.Context) error { return o.front.Hold(ctx, id, ttl, lines...) })
+	return o.forgotten(ctx, id, lines, err)
 }
 
 // Confirm makes the hold under id taken for good on the front, and the
 // back takes its lines when the Consumer applies the entry. Its errors are
 // redislock.Atomic.Confirm's, or ErrFrontLost.
 func (o *Orders) Confirm(ctx context.Context, id string) error {
-	return o.gone(ctx, o.front.Confirm(ctx, id))
+	return o.unknown(id, o.call(ctx, func(ctx context.Context) error { return o.front.Confirm(ctx, id) }))
 }
 
 // Return gives the units of the order under id back on the front, and, for
 // an order taken, on the back when the Consumer applies the entry. Its
 // errors are redislock.Atomic.Return's, or ErrFrontLost.
 func (o *Orders) Return(ctx context.Context, id string) error {
-	return o.gone(ctx, o.front.Return(ctx, id))
+	return o.unknown(id, o.call(ctx, func(ctx context.Context) error { return o.front.Return(ctx, id) }))
 }
 
 // Order reports the order under id as the front knows it. Its errors are
 // redislock.Atomic.Order's, or ErrFrontLost.
 func (o *Orders) Order(ctx context.Context, id string) (stockguard.OrderInfo, error) {
-	info, err := o.front.Order(ctx, id)
-	return info, o.gone(ctx, err)
+	var info stockguard.OrderInfo
+	err := o.call(ctx, func(ctx context.Context) (err error) { info, err = o.front.Order(ctx, id); return err })
+	return info, o.unknown(id, err)
 }
 
 // Stock reports the front's level of sku: the units a buyer can have now.
 // Its errors are redislock.Atomic.Stock's, or ErrFrontLost.
 func (o *Orders) Stock(ctx context.Context, sku string) (int64, error) {
-	n, err := o.front.Stock(ctx, sku)
-	return n, o.gone(ctx, err)
+	var n int64
+	err := o.call(ctx, func(ctx context.Context) (err error) { n, err = o.front.Stock(ctx, sku); return err })
+	return n, err
 }
 
 // Restock adds qty units to the stocked sku once under id: on the back
@@ -168,33 +182,44 @@ func (o *Orders) Restock(ctx context.Context, id, sku string, qty int64) error {
 	if err := strategy.ValidateRestock(id, sku, qty); err != nil {
 		return err
 	}
-	if err := o.guard(ctx); err != nil {
+	// Its front calls carry one epoch: a front recovered between them
+	// would get units the back's level, read by Recover, has already.
+	ctx, err := o.armed(ctx)
+	if err != nil {
 		return err
 	}
 	// An ID the front knows is answered there: an order's is a mismatch
 	// (the back may not have heard of the order yet, and would restock), a
 	// restock's was applied to the back before the front.
+	// An ID the front forgot and the back applied is the back's to answer
+	// (its ledger makes a retry of the same restock a no-op): the front
+	// never restocks afresh under it.
 	switch _, err := o.front.Order(ctx, id); {
 	case err == nil:
 		return errtext.Mismatch(id, "")
+	case seen(err):
+		return errtext.Wrap(o.back.Restock(ctx, id, sku, qty), "tiered: restock %q under %q, forgotten by the front, on the back", sku, id)
 	case errors.Is(err, stockguard.ErrOrderMismatch):
-		return o.front.Restock(ctx, id, sku, qty)
+		if err := o.front.Restock(ctx, id, sku, qty); err != nil {
+			return o.pinned(err)
+		}
+		return o.remember(ctx, id)
 	case !errors.Is(err, stockguard.ErrUnknownOrder):
-		return errtext.Wrap(err, "tiered: restock %q under %q", sku, id)
+		return errtext.Wrap(o.pinned(err), "tiered: restock %q under %q", sku, id)
 	}
 	// A SKU the front lacks is refused before the back is changed: the
 	// front's refusal after the back restocked would be final, and the
 	// back would keep units the front never gets.
 	if _, err := o.front.Stock(ctx, sku); err != nil {
-		return errtext.Wrap(o.gone(ctx, err), "tiered: restock %q under %q", sku, id)
+		return errtext.Wrap(o.pinned(err), "tiered: restock %q under %q", sku, id)
 	}
 	if err := o.back.Restock(ctx, id, sku, qty); err != nil {
 		return errtext.Wrap(err, "tiered: restock %q under %q on the back", sku, id)
 	}
 	if err := o.front.Restock(ctx, id, sku, qty); err != nil {
-		return afterBack(err, "tiered: restock %q under %q on the front", sku, id)
+		return afterBack(o.pinned(err), "tiered: restock %q under %q on the front", sku, id)
 	}
-	return nil
+	return o.remember(ctx, id)
 }
 
 // SetStock sets sku's level to qty on the front, then the back's to qty
@@ -215,11 +240,12 @@ func (o *Orders) SetStock(ctx context.Context, sku string, qty int64) error {
 	if err := strategy.ValidateSet(sku, qty); err != nil {
 		return err
 	}
-	if err := o.guard(ctx); err != nil {
+	ctx, err := o.armed(ctx)
+	if err != nil {
 		return err
 	}
 	if err := o.front.SetStock(ctx, sku, qty); err != nil {
-		return errtext.Wrap(err, "tiered: set stock of %q on the front", sku)
+		return errtext.Wrap(o.pinned(err), "tiered: set stock of %q on the front", sku)
 	}
 	giveUp := time.Now().Add(returnWait)
 	for {
@@ -227,7 +253,7 @@ func (o *Orders) SetStock(ctx context.Context, sku string, qty int64) error {
 		// units held there, which a Confirm takes from both tiers.
 		_, held, err := o.front.Held(ctx, sku)
 		if err != nil {
-			return afterBack(err, "tiered: set stock of %q: held units on the front", sku)
+			return afterBack(o.pinned(err), "tiered: set stock of %q: held units on the front", sku)
 		}
 		err = o.back.SetStock(ctx, sku, qty+held)
 		if !errors.Is(err, stockguard.ErrInvalidRequest) {
@@ -304,35 +330,136 @@ func (o *Orders) Decrement(ctx context.Context, sku string, qty int64) error {
 	}
 	var b [12]byte
 	rand.Read(b[:]) // documented never to return an error
-	return o.gone(ctx, o.front.Take(ctx, "dec-"+hex.EncodeToString(b[:]), stockguard.Line{SKU: sku, Qty: qty}))
+	id := "dec-" + hex.EncodeToString(b[:])
+	return o.call(ctx, func(ctx context.Context) error { return o.front.Take(ctx, id, stockguard.Line{SKU: sku, Qty: qty}) })
 }
 
-// guard returns ErrFrontLost when the front's epoch key is gone, before a
-// call that would stock the front: levels written on a front that lost its
-// data would sell again units the back sold.
-func (o *Orders) guard(ctx context.Context) error {
+// armed returns ctx carrying the front's armed epoch, read from the front
+// the first time, or ErrFrontLost when the front has none (lost, or being
+// recovered).
+func (o *Orders) armed(ctx context.Context) (context.Context, error) {
 	if err := strategy.Canceled(ctx); err != nil {
-		return err
+		return ctx, err
 	}
-	n, err := o.rdb.Exists(ctx, EpochKey(o.stream)).Result()
+	if e := o.epoch.Load(); e != nil {
+		return withEpoch(ctx, *e), nil
+	}
+	v, err := o.readEpoch(ctx)
+	if err != nil {
+		return ctx, err
+	}
+	o.epoch.CompareAndSwap(nil, &v)
+	return withEpoch(ctx, *o.epoch.Load()), nil
+}
+
+// readEpoch reads the front's armed epoch: ErrFrontLost when it has none.
+func (o *Orders) readEpoch(ctx context.Context) (string, error) {
+	v, err := o.rdb.Get(ctx, EpochKey(o.stream)).Result()
 	switch {
+	case errors.Is(err, redis.Nil):
+		return "", o.frontLost("false")
 	case err != nil:
-		return redisx.Classify(ctx, err, redisx.Read)
-	case n == 0:
-		o.lost.Add(1)
+		return "", redisx.Classify(ctx, err, redisx.Read)
+	case strings.HasPrefix(v, recovering):
+		return "", o.frontLost(v)
+	}
+	return v, nil
+}
+
+// call runs f, a call of the front, under the front's armed epoch as this
+// Orders last saw it (f must pass its context to the front). When the
+// front refuses it for another epoch — f applied nothing — f runs again
+// under the one found, if armed: the first call of an Orders, or the first
+// after Recover armed the front again (a late attempt of the lost front
+// carries the old epoch and applies nothing). A front without an armed
+// epoch is ErrFrontLost. The first attempt goes without a read of its own,
+// so invalid input is refused before any I/O, by the front.
+func (o *Orders) call(ctx context.Context, f func(ctx context.Context) error) error {
+	if ctx == nil {
+		return f(ctx) // the front's answer: ErrInvalidRequest
+	}
+	epoch := ""
+	if e := o.epoch.Load(); e != nil {
+		epoch = *e
+	}
+	for range 3 {
+		err := f(withEpoch(ctx, epoch))
+		found, ok := fenced(err)
+		if !ok {
+			return err
+		}
+		if found == "false" || strings.HasPrefix(found, recovering) {
+			return o.frontLost(found)
+		}
+		epoch = found
+		o.epoch.Store(&epoch)
+	}
+	return fmt.Errorf("%w: tiered: the front's epoch kept changing", stockguard.ErrContention)
+}
+
+// pinned is err of a front call of a SetStock or Restock, whose calls carry
+// one epoch: a refusal by the front's epoch check is ErrFrontLost.
+func (o *Orders) pinned(err error) error {
+	if found, ok := fenced(err); ok {
+		return o.frontLost(found)
+	}
+	return err
+}
+
+// frontLost counts and returns the ErrFrontLost of a front whose epoch key
+// holds found ("false": none).
+func (o *Orders) frontLost(found string) error {
+	o.lost.Add(1)
+	if found == "false" {
 		return fmt.Errorf("%w: no key %q", ErrFrontLost, EpochKey(o.stream))
+	}
+	if strings.HasPrefix(found, recovering) {
+		return fmt.Errorf("%w: %q is being recovered (%s)", ErrFrontLost, EpochKey(o.stream), found)
+	}
+	return fmt.Errorf("%w: %q changed to %s while the call ran", ErrFrontLost, EpochKey(o.stream), found)
+}
+
+// remember adds the record key of id, a restock both tiers applied, to
+// IDsKey: past the front's retention, the front refuses it. A failure is
+// ErrOutcomeUnknown: the repeated call, a no-op on both tiers, adds it.
+func (o *Orders) remember(ctx context.Context, id string) error {
+	if err := o.rdb.SAdd(ctx, IDsKey(o.stream), recordKeys(o.prefix).Name("order", id)).Err(); err != nil {
+		return afterBack(redisx.Classify(ctx, err, redisx.Write), "tiered: restock under %q: remember the ID", id)
 	}
 	return nil
 }
 
-// gone is the answer err of the front, or ErrFrontLost when err says the
-// front knows no such SKU or order and its epoch key is gone: it lost them.
-func (o *Orders) gone(ctx context.Context, err error) error {
-	if !errors.Is(err, stockguard.ErrUnknownSKU) && !errors.Is(err, stockguard.ErrUnknownOrder) {
+// forgotten is err of a Take or Hold of id with lines; or, when the front
+// refused id as an ID it forgot (past its order retention) and the back
+// applied, the back's ledger's answer: nil for a retry of the order taken
+// with these lines, ErrOrderClosed for one returned since, ErrOrderMismatch
+// otherwise. The front never applies such an ID afresh: the back would
+// answer its take as a retry of the old order, and the front alone would
+// have sold its units.
+func (o *Orders) forgotten(ctx context.Context, id string, lines []stockguard.Line, err error) error {
+	if !seen(err) {
 		return err
 	}
-	if lost := o.guard(ctx); errors.Is(lost, ErrFrontLost) {
-		return fmt.Errorf("%w (the front answered: %v)", lost, err)
+	info, err := o.back.Order(ctx, id)
+	switch {
+	case errors.Is(err, stockguard.ErrUnknownOrder), errors.Is(err, stockguard.ErrOrderMismatch):
+		return errtext.Mismatch(id, "")
+	case err != nil:
+		return errtext.Wrap(err, "tiered: order %q, forgotten by the front, on the back", id)
+	case !slices.Equal(info.Lines, strategy.SortedLines(lines)) || info.State != stockguard.OrderTaken && info.State != stockguard.OrderReturned:
+		return errtext.Mismatch(id, "")
+	case info.State == stockguard.OrderReturned:
+		return errtext.Closed(id, info.State)
+	}
+	return nil
+}
+
+// unknown is err of a Confirm, Return or Order of id: ErrUnknownOrder when
+// the front refused id as an ID it forgot, as it answers any ID past its
+// retention.
+func (o *Orders) unknown(id string, err error) error {
+	if seen(err) {
+		return errtext.UnknownOrder(id)
 	}
 	return err
 }
