@@ -3,7 +3,6 @@ package tiered
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -36,7 +35,6 @@ func TestOrders_adversary(t *testing.T) {
 // that holds a share of the requests past their callers' deadlines and
 // delivers them later, after the repeats.
 func TestOrders_adversaryLateNetwork(t *testing.T) {
-	skipIssue47(t)
 	r := newRig(t)
 	l := netgate.Adversarial(t)
 	rdb := redistest.LateClient(t, backendstest.SharedRedis(t).Addr, l)
@@ -68,15 +66,4 @@ func (r *rig) quiet(ctx context.Context, skus []string) error {
 		return fmt.Errorf("the tiers disagree after draining: %+v", rep.Drifts)
 	}
 	return nil
-}
-
-// skipIssue47 skips a late-network run of the tiered front, which finds
-// the open defect of issue 47 it inherits from redislock (an attempt
-// held past its caller's deadline runs after its repeat was refused:
-// "refused, yet recorded"), unless STOCKGUARD_ISSUE47=run.
-func skipIssue47(t *testing.T) {
-	t.Helper()
-	if os.Getenv("STOCKGUARD_ISSUE47") != "run" {
-		t.Skip("issue 47: a tiered front order attempt delivered late runs after its repeat was refused; set STOCKGUARD_ISSUE47=run to run it")
-	}
 }
