@@ -50,7 +50,7 @@ func TestAdversary_catchesWhatOnlyTheModelsSee(t *testing.T) {
 			func(s *memorders.Store) stockguard.Orders { return &droppedLine{Store: s} }},
 		{"stockReadCreatesTheSKU", "never stocked", stocktest.Adversary{},
 			func(s *memorders.Store) stockguard.Orders { return &creatingRead{Store: s} }},
-		{"twoLiveCallsWithOneIDBothApply", "off by", stocktest.Adversary{},
+		{"twoLiveCallsWithOneIDBothApply", "units on open orders", stocktest.Adversary{},
 			func(s *memorders.Store) stockguard.Orders { return newRacyID(s) }},
 		// The horizon: abandoned placements land after the run's last
 		// check, once their repeats were refused.
@@ -233,27 +233,36 @@ func (b *creatingRead) Stock(ctx context.Context, sku string) (int64, error) {
 	return n, err
 }
 
-// racyID checks whether an ID is recorded before it takes, outside of
-// what takes: two live calls with one ID that both find it free both take
-// the units, and one record is kept.
+// racyID checks whether an ID is recorded a round trip before it takes,
+// outside of what takes: two live calls with one ID that both find it
+// free both take the units, and one record is kept.
 type racyID struct {
 	*memorders.Store
 	mu   sync.Mutex
 	live map[string]int
 }
 
+// raceWindow is the round trip between racyID's check and its take.
+const raceWindow = 5 * time.Millisecond
+
 func newRacyID(s *memorders.Store) *racyID { return &racyID{Store: s, live: make(map[string]int)} }
 
 func (b *racyID) racy(ctx context.Context, id string, lines []stockguard.Line, place func() error) error {
+	if _, err := b.Store.Order(ctx, id); !errors.Is(err, stockguard.ErrUnknownOrder) {
+		return place()
+	}
 	b.mu.Lock()
 	b.live[id]++
-	other := b.live[id] > 1
 	b.mu.Unlock()
 	defer func() {
 		b.mu.Lock()
 		b.live[id]--
 		b.mu.Unlock()
 	}()
+	time.Sleep(raceWindow)
+	b.mu.Lock()
+	other := b.live[id] > 1
+	b.mu.Unlock()
 	if err := place(); err != nil || !other {
 		return err
 	}
