@@ -110,7 +110,8 @@ func (a adversary) checkInventory(ctx context.Context, insts []stockguard.Invent
 	for w := range a.Workers {
 		s := &setter{caller: newCaller(ctx, a.Seed, w, len(insts)), sku: fmt.Sprintf("adv-set-%d~%s", w, tag)}
 		s.level = int64(s.rng.IntN(1000))
-		s.own = ownLevel{sku: fmt.Sprintf("adv-own-%d~%s", w, tag), lo: advOwnInitial, hi: advOwnInitial}
+		s.own = ownLevel{prefix: fmt.Sprintf("adv-own-%d~%s", w, tag), lo: advOwnInitial, hi: advOwnInitial}
+		s.own.sku = s.own.prefix
 		for sku, level := range map[string]int64{s.sku: s.level, s.own.sku: advOwnInitial} {
 			if err := insts[0].SetStock(ctx, sku, level); err != nil {
 				return []Violation{{Case: "Adversary", Detail: fmt.Sprintf("SetStock(%q): %v", sku, err)}}, ""
@@ -179,7 +180,9 @@ func (a adversary) checkInventory(ctx context.Context, insts []stockguard.Invent
 		return r.vs.list(), ""
 	}
 	for _, s := range setters {
-		r.readOwn(&s.caller, &s.own)
+		if s.own.lo == s.own.hi {
+			r.readOwn(&s.caller, &s.own)
+		}
 	}
 	for _, s := range r.skus {
 		got, err := insts[0].Stock(ctx, s.name)
@@ -270,9 +273,13 @@ func (r *inventoryRun) readDec(c *caller, s *decSKU) {
 }
 
 // ownLevel is a SKU one worker alone decrements and sets: its level lies
-// in lo…hi, exact but for decrements with no definite answer.
+// in lo…hi. A Decrement answered ErrOutcomeUnknown may land at any time
+// after, so that the level is no longer known: the worker moves on to a
+// fresh SKU (gen counts them).
 type ownLevel struct {
 	sku    string
+	prefix string
+	gen    int
 	lo, hi int64
 }
 
@@ -280,6 +287,10 @@ type ownLevel struct {
 // early, refilling it first when it is sold out, and checks the answer
 // against the level the model knows.
 func (r *inventoryRun) decrementOwn(c *caller, s *ownLevel) {
+	if s.lo != s.hi {
+		s.gen++
+		s.sku, s.hi = fmt.Sprintf("%s-%d", s.prefix, s.gen), 0
+	}
 	if s.hi == 0 {
 		level := 1 + int64(c.rng.IntN(2*advOwnInitial))
 		a := c.patiently(func(ctx context.Context, i int) error { return r.insts[i].SetStock(ctx, s.sku, level) })
@@ -303,16 +314,13 @@ func (r *inventoryRun) decrementOwn(c *caller, s *ownLevel) {
 		s.lo, s.hi = max(s.lo-qty, 0), max(s.hi-qty, 0)
 	case errors.Is(a.err, stockguard.ErrOutcomeUnknown):
 		r.stats.unknown.Add(1)
-		if s.hi >= qty {
-			s.lo = max(s.lo-qty, 0)
-		}
+		s.lo = max(s.lo-qty, 0)
 	case errors.Is(a.err, stockguard.ErrInsufficientStock):
 		r.stats.refused.Add(1)
 		if s.lo >= qty {
 			r.fail(c.ctx, "Decrement(%q, %d) refused (%v) with the units on the shelf: its only buyer left it %d…%d", s.sku, qty, a, s.lo, s.hi)
 		}
 		s.hi = min(s.hi, qty-1)
-		s.lo = min(s.lo, s.hi)
 	case nothingChanged(a.err):
 	default:
 		r.fail(c.ctx, "Decrement(%q, %d) on %v", s.sku, qty, a)

@@ -392,7 +392,7 @@ func (r *ordersRun) tries(ts []attempt) string {
 // call repeats f until a definite answer (or, with stop, a first answer
 // that says nothing changed) and notes it on o. ok is false when there
 // was none (noted as a violation unless the test ended).
-func (w *ordersWorker) call(o *advOrder, stop bool, what string, f func(ctx context.Context, inst stockguard.Orders) error) (error, span, bool) {
+func (w *ordersWorker) call(o *advOrder, stop bool, what string, f func(ctx context.Context, inst stockguard.Orders) error) (iv span, ok bool, err error) {
 	w.run.stats.calls.Add(1)
 	ts, ok, err := w.repeat(stop, func(ctx context.Context, i int) error { return f(ctx, w.run.insts[i]) })
 	w.run.stats.tries.Add(int64(len(ts)))
@@ -402,9 +402,9 @@ func (w *ordersWorker) call(o *advOrder, stop bool, what string, f func(ctx cont
 		if w.ctx.Err() == nil {
 			w.fail(o, "%s: no definite answer in %d attempts", what, maxAttempts)
 		}
-		return err, span{}, false
+		return span{}, false, err
 	}
-	return err, spanOf(ts), true
+	return spanOf(ts), true, err
 }
 
 func isRefusal(err error) bool {
@@ -481,7 +481,7 @@ func (w *ordersWorker) place(o *advOrder, hold bool, lines []stockguard.Line) {
 		what = fmt.Sprintf("Hold(%v, %v)", ttl, lines)
 	}
 	stop := !o.recorded && w.rng.Float64() < advStopShare
-	err, iv, ok := w.call(o, stop, what, func(ctx context.Context, inst stockguard.Orders) error {
+	iv, ok, err := w.call(o, stop, what, func(ctx context.Context, inst stockguard.Orders) error {
 		if hold {
 			return inst.Hold(ctx, o.id, ttl, lines...)
 		}
@@ -610,7 +610,7 @@ func (w *ordersWorker) otherCart(o *advOrder) {
 }
 
 func (w *ordersWorker) confirm(o *advOrder) {
-	err, iv, ok := w.call(o, false, "Confirm", func(ctx context.Context, inst stockguard.Orders) error { return inst.Confirm(ctx, o.id) })
+	iv, ok, err := w.call(o, false, "Confirm", func(ctx context.Context, inst stockguard.Orders) error { return inst.Confirm(ctx, o.id) })
 	if !ok {
 		return
 	}
@@ -636,7 +636,7 @@ func (w *ordersWorker) confirm(o *advOrder) {
 }
 
 func (w *ordersWorker) ret(o *advOrder) {
-	err, iv, ok := w.call(o, false, "Return", func(ctx context.Context, inst stockguard.Orders) error { return inst.Return(ctx, o.id) })
+	iv, ok, err := w.call(o, false, "Return", func(ctx context.Context, inst stockguard.Orders) error { return inst.Return(ctx, o.id) })
 	if !ok {
 		return
 	}
@@ -684,7 +684,7 @@ func (w *ordersWorker) nearDeadline() {
 // why it is read at that moment.
 func (w *ordersWorker) order(o *advOrder, when string) {
 	var info stockguard.OrderInfo
-	err, iv, ok := w.call(o, false, "Order", func(ctx context.Context, inst stockguard.Orders) error {
+	iv, ok, err := w.call(o, false, "Order", func(ctx context.Context, inst stockguard.Orders) error {
 		var err error
 		info, err = inst.Order(ctx, o.id)
 		return err
@@ -874,7 +874,7 @@ func (w *ordersWorker) restock() {
 		qty++
 	}
 	o := &advOrder{id: r.id, hist: r.hist}
-	err, _, ok := w.call(o, false, fmt.Sprintf("Restock(%q, %d)", r.sku, qty), func(ctx context.Context, inst stockguard.Orders) error {
+	_, ok, err := w.call(o, false, fmt.Sprintf("Restock(%q, %d)", r.sku, qty), func(ctx context.Context, inst stockguard.Orders) error {
 		return inst.Restock(ctx, r.id, r.sku, qty)
 	})
 	r.hist = o.hist
@@ -899,7 +899,7 @@ func (w *ordersWorker) restock() {
 func (w *ordersWorker) kindProbe(o *advOrder) {
 	if w.rng.IntN(2) == 0 && o.recorded {
 		l := o.lines[w.rng.IntN(len(o.lines))]
-		err, _, ok := w.call(o, false, fmt.Sprintf("Restock(%q, %d) under the order's ID", l.SKU, l.Qty), func(ctx context.Context, inst stockguard.Orders) error {
+		_, ok, err := w.call(o, false, fmt.Sprintf("Restock(%q, %d) under the order's ID", l.SKU, l.Qty), func(ctx context.Context, inst stockguard.Orders) error {
 			return inst.Restock(ctx, o.id, l.SKU, l.Qty)
 		})
 		if ok && !errors.Is(err, stockguard.ErrOrderMismatch) {
@@ -931,7 +931,7 @@ func (w *ordersWorker) kindProbe(o *advOrder) {
 	}
 	p := probes[w.rng.IntN(len(probes))]
 	ro := &advOrder{id: r.id, hist: r.hist}
-	err, _, ok := w.call(ro, false, p.what+" under a restock's ID", p.f)
+	_, ok, err := w.call(ro, false, p.what+" under a restock's ID", p.f)
 	r.hist = ro.hist
 	if ok && !errors.Is(err, stockguard.ErrOrderMismatch) {
 		w.fail(ro, "%s under a restock's ID answered %s, want %s", p.what, answer(err), stockguard.ErrOrderMismatch)
