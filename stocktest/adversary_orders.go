@@ -333,7 +333,8 @@ func (w *ordersWorker) cart() []stockguard.Line {
 	if w.rng.IntN(50) == 0 {
 		pool := append(slices.Clone(w.run.shared), w.run.wide...)
 		var lines []stockguard.Line
-		for _, i := range w.rng.Perm(len(pool))[:8+w.rng.IntN(len(pool)-7)] {
+		// Leaving out one of them at least, for otherCart to add.
+		for _, i := range w.rng.Perm(len(pool))[:8+w.rng.IntN(len(pool)-8)] {
 			lines = append(lines, stockguard.Line{SKU: pool[i], Qty: 1})
 		}
 		return lines
@@ -522,8 +523,12 @@ func (w *ordersWorker) place(o *advOrder, hold bool, lines []stockguard.Line) {
 			// expired (nothing returns an order the model does not know).
 			o.recorded, o.refused, o.hold, o.lines = true, false, hold, sorted
 			o.states = setOf(stockguard.OrderExpired)
-			if !hold {
+			switch {
+			case !hold:
 				w.fail(o, "a take answered %s: nothing returned it", answer(err))
+			case iv.r.Before(iv.s.Add(ttl - w.run.tol())):
+				w.fail(o, "a hold answered %s %s after its first attempt was sent, but by the clock it is held for %v, give or take %v",
+					answer(err), iv.r.Sub(iv.s), ttl, w.run.tol())
 			}
 		case errors.Is(err, stockguard.ErrUnknownSKU):
 			w.fail(o, "refused with %s, but every SKU of its cart is a stocked SKU", answer(err))
@@ -582,8 +587,7 @@ func (w *ordersWorker) otherCart(o *advOrder) {
 	}
 	lines := slices.Clone(o.lines)
 	hold := o.hold
-	// A shared or wide SKU not in the cart: there are more of them than
-	// lines in any cart.
+	// A shared or wide SKU not in the cart: no cart takes all of them.
 	unused := func() string {
 		pool := append(slices.Clone(w.run.shared), w.run.wide...)
 		for _, i := range w.rng.Perm(len(pool)) {
