@@ -44,16 +44,27 @@ const (
 //
 // A share of the calls runs under a deadline between a microsecond and
 // tens of milliseconds; a call that ends without a definite answer
-// (ErrOutcomeUnknown, ErrContention, the context's error) is repeated
-// with the same arguments on a randomly chosen instance until one comes.
-// Every operation is interleaved: Take, Hold (with TTLs short enough to
-// expire during the run), Confirm, Return, Restock, a repeat with the same
-// cart and one with another cart under the same ID, Order, Stock, and
-// SetStock on SKUs no order uses. At the end of every round, with no call
-// running, every ID's Order and every SKU's Stock are compared with the
-// model: a refused order is never recorded, an acknowledged one is
-// recorded once with its lines and a state its history allows, and per
-// SKU initial + restocked == Stock + units in held and taken orders.
+// (ErrOutcomeUnknown, ErrContention, ErrUnavailable, the context's error)
+// is repeated with the same arguments on a randomly chosen instance until
+// one comes, except that a share of callers stop at an answer that says
+// nothing changed, and their IDs must then be recorded nowhere. Every
+// operation is interleaved: Take and Hold of carts in any line order, up
+// to MaxLines long, some with a SKU never stocked; holds with TTLs short
+// enough to expire during the run; Confirm, Return, Restock; repeats with
+// the same cart, with another (a line dropped, added, swapped or changed,
+// the other kind), and two live calls with one ID; the other kind of call
+// under an order's or a restock's ID; Order; Stock (also of a SKU never
+// stocked); SetStock, also on SKUs orders use. Every answer is checked
+// against a model: the client's clock (every attempt's send and return
+// times) says when a hold is surely held and surely expired, give or take
+// Tolerance, and each worker's own SKUs, which only it orders, have levels
+// the model knows, so a refusal with the units on the shelf is caught. At
+// the end of every round, with no call running, every ID's Order and
+// every SKU's Stock are compared with the model: a refused order is never
+// recorded, an acknowledged one is recorded once with its lines and a
+// state its history and the clock allow, and per SKU initial + restocked
+// == Stock + units in held and taken orders. After the last round the
+// run waits Late and checks again.
 //
 // The seed fixes every choice of the workload (the calls, their
 // arguments, deadlines and instances), not the timing; a failure names
@@ -165,7 +176,7 @@ func (a Adversary) RunOrders(t *testing.T, insts []stockguard.Orders) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("adversary seed %d, %v, %d workers, %d instances", cfg.Seed, cfg.Duration, cfg.Workers, len(insts))
+	t.Logf("adversary seed %d, %v, %d workers, %d instances, hold tolerance %v, late %v", cfg.Seed, cfg.Duration, cfg.Workers, len(insts), cfg.Tolerance, cfg.Late)
 	vs, summary := cfg.checkOrders(t.Context(), insts)
 	t.Logf("adversary: %s", summary)
 	report(t, cfg, vs)
@@ -275,6 +286,20 @@ func (c *caller) deadline(attempt int) time.Duration {
 	return patient
 }
 
+// nothingChanged reports whether err says that nothing was applied
+// without saying why not: ErrContention, ErrUnavailable or the context's
+// error, but not ErrOutcomeUnknown.
+func nothingChanged(err error) bool {
+	switch {
+	case err == nil, errors.Is(err, stockguard.ErrOutcomeUnknown):
+		return false
+	}
+	return errors.Is(err, stockguard.ErrContention) ||
+		errors.Is(err, stockguard.ErrUnavailable) ||
+		errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, context.Canceled)
+}
+
 // definite reports whether err is an answer that says what happened.
 func definite(err error) bool {
 	switch {
@@ -290,12 +315,20 @@ func definite(err error) bool {
 	return true
 }
 
-// attempt is one try at a call: the instance, its deadline and its answer.
+// attempt is one try at a call: the instance, its deadline, its answer,
+// and when, by the client's clock, it was sent and its answer came.
 type attempt struct {
-	inst     int
-	deadline time.Duration
-	err      error
+	inst      int
+	deadline  time.Duration
+	err       error
+	sent, ret time.Time
 }
+
+// span is the time from the first attempt's sending to the last one's
+// answer: where anything the call applied happened.
+type span struct{ s, r time.Time }
+
+func spanOf(ts []attempt) span { return span{ts[0].sent, ts[len(ts)-1].ret} }
 
 func (a attempt) String() string {
 	d := "patient"
@@ -321,19 +354,26 @@ func answer(err error) string {
 }
 
 // repeat calls call on a random instance until its answer is definite and
-// returns every attempt and that answer. ok is false when the test's
-// context ended or no attempt was definite.
-func (c *caller) repeat(call func(ctx context.Context, inst int) error) (tries []attempt, ok bool, err error) {
+// returns every attempt and that answer; with stop set, it stops too when
+// the first attempt's answer says nothing changed. ok is false when the test's context ended or no attempt was definite.
+func (c *caller) repeat(stop bool, call func(ctx context.Context, inst int) error) (tries []attempt, ok bool, err error) {
 	for i := range maxAttempts {
 		if c.ctx.Err() != nil {
 			return tries, false, nil
 		}
 		a := attempt{inst: c.rng.IntN(c.n), deadline: c.deadline(i)}
 		ctx, cancel := context.WithTimeout(c.ctx, a.deadline)
+		a.sent = time.Now()
 		a.err = call(ctx, a.inst)
+		a.ret = time.Now()
 		cancel()
 		tries = append(tries, a)
 		if definite(a.err) {
+			return tries, true, a.err
+		}
+		if stop && i == 0 && nothingChanged(a.err) {
+			// Only a first attempt: after one that may have applied, a
+			// later "nothing changed" says nothing about the ID.
 			return tries, true, a.err
 		}
 		if i >= maxAttempts/2 && !errors.Is(a.err, stockguard.ErrContention) {
@@ -349,6 +389,8 @@ func (c *caller) patiently(call func(ctx context.Context, inst int) error) attem
 	a := attempt{inst: c.rng.IntN(c.n), deadline: patient}
 	ctx, cancel := context.WithTimeout(c.ctx, patient)
 	defer cancel()
+	a.sent = time.Now()
 	a.err = call(ctx, a.inst)
+	a.ret = time.Now()
 	return a
 }

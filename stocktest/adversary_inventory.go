@@ -14,8 +14,9 @@ import (
 
 // The store an Inventory run works on: SKUs that only Decrement takes
 // from, stocked once and sold out during the run, a fresh generation of
-// them every advDecEvery so that decrements keep finding units, and one
-// SKU per worker that only it sets.
+// them every advDecEvery so that decrements keep finding units, one SKU
+// per worker that only it sets, and one per worker that only it
+// decrements and sets, whose level the model knows.
 const (
 	advDecSKUs    = 4
 	advDecInitial = 120
@@ -30,15 +31,19 @@ const (
 // answer, never below zero, and a Stock read while they run must lie
 // between what was acknowledged before it and what was asked by its end.
 // SetStock and Stock run meanwhile on other SKUs, each written by one
-// worker, which reads back exactly what it set. A Decrement of a SKU
-// never stocked must be ErrUnknownSKU and create nothing.
+// worker, which reads back exactly what it set. Each worker also sells
+// out a SKU of its own, refilled with SetStock, whose level the model
+// knows: a refusal while it had the units, an acknowledgement while it
+// had not, or a Stock outside its bounds is a violation. A Decrement or a
+// Stock of a SKU never stocked must be ErrUnknownSKU and create nothing.
+// After the workers stop, the run waits Late before its last checks.
 func (a Adversary) RunInventory(t *testing.T, insts []stockguard.Inventory) {
 	t.Helper()
 	cfg, err := a.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("adversary seed %d, %v, %d workers, %d instances", cfg.Seed, cfg.Duration, cfg.Workers, len(insts))
+	t.Logf("adversary seed %d, %v, %d workers, %d instances, late %v", cfg.Seed, cfg.Duration, cfg.Workers, len(insts), cfg.Late)
 	vs, summary := cfg.checkInventory(t.Context(), insts)
 	t.Logf("adversary: %s", summary)
 	report(t, cfg, vs)
@@ -99,13 +104,18 @@ func (a adversary) checkInventory(ctx context.Context, insts []stockguard.Invent
 		caller
 		sku   string
 		level int64
+		own   ownLevel
 	}
 	var setters []*setter
 	for w := range a.Workers {
 		s := &setter{caller: newCaller(ctx, a.Seed, w, len(insts)), sku: fmt.Sprintf("adv-set-%d~%s", w, tag)}
 		s.level = int64(s.rng.IntN(1000))
-		if err := insts[0].SetStock(ctx, s.sku, s.level); err != nil {
-			return []Violation{{Case: "Adversary", Detail: fmt.Sprintf("SetStock(%q): %v", s.sku, err)}}, ""
+		s.own = ownLevel{prefix: fmt.Sprintf("adv-own-%d~%s", w, tag), lo: advOwnInitial, hi: advOwnInitial}
+		s.own.sku = s.own.prefix
+		for sku, level := range map[string]int64{s.sku: s.level, s.own.sku: advOwnInitial} {
+			if err := insts[0].SetStock(ctx, sku, level); err != nil {
+				return []Violation{{Case: "Adversary", Detail: fmt.Sprintf("SetStock(%q): %v", sku, err)}}, ""
+			}
 		}
 		setters = append(setters, s)
 	}
@@ -116,11 +126,15 @@ func (a adversary) checkInventory(ctx context.Context, insts []stockguard.Invent
 			for time.Now().Before(end) && ctx.Err() == nil {
 				p := s.rng.IntN(100)
 				switch {
-				case p < 75:
+				case p < 50:
 					gen := *r.gen.Load()
 					r.decrement(&s.caller, gen[s.rng.IntN(len(gen))])
-				case p < 78:
+				case p < 72:
+					r.decrementOwn(&s.caller, &s.own)
+				case p < 75:
 					r.decrementGhost(&s.caller)
+				case p < 78:
+					r.readGhost(&s.caller)
 				case p < 88:
 					gen := *r.gen.Load()
 					r.readDec(&s.caller, gen[s.rng.IntN(len(gen))])
@@ -154,9 +168,21 @@ func (a adversary) checkInventory(ctx context.Context, insts []stockguard.Invent
 		}
 	}
 	wg.Wait()
+	if a.Late > 0 && ctx.Err() == nil {
+		// The horizon: every attempt the network held has landed.
+		select {
+		case <-time.After(a.Late):
+		case <-ctx.Done():
+		}
+	}
 	if ctx.Err() != nil {
 		r.vs.add("the test ended before the run did: %v", ctx.Err())
 		return r.vs.list(), ""
+	}
+	for _, s := range setters {
+		if s.own.lo == s.own.hi {
+			r.readOwn(&s.caller, &s.own)
+		}
 	}
 	for _, s := range r.skus {
 		got, err := insts[0].Stock(ctx, s.name)
@@ -243,5 +269,89 @@ func (r *inventoryRun) readDec(c *caller, s *decSKU) {
 	gone := advDecInitial - got
 	if a.err != nil || got < 0 || gone < low || gone > high {
 		r.fail(c.ctx, "Stock(%q) = %d, %s while decrements run: want %d…%d units gone and Stock ≥ 0", s.name, got, answer(a.err), low, high)
+	}
+}
+
+// ownLevel is a SKU one worker alone decrements and sets: its level lies
+// in lo…hi. A Decrement answered ErrOutcomeUnknown may land at any time
+// after, so that the level is no longer known: the worker moves on to a
+// fresh SKU (gen counts them).
+type ownLevel struct {
+	sku    string
+	prefix string
+	gen    int
+	lo, hi int64
+}
+
+// decrementOwn takes 1–3 units of the worker's own SKU, perhaps giving up
+// early, refilling it first when it is sold out, and checks the answer
+// against the level the model knows.
+func (r *inventoryRun) decrementOwn(c *caller, s *ownLevel) {
+	if s.lo != s.hi {
+		s.gen++
+		s.sku, s.hi = fmt.Sprintf("%s-%d", s.prefix, s.gen), 0
+	}
+	if s.hi == 0 {
+		level := 1 + int64(c.rng.IntN(2*advOwnInitial))
+		a := c.patiently(func(ctx context.Context, i int) error { return r.insts[i].SetStock(ctx, s.sku, level) })
+		if a.err != nil {
+			r.fail(c.ctx, "SetStock(%q, %d) answered %s", s.sku, level, answer(a.err))
+			return
+		}
+		s.lo, s.hi = level, level
+	}
+	qty := 1 + int64(c.rng.IntN(3))
+	a := attempt{inst: c.rng.IntN(c.n), deadline: c.deadline(0)}
+	ctx, cancel := context.WithTimeout(c.ctx, a.deadline)
+	a.err = r.insts[a.inst].Decrement(ctx, s.sku, qty)
+	cancel()
+	r.stats.calls.Add(1)
+	switch {
+	case a.err == nil:
+		if s.hi < qty {
+			r.fail(c.ctx, "Decrement(%q, %d) on %v, but its only buyer left it %d…%d units", s.sku, qty, a, s.lo, s.hi)
+		}
+		s.lo, s.hi = max(s.lo-qty, 0), max(s.hi-qty, 0)
+	case errors.Is(a.err, stockguard.ErrOutcomeUnknown):
+		r.stats.unknown.Add(1)
+		s.lo = max(s.lo-qty, 0)
+	case errors.Is(a.err, stockguard.ErrInsufficientStock):
+		r.stats.refused.Add(1)
+		if s.lo >= qty {
+			r.fail(c.ctx, "Decrement(%q, %d) refused (%v) with the units on the shelf: its only buyer left it %d…%d", s.sku, qty, a, s.lo, s.hi)
+		}
+		s.hi = min(s.hi, qty-1)
+	case nothingChanged(a.err):
+	default:
+		r.fail(c.ctx, "Decrement(%q, %d) on %v", s.sku, qty, a)
+	}
+}
+
+// readOwn reads the worker's own SKU: its level must lie where the model
+// says, and is exact from then on.
+func (r *inventoryRun) readOwn(c *caller, s *ownLevel) {
+	var got int64
+	a := c.patiently(func(ctx context.Context, i int) error {
+		var err error
+		got, err = r.insts[i].Stock(ctx, s.sku)
+		return err
+	})
+	r.stats.calls.Add(1)
+	if a.err != nil || got < s.lo || got > s.hi {
+		r.fail(c.ctx, "Stock(%q) = %d, %s; its only buyer left it %d…%d units", s.sku, got, answer(a.err), s.lo, s.hi)
+		return
+	}
+	s.lo, s.hi = got, got
+}
+
+// readGhost reads a SKU never stocked: ErrUnknownSKU, and nothing created.
+func (r *inventoryRun) readGhost(c *caller) {
+	a := c.patiently(func(ctx context.Context, i int) error {
+		_, err := r.insts[i].Stock(ctx, r.ghost)
+		return err
+	})
+	r.stats.calls.Add(1)
+	if !errors.Is(a.err, stockguard.ErrUnknownSKU) {
+		r.fail(c.ctx, "Stock(%q) of a SKU never stocked on %v, want %s", r.ghost, a, stockguard.ErrUnknownSKU)
 	}
 }

@@ -18,19 +18,32 @@ import (
 )
 
 // broken wraps the in-memory reference Orders with one way of breaking
-// the contract, switched on while the fault is on.
+// the contract, switched on while the fault is on: the first call while it
+// is on breaks, and every 20th after. broke, shared by every instance,
+// counts the calls broken, so that the fault lasts until one was.
 type broken struct {
 	*memorders.Store
 	on    *atomic.Bool
+	broke *atomic.Int64
 	calls atomic.Int64
 	how   string
 }
 
+// breaks reports whether this call, made while the fault is on, breaks.
+func (b *broken) breaks() bool {
+	if b.broke.Load() > 0 && b.calls.Add(1)%20 != 0 {
+		return false
+	}
+	b.broke.Add(1)
+	return true
+}
+
 func (b *broken) Decrement(ctx context.Context, sku string, qty int64) error {
 	if b.how == "busy while down" && b.on.Load() {
+		b.broke.Add(1)
 		return fmt.Errorf("%w: lock not obtained", stockguard.ErrContention)
 	}
-	if !b.on.Load() || b.calls.Add(1)%20 != 0 {
+	if !b.on.Load() || b.how == "takes an order, forgets its ID" || !b.breaks() {
 		return b.Store.Decrement(ctx, sku, qty)
 	}
 	switch b.how {
@@ -54,7 +67,7 @@ func (b *broken) Decrement(ctx context.Context, sku string, qty int64) error {
 }
 
 func (b *broken) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
-	if b.how == "takes an order, forgets its ID" && b.on.Load() && b.calls.Add(1)%20 == 0 {
+	if b.how == "takes an order, forgets its ID" && b.on.Load() && b.breaks() {
 		for _, l := range lines {
 			if err := b.Store.Decrement(ctx, l.SKU, l.Qty); err != nil {
 				return err
@@ -98,18 +111,25 @@ func TestRun_catches(t *testing.T) {
 		t.Run(strings.ReplaceAll(tt.how, " ", "_"), func(t *testing.T) {
 			e := memEnv(t, "mem")
 			var on atomic.Bool
+			var broke atomic.Int64
 			mem := memorders.New()
 			target := bench.Target{Name: "mem-" + tt.how, Needs: []string{"mem"},
 				Open: func(context.Context, bench.Servers, string) (*bench.Store, error) {
 					return &bench.Store{New: func() (stockguard.Inventory, error) {
-						return &broken{Store: mem, on: &on, how: tt.how}, nil
+						return &broken{Store: mem, on: &on, broke: &broke, how: tt.how}, nil
 					}}, nil
 				}}
+			// A breakage switched on with the fault lasts until a call
+			// broke: however few calls a loaded machine makes meanwhile.
+			waitBroken := tt.want != "" && tt.how != "an unknown order lands late"
 			fault := Fault{Name: "fake-restart", span: half(0),
 				strike: func(ctx context.Context, s *scene, span time.Duration) (int, error) {
 					s.down.Store(int64(s.since()))
 					on.Store(true)
 					sleep(ctx, span)
+					for waitBroken && broke.Load() == 0 && ctx.Err() == nil {
+						sleep(ctx, time.Millisecond)
+					}
 					on.Store(false)
 					s.back.Store(int64(s.since()))
 					return 1, nil
