@@ -110,6 +110,7 @@ type Client struct {
 // of them leaves behind never repeat one handed out.
 func New(rdb RedisClient, opts ...Option) (*Client, error) {
 	o := newOptions(opts)
+	o.only("New", readsClient)
 	if o.err != nil {
 		return nil, o.err
 	}

@@ -62,12 +62,12 @@ var (
 // and WithAOFAck (for the lock and the default RedisStore); by default the
 // stock lives in Redis, in the keys NewAtomic uses (RedisStore).
 func NewGuarded(rdb RedisClient, opts ...Option) (*Guarded, error) {
-	c, err := New(rdb, opts...) // an invalid option is refused here
-	if err != nil {
-		return nil, err
-	}
 	o := newOptions(opts)
-	locks := fencedLocks{c: c, store: o.store}
+	o.only("NewGuarded", readsGuarded)
+	if o.err != nil {
+		return nil, o.err
+	}
+	locks := fencedLocks{c: newClient(rdb, o), store: o.store}
 	if o.store == nil {
 		rs := newRedisStore(rdb, o)
 		locks.store, locks.stockKey = rs, rs.levels.Keys.Stock

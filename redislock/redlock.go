@@ -40,6 +40,7 @@ var ErrExpired = fmt.Errorf("%w: its validity ran out", ErrNotHeld)
 // a tenth of the ttl when that is smaller (at least 1ms).
 func WithNodeTimeout(d time.Duration) Option {
 	return func(o *options) {
+		o.given |= optNodeTimeout
 		if d <= 0 {
 			o.fail(fmt.Errorf("node timeout %v is not positive", d))
 			return
@@ -60,6 +61,7 @@ type drift struct {
 // DefaultDriftFactor and DefaultDriftFixed.
 func WithDrift(factor float64, fixed time.Duration) Option {
 	return func(o *options) {
+		o.given |= optDrift
 		if !(factor >= 0 && factor < 1) || fixed < 0 { // !(…) catches NaN
 			o.fail(fmt.Errorf("drift %v × ttl + %v: want a factor in [0, 1) and a fixed part ≥ 0", factor, fixed))
 			return
@@ -118,6 +120,13 @@ type Redlock struct {
 // option, it returns an error wrapping stockguard.ErrInvalidRequest.
 func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
 	o := newOptions(opts)
+	o.only("NewRedlock", readsRedlock)
+	return newRedlock(clients, o)
+}
+
+// newRedlock is NewRedlock with its options read: it refuses their error,
+// or no masters.
+func newRedlock(clients []redis.UniversalClient, o options) (*Redlock, error) {
 	if o.err != nil {
 		return nil, o.err
 	}
