@@ -36,8 +36,8 @@ const purgeBatch = 500
 // beside live traffic; run it now and then (say, daily) from one process.
 // Its errors are those of the Orders methods.
 func PurgeOrders(ctx context.Context, db *sqlx.DB, opts ...Option) (purged int64, err error) {
-	o := newOptions(opts)
-	if err := o.err; err != nil {
+	o, err := build("PurgeOrders", db, readsPurge, opts)
+	if err != nil {
 		return 0, err
 	}
 	if err := strategy.Canceled(ctx); err != nil {

@@ -98,7 +98,7 @@ func TestOptions_unreadIsRefusedByTheConstructor(t *testing.T) {
 		"WithOrderStream":    WithOrderStream("orders"),
 	}
 	client := []string{"WithPrefix", "WithReplicaAck", "WithAOFAck"}
-	redlock := append(client, "WithNodeTimeout", "WithDrift")
+	redlock := slices.Concat(client, []string{"WithNodeTimeout", "WithDrift"})
 	for _, c := range []struct {
 		name  string
 		reads []string
@@ -106,12 +106,12 @@ func TestOptions_unreadIsRefusedByTheConstructor(t *testing.T) {
 	}{
 		{"New", client, func(o ...Option) (any, error) { return New(rdb, o...) }},
 		{"NewRedisStore", client, func(o ...Option) (any, error) { return NewRedisStore(rdb, o...) }},
-		{"NewAtomic", append(client, "WithOrderRetention", "WithOrderStream"), func(o ...Option) (any, error) { return NewAtomic(rdb, o...) }},
-		{"NewBatched", append(client, "WithBatchSize"), func(o ...Option) (any, error) { return NewBatched(rdb, o...) }},
-		{"NewGuarded", append(client, "WithRetry", "WithLockTTL", "WithStore"), func(o ...Option) (any, error) { return NewGuarded(rdb, o...) }},
-		{"NewSegmented", append(client, "WithRetry", "WithLockTTL", "WithSegments", "WithSegmentLocks"), func(o ...Option) (any, error) { return NewSegmented(rdb, o...) }},
+		{"NewAtomic", slices.Concat(client, []string{"WithOrderRetention", "WithOrderStream"}), func(o ...Option) (any, error) { return NewAtomic(rdb, o...) }},
+		{"NewBatched", slices.Concat(client, []string{"WithBatchSize"}), func(o ...Option) (any, error) { return NewBatched(rdb, o...) }},
+		{"NewGuarded", slices.Concat(client, []string{"WithRetry", "WithLockTTL", "WithStore"}), func(o ...Option) (any, error) { return NewGuarded(rdb, o...) }},
+		{"NewSegmented", slices.Concat(client, []string{"WithRetry", "WithLockTTL", "WithSegments", "WithSegmentLocks"}), func(o ...Option) (any, error) { return NewSegmented(rdb, o...) }},
 		{"NewRedlock", redlock, func(o ...Option) (any, error) { return NewRedlock(masters, o...) }},
-		{"NewRedlockGuarded", append(redlock, "WithRetry", "WithLockTTL", "WithStockMaster"), func(o ...Option) (any, error) { return NewRedlockGuarded(masters, o...) }},
+		{"NewRedlockGuarded", slices.Concat(redlock, []string{"WithRetry", "WithLockTTL", "WithStockMaster"}), func(o ...Option) (any, error) { return NewRedlockGuarded(masters, o...) }},
 	} {
 		for name, opt := range valid {
 			v, err := c.build(opt)
