@@ -161,7 +161,7 @@ func WithTable(name string) Option {
 // and the read explaining it. Zero fields take stockguard's defaults; a
 // policy RetryPolicy.Validate refuses is an invalid option. Default: the
 // stockguard defaults.
-func WithRetry(p strategy.RetryPolicy) Option {
+func WithRetry(p stockguard.RetryPolicy) Option {
 	return func(o *options) {
 		o.given |= optRetry
 		if err := p.Validate(); err != nil {

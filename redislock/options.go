@@ -157,10 +157,10 @@ func WithPrefix(prefix string) Option {
 // WithRetry sets the retry policy of an inventory's requests after
 // contention (a lock held by someone else, a lost race); zero fields take
 // stockguard's defaults. It is not how a lock's Obtain retries: that is
-// ObtainRetry. A policy RetryPolicy.Validate refuses is an invalid
+// ObtainRetry, which takes the same type. A policy RetryPolicy.Validate refuses is an invalid
 // option. Default: stockguard's defaults (NewSegmented with
 // WithSegmentLocks: see there).
-func WithRetry(p strategy.RetryPolicy) Option {
+func WithRetry(p stockguard.RetryPolicy) Option {
 	return func(o *options) {
 		o.given |= optRetry
 		if err := p.Validate(); err != nil {

@@ -157,6 +157,8 @@ func TestObtain_invalidObtainOptions(t *testing.T) {
 		"LimitRetry nil":                           {ObtainRetry(LimitRetry(nil, 1))},
 		"LimitRetry negative":                      {ObtainRetry(LimitRetry(LinearBackoff(ms), -1))},
 		"LimitRetry of an invalid strategy":        {ObtainRetry(LimitRetry(LinearBackoff(0), 1))},
+		"an invalid RetryPolicy":                   {ObtainRetry(stockguard.RetryPolicy{MaxAttempts: -1})},
+		"an Adaptive RetryPolicy":                  {ObtainRetry(stockguard.RetryPolicy{Adaptive: true})},
 		"MaxHold 0":                                {MaxHold(0)},
 		"IfExists empty":                           {IfExists("")},
 		"Reentrant with NoFence":                   {Reentrant(NewOwner()), NoFence()},

@@ -175,8 +175,8 @@ func (r *Redlock) lockKeys(key string) lockKeys { return lockKeys{lock: r.keys.L
 // Obtain takes the lock on key on a majority of the masters for ttl (at
 // least 1ms; sub-millisecond parts are dropped) and returns its handle. Of
 // the ObtainOptions it accepts Retry only — after a failed round it waits
-// as the strategy says (a random delay, e.g. ExponentialBackoff, keeps
-// contenders from splitting the votes again) — and refuses the others:
+// as the policy says (a random delay, which a stockguard.RetryPolicy is,
+// keeps contenders from splitting the votes again) — and refuses the others:
 // Notify, Watchdog, MaxHold, Reentrant, NoFence (a Redlock is never fenced)
 // and IfExists need a single master.
 //
@@ -208,7 +208,7 @@ func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opt
 	}
 	retry := o.retry
 	if retry == nil {
-		retry = NoRetry()
+		retry = noRetry{}
 	}
 	var timer *time.Timer
 	defer func() {
