@@ -38,10 +38,14 @@ func Example() {
 		log.Fatal(err)
 	}
 
+	// Your order number in a service; here one unique to the run. SetStock
+	// resets the level on every run, but an order ID is remembered until
+	// PurgeOrders deletes it: a fixed ID would take nothing on a second run.
+	order := fmt.Sprintf("order-%d", time.Now().UnixNano())
 	for range 2 { // the same order ID twice: the units are taken once
-		switch err := shop.Take(ctx, "order-1001", stockguard.Line{SKU: "sku-42", Qty: 3}); {
+		switch err := shop.Take(ctx, order, stockguard.Line{SKU: "sku-42", Qty: 3}); {
 		case err == nil:
-			fmt.Println("order-1001 taken")
+			fmt.Println("order taken")
 		case errors.Is(err, stockguard.ErrInsufficientStock):
 			fmt.Println("sold out; nothing taken")
 		case errors.Is(err, stockguard.ErrOutcomeUnknown):
@@ -57,7 +61,7 @@ func Example() {
 	fmt.Println("left:", left)
 	// It prints:
 	//
-	//	order-1001 taken
-	//	order-1001 taken
+	//	order taken
+	//	order taken
 	//	left: 7
 }
