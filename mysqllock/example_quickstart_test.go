@@ -38,9 +38,8 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	// Your order number in a service; here one unique to the run. SetStock
-	// resets the level on every run, but an order ID is remembered until
-	// PurgeOrders deletes it: a fixed ID would take nothing on a second run.
+	// Your order number; here one unique to the run: the ledger keeps an ID until
+	// PurgeOrders but SetStock resets the level: a fixed ID would take nothing on a rerun.
 	order := fmt.Sprintf("order-%d", time.Now().UnixNano())
 	for range 2 { // the same order ID twice: the units are taken once
 		switch err := shop.Take(ctx, order, stockguard.Line{SKU: "sku-42", Qty: 3}); {
