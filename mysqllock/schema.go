@@ -164,8 +164,13 @@ func addColumn(ctx context.Context, db sqlx.ExecerContext, table, column, defini
 // layouts of an order's lines (see CreateSchema), splitting line_list on
 // the server.
 func openUnitsSQL(table string) string {
+	return unitsSQL(table, fmt.Sprintf("o.kind <> %d AND o.state IN (%d, %d)", kindRestock, stockguard.OrderHeld, stockguard.OrderTaken))
+}
+
+// unitsSQL is openUnitsSQL of the orders o for which the condition open
+// holds; open appears twice, so its arguments are given twice.
+func unitsSQL(table, open string) string {
 	o, l := quote(OrdersTable(table)), quote(OrderLinesTable(table))
-	open := fmt.Sprintf("o.kind <> %d AND o.state IN (%d, %d)", kindRestock, stockguard.OrderHeld, stockguard.OrderTaken)
 	var n strings.Builder
 	n.WriteString("SELECT 1 AS i")
 	for i := 2; i <= stockguard.MaxLines; i++ {
