@@ -67,7 +67,11 @@ func NewGuarded(rdb RedisClient, opts ...Option) (*Guarded, error) {
 	if o.err != nil {
 		return nil, o.err
 	}
-	locks := fencedLocks{c: newClient(rdb, o), store: o.store}
+	c, err := New(rdb, pick(opts, readsClient)...)
+	if err != nil {
+		return nil, err
+	}
+	locks := fencedLocks{c: c, store: o.store}
 	if o.store == nil {
 		rs := newRedisStore(rdb, o)
 		locks.store, locks.stockKey = rs, rs.levels.Keys.Stock

@@ -82,9 +82,12 @@ func WithStockMaster(i int) Option {
 func NewRedlockGuarded(clients []redis.UniversalClient, opts ...Option) (*Guarded, error) {
 	o := newOptions(opts)
 	o.only("NewRedlockGuarded", readsRedlockGrd)
-	r, err := newRedlock(clients, o)
+	if o.err != nil {
+		return nil, o.err
+	}
+	r, err := NewRedlock(clients, pick(opts, readsRedlock)...)
 	if err != nil {
-		return nil, err // an invalid option, or no masters
+		return nil, err // no masters
 	}
 	if o.stockMaster >= len(clients) {
 		return nil, invalid(fmt.Errorf("stock master %d of %d masters", o.stockMaster, len(clients)))

@@ -69,6 +69,21 @@ const (
 	readsRedlockGrd = readsRedlock | optRetry | optLockTTL | optStockMaster
 )
 
+// pick returns the options of opts in set: what a constructor passes on
+// to the one of the lock library it builds on, which would refuse the
+// rest.
+func pick(opts []Option, set optionSet) []Option {
+	var out []Option
+	for _, opt := range opts {
+		var probe options
+		opt(&probe)
+		if probe.given&set != 0 {
+			out = append(out, opt)
+		}
+	}
+	return out
+}
+
 func (s optionSet) String() string {
 	var names []string
 	for i, n := range optionNames {

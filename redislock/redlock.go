@@ -121,12 +121,6 @@ type Redlock struct {
 func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
 	o := newOptions(opts)
 	o.only("NewRedlock", readsRedlock)
-	return newRedlock(clients, o)
-}
-
-// newRedlock is NewRedlock with its options read: it refuses their error,
-// or no masters.
-func newRedlock(clients []redis.UniversalClient, o options) (*Redlock, error) {
 	if o.err != nil {
 		return nil, o.err
 	}
