@@ -14,8 +14,8 @@ import (
 )
 
 // Option configures CreateSchema, PurgeOrders and the constructors of this
-// package, which read these options (and every one of them WithEngine,
-// but CreateSchema):
+// package, which read these options; all but CreateSchema also read
+// WithEngine:
 //
 //	CreateSchema                           WithTable
 //	PurgeOrders                            WithTable, WithOrderRetention

@@ -13,7 +13,7 @@ import (
 )
 
 // Option configures a constructor of this package. Each constructor reads
-// these options (WithReplicaAck and WithAOFAck: every one of them):
+// these options, and every one reads WithReplicaAck and WithAOFAck:
 //
 //	New, NewRedisStore  WithPrefix
 //	NewAtomic           WithPrefix, WithOrderRetention, WithOrderStream
