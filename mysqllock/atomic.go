@@ -52,9 +52,9 @@ var (
 // the server too, put innodb_lock_wait_timeout=N (seconds) in the DSN; the
 // driver sets it on every connection.
 func NewAtomic(db *sqlx.DB, opts ...Option) (*Atomic, error) {
-	o := newOptions(opts)
-	if o.err != nil {
-		return nil, o.err
+	o, err := build("NewAtomic", db, readsAtomic, opts)
+	if err != nil {
+		return nil, err
 	}
 	return newAtomic(db, o), nil
 }

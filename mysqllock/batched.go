@@ -24,6 +24,7 @@ const DefaultBatchSize = 64
 // ErrOutcomeUnknown. Default DefaultBatchSize (64).
 func WithBatchSize(n int) Option {
 	return func(o *options) {
+		o.given |= optBatchSize
 		if o.within("batch size", n, 1, 10_000) {
 			o.batchSize = n
 		}
@@ -46,6 +47,7 @@ const DefaultOrderLanes = 1
 // DefaultOrderLanes (1).
 func WithOrderLanes(n int) Option {
 	return func(o *options) {
+		o.given |= optOrderLanes
 		if o.within("order lanes", n, 1, 64) {
 			o.orderLanes = n
 		}
@@ -114,9 +116,9 @@ var (
 // matter; the pool needs a connection per SKU being written at once, not
 // per buyer.
 func NewBatched(db *sqlx.DB, opts ...Option) (*Batched, error) {
-	o := newOptions(opts)
-	if o.err != nil {
-		return nil, o.err
+	o, err := build("NewBatched", db, readsBatched, opts)
+	if err != nil {
+		return nil, err
 	}
 	return newBatched(db, o), nil
 }

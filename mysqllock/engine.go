@@ -62,6 +62,7 @@ func (e Engine) String() string {
 // what the engine-specific path gains. Default EngineDetect.
 func WithEngine(e Engine) Option {
 	return func(o *options) {
+		o.given |= optEngine
 		if e < EngineDetect || e > EngineTiDB {
 			o.fail(fmt.Errorf("unknown engine %v", e))
 			return

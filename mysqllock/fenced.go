@@ -28,9 +28,9 @@ type FencedStore struct {
 // NewFencedStore returns a FencedStore over db's table (options read:
 // WithTable). See NewAtomic for the DSN settings that matter.
 func NewFencedStore(db *sqlx.DB, opts ...Option) (*FencedStore, error) {
-	o := newOptions(opts)
-	if o.err != nil {
-		return nil, o.err
+	o, err := build("NewFencedStore", db, readsStore, opts)
+	if err != nil {
+		return nil, err
 	}
 	return newFencedStore(db, o), nil
 }

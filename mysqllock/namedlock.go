@@ -64,9 +64,9 @@ const releaseTimeout = 5 * time.Second
 // and databases of one server. See NewAtomic for the DSN settings that
 // matter; each request holds a connection for its whole duration.
 func NewNamedLock(db *sqlx.DB, opts ...Option) (*NamedLock, error) {
-	o := newOptions(opts)
-	if o.err != nil {
-		return nil, o.err
+	o, err := build("NewNamedLock", db, readsNamedLock, opts)
+	if err != nil {
+		return nil, err
 	}
 	return newNamedLock(db, o), nil
 }

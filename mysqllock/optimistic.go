@@ -53,9 +53,9 @@ var defaultOptimisticPolicy = strategy.RetryPolicy{
 // decrement. Share one instance among the goroutines of a process so that
 // it sees them all.
 func NewOptimistic(db *sqlx.DB, opts ...Option) (*Optimistic, error) {
-	o := newOptions(opts)
-	if o.err != nil {
-		return nil, o.err
+	o, err := build("NewOptimistic", db, readsAtomic, opts)
+	if err != nil {
+		return nil, err
 	}
 	return newOptimistic(db, o), nil
 }

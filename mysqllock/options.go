@@ -4,17 +4,91 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/sqlpool"
 	"github.com/stockguard/stockguard/strategy"
 )
 
-// Option configures CreateSchema and the constructors of this package. Each
-// documents the options it reads and ignores the rest. An invalid option
-// value makes CreateSchema and every constructor return an error wrapping
-// stockguard.ErrInvalidRequest, before any I/O.
+// Option configures CreateSchema, PurgeOrders and the constructors of this
+// package, which read these options; all but CreateSchema also read
+// WithEngine:
+//
+//	CreateSchema                           WithTable
+//	PurgeOrders                            WithTable, WithOrderRetention
+//	NewAtomic, NewOptimistic               WithTable, WithRetry
+//	NewFencedStore                         WithTable
+//	NewBatched                             WithTable, WithRetry, WithLockWaitTimeout, WithBatchSize, WithOrderLanes
+//	NewSegmented                           WithTable, WithRetry, WithLockWaitTimeout, WithSegments
+//	NewPessimistic                         WithTable, WithRetry, WithLockWaitTimeout, WithLockMode
+//	NewNamedLock                           WithTable, WithRetry, WithNamedLockTimeout
+//
+// An option the function does not read, and an invalid option value, is
+// never ignored or clamped: the function returns an error wrapping
+// stockguard.ErrInvalidRequest that names it, before any I/O. So does a
+// pool opened for PostgreSQL.
 type Option func(*options)
+
+// optionSet is a set of this package's options, one bit each: those given
+// to a function, and those it reads.
+type optionSet uint32
+
+const (
+	optTable optionSet = 1 << iota
+	optRetry
+	optLockMode
+	optLockWait
+	optNamedLockTimeout
+	optOrderRetention
+	optBatchSize
+	optOrderLanes
+	optSegments
+	optEngine
+)
+
+// optionNames are the options' names, in optionSet's bit order.
+var optionNames = [...]string{"WithTable", "WithRetry", "WithLockMode", "WithLockWaitTimeout",
+	"WithNamedLockTimeout", "WithOrderRetention", "WithBatchSize", "WithOrderLanes", "WithSegments", "WithEngine"}
+
+// What each function reads (Option's table).
+const (
+	readsSchema      = optTable
+	readsStore       = optTable | optEngine
+	readsPurge       = readsStore | optOrderRetention
+	readsAtomic      = readsStore | optRetry
+	readsBatched     = readsAtomic | optLockWait | optBatchSize | optOrderLanes
+	readsSegmented   = readsAtomic | optLockWait | optSegments
+	readsPessimistic = readsAtomic | optLockWait | optLockMode
+	readsNamedLock   = readsAtomic | optNamedLockTimeout
+)
+
+func (s optionSet) String() string {
+	var names []string
+	for i, n := range optionNames {
+		if s&(1<<i) != 0 {
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// build reads opts for function fn, which reads the options in reads and
+// works over db: it refuses an invalid option, one fn does not read (an
+// option silently ignored would leave the caller believing it in force)
+// and a pool opened for another server.
+func build(fn string, db *sqlx.DB, reads optionSet, opts []Option) (options, error) {
+	o := newOptions(opts)
+	if extra := o.given &^ reads; extra != 0 {
+		o.fail(fmt.Errorf("%s does not read %v", fn, extra))
+	}
+	if err := sqlpool.Check(db, sqlpool.MySQL); err != nil {
+		o.fail(err)
+	}
+	return o, o.err
+}
 
 type options struct {
 	table       string
@@ -27,6 +101,7 @@ type options struct {
 	segments    int // NewSegmented
 	retention   time.Duration
 	engine      Engine
+	given       optionSet // the options given
 	err         error
 }
 
@@ -77,6 +152,7 @@ var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
 // underscores, not starting with a digit. Default "stock".
 func WithTable(name string) Option {
 	return func(o *options) {
+		o.given |= optTable
 		if !identifier.MatchString(name) {
 			o.fail(fmt.Errorf("table name %q is not a plain identifier ([A-Za-z_][A-Za-z0-9_]{0,47})", name))
 			return
@@ -91,8 +167,9 @@ func WithTable(name string) Option {
 // (NewAtomic). Zero fields take stockguard's defaults; a policy
 // RetryPolicy.Validate refuses is an invalid option. Default: the
 // stockguard defaults, except for NewOptimistic (see there).
-func WithRetry(p strategy.RetryPolicy) Option {
+func WithRetry(p stockguard.RetryPolicy) Option {
 	return func(o *options) {
+		o.given |= optRetry
 		if err := p.Validate(); err != nil {
 			o.fail(err)
 			return
@@ -104,6 +181,7 @@ func WithRetry(p strategy.RetryPolicy) Option {
 // WithLockMode sets NewPessimistic's lock mode. Default LockWait.
 func WithLockMode(m LockMode) Option {
 	return func(o *options) {
+		o.given |= optLockMode
 		if m < LockWait || m > LockSkipLocked {
 			o.fail(fmt.Errorf("unknown lock mode %v", m))
 			return
@@ -120,6 +198,7 @@ func WithLockMode(m LockMode) Option {
 // cancelling closes the socket, but the server keeps waiting. Default 5s.
 func WithLockWaitTimeout(d time.Duration) Option {
 	return func(o *options) {
+		o.given |= optLockWait
 		if d <= 0 || d > 100_000_000*time.Second {
 			o.fail(fmt.Errorf("lock wait timeout %v outside (0, 1e8 s]", d))
 			return
@@ -133,6 +212,7 @@ func WithLockWaitTimeout(d time.Duration) Option {
 // fractions of a second; MySQL rounds to whole seconds. Default 5s.
 func WithNamedLockTimeout(d time.Duration) Option {
 	return func(o *options) {
+		o.given |= optNamedLockTimeout
 		if d < 0 || d > 100_000_000*time.Second {
 			o.fail(fmt.Errorf("named lock timeout %v outside [0, 1e8 s]", d))
 			return
@@ -150,6 +230,7 @@ func WithNamedLockTimeout(d time.Duration) Option {
 // unless PurgeOrders runs. Default DefaultOrderRetention (7 days).
 func WithOrderRetention(d time.Duration) Option {
 	return func(o *options) {
+		o.given |= optOrderRetention
 		if d < time.Minute || d > 100*365*24*time.Hour {
 			o.fail(fmt.Errorf("order retention %v outside 1m…100y", d))
 			return

@@ -46,9 +46,9 @@ var (
 // change that variable on the same pool. See NewAtomic for the DSN
 // settings that matter.
 func NewPessimistic(db *sqlx.DB, opts ...Option) (*Pessimistic, error) {
-	o := newOptions(opts)
-	if o.err != nil {
-		return nil, o.err
+	o, err := build("NewPessimistic", db, readsPessimistic, opts)
+	if err != nil {
+		return nil, err
 	}
 	return newPessimistic(db, o), nil
 }

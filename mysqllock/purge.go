@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
@@ -24,7 +25,8 @@ const purgeBatch = 500
 //
 // What it deletes is safe to forget: a returned or expired order has given
 // its units back, a restock has added its units, and a taken order's units
-// are gone for good — the stock is right without them. A held order is
+// are gone for good — the stock is right without them, and they leave the
+// units counted as out on open orders, which no Return can bring back. A held order is
 // never deleted, whatever its age. Once deleted, an ID is unknown:
 // Confirm, Return and Order report stockguard.ErrUnknownOrder, and a Take,
 // Hold or Restock under it is applied afresh. So keep the retention well
@@ -36,8 +38,8 @@ const purgeBatch = 500
 // beside live traffic; run it now and then (say, daily) from one process.
 // Its errors are those of the Orders methods.
 func PurgeOrders(ctx context.Context, db *sqlx.DB, opts ...Option) (purged int64, err error) {
-	o := newOptions(opts)
-	if err := o.err; err != nil {
+	o, err := build("PurgeOrders", db, readsPurge, opts)
+	if err != nil {
 		return 0, err
 	}
 	if err := strategy.Canceled(ctx); err != nil {
@@ -73,7 +75,7 @@ func PurgeOrders(ctx context.Context, db *sqlx.DB, opts ...Option) (purged int64
 				}
 			}
 			if len(old) > 0 {
-				deleted, err := l.purge(ctx, conn, old, cutoff)
+				deleted, err := l.purge(ctx, conn, o.table, old, cutoff)
 				if err != nil {
 					return err
 				}
@@ -87,9 +89,11 @@ func PurgeOrders(ctx context.Context, db *sqlx.DB, opts ...Option) (purged int64
 	return purged, err
 }
 
-// purge deletes the records of ids (sorted) that are still closed and
-// older than cutoff, under their rows' locks, and returns how many.
-func (l *ledger) purge(ctx context.Context, conn *sqlx.Conn, ids []string, cutoff string) (int64, error) {
+// purge deletes the records of ids (sorted) of table's ledger that are
+// still closed and older than cutoff, under their rows' locks, takes the
+// units of the taken ones off their SKUs' on_orders (no Return can bring
+// them back any more), and returns how many it deleted.
+func (l *ledger) purge(ctx context.Context, conn *sqlx.Conn, table string, ids []string, cutoff string) (int64, error) {
 	var n int64
 	err := inTx(ctx, conn, func(tx *sqlx.Tx) error {
 		in := make([]any, len(ids))
@@ -106,6 +110,26 @@ func (l *ledger) purge(ctx context.Context, conn *sqlx.Conn, ids []string, cutof
 			in = append(in, id)
 		}
 		ins := list(len(in))
+		// The stock rows after the order rows, one by one in SKU order:
+		// the ledger's lock order.
+		taken := fmt.Sprintf("o.id IN (%s) AND o.kind <> %d AND o.state = %d", ins, kindRestock, stockguard.OrderTaken)
+		var skus []string
+		var units []int64
+		err := eachRow(ctx, tx, "SELECT sku, units FROM ("+unitsSQL(table, taken)+") u ORDER BY sku", append(slices.Clone(in), in...), func(rows *sql.Rows) error {
+			var sku string
+			var n int64
+			err := rows.Scan(&sku, &n)
+			skus, units = append(skus, sku), append(units, n)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for i, sku := range skus {
+			if _, err := tx.ExecContext(ctx, "UPDATE "+l.lq.stock+" SET on_orders = on_orders - ? WHERE sku = ?", units[i], sku); err != nil {
+				return classify(ctx, err, unsent)
+			}
+		}
 		if _, err := tx.ExecContext(ctx, "DELETE FROM "+l.lq.lines+" WHERE order_id IN ("+ins+")", in...); err != nil {
 			return classify(ctx, err, unsent)
 		}

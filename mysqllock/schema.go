@@ -74,9 +74,10 @@ import (
 // It returns an error wrapping stockguard.ErrInvalidRequest for an invalid
 // option, else the driver's error.
 func CreateSchema(ctx context.Context, db sqlx.ExecerContext, opts ...Option) error {
-	o := newOptions(opts)
-	if o.err != nil {
-		return o.err
+	pool, _ := db.(*sqlx.DB) // a transaction or connection: its pool is the caller's
+	o, err := build("CreateSchema", pool, readsSchema, opts)
+	if err != nil {
+		return err
 	}
 	if err := createTable(ctx, db, o.table, `
 	sku VARBINARY(64) NOT NULL PRIMARY KEY,
@@ -163,8 +164,13 @@ func addColumn(ctx context.Context, db sqlx.ExecerContext, table, column, defini
 // layouts of an order's lines (see CreateSchema), splitting line_list on
 // the server.
 func openUnitsSQL(table string) string {
+	return unitsSQL(table, fmt.Sprintf("o.kind <> %d AND o.state IN (%d, %d)", kindRestock, stockguard.OrderHeld, stockguard.OrderTaken))
+}
+
+// unitsSQL is openUnitsSQL of the orders o for which the condition open
+// holds; open appears twice, so its arguments are given twice.
+func unitsSQL(table, open string) string {
 	o, l := quote(OrdersTable(table)), quote(OrderLinesTable(table))
-	open := fmt.Sprintf("o.kind <> %d AND o.state IN (%d, %d)", kindRestock, stockguard.OrderHeld, stockguard.OrderTaken)
 	var n strings.Builder
 	n.WriteString("SELECT 1 AS i")
 	for i := 2; i <= stockguard.MaxLines; i++ {

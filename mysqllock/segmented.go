@@ -22,6 +22,7 @@ const DefaultSegments = 8
 // Default DefaultSegments (8).
 func WithSegments(n int) Option {
 	return func(o *options) {
+		o.given |= optSegments
 		if o.within("segment count", n, 1, 1024) {
 			o.segments = n
 		}
@@ -97,9 +98,9 @@ type segQueries struct {
 // (WithLockWaitTimeout); don't change that variable on the same pool. See
 // NewAtomic for the DSN settings that matter.
 func NewSegmented(db *sqlx.DB, opts ...Option) (*Segmented, error) {
-	o := newOptions(opts)
-	if o.err != nil {
-		return nil, o.err
+	o, err := build("NewSegmented", db, readsSegmented, opts)
+	if err != nil {
+		return nil, err
 	}
 	return newSegmented(db, o), nil
 }

@@ -44,9 +44,9 @@ var (
 // connection it uses gets SET lock_timeout once; don't change that
 // setting on the same pool.
 func NewAdvisoryLock(db *sqlx.DB, opts ...Option) (*AdvisoryLock, error) {
-	o := newOptions(opts)
-	if o.err != nil {
-		return nil, o.err
+	o, err := build("NewAdvisoryLock", db, readsLocking, opts)
+	if err != nil {
+		return nil, err
 	}
 	return newAdvisoryLock(db, o), nil
 }

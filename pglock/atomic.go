@@ -49,9 +49,9 @@ var (
 // statement_timeout in the DSN (pgx sends them as run-time parameters):
 // those end the statement on the server, with ErrContention.
 func NewAtomic(db *sqlx.DB, opts ...Option) (*Atomic, error) {
-	o := newOptions(opts)
-	if o.err != nil {
-		return nil, o.err
+	o, err := build("NewAtomic", db, readsAtomic, opts)
+	if err != nil {
+		return nil, err
 	}
 	return newAtomic(db, o), nil
 }

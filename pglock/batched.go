@@ -23,6 +23,7 @@ const DefaultBatchSize = 64
 // ErrOutcomeUnknown. Default DefaultBatchSize (64).
 func WithBatchSize(n int) Option {
 	return func(o *options) {
+		o.given |= optBatchSize
 		if o.within("batch size", n, 1, 10_000) {
 			o.batchSize = n
 		}
@@ -90,9 +91,9 @@ var (
 // (WithLockTimeout); don't change that setting on the same pool. The pool
 // needs a connection per SKU being written at once, not per buyer.
 func NewBatched(db *sqlx.DB, opts ...Option) (*Batched, error) {
-	o := newOptions(opts)
-	if o.err != nil {
-		return nil, o.err
+	o, err := build("NewBatched", db, readsBatched, opts)
+	if err != nil {
+		return nil, err
 	}
 	return newBatched(db, o), nil
 }

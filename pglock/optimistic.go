@@ -43,9 +43,9 @@ var defaultCASPolicy = strategy.RetryPolicy{
 // read: WithTable, WithRetry; default policy: 100 attempts, adaptive
 // backoff from 1ms to 100ms).
 func NewOptimistic(db *sqlx.DB, opts ...Option) (*Optimistic, error) {
-	o := newOptions(opts)
-	if o.err != nil {
-		return nil, o.err
+	o, err := build("NewOptimistic", db, readsAtomic, opts)
+	if err != nil {
+		return nil, err
 	}
 	return newOptimistic(db, o), nil
 }

@@ -4,25 +4,95 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/sqlpool"
 	"github.com/stockguard/stockguard/strategy"
 )
 
-// Option configures CreateSchema and the constructors of this package. Each
-// documents the options it reads and ignores the rest. An invalid option
-// value makes CreateSchema and every constructor return an error wrapping
-// stockguard.ErrInvalidRequest, before any I/O.
+// Option configures CreateSchema, PurgeOrders and the constructors of this
+// package, which read these options:
+//
+//	CreateSchema                               WithTable
+//	PurgeOrders                                WithTable, WithOrderRetention
+//	NewAtomic, NewOptimistic, NewSerializable  WithTable, WithRetry
+//	NewBatched                                 WithTable, WithRetry, WithLockTimeout, WithBatchSize
+//	NewSegmented                               WithTable, WithRetry, WithLockTimeout, WithSegments
+//	NewPessimistic                             WithTable, WithRetry, WithLockTimeout, WithLockMode
+//	NewAdvisoryLock                            WithTable, WithRetry, WithLockTimeout
+//
+// An option the function does not read, and an invalid option value, is
+// never ignored or clamped: the function returns an error wrapping
+// stockguard.ErrInvalidRequest that names it, before any I/O. So does a
+// pool opened for MySQL.
 type Option func(*options)
+
+// optionSet is a set of this package's options, one bit each: those given
+// to a function, and those it reads.
+type optionSet uint32
+
+const (
+	optTable optionSet = 1 << iota
+	optRetry
+	optLockMode
+	optLockTimeout
+	optOrderRetention
+	optBatchSize
+	optSegments
+)
+
+// optionNames are the options' names, in optionSet's bit order.
+var optionNames = [...]string{"WithTable", "WithRetry", "WithLockMode", "WithLockTimeout",
+	"WithOrderRetention", "WithBatchSize", "WithSegments"}
+
+// What each function reads (Option's table).
+const (
+	readsSchema      = optTable
+	readsPurge       = optTable | optOrderRetention
+	readsAtomic      = optTable | optRetry
+	readsLocking     = readsAtomic | optLockTimeout
+	readsBatched     = readsLocking | optBatchSize
+	readsSegmented   = readsLocking | optSegments
+	readsPessimistic = readsLocking | optLockMode
+)
+
+func (s optionSet) String() string {
+	var names []string
+	for i, n := range optionNames {
+		if s&(1<<i) != 0 {
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// build reads opts for function fn, which reads the options in reads and
+// works over db: it refuses an invalid option, one fn does not read (an
+// option silently ignored would leave the caller believing it in force)
+// and a pool opened for another server.
+func build(fn string, db *sqlx.DB, reads optionSet, opts []Option) (options, error) {
+	o := newOptions(opts)
+	if extra := o.given &^ reads; extra != 0 {
+		o.fail(fmt.Errorf("%s does not read %v", fn, extra))
+	}
+	if err := sqlpool.Check(db, sqlpool.PostgreSQL); err != nil {
+		o.fail(err)
+	}
+	return o, o.err
+}
 
 type options struct {
 	table     string
 	retry     *strategy.RetryPolicy
 	mode      LockMode
 	lockWait  time.Duration
-	batchSize int // NewBatched
-	segments  int // NewSegmented
+	batchSize int           // NewBatched
+	segments  int           // NewSegmented
+	retention time.Duration // PurgeOrders
+	given     optionSet     // the options given
 	err       error
 }
 
@@ -32,6 +102,9 @@ const (
 	// DefaultLockTimeout bounds a wait for a row or advisory lock (the
 	// session's lock_timeout) in the strategies that wait for one.
 	DefaultLockTimeout = 5 * time.Second
+	// DefaultOrderRetention is how long PurgeOrders keeps a closed order
+	// after its last change: 7 days, the longest hold.
+	DefaultOrderRetention = 7 * 24 * time.Hour
 )
 
 // LockMode says how NewPessimistic's SELECT … FOR UPDATE treats a row that
@@ -73,6 +146,7 @@ var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
 // Default "stock".
 func WithTable(name string) Option {
 	return func(o *options) {
+		o.given |= optTable
 		if !identifier.MatchString(name) {
 			o.fail(fmt.Errorf("table name %q is not a plain identifier ([A-Za-z_][A-Za-z0-9_]{0,47})", name))
 			return
@@ -87,8 +161,9 @@ func WithTable(name string) Option {
 // and the read explaining it. Zero fields take stockguard's defaults; a
 // policy RetryPolicy.Validate refuses is an invalid option. Default: the
 // stockguard defaults.
-func WithRetry(p strategy.RetryPolicy) Option {
+func WithRetry(p stockguard.RetryPolicy) Option {
 	return func(o *options) {
+		o.given |= optRetry
 		if err := p.Validate(); err != nil {
 			o.fail(err)
 			return
@@ -100,6 +175,7 @@ func WithRetry(p strategy.RetryPolicy) Option {
 // WithLockMode sets NewPessimistic's lock mode. Default LockWait.
 func WithLockMode(m LockMode) Option {
 	return func(o *options) {
+		o.given |= optLockMode
 		if m < LockWait || m > LockSkipLocked {
 			o.fail(fmt.Errorf("unknown lock mode %v", m))
 			return
@@ -116,11 +192,30 @@ func WithLockMode(m LockMode) Option {
 // DefaultLockTimeout (5s).
 func WithLockTimeout(d time.Duration) Option {
 	return func(o *options) {
+		o.given |= optLockTimeout
 		if d < time.Millisecond || d > 24*time.Hour {
 			o.fail(fmt.Errorf("lock timeout %v outside 1ms…24h", d))
 			return
 		}
 		o.lockWait = d
+	}
+}
+
+// WithOrderRetention sets how long PurgeOrders keeps an order's record
+// after its last change: 1 minute…100 years. While a record is kept, its ID
+// is deduplicated (a retry takes nothing twice) and Return, Confirm and
+// Order find it; past it, PurgeOrders may delete the record, and the ID is
+// then unknown — a Take under it would take afresh. PurgeOrders never
+// deletes a hold that is still held, whatever its age. Nothing is deleted
+// unless PurgeOrders runs. Default DefaultOrderRetention (7 days).
+func WithOrderRetention(d time.Duration) Option {
+	return func(o *options) {
+		o.given |= optOrderRetention
+		if d < time.Minute || d > 100*365*24*time.Hour {
+			o.fail(fmt.Errorf("order retention %v outside 1m…100y", d))
+			return
+		}
+		o.retention = d
 	}
 }
 
@@ -150,6 +245,7 @@ func newOptions(opts []Option) options {
 		lockWait:  DefaultLockTimeout,
 		batchSize: DefaultBatchSize,
 		segments:  DefaultSegments,
+		retention: DefaultOrderRetention,
 	}
 	for _, opt := range opts {
 		opt(&o)

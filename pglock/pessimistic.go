@@ -40,9 +40,9 @@ var (
 // With LockWait each pooled connection it uses gets SET lock_timeout once;
 // don't change that setting on the same pool.
 func NewPessimistic(db *sqlx.DB, opts ...Option) (*Pessimistic, error) {
-	o := newOptions(opts)
-	if o.err != nil {
-		return nil, o.err
+	o, err := build("NewPessimistic", db, readsPessimistic, opts)
+	if err != nil {
+		return nil, err
 	}
 	return newPessimistic(db, o), nil
 }

@@ -55,9 +55,10 @@ import (
 // It returns an error wrapping stockguard.ErrInvalidRequest for an invalid
 // option, else the driver's error.
 func CreateSchema(ctx context.Context, db sqlx.ExecerContext, opts ...Option) error {
-	o := newOptions(opts)
-	if o.err != nil {
-		return o.err
+	pool, _ := db.(*sqlx.DB) // a transaction or connection: its pool is the caller's
+	o, err := build("CreateSchema", pool, readsSchema, opts)
+	if err != nil {
+		return err
 	}
 	max := strconv.FormatInt(stockguard.MaxQty, 10)
 	stmts := []string{

@@ -37,9 +37,9 @@ var (
 // NewSerializable returns the SERIALIZABLE strategy over db's table
 // (options read: WithTable, WithRetry; default policy as NewOptimistic's).
 func NewSerializable(db *sqlx.DB, opts ...Option) (*Serializable, error) {
-	o := newOptions(opts)
-	if o.err != nil {
-		return nil, o.err
+	o, err := build("NewSerializable", db, readsAtomic, opts)
+	if err != nil {
+		return nil, err
 	}
 	return newSerializable(db, o), nil
 }

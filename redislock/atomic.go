@@ -97,6 +97,7 @@ var (
 // that never evict a key (maxmemory 0 or maxmemory-policy noeviction).
 func NewAtomic(rdb AtomicClient, opts ...Option) (*Atomic, error) {
 	o := newOptions(opts)
+	o.only("NewAtomic", readsAtomic)
 	if _, ok := rdb.(*redis.Ring); ok {
 		o.fail(errors.New("NewAtomic over a *redis.Ring: a Ring moves a shard's keys to another shard while it votes the shard down; use one Redis, a failover client or a Cluster"))
 	}

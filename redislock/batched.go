@@ -37,6 +37,7 @@ const maxBatchSize = 10_000
 // DefaultBatchSize (64).
 func WithBatchSize(n int) Option {
 	return func(o *options) {
+		o.given |= optBatchSize
 		if n < 1 || n > maxBatchSize {
 			o.fail(fmt.Errorf("batch size %d outside 1…%d", n, maxBatchSize))
 			return
@@ -93,6 +94,7 @@ var _ stockguard.Inventory = (*Batched)(nil)
 // once, not per buyer.
 func NewBatched(rdb AtomicClient, opts ...Option) (*Batched, error) {
 	o := newOptions(opts)
+	o.only("NewBatched", readsBatched)
 	if o.err != nil {
 		return nil, o.err
 	}

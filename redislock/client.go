@@ -110,6 +110,7 @@ type Client struct {
 // of them leaves behind never repeat one handed out.
 func New(rdb RedisClient, opts ...Option) (*Client, error) {
 	o := newOptions(opts)
+	o.only("New", readsClient)
 	if o.err != nil {
 		return nil, o.err
 	}
@@ -172,14 +173,28 @@ func leaseTTL(ttl time.Duration) (time.Duration, error) {
 
 // ObtainRetry sets how Obtain retries while the lock is held by someone
 // else (not to be confused with WithRetry, the retry policy of an
-// inventory's requests). A nil strategy is an invalid option. Default
-// NoRetry() (one attempt), or LinearBackoff(time.Second) with Notify.
-// Whatever the strategy, Obtain stops when its context ends.
+// inventory's requests), as a stockguard.RetryPolicy says, e.g.
+// ObtainRetry(stockguard.RetryPolicy{MaxAttempts: 50, BaseDelay:
+// time.Millisecond, MaxDelay: 50 * time.Millisecond}). A policy
+// RetryPolicy.Validate refuses, an Adaptive one (Obtain keeps no count of
+// waiters to adapt to) and a nil strategy are invalid options. Default one
+// attempt, or with Notify retries every second until ctx ends. Whatever
+// the policy, Obtain stops when its context ends.
 func ObtainRetry(s RetryStrategy) ObtainOption {
 	return func(o *obtainOptions) {
 		if s == nil {
 			o.fail(errors.New("nil RetryStrategy"))
 			return
+		}
+		if p, ok := s.(stockguard.RetryPolicy); ok {
+			if err := p.Validate(); err != nil {
+				o.fail(err)
+				return
+			}
+			if p.Adaptive {
+				o.fail(errors.New("an Adaptive RetryPolicy: Obtain keeps no count of waiters to adapt to"))
+				return
+			}
 		}
 		if v, ok := s.(interface{ valid() error }); ok {
 			if err := v.valid(); err != nil {
@@ -340,9 +355,9 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	}
 	retry := o.retry
 	if retry == nil {
-		retry = NoRetry()
+		retry = noRetry{}
 		if o.notify {
-			retry = LinearBackoff(time.Second)
+			retry = linear(time.Second)
 		}
 	}
 	owner := o.owner.id

@@ -13,11 +13,11 @@
 // QuorumLock.OwnerToken and GrantedBy. A test holds the inventories to
 // that.
 //
-// Options: every constructor takes Option values and documents the ones it
-// reads. An invalid option value is never clamped and never panics: the
-// constructor refuses it with an error wrapping
-// stockguard.ErrInvalidRequest (see Option). Defaults are the Default*
-// constants.
+// Options: every constructor takes Option values; Option lists the ones
+// each reads. An option a constructor does not read, and an invalid option
+// value, is never ignored, clamped or a panic: the constructor refuses it
+// with an error wrapping stockguard.ErrInvalidRequest (see Option).
+// Defaults are the Default* constants.
 package redislock
 
 // Files, one concept each:

@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/redislock"
-	"github.com/stockguard/stockguard/strategy"
 )
 
 // Obtain, work, Release. The fencing token goes with every write to the
@@ -52,7 +51,7 @@ func ExampleNotify() {
 		log.Fatal(err)
 	}
 	lock, err := locker.Obtain(ctx, "nightly-job", 30*time.Second,
-		redislock.Notify(), redislock.ObtainRetry(redislock.LinearBackoff(time.Second)))
+		redislock.Notify()) // wait for the release, until ctx ends
 	if err != nil {
 		// ErrNotObtained joined with context.DeadlineExceeded, or Redis's error.
 		log.Fatal(err)
@@ -127,7 +126,7 @@ func ExampleNewGuarded() {
 
 	inv, err := redislock.NewGuarded(rdb, redislock.WithPrefix("shop:"),
 		redislock.WithLockTTL(time.Second),
-		redislock.WithRetry(strategy.RetryPolicy{MaxAttempts: 20}))
+		redislock.WithRetry(stockguard.RetryPolicy{MaxAttempts: 20}))
 	if err != nil {
 		log.Fatal(err)
 	}

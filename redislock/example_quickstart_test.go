@@ -32,10 +32,13 @@ func Example() {
 		log.Fatal(err)
 	}
 
+	// Your order number; here one unique to the run: Redis keeps an ID for 7 days
+	// but SetStock resets the level: a fixed ID would take nothing on a rerun.
+	order := fmt.Sprintf("order-%d", time.Now().UnixNano())
 	for range 2 { // the same order ID twice: the units are taken once
-		switch err := shop.Take(ctx, "order-1001", stockguard.Line{SKU: "sku-42", Qty: 3}); {
+		switch err := shop.Take(ctx, order, stockguard.Line{SKU: "sku-42", Qty: 3}); {
 		case err == nil:
-			fmt.Println("order-1001 taken")
+			fmt.Println("order taken")
 		case errors.Is(err, stockguard.ErrInsufficientStock):
 			fmt.Println("sold out; nothing taken")
 		case errors.Is(err, stockguard.ErrOutcomeUnknown):
@@ -51,7 +54,7 @@ func Example() {
 	fmt.Println("left:", left)
 	// It prints:
 	//
-	//	order-1001 taken
-	//	order-1001 taken
+	//	order taken
+	//	order taken
 	//	left: 7
 }

@@ -32,7 +32,7 @@ func ExampleRedlock_Obtain() {
 
 	// Retry with random delays, so that contenders stop splitting the votes.
 	lock, err := locks.Obtain(ctx, "rebuild-search-index", 30*time.Second,
-		redislock.ObtainRetry(redislock.LimitRetry(redislock.ExponentialBackoff(10*time.Millisecond, 200*time.Millisecond), 5)))
+		redislock.ObtainRetry(stockguard.RetryPolicy{MaxAttempts: 6, BaseDelay: 10 * time.Millisecond, MaxDelay: 200 * time.Millisecond}))
 	if errors.Is(err, redislock.ErrNotObtained) {
 		fmt.Println("busy, or too many masters down:", err)
 		return

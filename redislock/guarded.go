@@ -62,11 +62,15 @@ var (
 // and WithAOFAck (for the lock and the default RedisStore); by default the
 // stock lives in Redis, in the keys NewAtomic uses (RedisStore).
 func NewGuarded(rdb RedisClient, opts ...Option) (*Guarded, error) {
-	c, err := New(rdb, opts...) // an invalid option is refused here
+	o := newOptions(opts)
+	o.only("NewGuarded", readsGuarded)
+	if o.err != nil {
+		return nil, o.err
+	}
+	c, err := New(rdb, pick(opts, readsClient)...)
 	if err != nil {
 		return nil, err
 	}
-	o := newOptions(opts)
 	locks := fencedLocks{c: c, store: o.store}
 	if o.store == nil {
 		rs := newRedisStore(rdb, o)

@@ -14,6 +14,7 @@ import (
 // an index into its clients. Default 0, the first master.
 func WithStockMaster(i int) Option {
 	return func(o *options) {
+		o.given |= optStockMaster
 		if i < 0 {
 			o.fail(fmt.Errorf("stock master %d is negative", i))
 			return
@@ -79,11 +80,15 @@ func WithStockMaster(i int) Option {
 //     could re-create an expired copy of the lock): theoretical on loopback
 //     and ordinary TCP, but not excluded.
 func NewRedlockGuarded(clients []redis.UniversalClient, opts ...Option) (*Guarded, error) {
-	r, err := NewRedlock(clients, opts...)
-	if err != nil {
-		return nil, err // an invalid option, or no masters
-	}
 	o := newOptions(opts)
+	o.only("NewRedlockGuarded", readsRedlockGrd)
+	if o.err != nil {
+		return nil, o.err
+	}
+	r, err := NewRedlock(clients, pick(opts, readsRedlock)...)
+	if err != nil {
+		return nil, err // no masters
+	}
 	if o.stockMaster >= len(clients) {
 		return nil, invalid(fmt.Errorf("stock master %d of %d masters", o.stockMaster, len(clients)))
 	}

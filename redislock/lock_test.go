@@ -184,6 +184,21 @@ func TestClient_Obtain_boundedRetriesGiveUp(t *testing.T) {
 	}
 }
 
+// A stockguard.RetryPolicy, the type every WithRetry takes, bounds Obtain's
+// tries too.
+func TestClient_Obtain_retryPolicyBoundsTheTries(t *testing.T) {
+	c, _ := newTestClient(t)
+	held, err := c.Obtain(t.Context(), "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(t.Context())
+	p := stockguard.RetryPolicy{MaxAttempts: 4, BaseDelay: time.Millisecond, MaxDelay: 2 * time.Millisecond}
+	if _, err := c.Obtain(t.Context(), "k", time.Second, ObtainRetry(p)); !errors.Is(err, ErrNotObtained) || !strings.Contains(err.Error(), "4 attempts") {
+		t.Fatalf("Obtain = %v, want ErrNotObtained after 4 attempts", err)
+	}
+}
+
 func TestClient_Obtain_retriesUntilReleased(t *testing.T) {
 	c, _ := newTestClient(t)
 	held, err := c.Obtain(t.Context(), "k", 10*time.Second)

@@ -3,6 +3,7 @@ package redislock
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/stockguard/stockguard"
@@ -11,17 +12,95 @@ import (
 	"github.com/stockguard/stockguard/strategy"
 )
 
-// Option configures a constructor of this package (NewAtomic, New,
-// NewGuarded, NewRedlockGuarded, NewSegmented, NewRedlock). Each
-// constructor documents the options it reads and ignores the rest.
+// Option configures a constructor of this package. Each constructor reads
+// these options, and every one reads WithReplicaAck and WithAOFAck:
 //
-// An invalid option value (each option says which values it accepts) is
-// never clamped and never panics: every constructor refuses it with an
-// error wrapping stockguard.ErrInvalidRequest, before any I/O, whether or
-// not it reads that option. The package's other constructor arguments
-// follow the same rule (an empty list of Redlock masters, a stock master
-// out of range).
+//	New, NewRedisStore  WithPrefix
+//	NewAtomic           WithPrefix, WithOrderRetention, WithOrderStream
+//	NewBatched          WithPrefix, WithBatchSize
+//	NewGuarded          WithPrefix, WithRetry, WithLockTTL, WithStore
+//	NewSegmented        WithPrefix, WithRetry, WithLockTTL, WithSegments, WithSegmentLocks
+//	NewRedlock          WithPrefix, WithNodeTimeout, WithDrift
+//	NewRedlockGuarded   NewRedlock's, WithRetry, WithLockTTL, WithStockMaster
+//
+// An option the constructor does not read, and an invalid option value
+// (each option says which values it accepts), is never ignored, clamped
+// or a panic: the constructor refuses it with an error wrapping
+// stockguard.ErrInvalidRequest that names it, before any I/O. The
+// package's other constructor arguments follow the same rule (an empty
+// list of Redlock masters, a stock master out of range).
 type Option func(*options)
+
+// optionSet is a set of this package's options, one bit each: those given
+// to a constructor, and those it reads.
+type optionSet uint32
+
+const (
+	optPrefix optionSet = 1 << iota
+	optRetry
+	optLockTTL
+	optStore
+	optReplicaAck
+	optAOFAck
+	optBatchSize
+	optSegments
+	optSegmentLocks
+	optNodeTimeout
+	optDrift
+	optStockMaster
+	optOrderRetention
+	optOrderStream
+)
+
+// optionNames are the options' names, in optionSet's bit order.
+var optionNames = [...]string{"WithPrefix", "WithRetry", "WithLockTTL", "WithStore",
+	"WithReplicaAck", "WithAOFAck", "WithBatchSize", "WithSegments", "WithSegmentLocks",
+	"WithNodeTimeout", "WithDrift", "WithStockMaster", "WithOrderRetention", "WithOrderStream"}
+
+// What each constructor reads (Option's table).
+const (
+	optAck          = optReplicaAck | optAOFAck
+	readsClient     = optPrefix | optAck
+	readsAtomic     = readsClient | optOrderRetention | optOrderStream
+	readsBatched    = readsClient | optBatchSize
+	readsGuarded    = readsClient | optRetry | optLockTTL | optStore
+	readsSegmented  = readsClient | optRetry | optLockTTL | optSegments | optSegmentLocks
+	readsRedlock    = readsClient | optNodeTimeout | optDrift
+	readsRedlockGrd = readsRedlock | optRetry | optLockTTL | optStockMaster
+)
+
+// pick returns the options of opts in set: what a constructor passes on
+// to the one of the lock library it builds on, which would refuse the
+// rest.
+func pick(opts []Option, set optionSet) []Option {
+	var out []Option
+	for _, opt := range opts {
+		var probe options
+		opt(&probe)
+		if probe.given&set != 0 {
+			out = append(out, opt)
+		}
+	}
+	return out
+}
+
+func (s optionSet) String() string {
+	var names []string
+	for i, n := range optionNames {
+		if s&(1<<i) != 0 {
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// only refuses the options given that constructor ctor does not read: an
+// option silently ignored would leave the caller believing it in force.
+func (o *options) only(ctor string, reads optionSet) {
+	if extra := o.given &^ reads; extra != 0 {
+		o.fail(fmt.Errorf("%s does not read %v", ctor, extra))
+	}
+}
 
 type options struct {
 	keys    rediskeys.Keys
@@ -42,7 +121,8 @@ type options struct {
 
 	ack redisx.Ack // WithReplicaAck, WithAOFAck: what confirms a write; zero for nothing
 
-	err error // the first invalid option
+	given optionSet // the options given
+	err   error     // the first invalid option
 }
 
 func newOptions(opts []Option) options {
@@ -80,6 +160,7 @@ func invalid(err error) error {
 // (rediskeys.ValidatePrefix). Default "".
 func WithPrefix(prefix string) Option {
 	return func(o *options) {
+		o.given |= optPrefix
 		if err := rediskeys.ValidatePrefix(prefix); err != nil {
 			o.fail(err)
 			return
@@ -91,11 +172,12 @@ func WithPrefix(prefix string) Option {
 // WithRetry sets the retry policy of an inventory's requests after
 // contention (a lock held by someone else, a lost race); zero fields take
 // stockguard's defaults. It is not how a lock's Obtain retries: that is
-// ObtainRetry. A policy RetryPolicy.Validate refuses is an invalid
+// ObtainRetry, which takes the same type. A policy RetryPolicy.Validate refuses is an invalid
 // option. Default: stockguard's defaults (NewSegmented with
 // WithSegmentLocks: see there).
-func WithRetry(p strategy.RetryPolicy) Option {
+func WithRetry(p stockguard.RetryPolicy) Option {
 	return func(o *options) {
+		o.given |= optRetry
 		if err := p.Validate(); err != nil {
 			o.fail(err)
 			return
@@ -109,6 +191,7 @@ func WithRetry(p strategy.RetryPolicy) Option {
 // at least 1ms. Default DefaultLockTTL.
 func WithLockTTL(d time.Duration) Option {
 	return func(o *options) {
+		o.given |= optLockTTL
 		if d < time.Millisecond {
 			o.fail(fmt.Errorf("lock ttl %v below 1ms", d))
 			return
@@ -122,6 +205,7 @@ func WithLockTTL(d time.Duration) Option {
 // prefix.
 func WithStore(s Store) Option {
 	return func(o *options) {
+		o.given |= optStore
 		if s == nil {
 			o.fail(errors.New("nil Store"))
 			return
@@ -157,7 +241,10 @@ const DefaultReplicaAck = 0
 // one of the replicas that acknowledged it. Default DefaultReplicaAck
 // (off).
 func WithReplicaAck(n int, timeout time.Duration) Option {
-	return func(o *options) { o.setAck(redisx.Ack{Replicas: n, Timeout: timeout}) }
+	return func(o *options) {
+		o.given |= optReplicaAck
+		o.setAck(redisx.Ack{Replicas: n, Timeout: timeout})
+	}
 }
 
 // WithAOFAck is WithReplicaAck with WAITAOF local replicas timeout
@@ -170,6 +257,7 @@ func WithReplicaAck(n int, timeout time.Duration) Option {
 // are WithReplicaAck's. Default off.
 func WithAOFAck(local, replicas int, timeout time.Duration) Option {
 	return func(o *options) {
+		o.given |= optAOFAck
 		o.setAck(redisx.Ack{AOF: true, Local: local, Replicas: replicas, Timeout: timeout})
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,6 +71,67 @@ func TestOptions_invalidIsRefusedByTheConstructor(t *testing.T) {
 	}
 }
 
+// Every constructor refuses, before any I/O, each option it does not read,
+// with ErrInvalidRequest naming the option and the constructor, and
+// accepts each one it reads (Option's table, written out here again).
+func TestOptions_unreadIsRefusedByTheConstructor(t *testing.T) {
+	rdb := closedClient(t)
+	masters := []redis.UniversalClient{rdb, rdb, rdb}
+	store, err := NewRedisStore(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	valid := map[string]Option{
+		"WithPrefix":         WithPrefix("app:"),
+		"WithRetry":          WithRetry(strategy.RetryPolicy{MaxAttempts: 3}),
+		"WithLockTTL":        WithLockTTL(time.Second),
+		"WithStore":          WithStore(store),
+		"WithReplicaAck":     WithReplicaAck(1, time.Second),
+		"WithAOFAck":         WithAOFAck(1, 0, time.Second),
+		"WithBatchSize":      WithBatchSize(8),
+		"WithSegments":       WithSegments(4),
+		"WithSegmentLocks":   WithSegmentLocks(),
+		"WithNodeTimeout":    WithNodeTimeout(time.Second),
+		"WithDrift":          WithDrift(0.01, time.Millisecond),
+		"WithStockMaster":    WithStockMaster(1),
+		"WithOrderRetention": WithOrderRetention(time.Hour),
+		"WithOrderStream":    WithOrderStream("orders"),
+	}
+	client := []string{"WithPrefix", "WithReplicaAck", "WithAOFAck"}
+	redlock := slices.Concat(client, []string{"WithNodeTimeout", "WithDrift"})
+	for _, c := range []struct {
+		name  string
+		reads []string
+		build func(...Option) (any, error)
+	}{
+		{"New", client, func(o ...Option) (any, error) { return New(rdb, o...) }},
+		{"NewRedisStore", client, func(o ...Option) (any, error) { return NewRedisStore(rdb, o...) }},
+		{"NewAtomic", slices.Concat(client, []string{"WithOrderRetention", "WithOrderStream"}), func(o ...Option) (any, error) { return NewAtomic(rdb, o...) }},
+		{"NewBatched", slices.Concat(client, []string{"WithBatchSize"}), func(o ...Option) (any, error) { return NewBatched(rdb, o...) }},
+		{"NewGuarded", slices.Concat(client, []string{"WithRetry", "WithLockTTL", "WithStore"}), func(o ...Option) (any, error) { return NewGuarded(rdb, o...) }},
+		{"NewSegmented", slices.Concat(client, []string{"WithRetry", "WithLockTTL", "WithSegments", "WithSegmentLocks"}), func(o ...Option) (any, error) { return NewSegmented(rdb, o...) }},
+		{"NewRedlock", redlock, func(o ...Option) (any, error) { return NewRedlock(masters, o...) }},
+		{"NewRedlockGuarded", slices.Concat(redlock, []string{"WithRetry", "WithLockTTL", "WithStockMaster"}), func(o ...Option) (any, error) { return NewRedlockGuarded(masters, o...) }},
+	} {
+		for name, opt := range valid {
+			v, err := c.build(opt)
+			if slices.Contains(c.reads, name) {
+				if err != nil {
+					t.Errorf("%s(%s): %v, want it read", c.name, name, err)
+				}
+				continue
+			}
+			checkInvalid(t, c.name+"("+name+")", err)
+			if err != nil && !strings.Contains(err.Error(), c.name+" does not read "+name) {
+				t.Errorf("%s(%s): %q does not name the option", c.name, name, err)
+			}
+			if !reflect.ValueOf(v).IsNil() {
+				t.Errorf("%s(%s): %v beside its error, want nil", c.name, name, v)
+			}
+		}
+	}
+}
+
 func TestOptions_badConstructorArgumentsAreRefused(t *testing.T) {
 	rdb := closedClient(t)
 	_, err := NewRedlock(nil)
@@ -94,6 +157,8 @@ func TestObtain_invalidObtainOptions(t *testing.T) {
 		"LimitRetry nil":                           {ObtainRetry(LimitRetry(nil, 1))},
 		"LimitRetry negative":                      {ObtainRetry(LimitRetry(LinearBackoff(ms), -1))},
 		"LimitRetry of an invalid strategy":        {ObtainRetry(LimitRetry(LinearBackoff(0), 1))},
+		"an invalid RetryPolicy":                   {ObtainRetry(stockguard.RetryPolicy{MaxAttempts: -1})},
+		"an Adaptive RetryPolicy":                  {ObtainRetry(stockguard.RetryPolicy{Adaptive: true})},
 		"MaxHold 0":                                {MaxHold(0)},
 		"IfExists empty":                           {IfExists("")},
 		"Reentrant with NoFence":                   {Reentrant(NewOwner()), NoFence()},

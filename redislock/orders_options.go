@@ -39,6 +39,7 @@ type orderOptions struct {
 // stockguard.ErrInvalidRequest.
 func WithOrderRetention(d time.Duration) Option {
 	return func(o *options) {
+		o.given |= optOrderRetention
 		if d < MinOrderRetention {
 			o.fail(fmt.Errorf("order retention %v below %v", d, MinOrderRetention))
 			return
@@ -67,6 +68,7 @@ func WithOrderRetention(d time.Duration) Option {
 // stockguard.ErrInvalidRequest.
 func WithOrderStream(key string) Option {
 	return func(o *options) {
+		o.given |= optOrderStream
 		if key == "" {
 			o.fail(fmt.Errorf("empty order stream key"))
 			return

@@ -40,6 +40,7 @@ var ErrExpired = fmt.Errorf("%w: its validity ran out", ErrNotHeld)
 // a tenth of the ttl when that is smaller (at least 1ms).
 func WithNodeTimeout(d time.Duration) Option {
 	return func(o *options) {
+		o.given |= optNodeTimeout
 		if d <= 0 {
 			o.fail(fmt.Errorf("node timeout %v is not positive", d))
 			return
@@ -60,6 +61,7 @@ type drift struct {
 // DefaultDriftFactor and DefaultDriftFixed.
 func WithDrift(factor float64, fixed time.Duration) Option {
 	return func(o *options) {
+		o.given |= optDrift
 		if !(factor >= 0 && factor < 1) || fixed < 0 { // !(…) catches NaN
 			o.fail(fmt.Errorf("drift %v × ttl + %v: want a factor in [0, 1) and a fixed part ≥ 0", factor, fixed))
 			return
@@ -118,6 +120,7 @@ type Redlock struct {
 // option, it returns an error wrapping stockguard.ErrInvalidRequest.
 func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
 	o := newOptions(opts)
+	o.only("NewRedlock", readsRedlock)
 	if o.err != nil {
 		return nil, o.err
 	}
@@ -166,8 +169,8 @@ func (r *Redlock) lockKeys(key string) lockKeys { return lockKeys{lock: r.keys.L
 // Obtain takes the lock on key on a majority of the masters for ttl (at
 // least 1ms; sub-millisecond parts are dropped) and returns its handle. Of
 // the ObtainOptions it accepts Retry only — after a failed round it waits
-// as the strategy says (a random delay, e.g. ExponentialBackoff, keeps
-// contenders from splitting the votes again) — and refuses the others:
+// as the policy says (a random delay, which a stockguard.RetryPolicy is,
+// keeps contenders from splitting the votes again) — and refuses the others:
 // Notify, Watchdog, MaxHold, Reentrant, NoFence (a Redlock is never fenced)
 // and IfExists need a single master.
 //
@@ -199,7 +202,7 @@ func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opt
 	}
 	retry := o.retry
 	if retry == nil {
-		retry = NoRetry()
+		retry = noRetry{}
 	}
 	var timer *time.Timer
 	defer func() {

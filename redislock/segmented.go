@@ -40,6 +40,7 @@ const holdTTL = 24 * time.Hour
 // SKU, so instances configured with different counts share SKUs safely.
 func WithSegments(n int) Option {
 	return func(o *options) {
+		o.given |= optSegments
 		if n < 1 || n > MaxSegments {
 			o.fail(fmt.Errorf("%d segments outside 1…%d", n, MaxSegments))
 			return
@@ -158,6 +159,7 @@ var (
 // one, each to its own master).
 func NewSegmented(rdb redis.UniversalClient, opts ...Option) (*Segmented, error) {
 	o := newOptions(opts)
+	o.only("NewSegmented", readsSegmented)
 	if o.err != nil {
 		return nil, o.err
 	}

@@ -33,7 +33,10 @@ import (
 // with the number of buyers waiting (Adaptive) and stockguard's default
 // delays.
 func WithSegmentLocks() Option {
-	return func(o *options) { o.segmentLocks = true }
+	return func(o *options) {
+		o.given |= optSegmentLocks
+		o.segmentLocks = true
+	}
 }
 
 // errSegmentBusy: the segment's lock is held by another buyer.

@@ -65,6 +65,7 @@ var _ Store = (*RedisStore)(nil)
 // stockguard.ErrInvalidRequest.
 func NewRedisStore(rdb AtomicClient, opts ...Option) (*RedisStore, error) {
 	o := newOptions(opts)
+	o.only("NewRedisStore", readsClient)
 	if o.err != nil {
 		return nil, o.err
 	}

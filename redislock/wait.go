@@ -12,9 +12,9 @@ import (
 )
 
 // RetryStrategy decides how long Obtain waits before each retry while the
-// lock is held by someone else (ObtainRetry). Implementations are
-// stateless, so one strategy value may serve any number of concurrent
-// Obtains.
+// lock is held by someone else (ObtainRetry): a stockguard.RetryPolicy, the
+// retry type of every WithRetry, is one. Implementations are stateless, so
+// one strategy value may serve any number of concurrent Obtains.
 type RetryStrategy interface {
 	// Backoff returns the wait before retry number retry (1 for the first
 	// retry), or false to give up.
@@ -26,6 +26,8 @@ type noRetry struct{}
 func (noRetry) Backoff(int) (time.Duration, bool) { return 0, false }
 
 // NoRetry makes Obtain try once. It is the default.
+//
+// Deprecated: use stockguard.RetryPolicy{MaxAttempts: 1}, or no ObtainRetry.
 func NoRetry() RetryStrategy { return noRetry{} }
 
 // badStrategy is what a strategy constructor returns for invalid
@@ -42,6 +44,10 @@ func (d linear) Backoff(int) (time.Duration, bool) { return time.Duration(d), tr
 // LinearBackoff retries every d until Obtain's context ends. d must be at
 // least 1ms: a shorter one would hammer Redis, so Obtain with it fails with
 // an error wrapping stockguard.ErrInvalidRequest.
+//
+// Deprecated: use stockguard.RetryPolicy{MaxAttempts: n, BaseDelay: d,
+// MaxDelay: d}, which waits a random time in (0, d] before each of n-1
+// retries.
 func LinearBackoff(d time.Duration) RetryStrategy {
 	if d < time.Millisecond {
 		return badStrategy{fmt.Errorf("LinearBackoff(%v) below 1ms", d)}
@@ -64,6 +70,9 @@ func (e exponential) Backoff(retry int) (time.Duration, bool) {
 // retrying in lock-step — where the ceiling starts at lo and doubles with
 // each retry up to hi. lo must be at least 1ms and hi at least lo, else
 // Obtain with it fails with an error wrapping stockguard.ErrInvalidRequest.
+//
+// Deprecated: use stockguard.RetryPolicy{MaxAttempts: n, BaseDelay: lo,
+// MaxDelay: hi}.
 func ExponentialBackoff(lo, hi time.Duration) RetryStrategy {
 	if lo < time.Millisecond || hi < lo {
 		return badStrategy{fmt.Errorf("ExponentialBackoff(%v, %v): want 1ms ≤ lo ≤ hi", lo, hi)}
@@ -93,6 +102,8 @@ func (l limit) valid() error {
 // LimitRetry bounds s to at most n retries (n+1 attempts in all). A nil s
 // or a negative n makes Obtain with it fail with an error wrapping
 // stockguard.ErrInvalidRequest.
+//
+// Deprecated: use a stockguard.RetryPolicy with MaxAttempts n+1.
 func LimitRetry(s RetryStrategy, n int) RetryStrategy {
 	if s == nil || n < 0 {
 		return badStrategy{fmt.Errorf("LimitRetry(%v, %d): want a strategy and n ≥ 0", s, n)}

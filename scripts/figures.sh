@@ -36,11 +36,11 @@ ratio() {
 {
 	echo "# Results: one recorded run"
 	echo
+	echo "Read this page to choose a strategy by rate, latency and CPU per operation (below: per order,"
+	echo "and a network hop away), comparing rows of one run, not runs: the machine may be shared."
 	echo "Written by \`bash scripts/figures.sh$args\`, which ran \`stockbench -plot docs/stockbench.svg$args\`"
-	echo "once and wrote this page and [the chart](stockbench.svg) from it. Started $started on"
-	echo "$(nproc) vCPU ($cpu), $mem, $(uname -sr), $(go env GOVERSION); load average at the start $load."
-	echo "The servers and their settings are on the \`servers:\` line. Compare rows of this run, not"
-	echo "runs: the machine may be shared."
+	echo "once, started $started on $(nproc) vCPU ($cpu), $mem, $(uname -sr),"
+	echo "$(go env GOVERSION); load average at the start $load. Servers and settings: the \`servers:\` line."
 	echo
 	echo "![throughput and p99 latency vs workers](stockbench.svg)"
 	echo

@@ -11,30 +11,10 @@ import (
 	"github.com/stockguard/stockguard"
 )
 
-// RetryPolicy bounds how a strategy retries after a conflict: at most
-// MaxAttempts tries, sleeping between them for a random duration in
-// [0, ceiling) — "full jitter", which spreads colliding writers apart instead
-// of letting them retry in lock-step. The ceiling starts at BaseDelay, doubles
-// with every retry of a request, and is capped at MaxDelay. The zero value
-// means the defaults below.
-//
-// A RetryPolicy is plain configuration; a Retrier built from it with
-// NewRetrier does the retrying and keeps the counters.
-type RetryPolicy struct {
-	// MaxAttempts is the number of tries, the first included. Default 10.
-	MaxAttempts int
-	// BaseDelay is the first backoff ceiling. Default 1ms.
-	BaseDelay time.Duration
-	// MaxDelay caps every backoff. Default 100ms.
-	MaxDelay time.Duration
-	// Adaptive makes the ceiling also grow with observed contention: the
-	// number of requests of the same Retrier currently backing off, times the
-	// recent duration of one attempt. With N writers colliding on one key,
-	// their retries then spread over about N attempt-times — one retry in
-	// flight at a time — instead of N retries piling up each round, which is
-	// what makes optimistic schemes collapse under load. Default false.
-	Adaptive bool
-}
+// RetryPolicy is stockguard.RetryPolicy, the one retry type a user sees;
+// a strategy follows it through a Retrier built with NewRetrier, which
+// does the retrying and keeps the counters.
+type RetryPolicy = stockguard.RetryPolicy
 
 // RetryCounter is implemented by strategies that retry internally (optimistic
 // concurrency, lock acquisition). The harness reads it to report retries per
@@ -44,7 +24,8 @@ type RetryCounter interface {
 	Retries() int64
 }
 
-// Default values of RetryPolicy's fields.
+// Default values of RetryPolicy's fields (TestDefaults_areTheRootPackages
+// holds them to stockguard.RetryPolicy's).
 const (
 	DefaultMaxAttempts = 10
 	DefaultBaseDelay   = time.Millisecond
@@ -67,26 +48,8 @@ func (e *retryError) Unwrap() error { return e.reason }
 // nil) is reported if the attempts run out.
 func Retry(reason error) error { return &retryError{reason} }
 
-// Validate reports a policy no Retrier follows as given: a negative field,
-// or a MaxDelay below a BaseDelay when both are set. Zero fields are valid
-// and mean the defaults. It returns nil or an error wrapping
-// stockguard.ErrInvalidRequest; the strategy packages' WithRetry options turn it into
-// their deferred option error.
-func (p RetryPolicy) Validate() error {
-	switch {
-	case p.MaxAttempts < 0:
-		return fmt.Errorf("%w: retry policy: MaxAttempts %d is negative", stockguard.ErrInvalidRequest, p.MaxAttempts)
-	case p.BaseDelay < 0:
-		return fmt.Errorf("%w: retry policy: BaseDelay %v is negative", stockguard.ErrInvalidRequest, p.BaseDelay)
-	case p.MaxDelay < 0:
-		return fmt.Errorf("%w: retry policy: MaxDelay %v is negative", stockguard.ErrInvalidRequest, p.MaxDelay)
-	case p.MaxDelay > 0 && p.MaxDelay < p.BaseDelay:
-		return fmt.Errorf("%w: retry policy: MaxDelay %v below BaseDelay %v", stockguard.ErrInvalidRequest, p.MaxDelay, p.BaseDelay)
-	}
-	return nil
-}
-
-func (p RetryPolicy) withDefaults() RetryPolicy {
+// withDefaults returns p with its zero fields set to the defaults.
+func withDefaults(p RetryPolicy) RetryPolicy {
 	if p.MaxAttempts <= 0 {
 		p.MaxAttempts = DefaultMaxAttempts
 	}
@@ -104,7 +67,7 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 
 // ceiling returns the backoff ceiling before retry number retry (0-based)
 // when extra is the contention-derived floor of the ceiling.
-func (p RetryPolicy) ceiling(retry int, extra time.Duration) time.Duration {
+func ceiling(p RetryPolicy, retry int, extra time.Duration) time.Duration {
 	c := p.MaxDelay
 	if retry < 30 && p.BaseDelay<<retry < c {
 		c = p.BaseDelay << retry
@@ -127,7 +90,7 @@ type Retrier struct {
 
 // NewRetrier returns a Retrier for policy (zero fields take their defaults).
 func NewRetrier(policy RetryPolicy) *Retrier {
-	return &Retrier{policy: policy.withDefaults()}
+	return &Retrier{policy: withDefaults(policy)}
 }
 
 // Retries returns the number of retries made since r was created.
@@ -168,7 +131,7 @@ func (r *Retrier) Do(ctx context.Context, op func(ctx context.Context) error) er
 		if p.Adaptive {
 			extra = time.Duration(r.waiting.Add(1) * r.attempt.Load())
 		}
-		d := rand.N(p.ceiling(attempt-1, extra)) + 1
+		d := rand.N(ceiling(p, attempt-1, extra)) + 1
 		if timer == nil {
 			timer = time.NewTimer(d)
 			defer timer.Stop()

@@ -138,3 +138,21 @@ func TestRetryPolicy_Validate(t *testing.T) {
 		})
 	}
 }
+
+// The defaults strategy authors see are the ones stockguard.RetryPolicy
+// applies itself (Backoff): the same tries, each wait within the
+// Retrier's ceiling.
+func TestDefaults_areTheRootPackages(t *testing.T) {
+	var p stockguard.RetryPolicy
+	for retry := 1; retry < strategy.DefaultMaxAttempts; retry++ {
+		for range 100 {
+			d, ok := p.Backoff(retry)
+			if c := strategy.Ceiling(p, retry-1, 0); !ok || d <= 0 || d > c {
+				t.Fatalf("Backoff(%d) = %v, %v; want a wait in (0, %v]", retry, d, ok, c)
+			}
+		}
+	}
+	if _, ok := p.Backoff(strategy.DefaultMaxAttempts); ok {
+		t.Errorf("Backoff(%d) retries: the default is %d tries", strategy.DefaultMaxAttempts, strategy.DefaultMaxAttempts)
+	}
+}

@@ -92,7 +92,7 @@ type Stats struct {
 // WithClaimIdle, WithStopGrace and WithReplicaAck. It creates nothing: until
 // the front is set up (Orders.Setup), its Steps return ErrFrontLost.
 func NewConsumer(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) (*Consumer, error) {
-	o, err := consumerOptions(back, opts)
+	o, err := consumerOptions("NewConsumer", readsConsumer, back, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func NewConsumer(rdb redis.UniversalClient, back stockguard.Orders, opts ...Opti
 // q's Read and Claim must return only entries a failover of the front
 // keeps (WithReplicaAck does that for NewConsumer's stream).
 func NewQueueConsumer(q Queue, back stockguard.Orders, opts ...Option) (*Consumer, error) {
-	o, err := consumerOptions(back, opts)
+	o, err := consumerOptions("NewQueueConsumer", readsQueueConsumer, back, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -116,8 +116,9 @@ func NewQueueConsumer(q Queue, back stockguard.Orders, opts ...Option) (*Consume
 
 // consumerOptions parses opts for a consumer of back: an invalid option or
 // a nil back is an error wrapping stockguard.ErrInvalidRequest.
-func consumerOptions(back stockguard.Orders, opts []Option) (options, error) {
+func consumerOptions(ctor string, reads optionSet, back stockguard.Orders, opts []Option) (options, error) {
 	o := newOptions(opts)
+	o.only(ctor, reads)
 	if back == nil {
 		o.fail(errors.New("nil back"))
 	}

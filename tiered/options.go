@@ -3,6 +3,7 @@ package tiered
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/stockguard/stockguard"
@@ -10,10 +11,65 @@ import (
 	"github.com/stockguard/stockguard/redislock"
 )
 
-// Option configures New, NewConsumer and NewQueueConsumer. Each refuses an
-// invalid one with an error wrapping stockguard.ErrInvalidRequest, before
-// any I/O.
+// Option configures New, NewConsumer and NewQueueConsumer, which read
+// these options:
+//
+//	New               WithPrefix, WithGroup, WithReplicaAck, WithFront, WithApplyLease
+//	NewConsumer       WithPrefix, WithGroup, WithReplicaAck, WithConsumerName, WithBatch,
+//	                  WithApplyWorkers, WithClaimIdle, WithStopGrace, WithApplyLease
+//	NewQueueConsumer  WithConsumerName, WithBatch, WithApplyWorkers, WithClaimIdle, WithStopGrace,
+//	                  WithApplyLease
+//
+// Each refuses an option it does not read, and an invalid one, with an
+// error wrapping stockguard.ErrInvalidRequest that names it, before any
+// I/O.
 type Option func(*options)
+
+// optionSet is a set of this package's options, one bit each: those given
+// to a constructor, and those it reads.
+type optionSet uint16
+
+const (
+	optPrefix optionSet = 1 << iota
+	optFront
+	optReplicaAck
+	optGroup
+	optConsumerName
+	optBatch
+	optApplyWorkers
+	optClaimIdle
+	optStopGrace
+	optApplyLease
+)
+
+// optionNames are the options' names, in optionSet's bit order.
+var optionNames = [...]string{"WithPrefix", "WithFront", "WithReplicaAck", "WithGroup",
+	"WithConsumerName", "WithBatch", "WithApplyWorkers", "WithClaimIdle", "WithStopGrace", "WithApplyLease"}
+
+// What each constructor reads (Option's table).
+const (
+	readsQueueConsumer = optConsumerName | optBatch | optApplyWorkers | optClaimIdle | optStopGrace | optApplyLease
+	readsConsumer      = readsQueueConsumer | optPrefix | optGroup | optReplicaAck
+	readsNew           = optPrefix | optGroup | optReplicaAck | optFront | optApplyLease
+)
+
+func (s optionSet) String() string {
+	var names []string
+	for i, n := range optionNames {
+		if s&(1<<i) != 0 {
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// only refuses the options given that constructor ctor does not read: an
+// option silently ignored would leave the caller believing it in force.
+func (o *options) only(ctor string, reads optionSet) {
+	if extra := o.given &^ reads; extra != 0 {
+		o.fail(fmt.Errorf("%s does not read %v", ctor, extra))
+	}
+}
 
 // The defaults of the Consumer's options.
 const (
@@ -63,6 +119,7 @@ type options struct {
 	stopGrace time.Duration
 	lease     time.Duration // WithApplyLease
 	ack       redisx.Ack    // WithReplicaAck: what confirms the Consumer's reads
+	given     optionSet     // the options given
 	err       error
 }
 
@@ -84,7 +141,10 @@ func (o *options) fail(err error) {
 // (StreamKey); default DefaultPrefix. The front takes it as
 // redislock.WithPrefix, with that option's rules.
 func WithPrefix(p string) Option {
-	return func(o *options) { o.prefix = p }
+	return func(o *options) {
+		o.given |= optPrefix
+		o.prefix = p
+	}
 }
 
 // WithFront adds options of the front's redislock.NewAtomic
@@ -93,7 +153,10 @@ func WithPrefix(p string) Option {
 // writes, not the Consumer's reads: on replicas, use this package's
 // WithReplicaAck.
 func WithFront(opts ...redislock.Option) Option {
-	return func(o *options) { o.front = append(o.front, opts...) }
+	return func(o *options) {
+		o.given |= optFront
+		o.front = append(o.front, opts...)
+	}
 }
 
 // WithReplicaAck makes the front's writes count once n replicas have them
@@ -108,6 +171,7 @@ func WithFront(opts ...redislock.Option) Option {
 // WAIT share one round trip). Default none.
 func WithReplicaAck(n int, timeout time.Duration) Option {
 	return func(o *options) {
+		o.given |= optReplicaAck
 		a := redisx.Ack{Replicas: n, Timeout: timeout}
 		if err := a.Validate(); err != nil {
 			o.fail(err)
@@ -123,6 +187,7 @@ func WithReplicaAck(n int, timeout time.Duration) Option {
 // group.
 func WithGroup(name string) Option {
 	return func(o *options) {
+		o.given |= optGroup
 		if name == "" {
 			o.fail(errors.New("empty consumer group"))
 			return
@@ -135,6 +200,7 @@ func WithGroup(name string) Option {
 // unique among the group's live consumers; default a random one.
 func WithConsumerName(name string) Option {
 	return func(o *options) {
+		o.given |= optConsumerName
 		if name == "" {
 			o.fail(errors.New("empty consumer name"))
 			return
@@ -147,6 +213,7 @@ func WithConsumerName(name string) Option {
 // default DefaultBatch.
 func WithBatch(n int) Option {
 	return func(o *options) {
+		o.given |= optBatch
 		if n < 1 || n > 10000 {
 			o.fail(fmt.Errorf("batch %d outside 1…10000", n))
 			return
@@ -160,6 +227,7 @@ func WithBatch(n int) Option {
 // applied in stream order whatever the number.
 func WithApplyWorkers(n int) Option {
 	return func(o *options) {
+		o.given |= optApplyWorkers
 		if n < 1 || n > 1024 {
 			o.fail(fmt.Errorf("apply workers %d outside 1…1024", n))
 			return
@@ -173,6 +241,7 @@ func WithApplyWorkers(n int) Option {
 // DefaultClaimIdle.
 func WithClaimIdle(d time.Duration) Option {
 	return func(o *options) {
+		o.given |= optClaimIdle
 		if d < time.Millisecond {
 			o.fail(fmt.Errorf("claim idle %v below 1ms", d))
 			return
@@ -187,6 +256,7 @@ func WithClaimIdle(d time.Duration) Option {
 // default DefaultStopGrace.
 func WithStopGrace(d time.Duration) Option {
 	return func(o *options) {
+		o.given |= optStopGrace
 		if d < 0 {
 			o.fail(fmt.Errorf("stop grace %v below 0", d))
 			return
@@ -205,6 +275,7 @@ func WithStopGrace(d time.Duration) Option {
 // NewConsumer the same lease. At least 10ms; default DefaultApplyLease.
 func WithApplyLease(d time.Duration) Option {
 	return func(o *options) {
+		o.given |= optApplyLease
 		if d < 10*time.Millisecond {
 			o.fail(fmt.Errorf("apply lease %v below 10ms", d))
 			return

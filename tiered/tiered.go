@@ -55,6 +55,7 @@ var (
 // wrapping stockguard.ErrInvalidRequest.
 func New(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) (*Orders, error) {
 	o := newOptions(opts)
+	o.only("New", readsNew)
 	switch rdb.(type) {
 	case *redis.ClusterClient, *redis.Ring:
 		o.fail(errors.New("the front must be one Redis (an order's keys and the stream share no slot on a Cluster or Ring)"))

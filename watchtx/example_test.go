@@ -9,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
-	"github.com/stockguard/stockguard/strategy"
 	"github.com/stockguard/stockguard/watchtx"
 )
 
@@ -52,7 +51,7 @@ func ExampleWithRetry() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
 
-	inv, err := watchtx.New(rdb, watchtx.WithRetry(strategy.RetryPolicy{
+	inv, err := watchtx.New(rdb, watchtx.WithRetry(stockguard.RetryPolicy{
 		MaxAttempts: 3,
 		BaseDelay:   time.Millisecond,
 		MaxDelay:    10 * time.Millisecond,

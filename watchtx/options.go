@@ -29,8 +29,8 @@ const (
 
 // DefaultRetry returns the retry policy of New without WithRetry:
 // DefaultMaxAttempts, DefaultBaseDelay, DefaultMaxDelay, Adaptive.
-func DefaultRetry() strategy.RetryPolicy {
-	return strategy.RetryPolicy{
+func DefaultRetry() stockguard.RetryPolicy {
+	return stockguard.RetryPolicy{
 		MaxAttempts: DefaultMaxAttempts,
 		BaseDelay:   DefaultBaseDelay,
 		MaxDelay:    DefaultMaxDelay,
@@ -77,7 +77,7 @@ func WithPrefix(prefix string) Option {
 // because the key changed after WATCH). Zero fields take stockguard's
 // defaults, not DefaultRetry's; a policy RetryPolicy.Validate refuses is
 // an invalid option. Default DefaultRetry().
-func WithRetry(p strategy.RetryPolicy) Option {
+func WithRetry(p stockguard.RetryPolicy) Option {
 	return func(o *options) {
 		if err := p.Validate(); err != nil {
 			if o.err == nil {

@@ -67,6 +67,7 @@ func StockguardPolling(rdb redislock.RedisClient, prefix string) Peer {
 		Obtain: func(ctx context.Context, key string, wait bool) (Release, error) {
 			var opts []redislock.ObtainOption
 			if wait {
+				//lint:ignore SA1019 a fixed 1ms poll, like the peers' it is measured against (a RetryPolicy jitters)
 				opts = append(opts, redislock.ObtainRetry(redislock.LinearBackoff(time.Millisecond)))
 			}
 			return stockguardObtain(ctx, c, key, opts)
@@ -206,6 +207,7 @@ func Redlock(masters []redis.UniversalClient, prefix string) Peer {
 		Obtain: func(ctx context.Context, key string, wait bool) (Release, error) {
 			var opts []redislock.ObtainOption
 			if wait {
+				//lint:ignore SA1019 a fixed 1ms poll, like the peers' it is measured against (a RetryPolicy jitters)
 				opts = append(opts, redislock.ObtainRetry(redislock.LinearBackoff(time.Millisecond)))
 			}
 			l, err := r.Obtain(ctx, key, TTL, opts...)

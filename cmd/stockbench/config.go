@@ -25,18 +25,12 @@ const (
 	defaultPlot  = "stockbench.svg"
 	usageSummary = `usage: stockbench [flags]
 
-Runs stock-decrement strategies side by side against MySQL and Redis, audits
-every run (units acknowledged must equal the stock gone; nothing oversold,
-nothing lost) and prints a table. With no flags: every strategy at 1, 8 and
-64 workers on one hot SKU, a table on stdout and a chart in stockbench.svg.
-
-Servers: each backend below is opened only when a chosen strategy needs it:
-the server its flag names, else STOCKGUARD_MYSQL_DSN / STOCKGUARD_REDIS_ADDR,
-else a private server started from mariadbd/mysqld or redis-server on PATH
-(stopped at exit), else Docker when built with -tags docker.
-
-The table's legend says what each column counts; -format json adds the run's
-metadata (workload, seed, servers and versions) to the results.
+Runs stock strategies side by side on MySQL/MariaDB, PostgreSQL and Redis
+(TiDB, Valkey, Sentinel and Cluster when named), audits every run (units
+acknowledged must equal the stock gone) and prints a table. With no flags:
+every strategy at 1, 8 and 64 workers on one hot SKU, a table on stdout and a
+chart in stockbench.svg. Each backend is opened only when a chosen strategy
+needs it (see Backends). -list says what each strategy does.
 
 Exit status: 0 all sound, 1 error, 2 bad usage, 3 a strategy was unsound.
 go run reports every failure as exit status 1; for the real one, build and
@@ -93,21 +87,30 @@ func parse(args []string, e env, stdout io.Writer) (config, error) {
 	fs := flag.NewFlagSet("stockbench", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
+	// help is short enough to read: a line or two per flag, the targets
+	// by name; -list describes them.
 	help := func() {
-		fs.SetOutput(stdout)
-		fmt.Fprint(fs.Output(), usageSummary)
-		fs.PrintDefaults()
-		fmt.Fprintf(fs.Output(), "\nBackends (started concurrently, only those the chosen strategies need):\n")
+		fmt.Fprint(stdout, usageSummary)
+		printFlags(stdout, fs)
+		var backends []string
 		for _, b := range e.backends {
-			fmt.Fprintf(fs.Output(), "  %-30s %s\n", b.Name, b.About)
+			backends = append(backends, b.Name)
 		}
-		fmt.Fprintf(fs.Output(), "\nStrategies:\n")
-		for _, t := range e.strategies {
-			fmt.Fprintf(fs.Output(), "  %-30s %s (%s)\n", t.Name, t.About, strings.Join(t.Needs, "+"))
+		fmt.Fprintf(stdout, "\nBackends (started concurrently, only those the chosen strategies need; each from its flag,\nelse its STOCKGUARD_* variable, else a private server or, built with -tags docker, a container;\n-list says which):\n")
+		wrap(stdout, "", strings.Join(backends, ", "))
+		fmt.Fprintf(stdout, "\nStrategies:\n")
+		wrap(stdout, "", strings.Join(names(e.strategies), ", "))
+		fmt.Fprintf(stdout, "\nCounterexamples (known broken, only with -counterexamples):\n")
+		wrap(stdout, "", strings.Join(names(e.counterexamples), ", "))
+	}
+	list := func() {
+		for _, b := range e.backends {
+			fmt.Fprintf(stdout, "%-30s %s\n", b.Name, b.About)
 		}
-		fmt.Fprintf(fs.Output(), "\nCounterexamples (known broken, only with -counterexamples):\n")
-		for _, t := range e.counterexamples {
-			fmt.Fprintf(fs.Output(), "  %-30s %s (%s)\n", t.Name, t.About, strings.Join(t.Needs, "+"))
+		for _, group := range [][]bench.Target{e.strategies, e.counterexamples} {
+			for _, t := range group {
+				fmt.Fprintf(stdout, "%-30s %s (%s)\n", t.Name, t.About, strings.Join(t.Needs, "+"))
+			}
 		}
 	}
 	def := bench.DefaultWorkload()
@@ -154,6 +157,7 @@ func parse(args []string, e env, stdout io.Writer) (config, error) {
 		c.openers[b.Name] = b.Flags(fs)
 	}
 	fs.StringVar(&c.format, "format", "table", "output: table, json or csv")
+	listed := fs.Bool("list", false, "list the backends, strategies and counterexamples, what each is, and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			help()
@@ -163,6 +167,10 @@ func parse(args []string, e env, stdout io.Writer) (config, error) {
 	}
 	if fs.NArg() > 0 {
 		return c, usagef("unexpected argument %q (flags only)", fs.Arg(0))
+	}
+	if *listed {
+		list()
+		return c, flag.ErrHelp
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -434,4 +442,56 @@ func unitHint(fs *flag.FlagSet, err error) string {
 		}
 	}
 	return ""
+}
+
+// helpWidth is the width help wraps its text to.
+const helpWidth = 100
+
+// printFlags writes fs's flags, each name and its usage (newlines folded)
+// on one line when they fit, wrapped under the name's column otherwise.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		kind, usage := flag.UnquoteUsage(f)
+		head := "  -" + f.Name
+		if kind != "" {
+			head += " " + kind
+		}
+		if def := f.DefValue; def != "" && def != "0" && def != "false" && def != "0s" && !strings.Contains(usage, "(default") {
+			if kind == "string" {
+				def = strconv.Quote(def)
+			}
+			usage += " (default " + def + ")"
+		}
+		wrap(w, head, usage)
+	})
+}
+
+// wrap writes head, padded to a column, and text (whitespace folded)
+// wrapped to helpWidth under that column; an empty head indents the text
+// by two.
+func wrap(w io.Writer, head, text string) {
+	const col = 26
+	indent := strings.Repeat(" ", col)
+	line := head
+	switch {
+	case head == "":
+		indent, line = "  ", "  "
+	case len(head) < col-1:
+		line = head + strings.Repeat(" ", col-len(head))
+	default:
+		fmt.Fprintln(w, head)
+		line = indent
+	}
+	start := len(line)
+	for _, word := range strings.Fields(text) {
+		if len(line) > start && len(line)+1+len(word) > helpWidth {
+			fmt.Fprintln(w, line)
+			line, start = indent, len(indent)
+		}
+		if len(line) > start {
+			line += " "
+		}
+		line += word
+	}
+	fmt.Fprintln(w, line)
 }

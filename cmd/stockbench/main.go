@@ -1,8 +1,9 @@
 // Command stockbench runs stockguard's strategies side by side under contention, audits every run for oversold and lost stock, and prints a table and draws a chart.
 //
-// With no flags it finds or starts MySQL and Redis, runs every strategy at
-// 1, 8 and 64 workers on one hot SKU, prints the table and writes
-// stockbench.svg. Run it with -h for the flags.
+// With no flags it finds or starts MySQL/MariaDB, PostgreSQL and Redis,
+// runs every strategy at 1, 8 and 64 workers on one hot SKU, prints the
+// table and writes stockbench.svg. Run it with -h for the flags, -list for
+// what each strategy does.
 //
 // Exit status: 0 when every strategy was sound, 1 on an error (or an
 // interrupt), 2 on bad usage, 3 when a strategy (not a counterexample) was

@@ -152,6 +152,34 @@ func TestRun_help(t *testing.T) {
 	}
 }
 
+// The help with every registered target stays short enough to read, and
+// names every backend; -list describes the targets it only names.
+func TestRun_helpIsShort(t *testing.T) {
+	var out, errOut bytes.Buffer
+	all := env{stdout: &out, stderr: &errOut, backends: bench.Backends(), strategies: bench.Targets(), counterexamples: bench.Counterexamples()}
+	if code := run(t.Context(), []string{"-h"}, all); code != exitOK {
+		t.Fatalf("-h: exit %d, stderr %q", code, errOut.String())
+	}
+	help := out.String()
+	if n := strings.Count(help, "\n"); n > 140 {
+		t.Errorf("-h is %d lines, want at most 140", n)
+	}
+	for _, want := range []string{"MySQL/MariaDB, PostgreSQL and Redis", "postgres", "pg-batched", "-list"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("-h lacks %q", want)
+		}
+	}
+	out.Reset()
+	if code := run(t.Context(), []string{"-list"}, all); code != exitOK {
+		t.Fatalf("-list: exit %d, stderr %q", code, errOut.String())
+	}
+	for _, tg := range append(bench.Targets(), bench.Counterexamples()...) {
+		if !strings.Contains(out.String(), tg.About) {
+			t.Errorf("-list lacks %s's description", tg.Name)
+		}
+	}
+}
+
 // TestRun_unwritableChart fails before the run, not after it.
 func TestRun_unwritableChart(t *testing.T) {
 	dir := t.TempDir()
