@@ -103,6 +103,7 @@ func (s Suite) OrdersCases() []OrdersCase {
 		s.ordersCase("CanceledContext", checkOrdersCanceled),
 		s.ordersCase("Expiry", checkExpiry),
 		s.ordersCase("ManyExpired", checkManyExpired),
+		s.ordersCase("SetStockAfterExpiry", checkSetStockAfterExpiry),
 		s.ordersCase("Concurrent", checkConcurrentOrders),
 		s.ordersCase("Linearizable/OneOrder", checkOrderLinearizable),
 	}

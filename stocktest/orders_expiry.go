@@ -78,3 +78,30 @@ func checkExpiry(o *orders) {
 	}
 	o.levels(map[string]int64{a: 0, b: 3, c: 4})
 }
+
+// checkSetStockAfterExpiry overwrites a SKU whose hold expired while
+// nothing read it: the expired hold's units were back on the shelf, so
+// the level set replaces them, and reclaiming the hold later must not add
+// them again on top of it.
+func checkSetStockAfterExpiry(o *orders) {
+	ttl := o.suite.HoldTTL
+	skus, ok := o.stock("setexpired", 10)
+	if !ok {
+		return
+	}
+	sku := skus[0]
+	id := o.subj.ID("setexpired-hold")
+	if !o.hold(o.a, id, ttl, nil, line(sku, 3)) {
+		return
+	}
+	o.sleepPast(time.Now(), ttl)
+	if !o.r.set(o.ctx, o.b, sku, 4) {
+		return
+	}
+	o.r.level(o.ctx, o.a, sku, 4)
+	o.order(id, stockguard.OrderExpired, line(sku, 3))
+	o.giveBack(o.b, id, nil)
+	o.r.level(o.ctx, o.b, sku, 4)
+	o.take(o.a, o.subj.ID("setexpired-buyer"), nil, line(sku, 4))
+	o.levels(map[string]int64{sku: 0})
+}
