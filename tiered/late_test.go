@@ -143,3 +143,97 @@ func TestOrders_firstAttemptLate_refusedRepeatIsFinal(t *testing.T) {
 		})
 	}
 }
+
+// A first Restock, Confirm or Return whose front script reaches Redis
+// after its caller left and after a later call on another Orders decided
+// the ID changes nothing more: a Restock's record makes the late one a
+// retry of the restock its repeat applied; a Confirm meets the hold
+// returned since (closed), a Return the order returned already. The unit
+// is counted once on each tier, and the tiers agree.
+func TestOrders_secondCallLate_changesNothingMore(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		pass int // the writes of the call before its script of the ID
+		// before runs on the repeat's Orders before the first attempt;
+		// call is the first attempt; after runs on the repeat's Orders
+		// while the first is held.
+		before, after func(t *testing.T, o *Orders)
+		call          func(ctx context.Context, o *Orders) error
+		state         stockguard.OrderState // of order "x" at the end; 0: a restock's ID
+		front, back   int64                 // the levels of "s" at the end
+	}{
+		{
+			// The front's Order and Stock of the ID, then the back's
+			// restock, then the front's: the held one.
+			name: "Restock", pass: 2,
+			call: func(ctx context.Context, o *Orders) error { return o.Restock(ctx, "x", "s", 1) },
+			after: func(t *testing.T, o *Orders) {
+				if err := o.Restock(t.Context(), "x", "s", 1); err != nil {
+					t.Fatalf("repeat: %v", err)
+				}
+			},
+			front: 2, back: 2,
+		},
+		{
+			// The read of the record, then the Confirm's.
+			name: "Confirm", pass: 1,
+			before: func(t *testing.T, o *Orders) {
+				if err := o.Hold(t.Context(), "x", time.Minute, line("s", 1)); err != nil {
+					t.Fatal(err)
+				}
+			},
+			call: func(ctx context.Context, o *Orders) error { return o.Confirm(ctx, "x") },
+			after: func(t *testing.T, o *Orders) {
+				if err := o.Return(t.Context(), "x"); err != nil {
+					t.Fatalf("Return of the hold: %v", err)
+				}
+			},
+			state: stockguard.OrderReturned, front: 1, back: 1,
+		},
+		{
+			name: "Return", pass: 1,
+			before: func(t *testing.T, o *Orders) {
+				if err := o.Take(t.Context(), "x", line("s", 1)); err != nil {
+					t.Fatal(err)
+				}
+			},
+			call: func(ctx context.Context, o *Orders) error { return o.Return(ctx, "x") },
+			// The repeat returns the unit, which another order takes: a
+			// second return would give it back again.
+			after: func(t *testing.T, o *Orders) {
+				if err := o.Return(t.Context(), "x"); err != nil {
+					t.Fatalf("repeat: %v", err)
+				}
+				if err := o.Take(t.Context(), "y", line("s", 1)); err != nil {
+					t.Fatal(err)
+				}
+			},
+			state: stockguard.OrderReturned, front: 0, back: 0,
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := t.Context()
+			l := newLateRig(t)
+			stock(t, l.o, 1, "s")
+			if c.before != nil {
+				c.before(t, l.o)
+			}
+			err := l.leave(t, c.pass, func(ctx context.Context) error { return c.call(ctx, l.first) })
+			if !errors.Is(err, stockguard.ErrOutcomeUnknown) {
+				t.Fatalf("first attempt, caller left: %v, want ErrOutcomeUnknown", err)
+			}
+			c.after(t, l.o)
+			l.delivered(t)
+			info, err := l.o.Order(ctx, "x")
+			switch {
+			case c.state == 0 && !errors.Is(err, stockguard.ErrOrderMismatch):
+				t.Errorf("Order(x) = %+v, %v; want ErrOrderMismatch (a restock's ID)", info, err)
+			case c.state != 0 && (err != nil || info.State != c.state):
+				t.Errorf("Order(x) = %+v, %v; want %v", info, err, c.state)
+			}
+			l.settled(t, "s")
+			wantStock(t, "front", l.o, "s", c.front)
+			wantStock(t, "back", l.back, "s", c.back)
+		})
+	}
+}
