@@ -50,7 +50,7 @@ const pendingWindow = 30 * time.Second
 // Keys take no prefix with a brace (WithPrefix), and a line record's name
 // is injective in (SKU, ID) (rediskeys.Keys.Pair).
 //
-// A refusal is final (docs/orders.md, "When a refusal is final"): every
+// A refusal is final (docs/refusals.md): every
 // attempt carries its deadline — the earlier of ctx's and
 // WithAttemptValidity after it was sent — and does nothing once Redis's
 // clock has passed it by WithClockSkew; a refusal leaves a tombstone in

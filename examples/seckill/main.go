@@ -143,7 +143,7 @@ func main() {
 	flag.BoolVar(&cfg.accessLog, "access-log", true, "log every request at INFO, with its request and trace IDs")
 	flag.StringVar(&cfg.role, "role", roleService, "service (the HTTP API) or consumer (the "+tieredStrategy+" consumer alone, serving /metrics and /healthz)")
 	flag.BoolVar(&cfg.setupFront, "setup-front", false, tieredStrategy+": set the front up at start when the deployment is new (tiered.Orders.Setup; a no-op on a front set up); a front that lost its data\n"+
-		"while the back holds stock is refused, to be recovered (docs/tiered.md), never set up again")
+		"while the back holds stock is refused, to be recovered (docs/tiered-recovery.md), never set up again")
 	flag.BoolVar(&cfg.consume, "consume", true, tieredStrategy+": run the consumer in the service too; false when consumer processes (-role consumer) do")
 	flag.StringVar(&cfg.consumerName, "consumer-name", "", "the consumer's name in the stream's group, unique among the live ones; a restarted copy under its old name\n"+
 		"takes its unacknowledged entries back at once (default: a random one; those of a copy gone wait -claim-idle for another)")
@@ -394,7 +394,7 @@ func setUpFront(ctx context.Context, front *tiered.Orders, rdb *redis.Client, db
 		}
 		if stocked {
 			return errors.New("-setup-front: the tiered front has lost its data (no epoch key) while the back holds stock: " +
-				"recover it from the back (tiered.Orders.Recover, docs/tiered.md) rather than set it up again")
+				"recover it from the back (tiered.Orders.Recover, docs/tiered-recovery.md) rather than set it up again")
 		}
 	}
 	return front.Setup(ctx)
@@ -466,7 +466,7 @@ func loopbackByDefault(addr string) string {
 }
 
 // errFrontLost is a tiered front without its epoch key: it lost its data.
-var errFrontLost = errors.New("the tiered front lost its data (no epoch key): recover it from the back (docs/tiered.md)")
+var errFrontLost = errors.New("the tiered front lost its data (no epoch key): recover it from the back (docs/tiered-recovery.md)")
 
 // readiness pings the backends the strategy uses, checks that the MySQL
 // tables were created (schema), checks Redis's persistence settings again
