@@ -238,7 +238,10 @@ func (l *ledger) units(ctx context.Context, tx *sqlx.Tx, sku string) (have, out 
 
 // SetStock creates sku with qty units, or overwrites its level, as the
 // store's SetStock does, and refuses a level that would leave no room for
-// the units out on open orders to come back. It returns nil, or an error
+// the units out on open orders to come back. The units of holds past their
+// deadline are back on the shelf already, so the level set replaces them:
+// it reclaims those holds in the same transaction, and no later reclaim
+// adds them again. It returns nil, or an error
 // wrapping stockguard.ErrInvalidRequest (bad arguments, before any I/O; or
 // qty plus the units out on open orders would pass stockguard.MaxQty:
 // nothing changed), ErrContention (the row stayed busy), ErrUnavailable
@@ -251,6 +254,17 @@ func (l *ledger) SetStock(ctx context.Context, sku string, qty int64) error {
 	return l.retrier.Do(ctx, func(ctx context.Context) error {
 		return l.pinned(ctx, l.session, func(conn *sqlx.Conn) error {
 			err := inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
+				// The expired holds' order rows, then the stock rows of
+				// their lines in SKU order, sku's among them: the lock
+				// order.
+				_, err := l.reclaimIn(ctx, tx, sku)
+				switch {
+				case sqlstate(err) == sqlstateUndefinedTable:
+					// A stock table made before the ledger: no holds.
+					return errOldTable
+				case err != nil:
+					return err
+				}
 				_, out, err := l.units(ctx, tx, sku)
 				switch {
 				case sqlstate(err) == sqlstateUndefinedColumn:
@@ -267,6 +281,9 @@ func (l *ledger) SetStock(ctx context.Context, sku string, qty int64) error {
 					if err := room.Set(sku, qty, out); err != nil {
 						return err
 					}
+					if err := l.noneExpired(ctx, tx, sku); err != nil {
+						return err
+					}
 				}
 				_, err = tx.ExecContext(ctx, l.q.setStock, sku, qty)
 				return classify(ctx, err, unsent)
@@ -280,8 +297,25 @@ func (l *ledger) SetStock(ctx context.Context, sku string, qty int64) error {
 }
 
 // errOldTable stops a transaction that found the stock table without its
-// on_orders column.
+// on_orders column, or without a ledger.
 var errOldTable = errors.New("pglock: a stock table without on_orders")
+
+// noneExpired checks, in tx, which has locked sku's row, that no hold of
+// sku has passed its deadline since the reclaim before the lock. Such a
+// hold's units are back, yet its reclaim waits for the row, and would add
+// them on top of the level set: the attempt starts again, to reclaim it
+// first. Reading what was committed, it also sees a reclaim that is
+// waiting for the row as not done yet.
+func (l *ledger) noneExpired(ctx context.Context, tx *sqlx.Tx, sku string) error {
+	var expired bool
+	if err := tx.QueryRowxContext(ctx, l.lq.hasExpired, sku).Scan(&expired); err != nil {
+		return classify(ctx, err, unsent)
+	}
+	if expired {
+		return strategy.Retry(errChanged)
+	}
+	return nil
+}
 
 // Order reports the order applied under id; a hold past its deadline is
 // OrderExpired, and its units go back now if nothing has reclaimed them
