@@ -112,9 +112,12 @@ type orderCall struct {
 	final  bool
 	answer error
 	// refused: the batch decided a refusal (answer), which turns final
-	// only once a locking read finds the call's ID unrecorded. Until then
-	// an error of the attempt answers the call, and the next attempt
-	// decides it again: a repeat of a recorded order is never refused.
+	// only once a locking read finds the call's ID unrecorded, and only
+	// when the call does not fit the levels as read (alone: see alone).
+	// Until then an error of the attempt answers the call, and the next
+	// attempt decides it again: a repeat of a recorded order is never
+	// refused, and a call refused for a batch-mate's grant is answered so
+	// only by the commit that makes the grant true.
 	refused bool
 }
 
@@ -321,7 +324,7 @@ func (b *Batched) placeFast(ctx context.Context, conn *sqlx.Conn, multi bool, ca
 	var settles []orderCall
 	for _, c := range calls {
 		switch {
-		case c.final:
+		case c.final || c.refused:
 			continue // refused by screen
 		case c.op != opPlace:
 			settles = append(settles, c)
@@ -545,11 +548,24 @@ func (g *groupTx) refusedUnrecorded(ctx context.Context) error {
 		return errDuplicate
 	}
 	for i := range g.calls {
-		if c := &g.calls[i]; c.op == opPlace && c.refused {
+		if c := &g.calls[i]; c.op == opPlace && c.refused && !alone(g.levels, c.order.lines) {
 			c.final = true
 		}
 	}
 	return nil
+}
+
+// alone reports whether lines fit levels, the levels as read: a call
+// refused although they do was refused only for the units granted to the
+// batch-mates before it (a Return or a reclaim only adds units), which
+// stands only if those grants commit.
+func alone(levels map[string]int64, lines []stockguard.Line) bool {
+	for _, ln := range lines {
+		if left, ok := levels[ln.SKU]; !ok || left < ln.Qty {
+			return false
+		}
+	}
+	return true
 }
 
 // read locks and reads the order records of the batch's Confirm and Return
