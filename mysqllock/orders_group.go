@@ -240,8 +240,9 @@ const packetMargin = 4096
 // interpolated: its ID and each line's SKU appear in a few statements
 // (the orders' INSERT, the locking reads, the stock UPDATE's CASE and IN
 // list, the lines' INSERT), each escaped to at most twice its bytes, with
-// the numbers and punctuation around them. A Confirm or Return moves the
-// lines of its record, unknown until read: as many as an order may have.
+// the numbers and punctuation around them; a hold's lines INSERT writes
+// its ID again on every line. A Confirm or Return moves the lines of its
+// record, unknown until read: as many as an order may have.
 func callBytes(c *orderCall) int64 {
 	n := int64(256 + 8*len(c.order.id))
 	if c.op != opPlace {
@@ -249,6 +250,9 @@ func callBytes(c *orderCall) int64 {
 	}
 	for _, ln := range c.order.lines {
 		n += lineBytes(len(ln.SKU))
+		if c.order.kind == kindHold {
+			n += int64(16 + 2*len(c.order.id))
+		}
 	}
 	return n
 }
