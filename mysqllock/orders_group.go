@@ -461,7 +461,7 @@ func (g *groupTx) commit(ctx context.Context) error {
 		return err
 	}
 	defer done()
-	_, err = g.q.ExecContext(ctx, strings.Join(append(g.pending, "COMMIT"), "; "), g.pendingArgs...)
+	_, err = g.q.ExecContext(ctx, inline(strings.Join(append(g.pending, "COMMIT"), "; "), g.pendingArgs))
 	var me *mysql.MySQLError
 	switch {
 	case err == nil:
@@ -827,7 +827,7 @@ func (g *groupTx) flush(ctx context.Context) error {
 	if g.tx != nil || len(g.pending) == 0 {
 		return nil
 	}
-	_, err := g.q.ExecContext(ctx, strings.Join(g.pending, "; "), g.pendingArgs...)
+	_, err := g.q.ExecContext(ctx, inline(strings.Join(g.pending, "; "), g.pendingArgs))
 	g.pending, g.pendingArgs = nil, nil
 	if isServerError(err, erDupEntry) {
 		return errDuplicate
@@ -915,7 +915,7 @@ func (g *groupTx) exec(ctx context.Context, query string, args ...any) error {
 		g.pendingArgs = append(g.pendingArgs, args...)
 		return nil
 	}
-	_, err := g.tx.ExecContext(ctx, query, args...)
+	_, err := execBound(ctx, g.tx, query, args...)
 	return err
 }
 
@@ -929,6 +929,11 @@ func (g *groupTx) each(ctx context.Context, query string, args []any, scans ...f
 		return err
 	}
 	defer done()
+	if g.tx == nil {
+		query, args = inline(query, args), nil
+	} else {
+		query, args = bind(query, args)
+	}
 	rows, err := g.q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return classify(ctx, err, unsent)

@@ -97,7 +97,7 @@ func (l *ledger) purge(ctx context.Context, conn *sqlx.Conn, ids []string, cutof
 			in[i] = id
 		}
 		var due []string
-		if err := tx.SelectContext(ctx, &due, fmt.Sprintf("SELECT id FROM %s WHERE id IN (%s) AND state <> %d AND changed_at < %s ORDER BY id FOR UPDATE",
+		if err := selectBound(ctx, tx, &due, fmt.Sprintf("SELECT id FROM %s WHERE id IN (%s) AND state <> %d AND changed_at < %s ORDER BY id FOR UPDATE",
 			l.lq.orders, list(len(in)), stockguard.OrderHeld, cutoff), in...); err != nil || len(due) == 0 {
 			return classify(ctx, err, unsent)
 		}
@@ -106,10 +106,10 @@ func (l *ledger) purge(ctx context.Context, conn *sqlx.Conn, ids []string, cutof
 			in = append(in, id)
 		}
 		ins := list(len(in))
-		if _, err := tx.ExecContext(ctx, "DELETE FROM "+l.lq.lines+" WHERE order_id IN ("+ins+")", in...); err != nil {
+		if _, err := execBound(ctx, tx, "DELETE FROM "+l.lq.lines+" WHERE order_id IN ("+ins+")", in...); err != nil {
 			return classify(ctx, err, unsent)
 		}
-		res, err := tx.ExecContext(ctx, "DELETE FROM "+l.lq.orders+" WHERE id IN ("+ins+")", in...)
+		res, err := execBound(ctx, tx, "DELETE FROM "+l.lq.orders+" WHERE id IN ("+ins+")", in...)
 		if err == nil {
 			n, err = res.RowsAffected()
 		}
