@@ -158,6 +158,10 @@ func runMulti(ctx context.Context, conn *sqlx.Conn, query string, args []any) er
 	}
 	_, err = conn.ExecContext(ctx, inline(query, args))
 	done()
+	if errors.Is(err, mysql.ErrPktTooLarge) {
+		rollback(ctx, conn) // nothing of query was sent
+		return classify(ctx, err, unsent)
+	}
 	var me *mysql.MySQLError
 	if err == nil || !errors.As(err, &me) {
 		return classify(ctx, err, sent)

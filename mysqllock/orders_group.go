@@ -202,7 +202,9 @@ func (b *Batched) sendAttempt(ctx context.Context, bt *combine.Batch[orderCall])
 
 // writeParts writes calls with writeOrders, in as many transactions, one
 // after another, as the server's max_allowed_packet needs: each part's
-// statements, interpolated, fit in one packet (see callBytes). A part
+// statements, interpolated, fit in one packet (see callBytes). A DSN's
+// maxAllowedPacket below the server's makes the driver refuse a larger
+// statement unsent: the parts are halved until they fit it. A part
 // that committed has its answers final, so that an error of a later part
 // is not theirs and a later attempt leaves them out.
 func (b *Batched) writeParts(ctx context.Context, conn *sqlx.Conn, calls []orderCall, seal func() bool) error {
@@ -213,15 +215,24 @@ func (b *Batched) writeParts(ctx context.Context, conn *sqlx.Conn, calls []order
 		}
 		b.packet.Store(limit)
 	}
-	budget := limit - packetMargin
 	for len(calls) > 0 {
+		budget := limit - packetMargin
 		n, size := 1, callBytes(&calls[0])
 		for n < len(calls) && size+callBytes(&calls[n]) <= budget {
 			size += callBytes(&calls[n])
 			n++
 		}
 		part := calls[:n]
-		if err := b.writeOrders(ctx, conn, part, seal); err != nil || n == len(calls) {
+		err := b.writeOrders(ctx, conn, part, seal)
+		if errors.Is(err, errTooLarge) && n > 1 {
+			// The DSN's maxAllowedPacket is below the server's: the
+			// driver sent nothing of the statement, and the part's
+			// transaction was rolled back. Smaller parts, from now on.
+			limit /= 2
+			b.packet.Store(limit)
+			continue
+		}
+		if err != nil || n == len(calls) {
 			return err
 		}
 		for i := range part {
@@ -466,6 +477,8 @@ func (g *groupTx) commit(ctx context.Context) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, mysql.ErrPktTooLarge):
+		return classify(ctx, err, unsent) // not sent; writeOrdersMulti rolls back
 	case isServerError(err, erDupEntry):
 		return errDuplicate
 	case errors.As(err, &me) && refusedBeforeCommit(me.Number):

@@ -118,3 +118,37 @@ func TestBatched_holdsFitMaxAllowedPacket(t *testing.T) {
 		})
 	}
 }
+
+// The driver's own limit, maxAllowedPacket on the DSN, may be below the
+// server's: a batch's multi-statement must fit it too. Carts of 64 lines
+// of 64-byte SKUs, many to a batch, on a multiStatements pool whose DSN
+// says 64 KiB and a server that takes far more.
+func TestBatched_batchFitsTheDriversMaxAllowedPacket(t *testing.T) {
+	root := testDB(t)
+	db := testDB(t, multi, func(c *mysql.Config) { c.MaxAllowedPacket = 65536 })
+	table := newTable(t, root)
+	b := must.New(NewBatched(db, WithTable(table), WithBatchSize(64)))
+	var lines []stockguard.Line
+	for i := range stockguard.MaxLines {
+		sku := fmt.Sprintf("%s%08d", strings.Repeat("s", 56), i)
+		mustSet(t, root, table, sku, 1000)
+		lines = append(lines, line(sku, 1))
+	}
+	mustSet(t, root, table, "gate", 10)
+	release := queueBehind(t, b, table, "gate")
+	const carts = 32
+	calls := make([]func() error, carts)
+	for i := range calls {
+		calls[i] = func() error { return b.Take(t.Context(), fmt.Sprintf("cart-%d", i), lines...) }
+	}
+	results := queueCalls(t, b, calls...)
+	release()
+	for i, r := range results {
+		want(t, fmt.Sprintf("cart %d", i), <-r, nil)
+	}
+	for _, ln := range lines {
+		if n, _ := level(t, root, table, ln.SKU); n != 1000-carts {
+			t.Fatalf("%s: %d left, want %d", ln.SKU, n, 1000-carts)
+		}
+	}
+}
