@@ -254,3 +254,15 @@ func afterFirstUse(t *testing.T, check, db *sqlx.DB, change func()) {
 		t.Fatalf("victim's stock is %d, want 5: a hostile string ran as SQL", n)
 	}
 }
+
+// TiDB's row of TestCharset_aCharsetChangedAfterFirstUseNeverTurnsAStringIntoSQL:
+// SET NAMES gbk on a pooled connection after the store first used it.
+func TestTiDB_aCharsetChangedAfterFirstUseNeverTurnsAStringIntoSQL(t *testing.T) {
+	db := tidbDB(t)
+	db.SetMaxOpenConns(1) // every request on the connection set below
+	afterFirstUse(t, db, db, func() {
+		if _, err := db.Exec("SET NAMES gbk"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
