@@ -94,8 +94,9 @@ const (
 // changed nothing (also an autocommit write: it is its own transaction,
 // rolled back) — except a session or server that was ended (class 08,
 // 57P0x, a FATAL or PANIC): it may come after a COMMIT the server made,
-// so once a write was sent its outcome is unknown. 57014 is a statement the server stopped: either
-// the caller's context ended and pgx sent a cancel request, or
+// so once a write was sent its outcome is unknown. 57014 is a statement
+// the server stopped: either the caller's context ended and pgx sent a
+// cancel request, or
 // statement_timeout ran out — what makes a statement of this package run
 // that long is waiting for locks, so it is counted as busy. Lock errors say
 // "busy": try again soon. Every other server error is the server refusing
