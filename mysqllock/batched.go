@@ -273,7 +273,7 @@ func (b *Batched) grant(ctx context.Context, tx *sqlx.Tx, sku string, members []
 	var have int64
 	reclaimed, checked := 0, false
 	for {
-		err := tx.QueryRowxContext(ctx, b.lq.lockLevel, sku).Scan(&have)
+		err := rowBound(ctx, tx, b.lq.lockLevel, sku).Scan(&have)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return unknownSKU(sku)
@@ -285,7 +285,7 @@ func (b *Batched) grant(ctx context.Context, tx *sqlx.Tx, sku string, members []
 		}
 		checked = true
 		var expired bool
-		err = tx.QueryRowxContext(ctx, b.lq.hasExpired, sku).Scan(&expired)
+		err = rowBound(ctx, tx, b.lq.hasExpired, sku).Scan(&expired)
 		switch {
 		case isServerError(err, erNoSuchTable): // no ledger, no holds
 		case err != nil:
@@ -314,7 +314,7 @@ func (b *Batched) grant(ctx context.Context, tx *sqlx.Tx, sku string, members []
 	if granted == 0 {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, b.q.takeHeld, granted, sku)
+	_, err := execBound(ctx, tx, b.q.takeHeld, granted, sku)
 	return classify(ctx, err, unsent)
 }
 

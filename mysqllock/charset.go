@@ -26,21 +26,32 @@ var escapeProbes = []string{"中", "ぁ"}
 // could run as SQL returns (see checkEscaping).
 var errUnsafeEscaping = errors.New("mysqllock: the pool's connections escape strings in the statement text (interpolateParams) under a character set where an escaped quote can end the string (gbk, gb18030, big5, sjis, cp932): a SKU or order ID could run as SQL; set charset=utf8mb4 on the DSN, or drop interpolateParams (and multiStatements)")
 
-// checkEscaping proves on conn that a string argument stays a string
-// whatever the connection's settings: for each probe it sends probe,
-// quote, ", 2 #" as the first argument of SELECT ?, 1. Bound or escaped
-// correctly the row is (the string, 1); spliced where the probe's last
-// byte swallows the escaping backslash the quote ends the literal, the
-// rest runs and comments out ", 1", and the row is (…, 2). It returns
-// nil, an error wrapping stockguard.ErrUnavailable and errUnsafeEscaping,
-// or the classified error of the probe's I/O. Every connection of a pool
-// shares the DSN's charset, sql_mode and interpolateParams, so one
-// connection answers for the pool.
+// checkEscaping finds out, once per store on conn, whether the driver
+// escapes strings in the statement text under a character set where an
+// escaped quote can end the string: for each probe it sends probe, quote,
+// ", 2 #" as the first argument of SELECT ?, 1, as the driver binds it.
+// Bound or escaped correctly the row is (the string, 1); spliced where the
+// probe's last byte swallows the escaping backslash the quote ends the
+// literal, the rest runs and comments out ", 1", and the row is (…, 2).
+// It returns nil, an error wrapping stockguard.ErrUnavailable and
+// errUnsafeEscaping, or the classified error of the probe's I/O.
+//
+// The package's statements never let the driver escape a string (see
+// bind), whatever a connection's character set is now or becomes later:
+// the probe refuses a pool set up that way as the misconfiguration it is
+// — strings it reads back would come in that character set — not to keep
+// strings strings.
 func checkEscaping(ctx context.Context, conn *sqlx.Conn) error {
+	done, err := enter(ctx, phaseRead)
+	if err != nil {
+		return err
+	}
+	defer done()
 	for _, probe := range escapeProbes {
 		var s []byte
 		var n int
-		err := get(ctx, conn, "SELECT ?, 1", []any{probe + "', 2 #"}, &s, &n)
+		// As the driver binds it: the one statement bind is not used on.
+		err := conn.QueryRowxContext(ctx, "SELECT ?, 1", probe+"', 2 #").Scan(&s, &n)
 		var me *mysql.MySQLError
 		switch {
 		case errors.As(err, &me):
@@ -51,7 +62,7 @@ func checkEscaping(ctx context.Context, conn *sqlx.Conn) error {
 			return classify(ctx, err, unsent)
 		case n != 1:
 			var charset string
-			if err := get(ctx, conn, "SELECT @@character_set_client", nil, &charset); err != nil {
+			if err := conn.QueryRowxContext(ctx, "SELECT @@character_set_client").Scan(&charset); err != nil {
 				charset = "unknown"
 			}
 			return fmt.Errorf("%w: %w (character_set_client=%s)", stockguard.ErrUnavailable, errUnsafeEscaping, charset)

@@ -1,10 +1,12 @@
 package mysqllock
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
@@ -133,4 +135,138 @@ func hostileStrings(t *testing.T, check, db *sqlx.DB, unsafe bool) {
 	if n, _ := level(t, check, table, "victim"); n != 5 {
 		t.Fatalf("victim's stock is %d, want 5: a hostile string ran as SQL", n)
 	}
+}
+
+// A connection's character set may change after the store first used the
+// pool — under its feet: a SET NAMES gbk run by other code on a pooled
+// connection, or init_connect handing the pool's new connections gbk once
+// ConnMaxLifetime has renewed them. No hostile string may run as SQL
+// then either: the victim SKU never changes.
+func TestCharset_aCharsetChangedAfterFirstUseNeverTurnsAStringIntoSQL(t *testing.T) {
+	check := testDB(t)
+	t.Run("SET NAMES on a pooled connection", func(t *testing.T) {
+		for _, pool := range []struct {
+			name string
+			edit func(*mysql.Config)
+		}{{"interpolateParams", interpolate}, {"multiStatements", multi}} {
+			t.Run(pool.name, func(t *testing.T) {
+				db := testDB(t, pool.edit)
+				db.SetMaxOpenConns(1) // every request on the connection set below
+				afterFirstUse(t, check, db, func() {
+					if _, err := db.Exec("SET NAMES gbk"); err != nil {
+						t.Fatal(err)
+					}
+				})
+			})
+		}
+	})
+	t.Run("init_connect and ConnMaxLifetime", func(t *testing.T) {
+		// init_connect runs for users without SUPER (MySQL) or CONNECTION
+		// ADMIN (MariaDB) only: one with the table privileges alone.
+		const user = "cs_plain"
+		for _, q := range []string{
+			"CREATE USER IF NOT EXISTS '" + user + "'@'%'",
+			"GRANT SELECT, INSERT, UPDATE, DELETE ON *.* TO '" + user + "'@'%'",
+		} {
+			if _, err := check.Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Cleanup(func() { check.ExecContext(context.WithoutCancel(t.Context()), "DROP USER '"+user+"'@'%'") })
+		for _, pool := range []struct {
+			name string
+			edit func(*mysql.Config)
+		}{{"interpolateParams", interpolate}, {"multiStatements", multi}} {
+			t.Run(pool.name, func(t *testing.T) {
+				db := testDB(t, pool.edit, func(c *mysql.Config) { c.User, c.Passwd = user, "" })
+				afterFirstUse(t, check, db, func() {
+					if _, err := check.Exec("SET GLOBAL init_connect = 'SET NAMES gbk'"); err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { check.ExecContext(context.WithoutCancel(t.Context()), "SET GLOBAL init_connect = ''") })
+					// Every connection is past its lifetime: the pool opens new ones.
+					db.SetConnMaxLifetime(time.Nanosecond)
+					var cs string
+					if err := db.Get(&cs, "SELECT @@character_set_client"); err != nil || cs != "gbk" {
+						t.Fatalf("a new connection's character set: %q, %v; want gbk", cs, err)
+					}
+				})
+			})
+		}
+	})
+}
+
+// afterFirstUse has every strategy (but those named in without) serve a
+// plain SKU on db, then runs change, then sends the hostile strings
+// through every strategy: the
+// victim's stock must stay as it was. The calls' own answers are not
+// checked: strings read back under the changed character set may not
+// match the ones sent.
+func afterFirstUse(t *testing.T, check, db *sqlx.DB, change func(), without ...string) {
+	ctx := t.Context()
+	var b [4]byte
+	rand.Read(b[:])
+	table := "cs_" + hex.EncodeToString(b[:])
+	if err := CreateSchema(ctx, check, WithTable(table)); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range Tables(table) {
+		dropAtCleanup(t, check, n)
+	}
+	mustSet(t, check, table, "victim", 5)
+	mustSet(t, check, table, "plain", 100)
+	where := "中' OR sku=0x76696374696d#"
+	stmt := "中'; UPDATE " + table + " SET qty=424242#"
+	opts := []Option{WithTable(table)}
+	inventories := map[string]stockguard.Inventory{
+		"atomic":      must.New(NewAtomic(db, opts...)),
+		"pessimistic": must.New(NewPessimistic(db, opts...)),
+		"optimistic":  must.New(NewOptimistic(db, opts...)),
+		"namedlock":   must.New(NewNamedLock(db, opts...)),
+		"segmented":   must.New(NewSegmented(db, opts...)),
+		"batched":     must.New(NewBatched(db, opts...)),
+	}
+	orders := map[string]stockguard.Orders{"atomic": must.New(NewAtomic(db, opts...)), "batched": must.New(NewBatched(db, opts...))}
+	for _, name := range without {
+		delete(inventories, name)
+	}
+	for name, inv := range inventories {
+		want(t, name+" SetStock plain", inv.SetStock(ctx, "plain-"+name, 10), nil)
+		want(t, name+" Decrement plain", inv.Decrement(ctx, "plain-"+name, 1), nil)
+	}
+	for name, o := range orders {
+		want(t, name+" Take plain", o.Take(ctx, "plain-"+name, line("plain", 1)), nil)
+	}
+	change()
+	for _, inv := range inventories {
+		for _, sku := range []string{where, stmt} {
+			inv.SetStock(ctx, sku, 3)
+			inv.Decrement(ctx, sku, 1)
+			inv.Stock(ctx, sku)
+		}
+	}
+	for name, o := range orders {
+		for _, id := range []string{where, stmt} {
+			id += name
+			o.Take(ctx, id, line(where, 1), line(stmt, 1))
+			o.Hold(ctx, "h"+id, stockguard.MaxHoldTTL, line(stmt, 1), line(where, 1))
+			o.Confirm(ctx, "h"+id)
+			o.Restock(ctx, "r"+id, where, 1)
+		}
+	}
+	if n, _ := level(t, check, table, "victim"); n != 5 {
+		t.Fatalf("victim's stock is %d, want 5: a hostile string ran as SQL", n)
+	}
+}
+
+// TiDB's row of TestCharset_aCharsetChangedAfterFirstUseNeverTurnsAStringIntoSQL:
+// SET NAMES gbk on a pooled connection after the store first used it.
+func TestTiDB_aCharsetChangedAfterFirstUseNeverTurnsAStringIntoSQL(t *testing.T) {
+	db := tidbDB(t)
+	db.SetMaxOpenConns(1) // every request on the connection set below
+	afterFirstUse(t, db, db, func() {
+		if _, err := db.Exec("SET NAMES gbk"); err != nil {
+			t.Fatal(err)
+		}
+	}, "namedlock") // not on TiDB
 }

@@ -108,7 +108,9 @@ const (
 //	      1105 unknown error
 //	any other server error                           ErrUnavailable         ErrUnavailable
 //	no reply: connection failed, refused, timed out  ErrUnavailable         ErrOutcomeUnknown
-//	driver.ErrBadConn (nothing reached the server)   ErrUnavailable         ErrUnavailable
+//	driver.ErrBadConn (nothing reached the server),
+//	mysql.ErrPktTooLarge (beyond the DSN's
+//	maxAllowedPacket: nothing sent)                  ErrUnavailable         ErrUnavailable
 //	the caller's context ended or its deadline passed, nothing applied:
 //	                                                 the context's error    ErrOutcomeUnknown
 //
@@ -175,6 +177,11 @@ func classify(ctx context.Context, err error, st stage) error {
 		}
 		return fmt.Errorf("%w: the server refused the request, nothing changed: %w", stockguard.ErrUnavailable, err)
 	}
+	if errors.Is(err, mysql.ErrPktTooLarge) {
+		// The driver refuses, before it writes anything, a statement beyond
+		// its own maxAllowedPacket.
+		return fmt.Errorf("%w: %w: %w", stockguard.ErrUnavailable, errTooLarge, err)
+	}
 	if st == unsent || errors.Is(err, driver.ErrBadConn) {
 		if cerr := ended(ctx); cerr != nil {
 			return cerr
@@ -185,6 +192,10 @@ func classify(ctx context.Context, err error, st stage) error {
 	// the server carries on with the statement.
 	return fmt.Errorf("%w: no reply after the write was sent: %w", stockguard.ErrOutcomeUnknown, detach(err))
 }
+
+// errTooLarge marks a statement the driver did not send: it was beyond the
+// DSN's maxAllowedPacket (see Batched.writeParts).
+var errTooLarge = errors.New("mysqllock: a statement beyond the driver's maxAllowedPacket, not sent")
 
 // commitError classifies the error of tx.Commit. database/sql reports a
 // context that ended before COMMIT was sent as the context's error, and a

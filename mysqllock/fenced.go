@@ -64,7 +64,7 @@ func (f *FencedStore) WriteFenced(ctx context.Context, sku string, qty, token in
 		return err
 	}
 	defer conn.Close()
-	res, err := conn.ExecContext(ctx, f.q.fenced, qty, token, sku, token)
+	res, err := execBound(ctx, conn, f.q.fenced, qty, token, sku, token)
 	if err != nil {
 		return classify(ctx, err, sent)
 	}
@@ -79,7 +79,7 @@ func (f *FencedStore) WriteFenced(ctx context.Context, sku string, qty, token in
 	// fence would have matched, so it was created after the UPDATE, which
 	// found no row.
 	var fence int64
-	err = conn.QueryRowxContext(ctx, f.q.readFence, sku).Scan(&fence)
+	err = rowBound(ctx, conn, f.q.readFence, sku).Scan(&fence)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return unknownSKU(sku)

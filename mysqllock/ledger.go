@@ -176,7 +176,7 @@ type newOrder struct {
 // concurrent duplicate waits on its ID before it has locked anything else.
 func (l *ledger) record(ctx context.Context, tx *sqlx.Tx, orders []newOrder) error {
 	return l.recordStmts(orders).run(ctx, func(ctx context.Context, q string, args ...any) error {
-		_, err := tx.ExecContext(ctx, q, args...)
+		_, err := execBound(ctx, tx, q, args...)
 		return err
 	})
 }
@@ -326,7 +326,7 @@ func micros(d time.Duration) int64 {
 // order, as every transaction of the package does.
 func (l *ledger) takeLines(ctx context.Context, tx *sqlx.Tx, lines []stockguard.Line, ordered bool) error {
 	query, args := l.takeStmt(lines, ordered)
-	res, err := tx.ExecContext(ctx, query, args...)
+	res, err := execBound(ctx, tx, query, args...)
 	if err != nil {
 		return classify(ctx, err, unsent)
 	}
@@ -398,7 +398,7 @@ func (l *ledger) credit(ctx context.Context, tx *sqlx.Tx, lines []stockguard.Lin
 	for i, ln := range lines {
 		in[i] = ln.SKU
 	}
-	_, err := tx.ExecContext(ctx, "UPDATE "+l.lq.stock+" SET "+moveUnits(cases)+", version = version + 1 WHERE sku IN ("+list(len(lines))+")", slices.Concat(args, args, in)...)
+	_, err := execBound(ctx, tx, "UPDATE "+l.lq.stock+" SET "+moveUnits(cases)+", version = version + 1 WHERE sku IN ("+list(len(lines))+")", slices.Concat(args, args, in)...)
 	return classify(ctx, err, unsent)
 }
 
@@ -535,7 +535,7 @@ func (l *ledger) reclaimIn(ctx context.Context, tx *sqlx.Tx, skus ...string) (in
 		after := ""
 		for {
 			var ids []string
-			if err := tx.SelectContext(ctx, &ids, l.lq.candidates, sku, after); err != nil {
+			if err := selectBound(ctx, tx, &ids, l.lq.candidates, sku, after); err != nil {
 				return total, classify(ctx, err, unsent)
 			}
 			if len(ids) == 0 {
@@ -577,7 +577,7 @@ func (l *ledger) expireIn(ctx context.Context, tx *sqlx.Tx, ids []string) (int, 
 		in[i] = id
 	}
 	var due []string
-	err := tx.SelectContext(ctx, &due, fmt.Sprintf("SELECT id FROM %s WHERE id IN (%s) AND state = %d AND deadline <= %s ORDER BY id FOR UPDATE",
+	err := selectBound(ctx, tx, &due, fmt.Sprintf("SELECT id FROM %s WHERE id IN (%s) AND state = %d AND deadline <= %s ORDER BY id FOR UPDATE",
 		l.lq.orders, list(len(in)), stockguard.OrderHeld, now), in...)
 	if err != nil || len(due) == 0 {
 		return 0, classify(ctx, err, unsent)
@@ -587,7 +587,7 @@ func (l *ledger) expireIn(ctx context.Context, tx *sqlx.Tx, ids []string) (int, 
 		in = append(in, id)
 	}
 	ins := list(len(in))
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf("UPDATE %s SET state = %d, changed_at = %s WHERE id IN (%s)", l.lq.orders, stockguard.OrderExpired, now, ins), in...); err != nil {
+	if _, err := execBound(ctx, tx, fmt.Sprintf("UPDATE %s SET state = %d, changed_at = %s WHERE id IN (%s)", l.lq.orders, stockguard.OrderExpired, now, ins), in...); err != nil {
 		return 0, classify(ctx, err, unsent)
 	}
 	var back []stockguard.Line
@@ -600,7 +600,7 @@ func (l *ledger) expireIn(ctx context.Context, tx *sqlx.Tx, ids []string) (int, 
 	if err != nil {
 		return 0, err
 	}
-	if _, err := tx.ExecContext(ctx, "UPDATE "+l.lq.lines+" SET expires = NULL WHERE order_id IN ("+ins+")", in...); err != nil {
+	if _, err := execBound(ctx, tx, "UPDATE "+l.lq.lines+" SET expires = NULL WHERE order_id IN ("+ins+")", in...); err != nil {
 		return 0, classify(ctx, err, unsent)
 	}
 	return len(due), l.credit(ctx, tx, back)
@@ -680,6 +680,7 @@ func eachRow(ctx context.Context, q sqlx.QueryerContext, query string, args []an
 		return err
 	}
 	defer done()
+	query, args = bind(query, args)
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return classify(ctx, err, unsent)

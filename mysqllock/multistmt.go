@@ -114,7 +114,7 @@ func openMulti(ctx context.Context, conn *sqlx.Conn, query string, args []any, s
 	if err != nil {
 		return err
 	}
-	rows, err := conn.QueryContext(ctx, "START TRANSACTION; "+query, args...)
+	rows, err := conn.QueryContext(ctx, inline("START TRANSACTION; "+query, args))
 	if err == nil {
 		for err == nil && scan != nil && rows.Next() {
 			err = scan(rows)
@@ -156,8 +156,12 @@ func runMulti(ctx context.Context, conn *sqlx.Conn, query string, args []any) er
 		rollback(ctx, conn)
 		return err
 	}
-	_, err = conn.ExecContext(ctx, query, args...)
+	_, err = conn.ExecContext(ctx, inline(query, args))
 	done()
+	if errors.Is(err, mysql.ErrPktTooLarge) {
+		rollback(ctx, conn) // nothing of query was sent
+		return classify(ctx, err, unsent)
+	}
 	var me *mysql.MySQLError
 	if err == nil || !errors.As(err, &me) {
 		return classify(ctx, err, sent)

@@ -155,7 +155,7 @@ func (n *NamedLock) hold(ctx context.Context, sku string, fn func(context.Contex
 	var id int64
 	// A negative timeout would mean "forever" on MySQL and NULL on MariaDB;
 	// wait is never negative.
-	err = conn.QueryRowxContext(ctx, "SELECT GET_LOCK(?, ?), CONNECTION_ID()", name, wait.Seconds()).Scan(&got, &id)
+	err = rowBound(ctx, conn, "SELECT GET_LOCK(?, ?), CONNECTION_ID()", name, wait.Seconds()).Scan(&got, &id)
 	if err != nil {
 		// If the context ended mid-wait the driver closed the socket; should
 		// the server still grant the lock, it frees it with the session.
@@ -182,7 +182,7 @@ func (n *NamedLock) release(ctx context.Context, conn *sqlx.Conn, name string, i
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	var released sql.NullInt64
-	err := conn.QueryRowxContext(ctx, "SELECT RELEASE_LOCK(?)", name).Scan(&released)
+	err := rowBound(ctx, conn, "SELECT RELEASE_LOCK(?)", name).Scan(&released)
 	if err == nil && released.Valid && released.Int64 == 1 {
 		conn.Close()
 		return

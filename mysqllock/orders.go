@@ -114,13 +114,13 @@ func (l *ledger) Confirm(ctx context.Context, id string) error {
 				// Check and change in one statement, under the row's lock:
 				// a hold is confirmed only before its deadline, and then no
 				// reclaim can end it.
-				res, err := tx.ExecContext(ctx, l.lq.confirm, id)
+				res, err := execBound(ctx, tx, l.lq.confirm, id)
 				if err != nil {
 					return classify(ctx, err, unsent)
 				}
 				if n, err := res.RowsAffected(); err != nil || n == 1 {
 					if err == nil {
-						_, err = tx.ExecContext(ctx, l.lq.clearExpires, id)
+						_, err = execBound(ctx, tx, l.lq.clearExpires, id)
 					}
 					return classify(ctx, err, unsent)
 				}
@@ -183,11 +183,11 @@ func (l *ledger) Return(ctx context.Context, id string) error {
 						return err
 					}
 				}
-				if _, err := tx.ExecContext(ctx, l.lq.setState, stockguard.OrderReturned, id); err != nil {
+				if _, err := execBound(ctx, tx, l.lq.setState, stockguard.OrderReturned, id); err != nil {
 					return classify(ctx, err, unsent)
 				}
 				if h.state == stockguard.OrderHeld {
-					if _, err := tx.ExecContext(ctx, l.lq.clearExpires, id); err != nil {
+					if _, err := execBound(ctx, tx, l.lq.clearExpires, id); err != nil {
 						return classify(ctx, err, unsent)
 					}
 				}
@@ -207,7 +207,7 @@ func (l *ledger) Return(ctx context.Context, id string) error {
 func (l *ledger) lockOrder(ctx context.Context, tx *sqlx.Tx, id string) (orderRecord, error) {
 	var h orderRecord
 	var list []byte
-	err := tx.QueryRowxContext(ctx, l.lq.lockOrder, id).Scan(&h.kind, &h.state, &h.expired, &list)
+	err := rowBound(ctx, tx, l.lq.lockOrder, id).Scan(&h.kind, &h.state, &h.expired, &list)
 	if errors.Is(err, sql.ErrNoRows) {
 		return h, unknownOrder(id)
 	}
@@ -238,7 +238,7 @@ func (l *ledger) Restock(ctx context.Context, id, sku string, qty int64) error {
 				if err := l.room(ctx, tx, sku, qty); err != nil {
 					return err
 				}
-				_, err := tx.ExecContext(ctx, l.lq.restock, qty, sku, stockguard.MaxQty-qty)
+				_, err := execBound(ctx, tx, l.lq.restock, qty, sku, stockguard.MaxQty-qty)
 				return classify(ctx, err, unsent)
 			})
 			return l.settle(ctx, conn, err, o)
@@ -262,7 +262,7 @@ func (l *ledger) room(ctx context.Context, tx *sqlx.Tx, sku string, qty int64) e
 // on_orders: ErrUnknownSKU without a row. Every Take, Hold, Return and
 // reclaim of sku moves units between the two in one UPDATE of the row.
 func (l *ledger) units(ctx context.Context, tx *sqlx.Tx, sku string) (have, out int64, err error) {
-	err = tx.QueryRowxContext(ctx, l.lq.lockUnits, sku).Scan(&have, &out)
+	err = rowBound(ctx, tx, l.lq.lockUnits, sku).Scan(&have, &out)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, 0, unknownSKU(sku)
 	}
@@ -311,7 +311,7 @@ func (l *ledger) SetStock(ctx context.Context, sku string, qty int64) error {
 						}
 					}
 				}
-				_, err = tx.ExecContext(ctx, l.q.setStock, sku, qty, qty)
+				_, err = execBound(ctx, tx, l.q.setStock, sku, qty, qty)
 				return classify(ctx, err, unsent)
 			})
 		})
@@ -326,7 +326,7 @@ func (l *ledger) SetStock(ctx context.Context, sku string, qty int64) error {
 // waiting for the row as not done yet.
 func (l *ledger) noneExpired(ctx context.Context, tx *sqlx.Tx, sku string) error {
 	var expired bool
-	if err := tx.QueryRowxContext(ctx, l.lq.hasExpired, sku).Scan(&expired); err != nil {
+	if err := rowBound(ctx, tx, l.lq.hasExpired, sku).Scan(&expired); err != nil {
 		return classify(ctx, err, unsent)
 	}
 	if expired {

@@ -112,9 +112,12 @@ type orderCall struct {
 	final  bool
 	answer error
 	// refused: the batch decided a refusal (answer), which turns final
-	// only once a locking read finds the call's ID unrecorded. Until then
-	// an error of the attempt answers the call, and the next attempt
-	// decides it again: a repeat of a recorded order is never refused.
+	// only once a locking read finds the call's ID unrecorded, and only
+	// when the call does not fit the levels as read (alone: see alone).
+	// Until then an error of the attempt answers the call, and the next
+	// attempt decides it again: a repeat of a recorded order is never
+	// refused, and a call refused for a batch-mate's grant is answered so
+	// only by the commit that makes the grant true.
 	refused bool
 }
 
@@ -199,7 +202,9 @@ func (b *Batched) sendAttempt(ctx context.Context, bt *combine.Batch[orderCall])
 
 // writeParts writes calls with writeOrders, in as many transactions, one
 // after another, as the server's max_allowed_packet needs: each part's
-// statements, interpolated, fit in one packet (see callBytes). A part
+// statements, interpolated, fit in one packet (see callBytes). A DSN's
+// maxAllowedPacket below the server's makes the driver refuse a larger
+// statement unsent: the parts are halved until they fit it. A part
 // that committed has its answers final, so that an error of a later part
 // is not theirs and a later attempt leaves them out.
 func (b *Batched) writeParts(ctx context.Context, conn *sqlx.Conn, calls []orderCall, seal func() bool) error {
@@ -210,15 +215,24 @@ func (b *Batched) writeParts(ctx context.Context, conn *sqlx.Conn, calls []order
 		}
 		b.packet.Store(limit)
 	}
-	budget := limit - packetMargin
 	for len(calls) > 0 {
+		budget := limit - packetMargin
 		n, size := 1, callBytes(&calls[0])
 		for n < len(calls) && size+callBytes(&calls[n]) <= budget {
 			size += callBytes(&calls[n])
 			n++
 		}
 		part := calls[:n]
-		if err := b.writeOrders(ctx, conn, part, seal); err != nil || n == len(calls) {
+		err := b.writeOrders(ctx, conn, part, seal)
+		if errors.Is(err, errTooLarge) && n > 1 {
+			// The DSN's maxAllowedPacket is below the server's: the
+			// driver sent nothing of the statement, and the part's
+			// transaction was rolled back. Smaller parts, from now on.
+			limit /= 2
+			b.packet.Store(limit)
+			continue
+		}
+		if err != nil || n == len(calls) {
 			return err
 		}
 		for i := range part {
@@ -237,8 +251,9 @@ const packetMargin = 4096
 // interpolated: its ID and each line's SKU appear in a few statements
 // (the orders' INSERT, the locking reads, the stock UPDATE's CASE and IN
 // list, the lines' INSERT), each escaped to at most twice its bytes, with
-// the numbers and punctuation around them. A Confirm or Return moves the
-// lines of its record, unknown until read: as many as an order may have.
+// the numbers and punctuation around them; a hold's lines INSERT writes
+// its ID again on every line. A Confirm or Return moves the lines of its
+// record, unknown until read: as many as an order may have.
 func callBytes(c *orderCall) int64 {
 	n := int64(256 + 8*len(c.order.id))
 	if c.op != opPlace {
@@ -246,6 +261,9 @@ func callBytes(c *orderCall) int64 {
 	}
 	for _, ln := range c.order.lines {
 		n += lineBytes(len(ln.SKU))
+		if c.order.kind == kindHold {
+			n += int64(16 + 2*len(c.order.id))
+		}
 	}
 	return n
 }
@@ -321,7 +339,7 @@ func (b *Batched) placeFast(ctx context.Context, conn *sqlx.Conn, multi bool, ca
 	var settles []orderCall
 	for _, c := range calls {
 		switch {
-		case c.final:
+		case c.final || c.refused:
 			continue // refused by screen
 		case c.op != opPlace:
 			settles = append(settles, c)
@@ -454,11 +472,13 @@ func (g *groupTx) commit(ctx context.Context) error {
 		return err
 	}
 	defer done()
-	_, err = g.q.ExecContext(ctx, strings.Join(append(g.pending, "COMMIT"), "; "), g.pendingArgs...)
+	_, err = g.q.ExecContext(ctx, inline(strings.Join(append(g.pending, "COMMIT"), "; "), g.pendingArgs))
 	var me *mysql.MySQLError
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, mysql.ErrPktTooLarge):
+		return classify(ctx, err, unsent) // not sent; writeOrdersMulti rolls back
 	case isServerError(err, erDupEntry):
 		return errDuplicate
 	case errors.As(err, &me) && refusedBeforeCommit(me.Number):
@@ -545,11 +565,24 @@ func (g *groupTx) refusedUnrecorded(ctx context.Context) error {
 		return errDuplicate
 	}
 	for i := range g.calls {
-		if c := &g.calls[i]; c.op == opPlace && c.refused {
+		if c := &g.calls[i]; c.op == opPlace && c.refused && !alone(g.levels, c.order.lines) {
 			c.final = true
 		}
 	}
 	return nil
+}
+
+// alone reports whether lines fit levels, the levels as read: a call
+// refused although they do was refused only for the units granted to the
+// batch-mates before it (a Return or a reclaim only adds units), which
+// stands only if those grants commit.
+func alone(levels map[string]int64, lines []stockguard.Line) bool {
+	for _, ln := range lines {
+		if left, ok := levels[ln.SKU]; !ok || left < ln.Qty {
+			return false
+		}
+	}
+	return true
 }
 
 // read locks and reads the order records of the batch's Confirm and Return
@@ -807,7 +840,7 @@ func (g *groupTx) flush(ctx context.Context) error {
 	if g.tx != nil || len(g.pending) == 0 {
 		return nil
 	}
-	_, err := g.q.ExecContext(ctx, strings.Join(g.pending, "; "), g.pendingArgs...)
+	_, err := g.q.ExecContext(ctx, inline(strings.Join(g.pending, "; "), g.pendingArgs))
 	g.pending, g.pendingArgs = nil, nil
 	if isServerError(err, erDupEntry) {
 		return errDuplicate
@@ -895,7 +928,7 @@ func (g *groupTx) exec(ctx context.Context, query string, args ...any) error {
 		g.pendingArgs = append(g.pendingArgs, args...)
 		return nil
 	}
-	_, err := g.tx.ExecContext(ctx, query, args...)
+	_, err := execBound(ctx, g.tx, query, args...)
 	return err
 }
 
@@ -909,6 +942,11 @@ func (g *groupTx) each(ctx context.Context, query string, args []any, scans ...f
 		return err
 	}
 	defer done()
+	if g.tx == nil {
+		query, args = inline(query, args), nil
+	} else {
+		query, args = bind(query, args)
+	}
 	rows, err := g.q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return classify(ctx, err, unsent)

@@ -3,6 +3,7 @@ package mysqllock
 import (
 	"context"
 	"database/sql"
+	"maps"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
@@ -15,8 +16,10 @@ import (
 // them. One that does not fit by the read is refused there, as Atomic
 // explains a refusal: the SKU had no row, or too few units at the moment
 // of the read, while the call was in flight. Its answer stands (final) once
-// a locking read of its ID finds it unrecorded, and the rest of the batch
-// goes on optimistically. It reports false when
+// a locking read of its ID finds it unrecorded — unless it was refused only
+// for the units of a batch-mate before it, then the write that places the
+// batch-mate answers it — and the rest of the batch goes on
+// optimistically. It reports false when
 // the batch must go the locking way instead: a short SKU has expired holds
 // (they come back first, under the rows' locks), or a refused order's ID
 // is recorded already (answered from its record there). An error ends the
@@ -42,18 +45,19 @@ func (b *Batched) screen(ctx context.Context, conn *sqlx.Conn, calls []orderCall
 		qty     int64
 		expired bool
 	}
-	have := make(map[string]level, len(skus))
+	read := make(map[string]level, len(skus))
 	err := eachRow(ctx, conn, "SELECT sku, qty, EXISTS(SELECT 1 FROM "+b.lq.lines+" l WHERE l.sku = s.sku AND l.expires <= "+now+") FROM "+
 		b.lq.stock+" s WHERE sku IN ("+list(len(skus))+")", skus, func(rows *sql.Rows) error {
 		var sku string
 		var lv level
 		err := rows.Scan(&sku, &lv.qty, &lv.expired)
-		have[sku] = lv
+		read[sku] = lv
 		return err
 	})
 	if err != nil {
 		return false, err
 	}
+	have := maps.Clone(read)
 	lockingWay := func() (bool, error) {
 		for i := range calls {
 			calls[i].final, calls[i].answer, calls[i].refused = false, nil, false
@@ -111,9 +115,20 @@ func (b *Batched) screen(ctx context.Context, conn *sqlx.Conn, calls []orderCall
 	if len(found) > 0 {
 		return lockingWay()
 	}
+	// A refusal stands only when the call does not fit the levels as read
+	// (see orderCall.refused); one refused for a batch-mate placed before
+	// it is answered by the write that places the batch-mate.
+	fitsRead := func(lines []stockguard.Line) bool {
+		for _, ln := range lines {
+			if lv, ok := read[ln.SKU]; screened[ln.SKU] && (!ok || lv.qty < ln.Qty) {
+				return false
+			}
+		}
+		return true
+	}
 	for i := range calls {
-		if calls[i].refused {
-			calls[i].final = true
+		if c := &calls[i]; c.refused && !fitsRead(c.order.lines) {
+			c.final = true
 		}
 	}
 	return true, nil

@@ -101,7 +101,7 @@ func (l *ledger) purge(ctx context.Context, conn *sqlx.Conn, table string, ids [
 			in[i] = id
 		}
 		var due []string
-		if err := tx.SelectContext(ctx, &due, fmt.Sprintf("SELECT id FROM %s WHERE id IN (%s) AND state <> %d AND changed_at < %s ORDER BY id FOR UPDATE",
+		if err := selectBound(ctx, tx, &due, fmt.Sprintf("SELECT id FROM %s WHERE id IN (%s) AND state <> %d AND changed_at < %s ORDER BY id FOR UPDATE",
 			l.lq.orders, list(len(in)), stockguard.OrderHeld, cutoff), in...); err != nil || len(due) == 0 {
 			return classify(ctx, err, unsent)
 		}
@@ -126,14 +126,14 @@ func (l *ledger) purge(ctx context.Context, conn *sqlx.Conn, table string, ids [
 			return err
 		}
 		for i, sku := range skus {
-			if _, err := tx.ExecContext(ctx, "UPDATE "+l.lq.stock+" SET on_orders = on_orders - ? WHERE sku = ?", units[i], sku); err != nil {
+			if _, err := execBound(ctx, tx, "UPDATE "+l.lq.stock+" SET on_orders = on_orders - ? WHERE sku = ?", units[i], sku); err != nil {
 				return classify(ctx, err, unsent)
 			}
 		}
-		if _, err := tx.ExecContext(ctx, "DELETE FROM "+l.lq.lines+" WHERE order_id IN ("+ins+")", in...); err != nil {
+		if _, err := execBound(ctx, tx, "DELETE FROM "+l.lq.lines+" WHERE order_id IN ("+ins+")", in...); err != nil {
 			return classify(ctx, err, unsent)
 		}
-		res, err := tx.ExecContext(ctx, "DELETE FROM "+l.lq.orders+" WHERE id IN ("+ins+")", in...)
+		res, err := execBound(ctx, tx, "DELETE FROM "+l.lq.orders+" WHERE id IN ("+ins+")", in...)
 		if err == nil {
 			n, err = res.RowsAffected()
 		}

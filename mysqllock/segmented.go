@@ -179,9 +179,9 @@ func (s *Segmented) SetStock(ctx context.Context, sku string, qty int64) error {
 	return s.retrier.Do(ctx, func(ctx context.Context) error {
 		return s.pinned(ctx, s.session, func(ctx context.Context, conn *sqlx.Conn) error {
 			return inTx(ctx, conn, func(tx *sqlx.Tx) error {
-				_, err := tx.ExecContext(ctx, s.q.clear, sku)
+				_, err := execBound(ctx, tx, s.q.clear, sku)
 				if err == nil {
-					_, err = tx.ExecContext(ctx, s.q.fill, args...)
+					_, err = execBound(ctx, tx, s.q.fill, args...)
 				}
 				return classify(ctx, err, unsent)
 			})

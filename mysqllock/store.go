@@ -248,7 +248,7 @@ func exec(ctx context.Context, conn sqlx.ExecerContext, query string, args ...an
 		return nil, err
 	}
 	defer done()
-	return conn.ExecContext(ctx, query, args...)
+	return execBound(ctx, conn, query, args...)
 }
 
 // get runs query, a read of one row, on q (a connection or a transaction)
@@ -259,7 +259,7 @@ func get(ctx context.Context, q sqlx.QueryerContext, query string, args []any, d
 		return err
 	}
 	defer done()
-	return q.QueryRowxContext(ctx, query, args...).Scan(dest...)
+	return rowBound(ctx, q, query, args...).Scan(dest...)
 }
 
 // sel runs query, a read, on q and scans every row into dest (a pointer to
@@ -270,7 +270,7 @@ func sel(ctx context.Context, q sqlx.QueryerContext, dest any, query string, arg
 		return err
 	}
 	defer done()
-	return sqlx.SelectContext(ctx, q, dest, query, args...)
+	return selectBound(ctx, q, dest, query, args...)
 }
 
 func unknownSKU(sku string) error {

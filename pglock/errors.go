@@ -38,6 +38,21 @@ func lostSession(code string) bool {
 	return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03" || code == sqlstateTooManyConns
 }
 
+// sessionEnded reports whether err is a server error that ended the
+// session or the server: lostSession's codes, or any error of severity
+// FATAL or PANIC. A statement sent before it may have been applied.
+func sessionEnded(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	severity := pe.SeverityUnlocalized
+	if severity == "" {
+		severity = pe.Severity
+	}
+	return lostSession(pe.Code) || severity == "FATAL" || severity == "PANIC"
+}
+
 func sqlstate(err error) string {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
@@ -68,7 +83,8 @@ const (
 //	57014 query_canceled, the caller's context ended  the context's error    the context's error
 //	57014 query_canceled otherwise (statement_timeout) ErrContention         ErrContention
 //	08xxx, 57P01 admin_shutdown (pg_terminate_backend),
-//	57P02, 57P03, 53300 too_many_connections          ErrUnavailable         ErrOutcomeUnknown
+//	57P02, 57P03, 53300 too_many_connections,
+//	any FATAL or PANIC (58030 a failed WAL fsync)     ErrUnavailable         ErrOutcomeUnknown
 //	25006 read-only, 42P01 missing table, any other   ErrUnavailable         ErrUnavailable
 //	no reply: connection failed, refused, timed out   ErrUnavailable         ErrOutcomeUnknown
 //	nothing sent (pgconn.SafeToRetry, ErrBadConn)     ErrUnavailable         ErrUnavailable
@@ -76,10 +92,11 @@ const (
 //
 // A server error reply means the statement failed, and a failed statement
 // changed nothing (also an autocommit write: it is its own transaction,
-// rolled back) — except a session that was ended (class 08, 57P0x): the
-// FATAL may come after a COMMIT the server made, so once a write was sent
-// its outcome is unknown. 57014 is a statement the server stopped: either
-// the caller's context ended and pgx sent a cancel request, or
+// rolled back) — except a session or server that was ended (class 08,
+// 57P0x, a FATAL or PANIC): it may come after a COMMIT the server made,
+// so once a write was sent its outcome is unknown. 57014 is a statement
+// the server stopped: either the caller's context ended and pgx sent a
+// cancel request, or
 // statement_timeout ran out — what makes a statement of this package run
 // that long is waiting for locks, so it is counted as busy. Lock errors say
 // "busy": try again soon. Every other server error is the server refusing
@@ -107,7 +124,7 @@ func classify(ctx context.Context, err error, st stage) error {
 				return cerr
 			}
 			return fmt.Errorf("%w: the statement ran out of time: %w", stockguard.ErrContention, err)
-		case lostSession(code):
+		case sessionEnded(err):
 			if st == sent {
 				return fmt.Errorf("%w: the session ended after the write was sent: %w", stockguard.ErrOutcomeUnknown, err)
 			}
@@ -124,25 +141,31 @@ func classify(ctx context.Context, err error, st stage) error {
 	return fmt.Errorf("%w: no reply after the write was sent: %w", stockguard.ErrOutcomeUnknown, detach(err))
 }
 
-// commitError classifies the error of tx.Commit. database/sql reports a
-// context that ended before COMMIT was sent as the context's error, and a
-// transaction its context already rolled back as sql.ErrTxDone. Any
-// other transport error leaves the outcome unknown, also one pgx calls
-// safe to retry: the fault suite's cut lost a unit when such COMMITs were
-// counted as unsent. A server error reply to COMMIT (a serialization failure found at commit,
-// a deferred constraint) means it rolled back. Any other failure leaves
-// the outcome unknown: the server may have committed before the reply was
-// lost.
+// commitError classifies the error of a COMMIT: tx.Commit's, or the
+// reply to a COMMIT pgx sent in a batch. A server error reply of severity
+// ERROR (a serialization failure found at commit, a deferred constraint)
+// means the transaction rolled back; a FATAL or PANIC one, or a lost
+// session, may come after the commit record reached the WAL, which the
+// server keeps, also when it replays the WAL after a PANIC's restart (a WAL
+// fsync failure: 58030, 53100). database/sql answers sql.ErrTxDone when the
+// transaction was rolled back before COMMIT was sent (its context ended),
+// and returns the context's bare error when the context ended before
+// COMMIT was sent; pgx returns the same bare context.Canceled when the
+// context is cancelled while COMMIT is in flight, and a deadline then as
+// a timeout that wraps context.DeadlineExceeded. So a bare
+// context.DeadlineExceeded means COMMIT was not sent, a bare
+// context.Canceled may mean either: inTx answers a context that ended
+// before it called Commit itself, and one cancelled during Commit leaves
+// the outcome unknown. Any other failure leaves the outcome unknown, also
+// one pgx calls safe to retry: the fault suite's cut lost a unit when such
+// COMMITs were counted as unsent.
 func commitError(ctx context.Context, err error) error {
 	switch {
 	case err == nil:
 		return nil
-	// database/sql returns the context's error itself, unwrapped, when the
-	// context ended before COMMIT was sent; pgx wraps it when it ended
-	// with COMMIT in flight, which is no proof of a rollback.
-	case errors.Is(err, sql.ErrTxDone) || err == context.Canceled || err == context.DeadlineExceeded:
+	case errors.Is(err, sql.ErrTxDone) || err == context.DeadlineExceeded:
 		return classify(ctx, err, unsent)
-	case sqlstate(err) != "" && !lostSession(sqlstate(err)):
+	case sqlstate(err) != "" && !sessionEnded(err):
 		return classify(ctx, err, unsent)
 	}
 	return fmt.Errorf("%w: COMMIT failed: %w", stockguard.ErrOutcomeUnknown, detach(err))

@@ -2,6 +2,7 @@ package pglock
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -91,4 +92,37 @@ func ctxOnly(t *testing.T, err, want error) {
 			t.Fatalf("%v also matches %v", err, e)
 		}
 	}
+}
+
+// A COMMIT answered by a PANIC (a WAL fsync failure: 58030, or 53100 out
+// of disk space) or a FATAL may have reached the WAL, which the server
+// replays after its restart: the outcome is unknown. So is an autocommit
+// write answered so. Only an ERROR at COMMIT is a rollback.
+func TestCommitError_panicOrFatalIsOutcomeUnknown(t *testing.T) {
+	ctx := context.Background()
+	for _, pe := range []*pgconn.PgError{
+		{Severity: "PANIC", SeverityUnlocalized: "PANIC", Code: "58030", Message: "could not fsync file"},
+		{Severity: "PANIC", SeverityUnlocalized: "PANIC", Code: "53100", Message: "could not write to file: No space left on device"},
+		{Severity: "PANIK", SeverityUnlocalized: "PANIC", Code: "XX000"}, // a localized severity
+		{Severity: "FATAL", Code: "XX000"},
+	} {
+		err := fmt.Errorf("wrapped: %w", pe)
+		contractOne(t, commitError(ctx, err), stockguard.ErrOutcomeUnknown)
+		contractOne(t, classify(ctx, err, sent), stockguard.ErrOutcomeUnknown)
+		contractOne(t, classify(ctx, err, unsent), stockguard.ErrUnavailable)
+	}
+	refused := &pgconn.PgError{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "23505"}
+	contractOne(t, commitError(ctx, refused), stockguard.ErrUnavailable)
+}
+
+// pgx answers a COMMIT cancelled in flight with the bare context.Canceled
+// database/sql returns when the context ended before COMMIT was sent: the
+// outcome is unknown (inTx answers a context that ended before Commit
+// itself). A bare context.DeadlineExceeded comes only from database/sql
+// (pgx wraps a deadline in a timeout error): nothing was sent.
+func TestCommitError_canceledIsOutcomeUnknown(t *testing.T) {
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	contractOne(t, commitError(canceled, context.Canceled), stockguard.ErrOutcomeUnknown)
+	ctxOnly(t, commitError(canceled, sql.ErrTxDone), context.Canceled)
 }

@@ -92,13 +92,19 @@ func (s *store) pinned(ctx context.Context, sess *sessionInit, fn func(*sqlx.Con
 // inTx runs fn in a transaction (opts may be nil) on conn and commits it,
 // or rolls it back and returns fn's error, which fn has classified. Until
 // COMMIT is sent nothing can be applied: the server rolls back also when
-// the session dies.
+// the session dies. A context that has ended before Commit is called ends
+// the call with its error; one that ends during Commit leaves the outcome
+// unknown (see commitError).
 func inTx(ctx context.Context, conn *sqlx.Conn, opts *sql.TxOptions, fn func(*sqlx.Tx) error) error {
 	tx, err := conn.BeginTxx(ctx, opts)
 	if err != nil {
 		return classify(ctx, err, unsent)
 	}
 	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := ended(ctx); err != nil {
 		tx.Rollback()
 		return err
 	}
