@@ -824,3 +824,42 @@ func TestAtomic_setStock_settlesDueHoldsFirst(t *testing.T) {
 		t.Errorf("holds keep %d members, want the %d remote lines", len(left), due)
 	}
 }
+
+// TestAtomic_twoPhase_undoneAttemptClaimsNoOther: a Hold begins its
+// attempt, which is undone and dropped under it (as when its pending
+// window passes while it stalls), and another call takes the ID with
+// another cart. The first call's commit then finds that call's record:
+// it must answer ErrOrderMismatch and give its own lines back, not claim
+// the other call's committed attempt as its own and answer nil.
+func TestAtomic_twoPhase_undoneAttemptClaimsNoOther(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	prefix := redistest.Prefix(t, rdb)
+	a, b := newOrders(rdb, prefix, true), newOrders(rdb, prefix, true)
+	ctx := t.Context()
+	stockAll(t, a, 10, "a", "b")
+	taken := false
+	a.hook = func(point string) error {
+		if point != "begun" || taken {
+			return nil
+		}
+		taken = true
+		if err := rdb.Del(ctx, a.orderKey("o")).Err(); err != nil {
+			return err
+		}
+		return b.Hold(ctx, "o", time.Minute, line("a", 2))
+	}
+	if err := a.Hold(ctx, "o", time.Minute, line("b", 3)); !errors.Is(err, stockguard.ErrOrderMismatch) {
+		t.Errorf("Hold of another cart under an ID another call took = %v, want ErrOrderMismatch", err)
+	}
+	if !taken {
+		t.Fatal("the hook never ran")
+	}
+	info, err := b.Order(ctx, "o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State != stockguard.OrderHeld || len(info.Lines) != 1 || info.Lines[0] != line("a", 2) {
+		t.Errorf("Order = %v %v, want held a:2", info.State, info.Lines)
+	}
+	wantLevels(t, a, map[string]int64{"a": 8, "b": 10})
+}
