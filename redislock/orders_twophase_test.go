@@ -811,7 +811,7 @@ func TestAtomic_setStock_settlesDueHoldsFirst(t *testing.T) {
 	if v := level(); v != "4" {
 		t.Errorf("level after set stock = %s, want 4", v)
 	}
-	left, err := rdb.ZRangeByScore(ctx, keys[1], &redis.ZRangeBy{Min: "-inf", Max: "+inf"}).Result()
+	left, err := rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: keys[1], Start: "-inf", Stop: "+inf", ByScore: true}).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
