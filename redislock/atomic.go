@@ -176,7 +176,10 @@ func (a *Atomic) Decrement(ctx context.Context, sku string, qty int64) error {
 // SetStock creates sku with qty units (0…stockguard.MaxQty), or overwrites
 // its stock level, whatever the key held. Units out on open orders are not
 // part of the level: they come back on top of it, so a level that would
-// leave them no room within MaxQty is refused. It returns nil or an error
+// leave them no room within MaxQty is refused. A hold due back is back
+// already: SetStock first gives back every hold of sku due by then (asking
+// a two-phase order's record, as Stock does), so that its units are
+// replaced with the rest of the level, never added on top of it later. It returns nil or an error
 // wrapping stockguard.ErrInvalidRequest (before any I/O; or qty plus the
 // units out on open orders would pass MaxQty, nothing changed), the
 // context's error, stockguard.ErrContention or ErrUnavailable (nothing
@@ -186,13 +189,29 @@ func (a *Atomic) SetStock(ctx context.Context, sku string, qty int64) error {
 	if err := a.admit(ctx, strategy.ValidateSet(sku, qty)); err != nil {
 		return err
 	}
-	reply, err := setStockScript.Run(ctx, a.scripts, []string{a.keys.Stock(sku), a.holdsKey(sku)}, qty).Slice()
-	if err != nil {
-		return errtext.Wrap(redisx.Classify(ctx, err, redisx.Write), "redislock: set stock of %q", sku)
-	}
-	if replyInt(reply, 0) == codeOverflow {
+	keys := []string{a.keys.Stock(sku), a.holdsKey(sku)}
+	var out int64 = -1 // the units out on open orders, when they refused qty
+	err := a.withResolve(ctx, func(decide string) (string, []string, string, error) {
+		reply, err := setStockScript.Run(ctx, a.scripts, keys, qty, decide).Slice()
+		if err != nil {
+			return "", nil, "", redisx.Classify(ctx, err, redisx.Write)
+		}
+		switch replyInt(reply, 0) {
+		case codeResolve:
+			return sku, replyStrings(reply, 1), "", nil
+		case codeMore:
+			return "", nil, replyString(reply, 1), nil
+		case codeOverflow:
+			out = replyInt(reply, 1)
+		}
+		return "", nil, "", nil
+	})
+	switch {
+	case err != nil:
+		return errtext.Wrap(err, "redislock: set stock of %q", sku)
+	case out >= 0:
 		return fmt.Errorf("%w: redislock: set stock of %q: a level of %d leaves no room for the %d units out on open orders within %d",
-			stockguard.ErrInvalidRequest, sku, qty, replyInt(reply, 1), int64(stockguard.MaxQty))
+			stockguard.ErrInvalidRequest, sku, qty, out, int64(stockguard.MaxQty))
 	}
 	return nil
 }

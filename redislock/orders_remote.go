@@ -59,8 +59,11 @@ func (a *Atomic) placeRemote(ctx context.Context, kind byte, id string, ttl time
 		}
 		r, err = a.finish(ctx, id, r, mine)
 		switch {
-		case ours && (errors.Is(err, errRestart) || err == nil && r.state == 0):
-			continue // undone under us, or by a caller that found it abandoned
+		case ours && (errors.Is(err, errRestart) || err == nil && (r.state == 0 || r.nonce != mine)):
+			// Undone under us, or by a caller that found it abandoned; and
+			// then maybe another call's attempt, with its own lines, took
+			// the ID and was finished here: it is not this call's to claim.
+			continue
 		case ours && err != nil:
 			return err
 		case ours:

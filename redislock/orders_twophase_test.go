@@ -715,3 +715,151 @@ func withinWindow(t *testing.T, window time.Duration, try func() (began time.Tim
 		t.Logf("stalled past the %v window (%v): trying again", window, err)
 	}
 }
+
+// TestAtomic_setStock_settlesDueHoldsFirst fills a SKU's holds with due
+// lines of two-phase orders (their records elsewhere) and, among and
+// behind them, due holds of one-slot orders, and runs SetStock's script
+// told to pass over the remote lines: it reads at most 16 pages a call,
+// each call from where the last one stopped, gives back every local hold
+// it passes, and sets the level only in the call that has passed them
+// all, so that no due hold is left to come back on top of the level set.
+// Told to collect the remote lines, it returns the first 64 to resolve
+// and sets nothing. Pages counted by the server (INFO commandstats) on a
+// private Redis.
+func TestAtomic_setStock_settlesDueHoldsFirst(t *testing.T) {
+	srv := backendstest.PrivateRedis(t, 1)[0]
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	a := newOrders(rdb, "", true)
+	ctx := t.Context()
+	stockAll(t, a, 0, "hot")
+	const due, every = 3000, 100
+	var members []redis.Z
+	local := 0
+	for i := range due {
+		members = append(members, redis.Z{Score: float64(1 + i/3), Member: fmt.Sprintf("~o%d", i)}) // some share a score
+		if i%every == 0 {
+			members = append(members, redis.Z{Score: float64(1 + i/3), Member: fmt.Sprintf("1 l%d", i)})
+			local++
+		}
+	}
+	members = append(members, redis.Z{Score: due, Member: "1 last"}, redis.Z{Score: float64(-(local + 1)), Member: "#out"})
+	if err := rdb.ZAdd(ctx, a.holdsKey("hot"), members...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{a.keys.Stock("hot"), a.holdsKey("hot")}
+	pages := func() int64 {
+		t.Helper()
+		info, err := rdb.Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, found := strings.Cut(info, "cmdstat_zrangebyscore:calls=")
+		if !found {
+			return 0
+		}
+		n, err := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	level := func() string {
+		t.Helper()
+		v, err := rdb.Get(ctx, keys[0]).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+
+	reply, err := setStockScript.Run(ctx, a.scripts, keys, 4, "0").Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(replyStrings(reply, 1)); replyInt(reply, 0) != codeResolve || got != 64 {
+		t.Fatalf("set stock collecting remote holds = %d with %d ids, want %d with 64", replyInt(reply, 0), got, codeResolve)
+	}
+	if v := level(); v == "4" {
+		t.Fatal("set stock collecting remote holds set the level before they were resolved")
+	}
+
+	decide, calls := "1", 0
+	for ; calls < due; calls++ {
+		before := pages()
+		reply, err := setStockScript.Run(ctx, a.scripts, keys, 4, decide).Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := pages() - before; n > 16 {
+			t.Errorf("set stock read %d pages, want at most 16", n)
+		}
+		if replyInt(reply, 0) == 0 {
+			break
+		}
+		if replyInt(reply, 0) != codeMore {
+			t.Fatalf("set stock without the remote holds = %v; want {0} or {%d, cursor}", reply, codeMore)
+		}
+		if v := level(); v == "4" {
+			t.Fatalf("set stock call %d set the level with due holds left to walk", calls+1)
+		}
+		decide = replyString(reply, 1)
+	}
+	if want := (due+local+1)/(16*64) + 1; calls+1 != want {
+		t.Errorf("set stock took %d calls, want %d", calls+1, want)
+	}
+	if v := level(); v != "4" {
+		t.Errorf("level after set stock = %s, want 4", v)
+	}
+	left, err := rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: keys[1], Start: "-inf", Stop: "+inf", ByScore: true}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range left {
+		if !strings.HasPrefix(m, "~") {
+			t.Errorf("holds keep %q after set stock, want only the remote lines", m)
+		}
+	}
+	if len(left) != due {
+		t.Errorf("holds keep %d members, want the %d remote lines", len(left), due)
+	}
+}
+
+// TestAtomic_twoPhase_undoneAttemptClaimsNoOther: a Hold begins its
+// attempt, which is undone and dropped under it (as when its pending
+// window passes while it stalls), and another call takes the ID with
+// another cart. The first call's commit then finds that call's record:
+// it must answer ErrOrderMismatch and give its own lines back, not claim
+// the other call's committed attempt as its own and answer nil.
+func TestAtomic_twoPhase_undoneAttemptClaimsNoOther(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	prefix := redistest.Prefix(t, rdb)
+	a, b := newOrders(rdb, prefix, true), newOrders(rdb, prefix, true)
+	ctx := t.Context()
+	stockAll(t, a, 10, "a", "b")
+	taken := false
+	a.hook = func(point string) error {
+		if point != "begun" || taken {
+			return nil
+		}
+		taken = true
+		if err := rdb.Del(ctx, a.orderKey("o")).Err(); err != nil {
+			return err
+		}
+		return b.Hold(ctx, "o", time.Minute, line("a", 2))
+	}
+	if err := a.Hold(ctx, "o", time.Minute, line("b", 3)); !errors.Is(err, stockguard.ErrOrderMismatch) {
+		t.Errorf("Hold of another cart under an ID another call took = %v, want ErrOrderMismatch", err)
+	}
+	if !taken {
+		t.Fatal("the hook never ran")
+	}
+	info, err := b.Order(ctx, "o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State != stockguard.OrderHeld || len(info.Lines) != 1 || info.Lines[0] != line("a", 2) {
+		t.Errorf("Order = %v %v, want held a:2", info.State, info.Lines)
+	}
+	wantLevels(t, a, map[string]int64{"a": 8, "b": 10})
+}
