@@ -16,7 +16,8 @@ import (
 // these options, and every one reads WithReplicaAck and WithAOFAck:
 //
 //	New, NewRedisStore  WithPrefix
-//	NewAtomic           WithPrefix, WithOrderRetention, WithOrderStream
+//	NewAtomic           WithPrefix, WithOrderRetention, WithOrderStream, WithAttemptValidity,
+//	                    WithClockSkew
 //	NewBatched          WithPrefix, WithBatchSize
 //	NewGuarded          WithPrefix, WithRetry, WithLockTTL, WithStore
 //	NewSegmented        WithPrefix, WithRetry, WithLockTTL, WithSegments, WithSegmentLocks
@@ -50,18 +51,21 @@ const (
 	optStockMaster
 	optOrderRetention
 	optOrderStream
+	optAttemptValidity
+	optClockSkew
 )
 
 // optionNames are the options' names, in optionSet's bit order.
 var optionNames = [...]string{"WithPrefix", "WithRetry", "WithLockTTL", "WithStore",
 	"WithReplicaAck", "WithAOFAck", "WithBatchSize", "WithSegments", "WithSegmentLocks",
-	"WithNodeTimeout", "WithDrift", "WithStockMaster", "WithOrderRetention", "WithOrderStream"}
+	"WithNodeTimeout", "WithDrift", "WithStockMaster", "WithOrderRetention", "WithOrderStream",
+	"WithAttemptValidity", "WithClockSkew"}
 
 // What each constructor reads (Option's table).
 const (
 	optAck          = optReplicaAck | optAOFAck
 	readsClient     = optPrefix | optAck
-	readsAtomic     = readsClient | optOrderRetention | optOrderStream
+	readsAtomic     = readsClient | optOrderRetention | optOrderStream | optAttemptValidity | optClockSkew
 	readsBatched    = readsClient | optBatchSize
 	readsGuarded    = readsClient | optRetry | optLockTTL | optStore
 	readsSegmented  = readsClient | optRetry | optLockTTL | optSegments | optSegmentLocks

@@ -82,20 +82,22 @@ func TestOptions_unreadIsRefusedByTheConstructor(t *testing.T) {
 		t.Fatal(err)
 	}
 	valid := map[string]Option{
-		"WithPrefix":         WithPrefix("app:"),
-		"WithRetry":          WithRetry(strategy.RetryPolicy{MaxAttempts: 3}),
-		"WithLockTTL":        WithLockTTL(time.Second),
-		"WithStore":          WithStore(store),
-		"WithReplicaAck":     WithReplicaAck(1, time.Second),
-		"WithAOFAck":         WithAOFAck(1, 0, time.Second),
-		"WithBatchSize":      WithBatchSize(8),
-		"WithSegments":       WithSegments(4),
-		"WithSegmentLocks":   WithSegmentLocks(),
-		"WithNodeTimeout":    WithNodeTimeout(time.Second),
-		"WithDrift":          WithDrift(0.01, time.Millisecond),
-		"WithStockMaster":    WithStockMaster(1),
-		"WithOrderRetention": WithOrderRetention(time.Hour),
-		"WithOrderStream":    WithOrderStream("orders"),
+		"WithPrefix":          WithPrefix("app:"),
+		"WithRetry":           WithRetry(strategy.RetryPolicy{MaxAttempts: 3}),
+		"WithLockTTL":         WithLockTTL(time.Second),
+		"WithStore":           WithStore(store),
+		"WithReplicaAck":      WithReplicaAck(1, time.Second),
+		"WithAOFAck":          WithAOFAck(1, 0, time.Second),
+		"WithBatchSize":       WithBatchSize(8),
+		"WithSegments":        WithSegments(4),
+		"WithSegmentLocks":    WithSegmentLocks(),
+		"WithNodeTimeout":     WithNodeTimeout(time.Second),
+		"WithDrift":           WithDrift(0.01, time.Millisecond),
+		"WithStockMaster":     WithStockMaster(1),
+		"WithOrderRetention":  WithOrderRetention(time.Hour),
+		"WithOrderStream":     WithOrderStream("orders"),
+		"WithAttemptValidity": WithAttemptValidity(time.Second),
+		"WithClockSkew":       WithClockSkew(time.Millisecond),
 	}
 	client := []string{"WithPrefix", "WithReplicaAck", "WithAOFAck"}
 	redlock := slices.Concat(client, []string{"WithNodeTimeout", "WithDrift"})
@@ -106,7 +108,7 @@ func TestOptions_unreadIsRefusedByTheConstructor(t *testing.T) {
 	}{
 		{"New", client, func(o ...Option) (any, error) { return New(rdb, o...) }},
 		{"NewRedisStore", client, func(o ...Option) (any, error) { return NewRedisStore(rdb, o...) }},
-		{"NewAtomic", slices.Concat(client, []string{"WithOrderRetention", "WithOrderStream"}), func(o ...Option) (any, error) { return NewAtomic(rdb, o...) }},
+		{"NewAtomic", slices.Concat(client, []string{"WithOrderRetention", "WithOrderStream", "WithAttemptValidity", "WithClockSkew"}), func(o ...Option) (any, error) { return NewAtomic(rdb, o...) }},
 		{"NewBatched", slices.Concat(client, []string{"WithBatchSize"}), func(o ...Option) (any, error) { return NewBatched(rdb, o...) }},
 		{"NewGuarded", slices.Concat(client, []string{"WithRetry", "WithLockTTL", "WithStore"}), func(o ...Option) (any, error) { return NewGuarded(rdb, o...) }},
 		{"NewSegmented", slices.Concat(client, []string{"WithRetry", "WithLockTTL", "WithSegments", "WithSegmentLocks"}), func(o ...Option) (any, error) { return NewSegmented(rdb, o...) }},

@@ -34,9 +34,8 @@ type orderOptions struct {
 // this long past its deadline). Within it, every call under the ID is
 // answered from the record; past it, the ID is forgotten and a Take, Hold
 // or Restock under it applies afresh, so keep it well beyond any retry.
-// Default DefaultOrderRetention; at least MinOrderRetention, or every
-// method of the Atomic returns an error wrapping
-// stockguard.ErrInvalidRequest.
+// Default DefaultOrderRetention; at least MinOrderRetention, or NewAtomic
+// returns an error wrapping stockguard.ErrInvalidRequest.
 func WithOrderRetention(d time.Duration) Option {
 	return func(o *options) {
 		o.given |= optOrderRetention
@@ -64,8 +63,7 @@ func WithOrderRetention(d time.Duration) Option {
 // keys — its record, its SKUs' keys and the stream — are not in one slot of
 // a Redis Cluster (one script must write them all): both with an error
 // wrapping stockguard.ErrInvalidRequest, before any I/O. An empty key makes
-// every method of the Atomic return an error wrapping
-// stockguard.ErrInvalidRequest.
+// NewAtomic return an error wrapping stockguard.ErrInvalidRequest.
 func WithOrderStream(key string) Option {
 	return func(o *options) {
 		o.given |= optOrderStream
@@ -84,10 +82,11 @@ func WithOrderStream(key string) Option {
 // later than its deadline plus the clock skew (WithClockSkew) — it answers
 // stockguard.ErrContention, should the caller still listen. A refusal
 // keeps its order ID fenced for d plus twice the skew (see Take). Default
-// DefaultAttemptValidity; d must be positive, or every method of the
-// Atomic returns an error wrapping stockguard.ErrInvalidRequest.
+// DefaultAttemptValidity; d must be positive, or NewAtomic returns an error
+// wrapping stockguard.ErrInvalidRequest.
 func WithAttemptValidity(d time.Duration) Option {
 	return func(o *options) {
+		o.given |= optAttemptValidity
 		if d <= 0 {
 			o.fail(fmt.Errorf("attempt validity %v not positive", d))
 			return
@@ -102,10 +101,11 @@ func WithAttemptValidity(d time.Duration) Option {
 // for attempts sent up to d after it by their client's clock: such an
 // attempt answers stockguard.ErrContention, nothing applied, unless its
 // caller can wait until then and try again, which it does. Default
-// DefaultClockSkew; d must be positive, or every method of the Atomic
-// returns an error wrapping stockguard.ErrInvalidRequest.
+// DefaultClockSkew; d must be positive, or NewAtomic returns an error
+// wrapping stockguard.ErrInvalidRequest.
 func WithClockSkew(d time.Duration) Option {
 	return func(o *options) {
+		o.given |= optClockSkew
 		if d <= 0 {
 			o.fail(fmt.Errorf("clock skew %v not positive", d))
 			return
