@@ -223,19 +223,16 @@ func (o *Orders) Restock(ctx context.Context, id, sku string, qty int64) error {
 	return o.remember(ctx, id)
 }
 
-// SetStock sets sku's level to qty on the front, then the back's to qty
-// plus the units held on the front (the back never sees holds). It is
-// for stocking a SKU, or resetting one with no orders in flight: a level
-// overwritten while entries of sku are on their way to the back leaves the
-// back off by them (the Reconciler reports it); add units to a live SKU
-// with Restock. The front goes first because its room rule (units out on
-// open orders, held ones included, must fit under MaxQty) is the stricter:
-// a level it accepts the back accepts too, once the Returns of sku on
-// their way have reached it; until then the back counts their units as
-// out, and SetStock waits for the Consumer to apply them, up to 30 s or
-// ctx's end. A back that fails or refuses after the front was set is
-// ErrOutcomeUnknown (repeat the call). Errors wrap
-// stockguard.ErrInvalidRequest, ErrContention, ErrUnavailable
+// SetStock sets sku's level to qty on the front, then, once the Consumer
+// has applied every order of sku that was on its way to the back when the
+// front was set (up to 30 s or ctx's end), the back's to qty plus the
+// units held on the front (the back never sees holds). It is for stocking
+// a SKU, or resetting one no order is placed on meanwhile: an order of sku
+// placed on the front while SetStock runs may reach the back after its
+// level and leave it off (the Reconciler reports it); add units to a live
+// SKU with Restock. A back that fails or refuses after the front was set,
+// or a wait that ends first, is ErrOutcomeUnknown (repeat the call).
+// Errors wrap stockguard.ErrInvalidRequest, ErrContention, ErrUnavailable
 // (ErrFrontLost), ErrOutcomeUnknown or the context's error.
 func (o *Orders) SetStock(ctx context.Context, sku string, qty int64) error {
 	if err := strategy.ValidateSet(sku, qty); err != nil {
@@ -248,60 +245,58 @@ func (o *Orders) SetStock(ctx context.Context, sku string, qty int64) error {
 	if err := o.front.SetStock(ctx, sku, qty); err != nil {
 		return errtext.Wrap(o.pinned(err), "tiered: set stock of %q on the front", sku)
 	}
-	giveUp := time.Now().Add(returnWait)
-	for {
-		// The back never hears of holds: its level is the front's plus the
-		// units held there, which a Confirm takes from both tiers.
-		_, held, err := o.front.Held(ctx, sku)
-		if err != nil {
-			return afterBack(o.pinned(err), "tiered: set stock of %q: held units on the front", sku)
-		}
-		err = o.back.SetStock(ctx, sku, qty+held)
-		if !errors.Is(err, stockguard.ErrInvalidRequest) {
-			if err != nil {
-				return afterBack(err, "tiered: set stock of %q on the back", sku)
-			}
-			return nil
-		}
-		// The front found room for qty, so the back refuses it only while it
-		// still counts as out the units of a Return on its way: wait for the
-		// Consumer to apply it rather than leave the tiers apart.
-		last, rerr := o.lastReturnOf(ctx, sku)
-		if rerr != nil || last == "" {
+	// Orders of sku the front took or gave back before this level was set
+	// are on their way to the back in the stream; set on the back first,
+	// the level would have them applied on top of it. Wait until the
+	// Consumer has applied each of them.
+	pending, err := o.pendingOf(ctx, sku)
+	if err != nil {
+		return afterBack(err, "tiered: set stock of %q: orders on their way", sku)
+	}
+	giveUp := time.Now().Add(pendingWait)
+	for _, id := range pending {
+		if err := o.waitApplied(ctx, id, giveUp); err != nil {
 			return afterBack(err, "tiered: set stock of %q on the back", sku)
 		}
-		if werr := o.waitApplied(ctx, last, giveUp); werr != nil {
-			return afterBack(fmt.Errorf("%v; %v", err, werr), "tiered: set stock of %q on the back", sku)
-		}
 	}
+	// The back never hears of holds: its level is the front's plus the
+	// units held there, which a Confirm takes from both tiers.
+	_, held, err := o.front.Held(ctx, sku)
+	if err != nil {
+		return afterBack(o.pinned(err), "tiered: set stock of %q: held units on the front", sku)
+	}
+	if err := o.back.SetStock(ctx, sku, qty+held); err != nil {
+		return afterBack(err, "tiered: set stock of %q on the back", sku)
+	}
+	return nil
 }
 
-// How often SetStock looks again for a Return on its way, and for how long
-// at most: with no Consumer running, the Return never arrives.
+// How often SetStock looks again for an order on its way to the back, and
+// for how long at most: with no Consumer running, it never arrives.
 const (
-	returnPoll = 10 * time.Millisecond
-	returnWait = 30 * time.Second
+	pendingPoll = 10 * time.Millisecond
+	pendingWait = 30 * time.Second
 )
 
-// lastReturnOf returns the stream ID of the newest Return on its way with a
-// line of sku, or "" when there is none.
-func (o *Orders) lastReturnOf(ctx context.Context, sku string) (string, error) {
+// pendingOf returns the stream IDs of the orders on their way to the back
+// with a line of sku, oldest first.
+func (o *Orders) pendingOf(ctx context.Context, sku string) ([]string, error) {
 	left, err := NewStreams(o.rdb, o.stream, o.group).Backlog(ctx)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	last := ""
+	var ids []string
 	for _, e := range left {
-		if e.Op == OpReturn && slices.ContainsFunc(e.Lines, func(l stockguard.Line) bool { return l.SKU == sku }) {
-			last = e.ID
+		if slices.ContainsFunc(e.Lines, func(l stockguard.Line) bool { return l.SKU == sku }) {
+			ids = append(ids, e.ID)
 		}
 	}
-	return last, nil
+	return ids, nil
 }
 
 // waitApplied waits until the stream entry id is gone (a Consumer applied
 // and acknowledged it), polling that one entry: a long backlog is read once,
-// by lastReturnOf, not at every poll.
+// by pendingOf, not at every poll.
 func (o *Orders) waitApplied(ctx context.Context, id string, giveUp time.Time) error {
 	for {
 		msgs, err := o.rdb.XRangeN(ctx, o.stream, id, id, 1).Result()
@@ -311,10 +306,10 @@ func (o *Orders) waitApplied(ctx context.Context, id string, giveUp time.Time) e
 		case len(msgs) == 0:
 			return nil
 		case time.Now().After(giveUp):
-			return fmt.Errorf("the return %s is still on its way after %v", id, returnWait)
+			return fmt.Errorf("the order %s is still on its way to the back after %v", id, pendingWait)
 		}
-		if err := redisx.Sleep(ctx, returnPoll); err != nil {
-			return fmt.Errorf("waiting for the return %s on its way: %w", id, err)
+		if err := redisx.Sleep(ctx, pendingPoll); err != nil {
+			return fmt.Errorf("waiting for the order %s on its way to the back: %w", id, err)
 		}
 	}
 }

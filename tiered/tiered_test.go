@@ -229,32 +229,15 @@ func TestOrders_SetStock_overLiveHolds_tiersAgree(t *testing.T) {
 	wantStock(t, "back", r.back, "a", 20)
 }
 
-// refusalSignal is a back whose SetStock closes refused after its first
-// refusal, so a test knows the call reached the back while an entry was
-// still on its way.
-type refusalSignal struct {
-	stockguard.Orders
-	once    sync.Once
-	refused chan struct{}
-}
-
-func (b *refusalSignal) SetStock(ctx context.Context, sku string, qty int64) error {
-	err := b.Orders.SetStock(ctx, sku, qty)
-	if errors.Is(err, stockguard.ErrInvalidRequest) {
-		b.once.Do(func() { close(b.refused) })
-	}
-	return err
-}
-
 // A level set right after a Return, near MaxQty, while the Return is still
-// on its way to the back: the back counts the returned units as out and
-// refuses a level the front accepted. SetStock waits for the Return to be
-// applied and sets both tiers, instead of leaving them apart.
-func TestOrders_SetStock_afterAReturnOnItsWay_waitsForTheBack(t *testing.T) {
+// on its way to the back (the back counts the returned units as out and
+// would refuse the level), and after a Take on its way (applied after the
+// back's level, it would leave the back short): SetStock waits for the
+// Consumer to apply them and sets both tiers alike.
+func TestOrders_SetStock_afterOrdersOnTheirWay_waitsForTheBack(t *testing.T) {
 	ctx := t.Context()
 	r := newRig(t)
-	back := &refusalSignal{Orders: r.back, refused: make(chan struct{})}
-	o := must.New(New(r.rdb, back, WithPrefix(r.prefix)))
+	o := r.o
 	c := r.consumer(nil)
 	stock(t, o, stockguard.MaxQty, "a")
 	if err := o.Take(ctx, "t1", line("a", 10)); err != nil {
@@ -264,20 +247,27 @@ func TestOrders_SetStock_afterAReturnOnItsWay_waitsForTheBack(t *testing.T) {
 	if err := o.Return(ctx, "t1"); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- o.SetStock(ctx, "a", stockguard.MaxQty-1) }()
-	select {
-	case <-back.refused:
-	case err := <-done:
-		t.Fatalf("SetStock with the Return on its way = %v before the back refused; want it to reach the back", err)
+	stock(t, o, 100, "b")
+	if err := o.Take(ctx, "t2", line("b", 3)); err != nil {
+		t.Fatal(err)
 	}
+	done := make(chan error, 1)
+	go func() {
+		err := o.SetStock(ctx, "b", 50)
+		if err == nil {
+			err = o.SetStock(ctx, "a", stockguard.MaxQty-5)
+		}
+		done <- err
+	}()
 	r.stepUntilDrained(t, c)
 	if err := <-done; err != nil {
-		t.Fatalf("SetStock = %v, want nil once the Return is applied", err)
+		t.Fatalf("SetStock = %v, want nil once the orders on their way are applied", err)
 	}
-	r.settled(t, "a")
-	wantStock(t, "front", o, "a", stockguard.MaxQty-1)
-	wantStock(t, "back", r.back, "a", stockguard.MaxQty-1)
+	r.settled(t, "a", "b")
+	wantStock(t, "front", o, "a", stockguard.MaxQty-5)
+	wantStock(t, "back", r.back, "a", stockguard.MaxQty-5)
+	wantStock(t, "front", o, "b", 50)
+	wantStock(t, "back", r.back, "b", 50)
 }
 
 // With no Consumer to apply the Return, SetStock gives up when ctx ends:
@@ -285,8 +275,7 @@ func TestOrders_SetStock_afterAReturnOnItsWay_waitsForTheBack(t *testing.T) {
 // never ErrInvalidRequest (which promises that nothing changed).
 func TestOrders_SetStock_afterAReturnNobodyApplies_isUnknown(t *testing.T) {
 	r := newRig(t)
-	back := &refusalSignal{Orders: r.back, refused: make(chan struct{})}
-	o := must.New(New(r.rdb, back, WithPrefix(r.prefix)))
+	o := r.o
 	stock(t, o, stockguard.MaxQty, "a")
 	if err := o.Take(t.Context(), "t1", line("a", 10)); err != nil {
 		t.Fatal(err)
@@ -295,8 +284,9 @@ func TestOrders_SetStock_afterAReturnNobodyApplies_isUnknown(t *testing.T) {
 	if err := o.Return(t.Context(), "t1"); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	go func() { <-back.refused; cancel() }()
+	// Nothing applies the Return: the deadline only bounds the wait.
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
 	err := o.SetStock(ctx, "a", stockguard.MaxQty-1)
 	if !errors.Is(err, stockguard.ErrOutcomeUnknown) || errors.Is(err, stockguard.ErrInvalidRequest) {
 		t.Fatalf("SetStock = %v; want ErrOutcomeUnknown, not ErrInvalidRequest", err)
