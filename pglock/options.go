@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/optset"
 	"github.com/stockguard/stockguard/internal/sqlpool"
 	"github.com/stockguard/stockguard/strategy"
 )
@@ -32,7 +32,7 @@ type Option func(*options)
 
 // optionSet is a set of this package's options, one bit each: those given
 // to a function, and those it reads.
-type optionSet uint32
+type optionSet = optset.Set
 
 const (
 	optTable optionSet = 1 << iota
@@ -59,24 +59,14 @@ const (
 	readsPessimistic = readsLocking | optLockMode
 )
 
-func (s optionSet) String() string {
-	var names []string
-	for i, n := range optionNames {
-		if s&(1<<i) != 0 {
-			names = append(names, n)
-		}
-	}
-	return strings.Join(names, ", ")
-}
-
 // build reads opts for function fn, which reads the options in reads and
 // works over db: it refuses an invalid option, one fn does not read (an
 // option silently ignored would leave the caller believing it in force)
 // and a pool opened for another server.
 func build(fn string, db *sqlx.DB, reads optionSet, opts []Option) (options, error) {
 	o := newOptions(opts)
-	if extra := o.given &^ reads; extra != 0 {
-		o.fail(fmt.Errorf("%s does not read %v", fn, extra))
+	if err := optset.Unread(fn, o.given, reads, optionNames[:]); err != nil {
+		o.fail(err)
 	}
 	if err := sqlpool.Check(db, sqlpool.PostgreSQL); err != nil {
 		o.fail(err)

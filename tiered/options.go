@@ -3,10 +3,10 @@ package tiered
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/optset"
 	"github.com/stockguard/stockguard/internal/redisx"
 	"github.com/stockguard/stockguard/redislock"
 )
@@ -27,7 +27,7 @@ type Option func(*options)
 
 // optionSet is a set of this package's options, one bit each: those given
 // to a constructor, and those it reads.
-type optionSet uint16
+type optionSet = optset.Set
 
 const (
 	optPrefix optionSet = 1 << iota
@@ -53,21 +53,11 @@ const (
 	readsNew           = optPrefix | optGroup | optReplicaAck | optFront | optApplyLease
 )
 
-func (s optionSet) String() string {
-	var names []string
-	for i, n := range optionNames {
-		if s&(1<<i) != 0 {
-			names = append(names, n)
-		}
-	}
-	return strings.Join(names, ", ")
-}
-
 // only refuses the options given that constructor ctor does not read: an
 // option silently ignored would leave the caller believing it in force.
 func (o *options) only(ctor string, reads optionSet) {
-	if extra := o.given &^ reads; extra != 0 {
-		o.fail(fmt.Errorf("%s does not read %v", ctor, extra))
+	if err := optset.Unread(ctor, o.given, reads, optionNames[:]); err != nil {
+		o.fail(err)
 	}
 }
 
