@@ -321,8 +321,14 @@ func (r *run) execute(ctx context.Context, insts []stockguard.Inventory, o runOp
 	if o.begin != nil {
 		o.begin()
 	}
-	r.phase.CompareAndSwap(phaseWarm, phaseMeasure)
-	r.start = time.Since(r.base)
+	// Without a warm-up the measured phase began at base. With one, the
+	// start is read before the phase turns: a worker that sees the measured
+	// phase then ends after it, also when this goroutine is descheduled
+	// while the workers finish every measured request.
+	if w.Warmup > 0 {
+		r.start = time.Since(r.base)
+		r.phase.CompareAndSwap(phaseWarm, phaseMeasure)
+	}
 	if r.phase.Load() == phaseMeasure {
 		r.measure(ctx, r.start, finished)
 	}
