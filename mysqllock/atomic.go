@@ -86,7 +86,7 @@ func (a *Atomic) Decrement(ctx context.Context, sku string, qty int64) error {
 	})
 }
 
-var errChanged = errors.New("mysqllock: the row changed between the UPDATE and the read explaining its refusal")
+var errChanged = errors.New("mysqllock: a row changed between a read and the write that relied on it")
 
 func (a *Atomic) take(ctx context.Context, conn *sqlx.Conn, sku string, qty int64) error {
 	if a.engine.known() == EngineTiDB {

@@ -68,7 +68,7 @@ var (
 	errDuplicate = errors.New("pglock: the order ID is recorded already")
 	errShort     = errors.New("pglock: a line did not fit")
 	errNoChange  = errors.New("pglock: nothing to change")
-	errChanged   = errors.New("pglock: the row changed between the UPDATE and the read explaining its refusal")
+	errChanged   = errors.New("pglock: a row changed between a read and the write that relied on it")
 )
 
 // now is the server's clock in every statement: clock_timestamp(), the
