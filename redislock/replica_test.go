@@ -16,6 +16,7 @@ import (
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/redistest"
+	"github.com/stockguard/stockguard/redislock/lock"
 	"github.com/stockguard/stockguard/stocktest"
 	"github.com/stockguard/stockguard/strategy"
 )
@@ -162,7 +163,7 @@ func TestReplicaAck_ackedTakeIsOnReplica(t *testing.T) {
 			wg.Go(func() {
 				key := "k" + strconv.Itoa(i%2)
 				for range takes / 2 {
-					l, err := c.Obtain(ctx, key, time.Second, ObtainRetry(LinearBackoff(time.Millisecond)))
+					l, err := c.Obtain(ctx, key, time.Second, lock.ObtainRetry(lock.LinearBackoff(time.Millisecond)))
 					if err != nil {
 						t.Errorf("Obtain: %v", err)
 						return
@@ -268,7 +269,7 @@ func TestReplicaAck_pausedReplica(t *testing.T) {
 		}
 	})
 	wg.Go(func() {
-		_, err := locks.Obtain(ctx, "r", time.Minute, Reentrant(NewOwner()))
+		_, err := locks.Obtain(ctx, "r", time.Minute, lock.Reentrant(lock.NewOwner()))
 		if !errors.Is(err, stockguard.ErrOutcomeUnknown) {
 			t.Errorf("reentrant Obtain with the replica paused: %v, want ErrOutcomeUnknown", err)
 		}
