@@ -1,4 +1,4 @@
-// Package redislock implements stock on Redis: six inventories that take N
+// Package redislock implements stock on Redis: inventories that take N
 // units of a SKU, all or nothing, never below zero.
 //
 //	NewAtomic          one Lua script per request; Orders (exactly-once,

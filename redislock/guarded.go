@@ -24,8 +24,8 @@ const DefaultLockTTL = 2 * time.Second
 // lock — "lock, read, check, write, unlock", done right:
 //
 //   - the lock is "<prefix>lock:{sku}", taken with SET NX PX and a random
-//     owner token (lock.Client.Obtain), so it expires if its holder dies and only
-//     its holder can release it;
+//     owner token (lock.Client.Obtain), so it expires if its holder dies and
+//     only its holder can release it;
 //   - the write is fenced (Store.WriteFenced with the lock's fencing token):
 //     a holder whose lease ran out while it was paused, and whose SKU was
 //     locked by someone else meanwhile, is refused by the store instead of

@@ -177,8 +177,8 @@ func WithPrefix(prefix string) Option {
 // contention (a lock held by someone else, a lost race); zero fields take
 // stockguard's defaults. It is not how a lock's Obtain retries: that is
 // lock.ObtainRetry, which takes the same type. A policy
-// RetryPolicy.Validate refuses is an invalid option. Default: stockguard's defaults (NewSegmented with
-// WithSegmentLocks: see there).
+// RetryPolicy.Validate refuses is an invalid option. Default: stockguard's
+// defaults (NewSegmented with WithSegmentLocks: see there).
 func WithRetry(p stockguard.RetryPolicy) Option {
 	return func(o *options) {
 		o.given |= optRetry

@@ -154,7 +154,7 @@ func TestReplicaAck_ackedTakeIsOnReplica(t *testing.T) {
 	t.Run("lock", func(t *testing.T) {
 		ctx := t.Context()
 		prefix := redistest.Prefix(t, rdb)
-		c, err := New(rdb, WithPrefix(prefix), WithReplicaAck(1, 5*time.Second))
+		c, err := lock.New(rdb, lock.WithPrefix(prefix), lock.WithReplicaAck(1, 5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +216,7 @@ func TestReplicaAck_pausedReplica(t *testing.T) {
 		}
 		invs[i] = w.build(rdb, append(opts, WithReplicaAck(1, timeout))...)
 	}
-	l, err := must.New(New(rdb, WithPrefix(prefix+"lock:"), WithReplicaAck(1, 5*time.Second))).Obtain(ctx, "k", time.Minute)
+	l, err := must.New(lock.New(rdb, lock.WithPrefix(prefix+"lock:"), lock.WithReplicaAck(1, 5*time.Second))).Obtain(ctx, "k", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestReplicaAck_pausedReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := l.Token()
-	locks, err := New(rdb, WithPrefix(prefix+"lock:"), WithReplicaAck(1, timeout))
+	locks, err := lock.New(rdb, lock.WithPrefix(prefix+"lock:"), lock.WithReplicaAck(1, timeout))
 	if err != nil {
 		t.Fatal(err)
 	}
