@@ -163,7 +163,7 @@ func TestReplicaAck_ackedTakeIsOnReplica(t *testing.T) {
 			wg.Go(func() {
 				key := "k" + strconv.Itoa(i%2)
 				for range takes / 2 {
-					l, err := c.Obtain(ctx, key, time.Second, lock.ObtainRetry(lock.LinearBackoff(time.Millisecond)))
+					l, err := c.Obtain(ctx, key, time.Second, lock.ObtainRetry(stockguard.RetryPolicy{MaxAttempts: 1 << 20, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}))
 					if err != nil {
 						t.Errorf("Obtain: %v", err)
 						return
