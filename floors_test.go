@@ -27,17 +27,21 @@ var floors = []struct {
 	{"", 0, "root"},
 	{"strategy", 1, "strategy"},
 	{"internal/", 2, "internal"},
-	{"mysqllock", 3, "strategies"},
-	{"pglock", 3, "strategies"},
-	{"redislock", 3, "strategies"},
-	{"watchtx", 3, "strategies"},
-	{"stocktest", 3, "strategies"},
-	{"stockotel", 3, "strategies"},
-	{"tiered", 4, "composites"},
-	{"bench", 5, "bench"},
-	{"bench/", 5, "bench"},
-	{"cmd/", 6, "cmd"},
+	{"redislock/lock", 3, "libraries"},
+	{"mysqllock", strategies, "strategies"},
+	{"pglock", strategies, "strategies"},
+	{"redislock", strategies, "strategies"},
+	{"watchtx", strategies, "strategies"},
+	{"stocktest", strategies, "strategies"},
+	{"stockotel", strategies, "strategies"},
+	{"tiered", 5, "composites"},
+	{"bench", 6, "bench"},
+	{"bench/", 6, "bench"},
+	{"cmd/", 7, "cmd"},
 }
+
+// strategies is the strategies' floor: they import none of each other.
+const strategies = 4
 
 // floorOf returns the floor of a package path relative to the module, and
 // false for a package no floor names.
@@ -109,7 +113,7 @@ func imports(t *testing.T) map[string][]string {
 
 func TestFloors_importsGoNoHigher(t *testing.T) {
 	pkgs := imports(t)
-	for _, must := range []string{"", "strategy", "internal/combine", "mysqllock", "redislock", "bench", "bench/faults", "cmd/stockbench"} {
+	for _, must := range []string{"", "strategy", "internal/combine", "redislock/lock", "mysqllock", "redislock", "bench", "bench/faults", "cmd/stockbench"} {
 		if _, ok := pkgs[must]; !ok {
 			t.Fatalf("package %q not found: the walk is broken, not the floors", path.Join(module, must))
 		}
@@ -127,7 +131,7 @@ func TestFloors_importsGoNoHigher(t *testing.T) {
 				t.Errorf("%s imports %s, which has no floor", pkg, dep)
 			case depFloor > floor:
 				t.Errorf("%s (%s) imports %s (%s): an arrow up the floors", path.Join(module, pkg), name, dep, depName)
-			case floor == 3 && depFloor == 3:
+			case floor == strategies && depFloor == strategies:
 				t.Errorf("strategy %s imports strategy %s: share code through internal/ instead", pkg, dep)
 			}
 		}
@@ -145,12 +149,14 @@ func TestFloorOf(t *testing.T) {
 		{"strategyx", 0, false},
 		{"internal/combine", 2, true},
 		{"internal/backends/backendstest", 2, true},
-		{"redislock", 3, true},
-		{"tiered", 4, true},
-		{"bench", 5, true},
-		{"bench/faults", 5, true},
+		{"redislock/lock", 3, true},
+		{"redislock", strategies, true},
+		{"redislock/other", 0, false},
+		{"tiered", 5, true},
+		{"bench", 6, true},
+		{"bench/faults", 6, true},
 		{"benchmarks", 0, false},
-		{"cmd/stockbench", 6, true},
+		{"cmd/stockbench", 7, true},
 		{"examples", 0, false},
 	} {
 		floor, _, ok := floorOf(tc.pkg)

@@ -1,17 +1,19 @@
-// Package redislock implements stock strategies and locks on Redis: an atomic Lua decrement, owner-token locks with fencing tokens, reentrancy, a watchdog and notified waiting, lock-guarded and segmented inventories, and Redlock over independent masters.
+// Package redislock implements stock on Redis: inventories that take N
+// units of a SKU, all or nothing, never below zero.
 //
-// # Locks, and the inventories built on them
+//	NewAtomic          one Lua script per request; Orders (exactly-once,
+//	                   multi-SKU, holds) — the one to start with
+//	NewBatched         concurrent requests for a SKU combined into one script
+//	NewGuarded         lock, read, check, write, unlock: a fenced SKU lock
+//	NewRedlockGuarded  the same under a Redlock over independent masters
+//	NewSegmented       a SKU's stock split over segments, so contention spreads
+//	NewRedisStore      the fenced store NewGuarded writes through
 //
-// The package is two layers. The lock library — Client (New) and its Lock,
-// Redlock (NewRedlock) and its QuorumLock — knows nothing of stock. The
-// inventories — Atomic, Guarded (NewGuarded, NewRedlockGuarded), Segmented
-// and the Store they write through — use only the lock library's exported
-// API, the same any user has: Obtain with NoFence (a lock that leaves
-// nothing behind) or IfExists (a lock only on a resource that exists,
-// ErrNotExist otherwise); Lock.Token, OwnerToken and Valid; Client.LockKey
-// and FenceKey, so that a script on the resource can check the lock; and
-// QuorumLock.OwnerToken and GrantedBy. A test holds the inventories to
-// that.
+// The locks NewGuarded, NewRedlockGuarded and NewSegmented take come from
+// package lock (github.com/stockguard/stockguard/redislock/lock), the lock
+// library, which they use through its exported API only; to lock something
+// that is not stock, use that package. New, NewRedlock, Client, Lock,
+// ErrNotObtained and ErrNotHeld remain here as deprecated forwarders to it.
 //
 // Options: every constructor takes Option values; Option lists the ones
 // each reads. An option a constructor does not read, and an invalid option
@@ -22,26 +24,16 @@ package redislock
 
 // Files, one concept each:
 //
-//	the lock library
-//	  client.go     Client, Obtain and its ObtainOptions, the lock errors
-//	  lock.go       Lock: Release, Refresh, TTL, Context, Lost, Valid
-//	  reentrant.go  Owner and Reentrant
-//	  wait.go       RetryStrategy (ObtainRetry) and the notifier behind Notify
-//	  watchdog.go   the renewer behind Watchdog and MaxHold
-//	  pipeline.go   one round trip for the scripts a Client's goroutines run at once
-//	  redlock.go    Redlock and QuorumLock
-//	  lock_*.lua, reentrant_*.lua
-//	both
-//	  options.go    Option, WithPrefix, WithRetry, WithLockTTL, WithStore
-//	the inventories
-//	  atomic.go     Atomic (atomic.lua, level.lua)
-//	  store.go      Store, RedisStore and its guarded write (guarded_write.lua)
-//	  guarded.go    Guarded over a Client lock, fenced
-//	  guarded_redlock.go  NewRedlockGuarded: Guarded over a Redlock, owner-guarded
-//	  segmented.go  Segmented (segmented_*.lua)
-//	  segmented_locks.go  WithSegmentLocks
-//	  raw.go        Segmented.RawStock, for audits
-//	  batched.go    Batched: requests for a SKU combined into one script (internal/combine)
-//	  orders*.go    Atomic's Orders: one script per one-slot order (orders_local.go,
-//	                orders_slot.go), a two-phase protocol across Cluster slots
-//	                (orders_remote.go, orders_sku.go), the record (orders_record.go)
+//	options.go    Option, WithPrefix, WithRetry, WithLockTTL, WithStore, the acks
+//	atomic.go     Atomic (atomic.lua, level.lua)
+//	store.go      Store, RedisStore and its guarded write (guarded_write.lua)
+//	guarded.go    Guarded over a lock.Client lock, fenced
+//	guarded_redlock.go  NewRedlockGuarded: Guarded over a lock.Redlock, owner-guarded
+//	segmented.go  Segmented (segmented_*.lua)
+//	segmented_locks.go  WithSegmentLocks
+//	raw.go        Segmented.RawStock, for audits
+//	batched.go    Batched: requests for a SKU combined into one script (internal/combine)
+//	orders*.go    Atomic's Orders: one script per one-slot order (orders_local.go,
+//	              orders_slot.go), a two-phase protocol across Cluster slots
+//	              (orders_remote.go, orders_sku.go), the record (orders_record.go)
+//	locks.go      the contract's lock names, forwarded to package lock

@@ -9,6 +9,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/redisx"
+	"github.com/stockguard/stockguard/redislock/lock"
 	"github.com/stockguard/stockguard/strategy"
 )
 
@@ -23,8 +24,8 @@ const DefaultLockTTL = 2 * time.Second
 // lock — "lock, read, check, write, unlock", done right:
 //
 //   - the lock is "<prefix>lock:{sku}", taken with SET NX PX and a random
-//     owner token (Client.Obtain), so it expires if its holder dies and only
-//     its holder can release it;
+//     owner token (lock.Client.Obtain), so it expires if its holder dies and
+//     only its holder can release it;
 //   - the write is fenced (Store.WriteFenced with the lock's fencing token):
 //     a holder whose lease ran out while it was paused, and whose SKU was
 //     locked by someone else meanwhile, is refused by the store instead of
@@ -33,7 +34,7 @@ const DefaultLockTTL = 2 * time.Second
 //     given up as stockguard.ErrContention;
 //   - a SKU that was never stocked leaves nothing behind: with the stock in
 //     Redis, the lock is taken only if the stock key exists, checked in the
-//     script that takes it (IfExists); with a store of its own (WithStore),
+//     script that takes it (lock.IfExists); with a store of its own (WithStore),
 //     Decrement reads the SKU before it locks it. Either way an unknown SKU
 //     gets no lock and no fencing counter.
 //
@@ -61,13 +62,13 @@ var (
 // options WithPrefix, WithRetry, WithLockTTL, WithStore, WithReplicaAck
 // and WithAOFAck (for the lock and the default RedisStore); by default the
 // stock lives in Redis, in the keys NewAtomic uses (RedisStore).
-func NewGuarded(rdb RedisClient, opts ...Option) (*Guarded, error) {
+func NewGuarded(rdb lock.RedisClient, opts ...Option) (*Guarded, error) {
 	o := newOptions(opts)
 	o.only("NewGuarded", readsGuarded)
 	if o.err != nil {
 		return nil, o.err
 	}
-	c, err := New(rdb, pick(opts, readsClient)...)
+	c, err := lock.New(rdb, o.lockOptions()...)
 	if err != nil {
 		return nil, err
 	}
@@ -110,18 +111,18 @@ type hold interface {
 // fencedLocks are NewGuarded's locks: Client locks, whose fencing tokens
 // the store checks.
 type fencedLocks struct {
-	c        *Client
+	c        *lock.Client
 	store    Store
 	stockKey func(sku string) string // the stock's key in c's Redis; nil for a store elsewhere
 }
 
 func (f fencedLocks) obtain(ctx context.Context, sku string, ttl time.Duration, known bool) (hold, error) {
-	var opts []ObtainOption
+	var opts []lock.ObtainOption
 	switch {
 	case !known:
 		// SetStock creates the SKU: its counter is there to stay.
 	case f.stockKey != nil:
-		opts = append(opts, IfExists(f.stockKey(sku)))
+		opts = append(opts, lock.IfExists(f.stockKey(sku)))
 	default:
 		// No script can look into a store outside Redis: read first, so
 		// that a SKU the store does not know gets no fencing counter.
@@ -130,7 +131,7 @@ func (f fencedLocks) obtain(ctx context.Context, sku string, ttl time.Duration, 
 		}
 	}
 	l, err := f.c.Obtain(ctx, sku, ttl, opts...)
-	if errors.Is(err, ErrNotExist) {
+	if errors.Is(err, lock.ErrNotExist) {
 		return nil, errtext.UnknownSKU(sku)
 	}
 	if err != nil {
@@ -140,7 +141,7 @@ func (f fencedLocks) obtain(ctx context.Context, sku string, ttl time.Duration, 
 }
 
 type fencedHold struct {
-	l     *Lock
+	l     *lock.Lock
 	store Store
 }
 
@@ -263,7 +264,7 @@ func withLock[H any](ctx context.Context, sku string, lease time.Duration,
 	release func(ctx context.Context, h H), fn func(H) error) error {
 	h, err := obtain(ctx, sku, lease)
 	switch {
-	case errors.Is(err, ErrNotObtained):
+	case errors.Is(err, lock.ErrNotObtained):
 		return strategy.Retry(err)
 	case strategy.IsContract(err):
 		return err
@@ -286,7 +287,7 @@ func (g *Guarded) write(ctx context.Context, h hold, sku string, level int64) er
 	if !h.valid() {
 		// The lease ran out (a slow read, a pause): the store would refuse
 		// the write if anyone has taken over, so don't send it.
-		return strategy.Retry(fmt.Errorf("%w: the lease of %q ran out before the write", ErrNotHeld, sku))
+		return strategy.Retry(fmt.Errorf("%w: the lease of %q ran out before the write", lock.ErrNotHeld, sku))
 	}
 	err := h.write(ctx, sku, level)
 	if errors.Is(err, stockguard.ErrContention) && !errors.Is(err, stockguard.ErrOutcomeUnknown) {

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/errtext"
+	"github.com/stockguard/stockguard/redislock/lock"
 )
 
 // WithStockMaster makes NewRedlockGuarded keep the stock on clients[i], i
@@ -24,7 +25,7 @@ func WithStockMaster(i int) Option {
 }
 
 // NewRedlockGuarded returns a Guarded inventory whose SKU locks are Redlocks
-// (NewRedlock) over the independent masters clients, and whose stock lives
+// (lock.NewRedlock) over the independent masters clients, and whose stock lives
 // on one of them, clients[i] for WithStockMaster(i) (default the first), in
 // the keys NewAtomic uses. It reads the options WithPrefix, WithRetry,
 // WithLockTTL, WithNodeTimeout, WithDrift, WithStockMaster, WithReplicaAck
@@ -35,7 +36,7 @@ func WithStockMaster(i int) Option {
 //
 // It exists to measure what Redlock costs next to NewGuarded's
 // single-master lock. It is not safer for the stock, for this reason: a
-// Redlock has no fencing token (see Redlock), so the write is guarded by
+// Redlock has no fencing token (see lock.Redlock), so the write is guarded by
 // owner instead. One script on the stock's master writes only while that
 // master's copy of the lock ("<prefix>lock:{sku}") holds this request's
 // owner token, and a request reads the stock only once the stock's master
@@ -85,7 +86,7 @@ func NewRedlockGuarded(clients []redis.UniversalClient, opts ...Option) (*Guarde
 	if o.err != nil {
 		return nil, o.err
 	}
-	r, err := NewRedlock(clients, pick(opts, readsRedlock)...)
+	r, err := lock.NewRedlock(clients, o.lockOptions()...)
 	if err != nil {
 		return nil, err // no masters
 	}
@@ -96,10 +97,30 @@ func NewRedlockGuarded(clients []redis.UniversalClient, opts ...Option) (*Guarde
 	return newGuarded(&redlockLocks{r: r, stock: o.stockMaster, store: store}, store, o), nil
 }
 
+// WithNodeTimeout sets how long NewRedlockGuarded's Redlock waits for
+// each master, as lock.WithNodeTimeout does (which says which values are
+// valid, and the default).
+func WithNodeTimeout(d time.Duration) Option {
+	return func(o *options) {
+		o.given |= optNodeTimeout
+		o.redlock = append(o.redlock, lock.WithNodeTimeout(d))
+	}
+}
+
+// WithDrift sets the clock drift NewRedlockGuarded's Redlock allows for, as
+// lock.WithDrift does (which says which values are valid, and the
+// defaults).
+func WithDrift(factor float64, fixed time.Duration) Option {
+	return func(o *options) {
+		o.given |= optDrift
+		o.redlock = append(o.redlock, lock.WithDrift(factor, fixed))
+	}
+}
+
 // redlockLocks are NewRedlockGuarded's locks: Redlocks whose writes are
 // owner-guarded on the stock's master.
 type redlockLocks struct {
-	r     *Redlock
+	r     *lock.Redlock
 	stock int // index of the stock's master
 	store *RedisStore
 }
@@ -117,13 +138,13 @@ func (rl *redlockLocks) obtain(ctx context.Context, sku string, ttl time.Duratio
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
 		_ = l.Release(rctx)
 		cancel()
-		return nil, fmt.Errorf("%w: %q: the stock's master did not set the lock", ErrNotObtained, sku)
+		return nil, fmt.Errorf("%w: %q: the stock's master did not set the lock", lock.ErrNotObtained, sku)
 	}
 	return ownedHold{l: l, rl: rl}, nil
 }
 
 type ownedHold struct {
-	l  *QuorumLock
+	l  *lock.QuorumLock
 	rl *redlockLocks
 }
 
@@ -136,7 +157,7 @@ func (h ownedHold) write(ctx context.Context, sku string, level int64) error {
 		return errtext.Wrap(err, "redislock: owner-guarded write of %q", sku)
 	case !written:
 		return fmt.Errorf("%w: %w: the lock of %q on the stock's master is not this holder's any more; nothing written",
-			ErrNotHeld, stockguard.ErrContention, sku)
+			lock.ErrNotHeld, stockguard.ErrContention, sku)
 	}
 	return nil
 }

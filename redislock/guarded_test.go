@@ -107,7 +107,7 @@ func TestGuarded_lockLostBeforeWriteIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := &stealingStore{Store: must.New(NewRedisStore(rdb, WithPrefix(prefix))), steal: func(ctx context.Context, sku string) error {
-		rdb.Del(ctx, thief.keys.Lock(sku)) // the lease "ran out"
+		rdb.Del(ctx, thief.LockKey(sku)) // the lease "ran out"
 		l, err := thief.Obtain(ctx, sku, time.Second)
 		if err != nil {
 			return err
@@ -235,7 +235,7 @@ func TestGuarded_lostWriteReplyIsOutcomeUnknown(t *testing.T) {
 	if n, err := g.Stock(ctx, "sku"); err != nil || n != 7 {
 		t.Fatalf("Stock = %d, %v; want 7: the write was applied once, not resent", n, err)
 	}
-	if rdb.Exists(ctx, g.locks.(fencedLocks).c.keys.Lock("sku")).Val() != 0 {
+	if rdb.Exists(ctx, g.locks.(fencedLocks).c.LockKey("sku")).Val() != 0 {
 		t.Fatal("lock left behind after an unknown outcome")
 	}
 }

@@ -9,20 +9,23 @@ import (
 	"github.com/stockguard/stockguard/internal/optset"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redisx"
+	"github.com/stockguard/stockguard/redislock/lock"
 	"github.com/stockguard/stockguard/strategy"
 )
 
 // Option configures a constructor of this package. Each constructor reads
 // these options, and every one reads WithReplicaAck and WithAOFAck:
 //
-//	New, NewRedisStore  WithPrefix
+//	NewRedisStore       WithPrefix
 //	NewAtomic           WithPrefix, WithOrderRetention, WithOrderStream, WithAttemptValidity,
 //	                    WithClockSkew
 //	NewBatched          WithPrefix, WithBatchSize
 //	NewGuarded          WithPrefix, WithRetry, WithLockTTL, WithStore
 //	NewSegmented        WithPrefix, WithRetry, WithLockTTL, WithSegments, WithSegmentLocks
-//	NewRedlock          WithPrefix, WithNodeTimeout, WithDrift
-//	NewRedlockGuarded   NewRedlock's, WithRetry, WithLockTTL, WithStockMaster
+//	NewRedlockGuarded   WithPrefix, WithNodeTimeout, WithDrift, WithRetry, WithLockTTL,
+//	                    WithStockMaster
+//	New, NewRedlock     deprecated forwarders to package lock: WithPrefix, and
+//	                    for NewRedlock WithNodeTimeout and WithDrift
 //
 // An option the constructor does not read, and an invalid option value
 // (each option says which values it accepts), is never ignored, clamped
@@ -73,19 +76,28 @@ const (
 	readsRedlockGrd = readsRedlock | optRetry | optLockTTL | optStockMaster
 )
 
-// pick returns the options of opts in set: what a constructor passes on
-// to the one of the lock library it builds on, which would refuse the
-// rest.
-func pick(opts []Option, set optionSet) []Option {
-	var out []Option
-	for _, opt := range opts {
-		var probe options
-		opt(&probe)
-		if probe.given&set != 0 {
-			out = append(out, opt)
-		}
+// lockOptions returns, as package lock's options, the options given that
+// the lock library reads (WithPrefix, the ack, WithNodeTimeout, WithDrift):
+// what a constructor passes to the lock client it builds on.
+func (o *options) lockOptions() []lock.Option {
+	var out []lock.Option
+	if o.given&optPrefix != 0 {
+		out = append(out, lock.WithPrefix(o.keys.Prefix))
 	}
-	return out
+	return append(o.lockAck(out...), o.redlock...)
+}
+
+// lockAck appends to opts the lock option of o's ack, if any, so that the
+// lock clients a constructor builds write as acknowledged as its stock.
+func (o *options) lockAck(opts ...lock.Option) []lock.Option {
+	switch {
+	case !o.ack.On():
+	case o.ack.AOF:
+		opts = append(opts, lock.WithAOFAck(o.ack.Local, o.ack.Replicas, o.ack.Timeout))
+	default:
+		opts = append(opts, lock.WithReplicaAck(o.ack.Replicas, o.ack.Timeout))
+	}
+	return opts
 }
 
 // only refuses the options given that constructor ctor does not read: an
@@ -108,8 +120,7 @@ type options struct {
 	segments     int  // NewSegmented: segments per SKU
 	segmentLocks bool // NewSegmented: per-segment locks
 
-	nodeTimeout time.Duration // NewRedlock: per-master timeout; 0 means derived from the ttl
-	drift       drift         // NewRedlock: clock drift allowance
+	redlock []lock.Option // NewRedlockGuarded: WithNodeTimeout, WithDrift, checked by lock.NewRedlock
 
 	stockMaster int // NewRedlockGuarded: index of the master that keeps the stock
 
@@ -124,7 +135,6 @@ func newOptions(opts []Option) options {
 		lockTTL:   DefaultLockTTL,
 		segments:  DefaultSegments,
 		batchSize: DefaultBatchSize,
-		drift:     drift{factor: DefaultDriftFactor, fixed: DefaultDriftFixed},
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -166,9 +176,9 @@ func WithPrefix(prefix string) Option {
 // WithRetry sets the retry policy of an inventory's requests after
 // contention (a lock held by someone else, a lost race); zero fields take
 // stockguard's defaults. It is not how a lock's Obtain retries: that is
-// ObtainRetry, which takes the same type. A policy RetryPolicy.Validate refuses is an invalid
-// option. Default: stockguard's defaults (NewSegmented with
-// WithSegmentLocks: see there).
+// lock.ObtainRetry, which takes the same type. A policy
+// RetryPolicy.Validate refuses is an invalid option. Default: stockguard's
+// defaults (NewSegmented with WithSegmentLocks: see there).
 func WithRetry(p stockguard.RetryPolicy) Option {
 	return func(o *options) {
 		o.given |= optRetry
@@ -226,7 +236,7 @@ const DefaultReplicaAck = 0
 // giving due holds back, Order resolving) report a short WAIT as
 // stockguard.ErrUnavailable. A lock's Obtain whose WAIT falls short
 // releases the lock again (owner-checked) and returns an error wrapping
-// stockguard.ErrOutcomeUnknown, never a handle: see Client.Obtain.
+// stockguard.ErrOutcomeUnknown, never a handle: see lock.Client.Obtain.
 //
 // n must be 1…100 and timeout whole milliseconds in 1ms…1min; anything
 // else is an invalid option. Not with WithAOFAck. On a *redis.Ring every
@@ -271,10 +281,4 @@ func (o *options) setAck(a redisx.Ack) {
 		return
 	}
 	o.ack = a
-}
-
-// withAck passes a's ack on to the lock clients a constructor builds for
-// itself (NewSegmented's gather and segment locks).
-func withAck(a redisx.Ack) Option {
-	return func(o *options) { o.ack = a }
 }

@@ -144,35 +144,6 @@ func TestOptions_badConstructorArgumentsAreRefused(t *testing.T) {
 	checkInvalid(t, "NewRedlockGuarded, stock master 1 of 1", err)
 }
 
-func TestObtain_invalidObtainOptions(t *testing.T) {
-	c, err := New(closedClient(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	ms := time.Millisecond
-	for name, opts := range map[string][]ObtainOption{
-		"ObtainRetry nil":                          {ObtainRetry(nil)},
-		"LinearBackoff 0":                          {ObtainRetry(LinearBackoff(0))},
-		"ExponentialBackoff lo 0":                  {ObtainRetry(ExponentialBackoff(0, ms))},
-		"ExponentialBackoff hi below lo":           {ObtainRetry(ExponentialBackoff(5*ms, ms))},
-		"LimitRetry nil":                           {ObtainRetry(LimitRetry(nil, 1))},
-		"LimitRetry negative":                      {ObtainRetry(LimitRetry(LinearBackoff(ms), -1))},
-		"LimitRetry of an invalid strategy":        {ObtainRetry(LimitRetry(LinearBackoff(0), 1))},
-		"an invalid RetryPolicy":                   {ObtainRetry(stockguard.RetryPolicy{MaxAttempts: -1})},
-		"an Adaptive RetryPolicy":                  {ObtainRetry(stockguard.RetryPolicy{Adaptive: true})},
-		"MaxHold 0":                                {MaxHold(0)},
-		"IfExists empty":                           {IfExists("")},
-		"Reentrant with NoFence":                   {Reentrant(NewOwner()), NoFence()},
-		"Reentrant with IfExists":                  {Reentrant(NewOwner()), IfExists("x")},
-		"an invalid one among valid ones":          {Notify(), MaxHold(-ms), Watchdog()},
-		"an invalid one after a valid ObtainRetry": {ObtainRetry(NoRetry()), ObtainRetry(LinearBackoff(-1))},
-	} {
-		_, err := c.Obtain(ctx, "k", time.Second, opts...)
-		checkInvalid(t, name, err)
-	}
-}
-
 func checkInvalid(t *testing.T, what string, err error) {
 	t.Helper()
 	if !errors.Is(err, stockguard.ErrInvalidRequest) || strategy.Contract(err) != stockguard.ErrInvalidRequest {

@@ -20,7 +20,9 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/must"
+	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/mysqllock"
+	"github.com/stockguard/stockguard/redislock/lock"
 )
 
 // envPauseHolder, when set, makes the test binary play lock holder A of
@@ -66,7 +68,7 @@ func runPauseHolder(config string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	l, err := must.New(New(rdb, WithPrefix(cfg.Prefix))).Obtain(ctx, cfg.SKU, cfg.TTL, Watchdog())
+	l, err := must.New(lock.New(rdb, lock.WithPrefix(cfg.Prefix))).Obtain(ctx, cfg.SKU, cfg.TTL, lock.Watchdog())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -97,7 +99,7 @@ func runPauseHolder(config string) int {
 // qty", as an unguarded writer would.
 func pauseStores(rdb *redis.Client, cfg pauseHolder) (Store, func(ctx context.Context, sku string, qty int64) error, error) {
 	if cfg.DSN == "" {
-		keys := must.New(New(rdb, WithPrefix(cfg.Prefix))).keys
+		keys := rediskeys.Keys{Prefix: cfg.Prefix}
 		return must.New(NewRedisStore(rdb, WithPrefix(cfg.Prefix))), func(ctx context.Context, sku string, qty int64) error {
 			return rdb.Set(ctx, keys.Stock(sku), qty, 0).Err()
 		}, nil
@@ -193,14 +195,14 @@ func kleppmannPause(t *testing.T, rdb *redis.Client, cfg pauseHolder, store Stor
 	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	lockKey := must.New(New(rdb, WithPrefix(cfg.Prefix))).keys.Lock(cfg.SKU)
+	lockKey := must.New(lock.New(rdb, lock.WithPrefix(cfg.Prefix))).LockKey(cfg.SKU)
 	for start := time.Now(); rdb.Exists(ctx, lockKey).Val() != 0; time.Sleep(10 * time.Millisecond) {
 		if time.Since(start) > 30*time.Second { // a hang guard: the lease is cfg.TTL
 			t.Fatal("A's lock outlived its frozen watchdog")
 		}
 	}
 
-	b, err := must.New(New(rdb, WithPrefix(cfg.Prefix))).Obtain(ctx, cfg.SKU, 10*time.Second)
+	b, err := must.New(lock.New(rdb, lock.WithPrefix(cfg.Prefix))).Obtain(ctx, cfg.SKU, 10*time.Second)
 	if err != nil {
 		t.Fatalf("B could not obtain the expired lock: %v", err)
 	}

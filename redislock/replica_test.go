@@ -16,6 +16,7 @@ import (
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/redistest"
+	"github.com/stockguard/stockguard/redislock/lock"
 	"github.com/stockguard/stockguard/stocktest"
 	"github.com/stockguard/stockguard/strategy"
 )
@@ -153,7 +154,7 @@ func TestReplicaAck_ackedTakeIsOnReplica(t *testing.T) {
 	t.Run("lock", func(t *testing.T) {
 		ctx := t.Context()
 		prefix := redistest.Prefix(t, rdb)
-		c, err := New(rdb, WithPrefix(prefix), WithReplicaAck(1, 5*time.Second))
+		c, err := lock.New(rdb, lock.WithPrefix(prefix), lock.WithReplicaAck(1, 5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +163,7 @@ func TestReplicaAck_ackedTakeIsOnReplica(t *testing.T) {
 			wg.Go(func() {
 				key := "k" + strconv.Itoa(i%2)
 				for range takes / 2 {
-					l, err := c.Obtain(ctx, key, time.Second, ObtainRetry(LinearBackoff(time.Millisecond)))
+					l, err := c.Obtain(ctx, key, time.Second, lock.ObtainRetry(stockguard.RetryPolicy{MaxAttempts: 1 << 20, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}))
 					if err != nil {
 						t.Errorf("Obtain: %v", err)
 						return
@@ -215,7 +216,7 @@ func TestReplicaAck_pausedReplica(t *testing.T) {
 		}
 		invs[i] = w.build(rdb, append(opts, WithReplicaAck(1, timeout))...)
 	}
-	l, err := must.New(New(rdb, WithPrefix(prefix+"lock:"), WithReplicaAck(1, 5*time.Second))).Obtain(ctx, "k", time.Minute)
+	l, err := must.New(lock.New(rdb, lock.WithPrefix(prefix+"lock:"), lock.WithReplicaAck(1, 5*time.Second))).Obtain(ctx, "k", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +224,7 @@ func TestReplicaAck_pausedReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := l.Token()
-	locks, err := New(rdb, WithPrefix(prefix+"lock:"), WithReplicaAck(1, timeout))
+	locks, err := lock.New(rdb, lock.WithPrefix(prefix+"lock:"), lock.WithReplicaAck(1, timeout))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +269,7 @@ func TestReplicaAck_pausedReplica(t *testing.T) {
 		}
 	})
 	wg.Go(func() {
-		_, err := locks.Obtain(ctx, "r", time.Minute, Reentrant(NewOwner()))
+		_, err := locks.Obtain(ctx, "r", time.Minute, lock.Reentrant(lock.NewOwner()))
 		if !errors.Is(err, stockguard.ErrOutcomeUnknown) {
 			t.Errorf("reentrant Obtain with the replica paused: %v, want ErrOutcomeUnknown", err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/rediskeys"
 	"github.com/stockguard/stockguard/internal/redisx"
+	"github.com/stockguard/stockguard/redislock/lock"
 	"github.com/stockguard/stockguard/strategy"
 )
 
@@ -78,7 +79,7 @@ var (
 // decimal level as NewAtomic keeps it; "<p>segmeta:{s}" is a hash holding
 // the segment count ("n") and the records of gathers in progress; the
 // SKU's gather lock is "<p>seggatherlock:{s}" with its fencing counter
-// "<p>seggatherfence:{s}" (a Client lock: every acquisition bumps the
+// "<p>seggatherfence:{s}" (a lock.Client lock: every acquisition bumps the
 // counter); a gather's hold on segment i is "<p>seghold:{s#i}:<id>". A SKU
 // that was never stocked gets none of them: requests for it find no
 // segment and no count, and take no lock.
@@ -138,8 +139,8 @@ type Segmented struct {
 	acked    bool                // WithReplicaAck or WithAOFAck
 	keys     rediskeys.Keys
 	n        int
-	gather   *Client // the SKU's gather lock
-	segLocks *Client // WithSegmentLocks: the segments' locks; nil without
+	gather   *lock.Client // the SKU's gather lock
+	segLocks *lock.Client // WithSegmentLocks: the segments' locks; nil without
 	lease    time.Duration
 	retrier  *strategy.Retrier
 }
@@ -176,12 +177,12 @@ func newSegmented(rdb redis.UniversalClient, o options) *Segmented {
 		acked:   o.ack.On(),
 		keys:    o.keys,
 		n:       o.segments,
-		gather:  lockClient(rdb, WithPrefix(o.keys.Prefix+"seggather"), withAck(o.ack)),
+		gather:  lockClient(rdb, o.lockAck(lock.WithPrefix(o.keys.Prefix+"seggather"))...),
 		lease:   o.lockTTL,
 		retrier: strategy.NewRetrier(o.retry),
 	}
 	if o.segmentLocks {
-		s.segLocks = lockClient(rdb, WithPrefix(o.keys.Prefix+"seg"), withAck(o.ack))
+		s.segLocks = lockClient(rdb, o.lockAck(lock.WithPrefix(o.keys.Prefix+"seg"))...)
 		if o.retry == (strategy.RetryPolicy{}) {
 			s.retrier = strategy.NewRetrier(segmentLocksRetry)
 		}
@@ -421,22 +422,22 @@ func (s *Segmented) readLevels(ctx context.Context, sku string, n int) ([]int64,
 }
 
 // locked runs fn holding sku's gather lock; a busy lock asks for a retry.
-func (s *Segmented) locked(ctx context.Context, sku string, fn func(*Lock) error) error {
+func (s *Segmented) locked(ctx context.Context, sku string, fn func(*lock.Lock) error) error {
 	return withLock(ctx, sku, s.lease, s.obtainGather, releaseLock, fn)
 }
 
 // obtainGather takes sku's gather lock in one attempt.
-func (s *Segmented) obtainGather(ctx context.Context, sku string, ttl time.Duration) (*Lock, error) {
+func (s *Segmented) obtainGather(ctx context.Context, sku string, ttl time.Duration) (*lock.Lock, error) {
 	return s.gather.Obtain(ctx, sku, ttl)
 }
 
 // releaseLock releases l; a failure leaves it to expire.
-func releaseLock(ctx context.Context, l *Lock) { _ = l.Release(ctx) }
+func releaseLock(ctx context.Context, l *lock.Lock) { _ = l.Release(ctx) }
 
 // gatherTake serves qty units of sku under the gather lock: from one
 // segment if one has them by now, else by a gather.
 func (s *Segmented) gatherTake(ctx context.Context, sku string, qty int64) error {
-	return s.locked(ctx, sku, func(l *Lock) error {
+	return s.locked(ctx, sku, func(l *lock.Lock) error {
 		m, err := s.readMeta(ctx, sku)
 		if err != nil {
 			return err
@@ -462,7 +463,7 @@ func (s *Segmented) gatherTake(ctx context.Context, sku string, qty int64) error
 
 // gatherPieces takes qty units of sku in pieces from the segments, fullest
 // first, and commits them as one (see Segmented). l is the gather lock.
-func (s *Segmented) gatherPieces(ctx context.Context, l *Lock, sku string, qty int64, levels []int64) error {
+func (s *Segmented) gatherPieces(ctx context.Context, l *lock.Lock, sku string, qty int64, levels []int64) error {
 	id := crand.Text() // names the gather's record and holds
 	field := "g:" + id
 	metaKey := s.metaKey(sku)
@@ -488,7 +489,7 @@ func (s *Segmented) gatherPieces(ctx context.Context, l *Lock, sku string, qty i
 			break
 		}
 		if !l.Valid() {
-			failed = strategy.Retry(fmt.Errorf("%w: the gather lock of %q ran out", ErrNotHeld, sku))
+			failed = strategy.Retry(fmt.Errorf("%w: the gather lock of %q ran out", lock.ErrNotHeld, sku))
 			break
 		}
 		touched = append(touched, i)
@@ -621,7 +622,7 @@ func (s *Segmented) SetStock(ctx context.Context, sku string, qty int64) error {
 		return err
 	}
 	return s.retrier.Do(ctx, func(ctx context.Context) error {
-		return s.locked(ctx, sku, func(l *Lock) error {
+		return s.locked(ctx, sku, func(l *lock.Lock) error {
 			old := 0
 			m, err := s.readMeta(ctx, sku)
 			switch {
@@ -641,7 +642,7 @@ func (s *Segmented) SetStock(ctx context.Context, sku string, qty int64) error {
 				return err
 			}
 			if !l.Valid() {
-				return strategy.Retry(fmt.Errorf("%w: the gather lock of %q ran out", ErrNotHeld, sku))
+				return strategy.Retry(fmt.Errorf("%w: the gather lock of %q ran out", lock.ErrNotHeld, sku))
 			}
 			return s.write(ctx, sku, qty, old)
 		})
@@ -729,10 +730,10 @@ func (s *Segmented) Stock(ctx context.Context, sku string) (int64, error) {
 	return total, err
 }
 
-// lockClient is New for options built from options that passed already:
+// lockClient is lock.New for options built from options that passed already:
 // a valid prefix and ack cannot be refused.
-func lockClient(rdb RedisClient, opts ...Option) *Client {
-	c, err := New(rdb, opts...)
+func lockClient(rdb lock.RedisClient, opts ...lock.Option) *lock.Client {
+	c, err := lock.New(rdb, opts...)
 	if err != nil {
 		panic(err)
 	}

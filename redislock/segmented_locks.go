@@ -8,6 +8,7 @@ import (
 
 	"github.com/stockguard/stockguard/internal/errtext"
 	"github.com/stockguard/stockguard/internal/redisx"
+	"github.com/stockguard/stockguard/redislock/lock"
 	"github.com/stockguard/stockguard/strategy"
 )
 
@@ -24,7 +25,7 @@ import (
 // buyer whose lease ran out cannot write. A segment's lock
 // ("<p>seglock:{s#i}") shares the segment's hash tag, is taken with SET NX
 // PX and a lease of WithLockTTL, and leaves nothing behind once released
-// (NoFence). Empty segments stay, at 0.
+// (lock.NoFence). Empty segments stay, at 0.
 //
 // The lock adds two round trips to every take and protects nothing the
 // take's own script does not already check; expect it to be slower than the
@@ -70,9 +71,9 @@ func (s *Segmented) takeLocked(ctx context.Context, sku string, i int, qty int64
 	seg := segment(sku, i)
 	// No fencing counter: the take checks the owner token itself, and a
 	// segment lock leaves nothing behind once released.
-	l, err := s.segLocks.Obtain(ctx, seg, s.lease, NoFence())
+	l, err := s.segLocks.Obtain(ctx, seg, s.lease, lock.NoFence())
 	switch {
-	case errors.Is(err, ErrNotObtained):
+	case errors.Is(err, lock.ErrNotObtained):
 		return errSegmentBusy
 	case err != nil:
 		// The lock may have been set; it expires with its lease.

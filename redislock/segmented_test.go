@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"strings"
 	"sync"
@@ -240,7 +241,7 @@ func TestSegmented_segmentCounts(t *testing.T) {
 func abandonGather(t *testing.T, s *Segmented, sku, state string, pieces int, each int64) int64 {
 	t.Helper()
 	ctx := t.Context()
-	id := newToken()
+	id := crand.Text()
 	if err := s.rdb.HSet(ctx, s.metaKey(sku), "g:"+id, state).Err(); err != nil {
 		t.Fatal(err)
 	}

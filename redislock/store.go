@@ -47,8 +47,9 @@ var guardedWriteScript = redis.NewScript(guardedWriteLua)
 // checked in the same Lua script as the write, so no holder can obtain the
 // lock between the check and the write. That is stricter than a fence
 // column's "no newer token has written yet": once anyone else has obtained
-// the lock, a late writer is refused. The counter is the one Client.Obtain
-// increments, so a RedisStore and the lock client must use the same prefix.
+// the lock, a late writer is refused. The counter is the one
+// lock.Client.Obtain increments, so a RedisStore and the lock client must
+// use the same prefix.
 //
 // Writes are sent at most once (a lost reply is ErrOutcomeUnknown, never a
 // second write). A RedisStore is safe for concurrent use.

@@ -36,7 +36,7 @@ for part in "${parts[@]}"; do
     # with replicas, with and without WithReplicaAck; Redlock over voters
     # with replicas.
     STOCKGUARD_REPLICAS=full go test -race -count=1 -run 'TestStrategies_sound/(redis|tiered)-(sentinel|cluster)-' ./bench/
-    STOCKGUARD_REPLICAS=full go test -race -count=1 -run 'TestRedlock_replicaAck|TestRedlockGuarded_replicaAck' ./redislock/ ;;
+    STOCKGUARD_REPLICAS=full go test -race -count=1 -run 'TestRedlock_replicaAck|TestRedlockGuarded_replicaAck' ./redislock/ ./redislock/lock/ ;;
   adversary)
     # The adversarial checker, long runs on every target, TiDB's rows too.
     bash scripts/build-tidb.sh >/dev/null

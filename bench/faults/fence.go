@@ -11,7 +11,7 @@ import (
 
 	"github.com/stockguard/stockguard/bench"
 	"github.com/stockguard/stockguard/bench/replicatargets"
-	"github.com/stockguard/stockguard/redislock"
+	"github.com/stockguard/stockguard/redislock/lock"
 )
 
 // The locks a fault of replicas takes beside the buyers: lockers
@@ -29,7 +29,7 @@ var fenceKeys = [2]string{"fence-a", "fence-b"}
 // increment lost with the master would hand the next holder a token
 // already used, and a resource fencing on it would take both writers).
 type fencing struct {
-	locks *redislock.Client
+	locks *lock.Client
 	mu    sync.Mutex
 	seen  map[string]map[int64]int // key → token → times acknowledged
 	n     int64
@@ -94,7 +94,7 @@ func (f *fencing) usable(ctx context.Context, timeout time.Duration, deadline ti
 			if time.Now().After(deadline) || ctx.Err() != nil {
 				return fmt.Errorf("lock %s not obtained %v after the failover (wedged?): %w", key, usableWithin, err)
 			}
-			if !errors.Is(err, redislock.ErrNotObtained) {
+			if !errors.Is(err, lock.ErrNotObtained) {
 				time.Sleep(10 * time.Millisecond)
 			}
 		}

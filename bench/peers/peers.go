@@ -14,7 +14,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/redis/rueidis/rueidislock"
 
-	"github.com/stockguard/stockguard/redislock"
+	"github.com/stockguard/stockguard/redislock/lock"
 )
 
 // TTL is the lease every peer's locks get: far longer than a cycle, so no
@@ -40,16 +40,16 @@ type Peer struct {
 	Close func() error
 }
 
-// Stockguard is redislock.Client: fenced locks (the default), waiting with
+// Stockguard is lock.Client: fenced locks (the default), waiting with
 // Notify (one pub/sub connection per Client, release announcements).
-func Stockguard(rdb redislock.RedisClient, prefix string) Peer {
-	c := mustBuild(redislock.New(rdb, redislock.WithPrefix(prefix)))
+func Stockguard(rdb lock.RedisClient, prefix string) Peer {
+	c := mustBuild(lock.New(rdb, lock.WithPrefix(prefix)))
 	return Peer{
 		Name: "stockguard",
 		Obtain: func(ctx context.Context, key string, wait bool) (Release, error) {
-			var opts []redislock.ObtainOption
+			var opts []lock.ObtainOption
 			if wait {
-				opts = append(opts, redislock.Notify())
+				opts = append(opts, lock.Notify())
 			}
 			return stockguardObtain(ctx, c, key, opts)
 		},
@@ -57,18 +57,18 @@ func Stockguard(rdb redislock.RedisClient, prefix string) Peer {
 	}
 }
 
-// StockguardPolling is redislock.Client waiting by polling every
+// StockguardPolling is lock.Client waiting by polling every
 // millisecond instead of Notify, as bsm/redislock does here: the
 // difference to Stockguard is what notification buys.
-func StockguardPolling(rdb redislock.RedisClient, prefix string) Peer {
-	c := mustBuild(redislock.New(rdb, redislock.WithPrefix(prefix)))
+func StockguardPolling(rdb lock.RedisClient, prefix string) Peer {
+	c := mustBuild(lock.New(rdb, lock.WithPrefix(prefix)))
 	return Peer{
 		Name: "stockguard-poll",
 		Obtain: func(ctx context.Context, key string, wait bool) (Release, error) {
-			var opts []redislock.ObtainOption
+			var opts []lock.ObtainOption
 			if wait {
 				//lint:ignore SA1019 a fixed 1ms poll, like the peers' it is measured against (a RetryPolicy jitters)
-				opts = append(opts, redislock.ObtainRetry(redislock.LinearBackoff(time.Millisecond)))
+				opts = append(opts, lock.ObtainRetry(lock.LinearBackoff(time.Millisecond)))
 			}
 			return stockguardObtain(ctx, c, key, opts)
 		},
@@ -76,9 +76,9 @@ func StockguardPolling(rdb redislock.RedisClient, prefix string) Peer {
 	}
 }
 
-func stockguardObtain(ctx context.Context, c *redislock.Client, key string, opts []redislock.ObtainOption) (Release, error) {
+func stockguardObtain(ctx context.Context, c *lock.Client, key string, opts []lock.ObtainOption) (Release, error) {
 	l, err := c.Obtain(ctx, key, TTL, opts...)
-	if errors.Is(err, redislock.ErrNotObtained) {
+	if errors.Is(err, lock.ErrNotObtained) {
 		return nil, fmt.Errorf("%w: %w", ErrBusy, err)
 	}
 	if err != nil {
@@ -195,23 +195,23 @@ func Rueidislock(addr, prefix string) (Peer, error) {
 
 // RedlockNodeTimeout is the per-master timeout of Redlock: redsync's at
 // TTL (its timeout factor, 0.05, times the expiry), so that both wait as
-// long for a slow master. (redislock's default, 50ms, is for short leases.)
+// long for a slow master. (package lock's default, 50ms, is for short leases.)
 const RedlockNodeTimeout = TTL / 20
 
-// Redlock is redislock.Redlock over masters; it never waits (a Redlock
+// Redlock is lock.Redlock over masters; it never waits (a Redlock
 // takes no Notify), so wait retries every millisecond.
 func Redlock(masters []redis.UniversalClient, prefix string) Peer {
-	r := mustBuild(redislock.NewRedlock(masters, redislock.WithPrefix(prefix), redislock.WithNodeTimeout(RedlockNodeTimeout)))
+	r := mustBuild(lock.NewRedlock(masters, lock.WithPrefix(prefix), lock.WithNodeTimeout(RedlockNodeTimeout)))
 	return Peer{
 		Name: fmt.Sprintf("stockguard-redlock/%d", len(masters)),
 		Obtain: func(ctx context.Context, key string, wait bool) (Release, error) {
-			var opts []redislock.ObtainOption
+			var opts []lock.ObtainOption
 			if wait {
 				//lint:ignore SA1019 a fixed 1ms poll, like the peers' it is measured against (a RetryPolicy jitters)
-				opts = append(opts, redislock.ObtainRetry(redislock.LinearBackoff(time.Millisecond)))
+				opts = append(opts, lock.ObtainRetry(lock.LinearBackoff(time.Millisecond)))
 			}
 			l, err := r.Obtain(ctx, key, TTL, opts...)
-			if errors.Is(err, redislock.ErrNotObtained) {
+			if errors.Is(err, lock.ErrNotObtained) {
 				return nil, fmt.Errorf("%w: %w", ErrBusy, err)
 			}
 			if err != nil {

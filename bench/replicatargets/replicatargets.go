@@ -30,7 +30,7 @@ import (
 	"github.com/stockguard/stockguard/bench"
 	"github.com/stockguard/stockguard/bench/redistargets"
 	"github.com/stockguard/stockguard/internal/backends"
-	"github.com/stockguard/stockguard/redislock"
+	"github.com/stockguard/stockguard/redislock/lock"
 )
 
 // SentinelName is the Sentinel backend's name in targets' Needs and in
@@ -161,9 +161,13 @@ func init() {
 }
 
 // Locks returns the lock client target name would lock with on rdb under
-// key prefix prefix: redislock.New, with a replica's acknowledgement when
+// key prefix prefix: lock.New, with a replica's acknowledgement when
 // Acked(name). The failover faults take locks with it beside the buyers,
 // to check that no fencing token is handed out twice across a failover.
-func Locks(name string, rdb redis.UniversalClient, prefix string) (*redislock.Client, error) {
-	return redislock.New(rdb, redislockOptions(Acked(name), prefix)...)
+func Locks(name string, rdb redis.UniversalClient, prefix string) (*lock.Client, error) {
+	opts := []lock.Option{lock.WithPrefix(prefix)}
+	if Acked(name) {
+		opts = append(opts, lock.WithReplicaAck(1, AckTimeout))
+	}
+	return lock.New(rdb, opts...)
 }

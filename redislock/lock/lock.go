@@ -1,4 +1,4 @@
-package redislock
+package lock
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // the process, and a check of Context just before a write can pass and
 // the process stop right after it. Only the resource can refuse the late
 // writer: pass Token to it and let it reject tokens older than the newest
-// it has seen (Store.WriteFenced does exactly that).
+// it has seen (redislock.Store.WriteFenced does exactly that).
 type Lock struct {
 	c         *Client
 	key       string
@@ -62,7 +62,7 @@ func (l *Lock) Key() string { return l.key }
 // acquisitions of a reentrant lock share the outermost one's token); 0 for
 // a lock obtained with NoFence. Pass it to the resource so that it can
 // refuse writes from a holder whose lease has run out (see
-// Store.WriteFenced).
+// redislock.Store.WriteFenced).
 func (l *Lock) Token() int64 { return l.token }
 
 // OwnerToken returns the random token that identifies this handle's owner

@@ -1,4 +1,4 @@
-package redislock
+package lock
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 // RetryStrategy decides how long Obtain waits before each retry while the
 // lock is held by someone else (ObtainRetry): a stockguard.RetryPolicy, the
-// retry type of every WithRetry, is one. Implementations are stateless, so
+// retry type of every WithRetry in stockguard's packages, is one. Implementations are stateless, so
 // one strategy value may serve any number of concurrent Obtains.
 type RetryStrategy interface {
 	// Backoff returns the wait before retry number retry (1 for the first

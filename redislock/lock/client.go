@@ -1,4 +1,4 @@
-package redislock
+package lock
 
 import (
 	"context"
@@ -65,9 +65,9 @@ var (
 // Client obtains locks on one Redis deployment (a single master, or a
 // cluster: a lock's keys share a hash tag). The lock on key lives in
 // "<prefix>lock:{key}" (LockKey), its fencing counter in
-// "<prefix>fence:{key}" (FenceKey) — the same names NewGuarded uses for a
-// SKU, so a lock on a SKU obtained here excludes Guarded decrements of that
-// SKU.
+// "<prefix>fence:{key}" (FenceKey) — the same names redislock.NewGuarded
+// uses for a SKU, so a lock on a SKU obtained here with the same prefix
+// excludes that inventory's decrements of the SKU.
 //
 // Fencing is a choice made per Obtain, and it has a price in memory: the
 // fencing counter has no expiry and must never be deleted, because tokens
@@ -172,8 +172,8 @@ func leaseTTL(ttl time.Duration) (time.Duration, error) {
 }
 
 // ObtainRetry sets how Obtain retries while the lock is held by someone
-// else (not to be confused with WithRetry, the retry policy of an
-// inventory's requests), as a stockguard.RetryPolicy says, e.g.
+// else (not to be confused with redislock.WithRetry, the retry policy of
+// an inventory's requests), as a stockguard.RetryPolicy says, e.g.
 // ObtainRetry(stockguard.RetryPolicy{MaxAttempts: 50, BaseDelay:
 // time.Millisecond, MaxDelay: 50 * time.Millisecond}). A policy
 // RetryPolicy.Validate refuses, an Adaptive one (Obtain keeps no count of

@@ -1,4 +1,4 @@
-package redislock
+package lock
 
 import (
 	"context"
@@ -93,8 +93,8 @@ func WithDrift(factor float64, fixed time.Duration) Option {
 // one holder to the next — making it grow would take consensus, which is
 // not what Redlock is. When correctness matters, use the single-master lock
 // (Client.Obtain) and pass its Lock.Token to a resource that checks it —
-// Store.WriteFenced, mysqllock.NewFencedStore, or NewGuarded, which does
-// both. Redlock is for efficiency: to keep work from being done twice,
+// redislock.Store.WriteFenced, mysqllock.NewFencedStore, or
+// redislock.NewGuarded, which does both. Redlock is for efficiency: to keep work from being done twice,
 // where an occasional double grant costs time, not correctness.
 //
 // Masters must be independent (not replicas of each other, not one server
@@ -418,7 +418,7 @@ func (l *QuorumLock) Key() string { return l.key }
 // OwnerToken returns the random token that identifies this handle in
 // Redis: every master that granted the lock holds it in Redlock.LockKey, so
 // a script on one of them can write only while that master's copy of the
-// lock is this handle's (see NewRedlockGuarded).
+// lock is this handle's (see redislock.NewRedlockGuarded).
 func (l *QuorumLock) OwnerToken() string { return l.owner }
 
 // GrantedBy reports whether master i (an index into NewRedlock's clients)

@@ -1,4 +1,4 @@
-package redislock_test
+package lock_test
 
 import (
 	"context"
@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/stockguard/stockguard"
-	"github.com/stockguard/stockguard/redislock"
+	"github.com/stockguard/stockguard/redislock/lock"
 )
 
 // Obtain, work, Release. The fencing token goes with every write to the
@@ -19,22 +18,22 @@ func ExampleClient_Obtain() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
-	locks, err := redislock.New(rdb)
+	locks, err := lock.New(rdb)
 	if err != nil {
 		log.Fatal(err)
 	}
 
-	lock, err := locks.Obtain(ctx, "report:2024-06", 10*time.Second)
+	l, err := locks.Obtain(ctx, "report:2024-06", 10*time.Second)
 	switch {
-	case errors.Is(err, redislock.ErrNotObtained):
+	case errors.Is(err, lock.ErrNotObtained):
 		fmt.Println("someone else is on it")
 		return
 	case err != nil:
 		log.Fatal(err) // Redis failed
 	}
-	defer lock.Release(ctx)
+	defer l.Release(ctx)
 
-	fmt.Println("writing with fencing token", lock.Token())
+	fmt.Println("writing with fencing token", l.Token())
 }
 
 // Wait up to five seconds for a busy lock, woken by its release rather
@@ -46,17 +45,17 @@ func ExampleNotify() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
 
-	locker, err := redislock.New(rdb)
+	locker, err := lock.New(rdb)
 	if err != nil {
 		log.Fatal(err)
 	}
-	lock, err := locker.Obtain(ctx, "nightly-job", 30*time.Second,
-		redislock.Notify()) // wait for the release, until ctx ends
+	l, err := locker.Obtain(ctx, "nightly-job", 30*time.Second,
+		lock.Notify()) // wait for the release, until ctx ends
 	if err != nil {
 		// ErrNotObtained joined with context.DeadlineExceeded, or Redis's error.
 		log.Fatal(err)
 	}
-	defer lock.Release(context.Background())
+	defer l.Release(context.Background())
 }
 
 // A watchdog renews a short lease for as long as the job runs; the job
@@ -67,26 +66,26 @@ func ExampleWatchdog() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
 
-	locker, err := redislock.New(rdb)
+	locker, err := lock.New(rdb)
 	if err != nil {
 		log.Fatal(err)
 	}
-	lock, err := locker.Obtain(ctx, "reindex", 5*time.Second,
-		redislock.Watchdog(), redislock.MaxHold(time.Hour))
+	l, err := locker.Obtain(ctx, "reindex", 5*time.Second,
+		lock.Watchdog(), lock.MaxHold(time.Hour))
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer lock.Release(ctx) // stops the watchdog; no renewal after it returns
+	defer l.Release(ctx) // stops the watchdog; no renewal after it returns
 
 	reindex := func(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
-			return context.Cause(ctx) // wraps redislock.ErrNotHeld when lost
+			return context.Cause(ctx) // wraps lock.ErrNotHeld when lost
 		case <-time.After(time.Minute):
 			return nil
 		}
 	}
-	if err := reindex(lock.Context()); errors.Is(err, redislock.ErrNotHeld) {
+	if err := reindex(l.Context()); errors.Is(err, lock.ErrNotHeld) {
 		fmt.Println("lost the lock, stopped:", err)
 	}
 }
@@ -97,50 +96,22 @@ func ExampleReentrant() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
-	locks, err := redislock.New(rdb)
+	locks, err := lock.New(rdb)
 	if err != nil {
 		log.Fatal(err)
 	}
-	me := redislock.NewOwner()
+	me := lock.NewOwner()
 
-	outer, err := locks.Obtain(ctx, "account:7", 10*time.Second, redislock.Reentrant(me))
+	outer, err := locks.Obtain(ctx, "account:7", 10*time.Second, lock.Reentrant(me))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer outer.Release(ctx)
 
-	inner, err := locks.Obtain(ctx, "account:7", 10*time.Second, redislock.Reentrant(me))
+	inner, err := locks.Obtain(ctx, "account:7", 10*time.Second, lock.Reentrant(me))
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(inner.Token() == outer.Token()) // nested holds share the token
 	inner.Release(ctx)                          // still held by outer
-}
-
-// A lock-guarded inventory whose stock lives in Redis; pass
-// WithStore(mysqllock.NewFencedStore(db)) to keep it in MySQL instead.
-func ExampleNewGuarded() {
-	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-	defer rdb.Close()
-
-	inv, err := redislock.NewGuarded(rdb, redislock.WithPrefix("shop:"),
-		redislock.WithLockTTL(time.Second),
-		redislock.WithRetry(stockguard.RetryPolicy{MaxAttempts: 20}))
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := inv.SetStock(ctx, "sku-42", 100); err != nil {
-		log.Fatal(err)
-	}
-	switch err := inv.Decrement(ctx, "sku-42", 2); {
-	case err == nil:
-		fmt.Println("sold 2")
-	case errors.Is(err, stockguard.ErrContention):
-		fmt.Println("too busy, nothing taken; try again")
-	case errors.Is(err, stockguard.ErrOutcomeUnknown):
-		fmt.Println("the write's reply was lost; reconcile:", err)
-	default:
-		fmt.Println("not sold:", err)
-	}
 }
