@@ -24,7 +24,8 @@ end
 if k == 'R' then
   return {-5}
 end
-if not same_lines(rec, k, 4, n) then
+local ls = argv_lines(4, n)
+if not same_lines(rec, k, ls) then
   return {-9}
 end
 
@@ -77,7 +78,7 @@ if op == 'confirm' then
       redis.call('ZREM', KEYS[2 * i + 1], member(i))
     end
     set('t')
-    stream_effect(stream, 'T', id, 4, n)
+    stream_effect(stream, 'T', id, ls)
   elseif s ~= 't' then
     return {-6, s, d}
   end
@@ -91,7 +92,7 @@ elseif op == 'return' then
       move_back(KEYS[2 * i + 1], ARGV[3 + 2 * i])
     end
     set('r')
-    stream_effect(stream, 'R', id, 4, n)
+    stream_effect(stream, 'R', id, ls)
   end
 end
 return {0, s, d}

@@ -34,7 +34,7 @@ var (
 
 	decrementScript = ordersScript(ordersDecrementLua)
 	stockScript     = ordersScript(ordersStockLua)
-	placeScript     = ordersScript(ordersPlaceLua)
+	placeScript     = ordersScript(ordersPlacingLua + ordersPlaceLua)
 	actScript       = ordersScript(ordersActLua)
 	restockScript   = ordersScript(ordersRestockLua)
 	readScript      = ordersScript(ordersReadLua)

@@ -1,0 +1,267 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/combine/combinetest"
+	"github.com/stockguard/stockguard/internal/must"
+	"github.com/stockguard/stockguard/internal/netgate"
+	"github.com/stockguard/stockguard/internal/redistest"
+	"github.com/stockguard/stockguard/internal/redisx/cutproxy"
+	"github.com/stockguard/stockguard/stocktest"
+)
+
+func TestBatched_conformanceOrders(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	prefix := redistest.Prefix(t, rdb)
+	suite := stocktest.Suite{Footprint: footprint(t, rdb, prefix)}
+	suite.RunOrders(t, func(t *testing.T) stockguard.Orders { return must.New(NewBatched(rdb, WithPrefix(prefix))) })
+}
+
+func TestBatched_conformanceOrdersCluster(t *testing.T) {
+	rdb := clusterClient(t)
+	prefix := redistest.Prefix(t, rdb)
+	suite := stocktest.Suite{Footprint: footprint(t, rdb, prefix)}
+	suite.RunOrders(t, func(t *testing.T) stockguard.Orders { return must.New(NewBatched(rdb, WithPrefix(prefix))) })
+}
+
+// The adversarial checker over Batched's orders, two Batched instances and
+// an Atomic sharing the keys, with callers that give up and repeat on
+// another instance: on one Redis, then with every connection behind a
+// network that delivers a share of the requests after their callers'
+// deadlines, on one Redis and on the Cluster.
+func TestBatched_adversary(t *testing.T) {
+	insts := func(rdb AtomicClient, prefix string) []stockguard.Orders {
+		return []stockguard.Orders{must.New(NewBatched(rdb, WithPrefix(prefix))), must.New(NewBatched(rdb, WithPrefix(prefix))), must.New(NewAtomic(rdb, WithPrefix(prefix)))}
+	}
+	t.Run("single", func(t *testing.T) {
+		rdb := backendstest.RedisClient(t)
+		stocktest.Adversary{}.RunOrders(t, insts(rdb, redistest.Prefix(t, rdb)))
+	})
+	t.Run("lateNetwork", func(t *testing.T) {
+		l := netgate.Adversarial(t)
+		rdb := redistest.LateClient(t, backendstest.SharedRedis(t).Addr, l)
+		stocktest.Adversary{Seed: l.Seed(), Late: l.Max()}.RunOrders(t, insts(rdb, redistest.Prefix(t, backendstest.RedisClient(t))))
+		l.Check(t)
+	})
+	t.Run("lateCluster", func(t *testing.T) {
+		l := netgate.Adversarial(t)
+		cluster := backendstest.SharedCluster(t)
+		rdb := redistest.LateCluster(t, cluster.Addrs(), cluster.Dial, l)
+		stocktest.Adversary{Seed: l.Seed(), Late: l.Max()}.RunOrders(t, insts(rdb, redistest.Prefix(t, clusterClient(t))))
+		l.Check(t)
+	})
+}
+
+// goTake runs b.Take in a goroutine and hands back its answer.
+func goTake(ctx context.Context, b *Batched, id string, lines ...stockguard.Line) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- b.Take(ctx, id, lines...) }()
+	return done
+}
+
+// gatedOrders is gatedBatched with the batch script loaded too, skus
+// stocked with stock units each, and the servers' eviction settings asked
+// already, so that each order's call is one EVALSHA.
+func gatedOrders(t *testing.T, g *gate, proxy *cutproxy.Proxy, stock int64, skus ...string) *Batched {
+	t.Helper()
+	b := gatedBatched(t, g, proxy, skus[0], stock)
+	ctx := t.Context()
+	for _, sku := range skus[1:] {
+		if err := b.SetStock(ctx, sku, stock); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := batchPlaceScript.Load(ctx, b.orders.rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.orders.admitOrder(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// stalledOrder starts a Take whose call g holds, so that the orders after
+// it queue. The caller releases it.
+func stalledOrder(t *testing.T, g *gate, b *Batched, id string, lines ...stockguard.Line) (release func(), first <-chan error) {
+	t.Helper()
+	release = g.arm()
+	t.Cleanup(release)
+	first = goTake(t.Context(), b, id, lines...)
+	g.wait(t)
+	return release, first
+}
+
+// queueTakes queues one Take per id, each of lines, behind a held call,
+// in order.
+func queueTakes(t *testing.T, b *Batched, ids []string, lines ...stockguard.Line) []<-chan error {
+	t.Helper()
+	var done []<-chan error
+	for i, id := range ids {
+		done = append(done, goTake(t.Context(), b, id, lines...))
+		combinetest.Queued(t, b.placed, "", i+1)
+	}
+	return done
+}
+
+// batchedState checks the state b reports for id (0: ErrUnknownOrder).
+func batchedState(t *testing.T, b *Batched, id string, want stockguard.OrderState) {
+	t.Helper()
+	wantState(t, b.orders, id, want)
+}
+
+// A refused order of a batch takes nothing and leaves the tombstone of its
+// refusal; the orders before and after it in the batch are applied.
+func TestBatched_Orders_refusedInBatch(t *testing.T) {
+	g := newGate()
+	b := gatedOrders(t, g, nil, 10, "a", "b")
+	release, first := stalledOrder(t, g, b, "first", line("a", 1))
+	ok1 := goTake(t.Context(), b, "ok1", line("a", 2), line("b", 2))
+	combinetest.Queued(t, b.placed, "", 1)
+	short := goTake(t.Context(), b, "short", line("a", 3), line("b", 9))
+	combinetest.Queued(t, b.placed, "", 2)
+	ok2 := goTake(t.Context(), b, "ok2", line("a", 3), line("b", 8))
+	combinetest.Queued(t, b.placed, "", 3)
+	release()
+	for name, d := range map[string]<-chan error{"first": first, "ok1": ok1, "ok2": ok2} {
+		if err := <-d; err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	wantOnly(t, "short", <-short, stockguard.ErrInsufficientStock)
+	wantLevels(t, b.orders, map[string]int64{"a": 4, "b": 0})
+	batchedState(t, b, "ok1", stockguard.OrderTaken)
+	batchedState(t, b, "ok2", stockguard.OrderTaken)
+	batchedState(t, b, "short", 0)
+	if got, want := b.OrderStats(), (BatchStats{Batches: 2, Requests: 4}); got != want {
+		t.Errorf("stats %+v, want %+v", got, want)
+	}
+	combinetest.Idle(t, b.placed)
+}
+
+// An ID twice in one batch is one order: the second finds the first's
+// record and takes nothing.
+func TestBatched_Orders_repeatInBatchTakesOnce(t *testing.T) {
+	g := newGate()
+	b := gatedOrders(t, g, nil, 10, "a")
+	release, first := stalledOrder(t, g, b, "first", line("a", 1))
+	done := queueTakes(t, b, []string{"dup", "dup"}, line("a", 4))
+	release()
+	for _, d := range append(done, first) {
+		if err := <-d; err != nil {
+			t.Error(err)
+		}
+	}
+	wantLevels(t, b.orders, map[string]int64{"a": 5})
+	batchedState(t, b, "dup", stockguard.OrderTaken)
+	if got, want := b.OrderStats(), (BatchStats{Batches: 2, Requests: 3}); got != want {
+		t.Errorf("stats %+v, want %+v", got, want)
+	}
+}
+
+// A caller that leaves while its order waits in the queue gets its
+// context's error, and its order is never sent.
+func TestBatched_Orders_cancelledWhileQueued(t *testing.T) {
+	g := newGate()
+	b := gatedOrders(t, g, nil, 10, "a")
+	release, first := stalledOrder(t, g, b, "first", line("a", 1))
+	ctx, cancel := context.WithCancel(t.Context())
+	left := goTake(ctx, b, "left", line("a", 2))
+	combinetest.Queued(t, b.placed, "", 1)
+	stays := queueTakes(t, b, []string{"stays"}, line("a", 3))
+	cancel()
+	if err := <-left; !errors.Is(err, context.Canceled) {
+		t.Errorf("the caller that left: %v, want context.Canceled", err)
+	}
+	release()
+	for _, d := range append(stays, first) {
+		if err := <-d; err != nil {
+			t.Error(err)
+		}
+	}
+	wantLevels(t, b.orders, map[string]int64{"a": 6})
+	batchedState(t, b, "left", 0)
+	if got, want := b.OrderStats(), (BatchStats{Batches: 2, Requests: 2}); got != want {
+		t.Errorf("stats %+v, want %+v", got, want)
+	}
+}
+
+// When the reply to a call is lost, every order that call carried gets
+// ErrOutcomeUnknown — also the one the script refused — and no other order
+// does; a repeat of each settles it, applied once.
+func TestBatched_Orders_replyLost(t *testing.T) {
+	proxy := cutproxy.Start(t, backendstest.SharedRedis(t).Addr)
+	g := newGate()
+	b := gatedOrders(t, g, proxy, 10, "a")
+	release, first := stalledOrder(t, g, b, "first", line("a", 1))
+	// The cut call: 9 left; 5 fits (4 left), 6 does not, 3 does (1 left).
+	cut := []<-chan error{goTake(t.Context(), b, "c1", line("a", 5))}
+	combinetest.Queued(t, b.placed, "", 1)
+	cut = append(cut, goTake(t.Context(), b, "c2", line("a", 6)))
+	combinetest.Queued(t, b.placed, "", 2)
+	cut = append(cut, goTake(t.Context(), b, "c3", line("a", 3)))
+	combinetest.Queued(t, b.placed, "", 3)
+	releaseCut := g.arm()
+	t.Cleanup(releaseCut)
+	release()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	g.wait(t) // the drainer's call, carrying the three
+	next := queueTakes(t, b, []string{"n1", "n2"}, line("a", 1))
+	proxy.CutNextReply()
+	releaseCut()
+	for _, d := range cut {
+		wantOnly(t, "an order of the cut call", <-d, stockguard.ErrOutcomeUnknown)
+	}
+	if err := <-next[0]; err != nil {
+		t.Errorf("first order after the cut call: %v", err)
+	}
+	wantOnly(t, "second order after the cut call", <-next[1], stockguard.ErrInsufficientStock)
+	ctx := t.Context()
+	if err := b.Take(ctx, "c1", line("a", 5)); err != nil {
+		t.Errorf("repeat of c1: %v", err)
+	}
+	if err := b.Take(ctx, "c3", line("a", 3)); err != nil {
+		t.Errorf("repeat of c3: %v", err)
+	}
+	wantLevels(t, b.orders, map[string]int64{"a": 0})
+	combinetest.Idle(t, b.placed)
+}
+
+// Holds of a batch are held until their deadline, confirmed or returned
+// like Atomic's, and a due hold's units go back before a batch refuses an
+// order for want of them.
+func TestBatched_Orders_holdsInBatch(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	b := must.New(NewBatched(rdb, WithPrefix(redistest.Prefix(t, rdb))))
+	ctx := t.Context()
+	stockAll(t, b.orders, 5, "a")
+	if err := b.Hold(ctx, "h", 50*time.Millisecond, line("a", 5)); err != nil {
+		t.Fatal(err)
+	}
+	wantOnly(t, "take while held", b.Take(ctx, "t0", line("a", 1)), stockguard.ErrInsufficientStock)
+	time.Sleep(60 * time.Millisecond)
+	if err := b.Take(ctx, "t1", line("a", 5)); err != nil {
+		t.Fatalf("take after the hold's deadline: %v", err)
+	}
+	batchedState(t, b, "h", stockguard.OrderExpired)
+	wantOnly(t, "confirm of the expired hold", b.Confirm(ctx, "h"), stockguard.ErrOrderClosed)
+	wantLevels(t, b.orders, map[string]int64{"a": 0})
+	if err := b.Return(ctx, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Hold(ctx, "h2", time.Minute, line("a", 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Confirm(ctx, "h2"); err != nil {
+		t.Fatal(err)
+	}
+	batchedState(t, b, "h2", stockguard.OrderTaken)
+	wantLevels(t, b.orders, map[string]int64{"a": 3})
+}
