@@ -82,7 +82,7 @@ func WithBatchSize(n int) Option {
 type Batched struct {
 	orders *Atomic // its scripts, keys and options; the paths that are not batched
 	calls  *combine.Combiner[batchReq]
-	placed *combine.Combiner[placeReq] // Takes and Holds, one queue per slot
+	placed *combine.Combiner[orderReq] // order calls, one queue per slot
 }
 
 var (
@@ -115,7 +115,7 @@ func NewBatched(rdb AtomicClient, opts ...Option) (*Batched, error) {
 func newBatched(rdb AtomicClient, o options) *Batched {
 	b := &Batched{orders: newAtomic(rdb, o)}
 	b.calls = combine.New(combine.Config[batchReq]{Size: o.batchSize, Write: b.write, Answer: (*batchReq).result})
-	b.placed = combine.New(combine.Config[placeReq]{Size: o.batchSize, Write: b.writeOrders, Answer: (*placeReq).result})
+	b.placed = combine.New(combine.Config[orderReq]{Size: o.batchSize, Write: b.writeOrders, Answer: (*orderReq).result})
 	return b
 }
 

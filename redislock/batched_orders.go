@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/combine"
 	"github.com/stockguard/stockguard/internal/errtext"
@@ -16,32 +17,37 @@ import (
 )
 
 // The batch driver: orders_batch.lua runs place (orders_placing.lua, the
-// Take and Hold of orders_place.lua) for each order of a batch.
+// Take and Hold of orders_place.lua) or act (orders_acting.lua, the Confirm
+// and Return of orders_act.lua) for each order of a batch.
 var (
-	//go:embed orders_placing.lua
-	ordersPlacingLua string
 	//go:embed orders_batch.lua
 	ordersBatchLua string
 
-	batchPlaceScript = ordersScript(ordersPlacingLua + ordersBatchLua)
+	batchPlaceScript = ordersScript(ordersPlacingLua + ordersActingLua + ordersBatchLua)
 )
 
 // codeFailed: an order of a batch failed with an error of its own.
 const codeFailed = -19
 
-// placeReq is one Take or Hold for a batch, and its outcome.
-type placeReq struct {
-	kind     byte
+// Ops of an orderReq beside kindTake and kindHold.
+const (
+	opConfirm = 'C'
+	opReturn  = 'R'
+)
+
+// orderReq is one order call for a batch, and its outcome.
+type orderReq struct {
+	op       byte // kindTake, kindHold, opConfirm or opReturn
 	id       string
 	ttl      time.Duration
-	lines    []stockguard.Line // sorted by SKU
+	lines    []stockguard.Line // sorted by SKU; a Confirm's or Return's as read in the record
 	deadline time.Time         // its caller's ctx deadline; zero for none
 
 	err error // its own outcome in the call's reply: nil, or a refusal
 }
 
 // result is r's answer once the call carrying it returned err.
-func (r *placeReq) result(err error) error {
+func (r *orderReq) result(err error) error {
 	if err != nil {
 		return err
 	}
@@ -97,11 +103,20 @@ func (b *Batched) Hold(ctx context.Context, id string, ttl time.Duration, lines 
 	return b.place(ctx, kindHold, id, ttl, lines)
 }
 
-// Confirm is Atomic.Confirm: one call of its own, reading the record first.
-func (b *Batched) Confirm(ctx context.Context, id string) error { return b.orders.Confirm(ctx, id) }
+// Confirm makes the hold under id taken for good, if its deadline has not
+// passed, as Atomic.Confirm does. The record is read first (one HGETALL):
+// an order whose keys share a slot is then decided in a batch with the
+// other orders of its slot (see Take); a two-phase order runs Atomic's
+// protocol. Its errors are Atomic.Confirm's.
+func (b *Batched) Confirm(ctx context.Context, id string) error {
+	return b.decide(ctx, opConfirm, id)
+}
 
-// Return is Atomic.Return: one call of its own, reading the record first.
-func (b *Batched) Return(ctx context.Context, id string) error { return b.orders.Return(ctx, id) }
+// Return gives the units of the order under id back, exactly once, as
+// Atomic.Return does, batched as Confirm. Its errors are Atomic.Return's.
+func (b *Batched) Return(ctx context.Context, id string) error {
+	return b.decide(ctx, opReturn, id)
+}
 
 // Restock is Atomic.Restock: one call of its own.
 func (b *Batched) Restock(ctx context.Context, id, sku string, qty int64) error {
@@ -113,8 +128,9 @@ func (b *Batched) Order(ctx context.Context, id string) (stockguard.OrderInfo, e
 	return b.orders.Order(ctx, id)
 }
 
-// OrderStats returns the script calls that carried Takes and Holds since
-// the instance was created, and the orders they carried.
+// OrderStats returns the script calls that carried order calls (Take,
+// Hold, Confirm, Return) since the instance was created, and the calls
+// they carried.
 func (b *Batched) OrderStats() BatchStats {
 	batches, requests := b.placed.Stats()
 	return BatchStats{Batches: batches, Requests: requests}
@@ -128,7 +144,7 @@ func (b *Batched) place(ctx context.Context, kind byte, id string, ttl time.Dura
 	if !a.oneSlot(id, lines) {
 		return a.place(ctx, kind, id, ttl, lines)
 	}
-	r := placeReq{kind: kind, id: id, ttl: ttl, lines: lines}
+	r := orderReq{op: kind, id: id, ttl: ttl, lines: lines}
 	r.deadline, _ = ctx.Deadline()
 	err := b.placed.Do(ctx, b.queueOf(id), r)
 	if errors.Is(err, errAlone) {
@@ -138,6 +154,56 @@ func (b *Batched) place(ctx context.Context, kind byte, id string, ttl time.Dura
 		return errtext.Wrap(err, "redislock: %s %q", placeVerb(kind), id)
 	}
 	return nil
+}
+
+// decide runs a Confirm or a Return: the record read, then the decision
+// in a batch of the record's slot, read again when the record changed in
+// between.
+func (b *Batched) decide(ctx context.Context, op byte, id string) error {
+	a, verb := b.orders, "confirm"
+	if op == opReturn {
+		verb = "return"
+	}
+	if err := a.admitOrder(ctx, strategy.ValidateID(id)); err != nil {
+		return err
+	}
+	for range 3 {
+		r, err := b.record(ctx, id)
+		switch {
+		case err != nil:
+			return errtext.Wrap(err, "redislock: %s %q", verb, id)
+		case r.state == 0:
+			return errtext.Wrap(errtext.UnknownOrder(id), "redislock: %s %q", verb, id)
+		case r.kind == kindRestock:
+			return errtext.Wrap(errtext.Mismatch(id, "Restock"), "redislock: %s %q", verb, id)
+		case r.nonce != "":
+			return a.decide(ctx, verb, id) // two-phase
+		case op == opConfirm && r.state == 't', op == opReturn && r.state != 'h' && r.state != 't':
+			return nil // nothing to change
+		case op == opConfirm && r.state != 'h':
+			return errtext.Wrap(errtext.Closed(id, orderState(r.state)), "redislock: %s %q", verb, id)
+		}
+		err = b.placed.Do(ctx, b.queueOf(id), orderReq{op: op, id: id, lines: r.lines})
+		if !errors.Is(err, errReread) {
+			return errtext.Wrap(err, "redislock: %s %q", verb, id)
+		}
+	}
+	return fmt.Errorf("%w: redislock: %s %q: the record kept changing", stockguard.ErrContention, verb, id)
+}
+
+// record reads the record of id with one HGETALL: what orders_read.lua
+// reads, without the server's time, which a Confirm or Return does not
+// need (the batch reads it). Errors are Classify's, Read.
+func (b *Batched) record(ctx context.Context, id string) (*record, error) {
+	cmd := redis.NewMapStringStringCmd(ctx, "hgetall", b.orders.orderKey(id))
+	if err := b.orders.rdb.Process(ctx, cmd); err != nil {
+		return nil, redisx.Classify(ctx, err, redisx.Read)
+	}
+	reply := []any{int64(0)}
+	for f, v := range cmd.Val() {
+		reply = append(reply, f, v)
+	}
+	return parseRecord(reply, false)
 }
 
 // queueOf is the queue of the orders whose record is that of id: one on a
@@ -160,7 +226,7 @@ func placeVerb(kind byte) string {
 // writeOrders runs one orders_batch.lua call for bt's members, claimed
 // right before it, in their order. It returns the call's error, or nil
 // with each member's own outcome set.
-func (b *Batched) writeOrders(ctx context.Context, _ string, bt *combine.Batch[placeReq]) error {
+func (b *Batched) writeOrders(ctx context.Context, _ string, bt *combine.Batch[orderReq]) error {
 	m := bt.Members()
 	if len(m) == 0 {
 		return nil
@@ -190,7 +256,7 @@ func (b *Batched) writeOrders(ctx context.Context, _ string, bt *combine.Batch[p
 		if !r.deadline.IsZero() && r.deadline.Before(end) {
 			end = r.deadline
 		}
-		args = append(args, string(r.kind), r.id, ttlMicros(r.ttl), end.Add(a.bounds.skew).UnixMicro(), len(r.lines))
+		args = append(args, string(r.op), r.id, ttlMicros(r.ttl), end.Add(a.bounds.skew).UnixMicro(), len(r.lines))
 		for _, l := range r.lines {
 			args = append(args, index[l.SKU], l.Qty)
 		}
@@ -209,12 +275,22 @@ func (b *Batched) writeOrders(ctx context.Context, _ string, bt *combine.Batch[p
 	return nil
 }
 
-// outcome is the answer of the order r from its reply in a batch.
-func (b *Batched) outcome(r *placeReq, reply []any) error {
+// outcome is the answer of the order call r from its reply in a batch.
+func (b *Batched) outcome(r *orderReq, reply []any) error {
 	code := replyInt(reply, 0)
+	act := r.op == opConfirm || r.op == opReturn
 	switch {
 	case len(reply) == 0:
 		return unexpected(reply)
+	case act && code == 0:
+		return nil
+	case act && code == codeClosed:
+		if s := replyString(reply, 1); s != "" {
+			return errtext.Closed(r.id, orderState(s[0]))
+		}
+		return unexpected(reply)
+	case act && (code == codeNoOrder || code == codeMismatch || code == codeReread):
+		return errReread
 	case code == 0:
 		s := replyString(reply, 1)
 		if s == "" {

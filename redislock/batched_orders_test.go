@@ -265,3 +265,54 @@ func TestBatched_Orders_holdsInBatch(t *testing.T) {
 	batchedState(t, b, "h2", stockguard.OrderTaken)
 	wantLevels(t, b.orders, map[string]int64{"a": 3})
 }
+
+// Confirms and Returns share a batch with Takes: a Take fits in units a
+// Return ahead of it in the batch gave back, and a Return after a Confirm
+// of the same hold gives its units back once. The SKU's level and its
+// count of units out on open orders end as the calls one after the other
+// would leave them.
+func TestBatched_Orders_decisionsInBatch(t *testing.T) {
+	g := newGate()
+	b := gatedOrders(t, g, nil, 10, "a")
+	ctx := t.Context()
+	if err := b.Take(ctx, "t1", line("a", 3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Hold(ctx, "h1", time.Minute, line("a", 2)); err != nil {
+		t.Fatal(err)
+	}
+	release, first := stalledOrder(t, g, b, "first", line("a", 1)) // 4 left
+	var done []<-chan error
+	call := func(f func() error) {
+		d := make(chan error, 1)
+		go func() { d <- f() }()
+		done = append(done, d)
+		combinetest.Queued(t, b.placed, "", len(done))
+	}
+	call(func() error { return b.Return(ctx, "t1") })             // 7
+	call(func() error { return b.Take(ctx, "t2", line("a", 6)) }) // 1
+	call(func() error { return b.Confirm(ctx, "h1") })            // 1
+	call(func() error { return b.Return(ctx, "h1") })             // 3
+	call(func() error { return b.Take(ctx, "t3", line("a", 4)) }) // refused
+	release()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range done[:4] {
+		if err := <-d; err != nil {
+			t.Errorf("call %d: %v", i, err)
+		}
+	}
+	wantOnly(t, "t3", <-done[4], stockguard.ErrInsufficientStock)
+	wantLevels(t, b.orders, map[string]int64{"a": 3})
+	batchedState(t, b, "t1", stockguard.OrderReturned)
+	batchedState(t, b, "h1", stockguard.OrderReturned)
+	batchedState(t, b, "t2", stockguard.OrderTaken)
+	rdb := backendstest.RedisClient(t)
+	if out, err := rdb.ZScore(ctx, b.orders.holdsKey("a"), "#out").Result(); err != nil || out != -7 {
+		t.Errorf("units out on open orders: %v, %v; want 7 (t2 and first)", -out, err)
+	}
+	if got, want := b.OrderStats(), (BatchStats{Batches: 4, Requests: 8}); got != want {
+		t.Errorf("stats %+v, want %+v", got, want)
+	}
+}

@@ -18,10 +18,27 @@
 --   swept[holds]  the SKU's due holds were reclaimed by this batch (at now:
 --                 a hold placed since is due later), so an order that fits
 --                 needs no second look;
---   take[stock]   the units the batch took, to DECRBY once (see flush);
+--   take[stock]   the units the batch took (less those it gave back), to
+--                 DECRBY and count out once (orders_batch.lua's flush);
 --   skus          the stock keys in the order the batch first took them,
 --                 and holds[stock] each one's holds key.
 -- Returns what orders_place.lua returns.
+
+-- note has the batch of memo take q units of stock (whose holds are holds)
+-- — give them back when q is negative — at its flush.
+local function note(memo, stock, holds, q)
+  if not memo.level[stock] then
+    memo.level[stock] = level(stock) or 0 -- a missing key is created anew
+  end
+  memo.level[stock] = memo.level[stock] - q
+  if not memo.take[stock] then
+    memo.take[stock] = 0
+    memo.holds[stock] = holds
+    memo.skus[#memo.skus + 1] = stock
+  end
+  memo.take[stock] = memo.take[stock] + q
+end
+
 local function place(o, now, memo)
   local rec, ls = o.rec, o.lines
   local found = redis.call('HMGET', rec, 'k', X)
@@ -93,14 +110,7 @@ local function place(o, now, memo)
   for _, l in ipairs(ls) do
     local stock, holds = l[3], l[4]
     if memo then
-      local q = tonumber(l[2])
-      memo.level[stock] = memo.level[stock] - q
-      if not memo.take[stock] then
-        memo.take[stock] = 0
-        memo.holds[stock] = holds
-        memo.skus[#memo.skus + 1] = stock
-      end
-      memo.take[stock] = memo.take[stock] + q
+      note(memo, stock, holds, tonumber(l[2]))
     else
       redis.call('DECRBY', stock, l[2])
       move_out(holds, l[2])
