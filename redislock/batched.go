@@ -79,6 +79,11 @@ func WithBatchSize(n int) Option {
 // NewAtomic. One SKU is one key, so Batched works on a Redis Cluster.
 // Batched is safe for concurrent use; share one instance per process, or it
 // has nothing to combine.
+//
+// Batched is also a stockguard.Orders with Atomic's keys and records, whose
+// order calls of one slot are combined the same way: see Take. Holds due
+// back are given back before a batch of decrements refuses one, as Atomic
+// does.
 type Batched struct {
 	orders *Atomic // its scripts, keys and options; the paths that are not batched
 	calls  *combine.Combiner[batchReq]
@@ -155,7 +160,8 @@ func (r *batchReq) result(err error) error {
 //   - stockguard.ErrUnknownSKU: the stock key does not exist (nothing is
 //     created), or it holds no stock level (then also stockguard.ErrCorruptStock);
 //   - stockguard.ErrInsufficientStock: fewer than qty units were left after
-//     the requests ahead of it in its batch;
+//     the requests ahead of it in its batch, once every hold due back was
+//     back;
 //   - stockguard.ErrContention: Redis is busy (every pooled connection in
 //     use, a script running: BUSY, a resharding: TRYAGAIN); nothing changed;
 //   - stockguard.ErrUnavailable: Redis cannot be reached, or refused the

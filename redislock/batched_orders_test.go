@@ -3,8 +3,12 @@ package redislock
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
@@ -313,6 +317,63 @@ func TestBatched_Orders_decisionsInBatch(t *testing.T) {
 		t.Errorf("units out on open orders: %v, %v; want 7 (t2 and first)", -out, err)
 	}
 	if got, want := b.OrderStats(), (BatchStats{Batches: 4, Requests: 8}); got != want {
+		t.Errorf("stats %+v, want %+v", got, want)
+	}
+}
+
+// idInSlotOf returns an order ID, none of skip, whose record shares the
+// cluster slot of sku's keys.
+func idInSlotOf(t *testing.T, a *Atomic, sku string, skip ...string) string {
+	t.Helper()
+	for i := range 1 << 22 {
+		id := fmt.Sprintf("o%d", i)
+		if slot(a.orderKey(id)) == slot(a.keys.Stock(sku)) && !slices.Contains(skip, id) {
+			return id
+		}
+	}
+	t.Fatalf("no ID in the slot of %q", sku)
+	return ""
+}
+
+// On a Cluster, the orders whose keys share a slot queue behind that
+// slot's call and go out together; an order of another slot does not wait
+// for it.
+func TestBatched_Orders_clusterBatchPerSlot(t *testing.T) {
+	g := newGate()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: backendstest.SharedCluster(t).Addrs(), Dialer: g.dial})
+	t.Cleanup(func() { rdb.Close() })
+	b := must.New(NewBatched(rdb, WithPrefix(redistest.Prefix(t, clusterClient(t)))))
+	ctx := t.Context()
+	if slot(b.orders.keys.Stock("s")) == slot(b.orders.keys.Stock("u")) {
+		t.Fatal("SKUs s and u share a slot")
+	}
+	stockAll(t, b.orders, 10, "s", "u")
+	if err := batchPlaceScript.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.orders.admitOrder(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	o1 := idInSlotOf(t, b.orders, "s")
+	o2 := idInSlotOf(t, b.orders, "s", o1)
+	o3 := idInSlotOf(t, b.orders, "s", o1, o2)
+	release, first := stalledOrder(t, g, b, o1, line("s", 1))
+	queue := b.queueOf(o1)
+	second := goTake(ctx, b, o2, line("s", 2))
+	combinetest.Queued(t, b.placed, queue, 1)
+	third := goTake(ctx, b, o3, line("s", 3))
+	combinetest.Queued(t, b.placed, queue, 2)
+	if err := b.Take(ctx, idInSlotOf(t, b.orders, "u"), line("u", 4)); err != nil {
+		t.Fatalf("an order of another slot while the first slot's call is held: %v", err)
+	}
+	release()
+	for _, d := range []<-chan error{first, second, third} {
+		if err := <-d; err != nil {
+			t.Error(err)
+		}
+	}
+	wantLevels(t, b.orders, map[string]int64{"s": 4, "u": 6})
+	if got, want := b.OrderStats(), (BatchStats{Batches: 3, Requests: 4}); got != want {
 		t.Errorf("stats %+v, want %+v", got, want)
 	}
 }
