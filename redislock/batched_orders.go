@@ -84,8 +84,8 @@ var errAlone = errors.New("redislock: the order needs a call of its own")
 // its own, so one caller leaving cancels nobody else's order. A call whose
 // reply is lost answers each of its orders ErrOutcomeUnknown, and no
 // other. An order that failed in the script with an error of its own (a
-// key of another type) is ErrOutcomeUnknown; the others of its batch stand.
-// Its errors are otherwise Atomic.Take's.
+// key of another type) is ErrUnavailable, nothing of it applied; the others
+// of its batch stand. Its errors are otherwise Atomic.Take's.
 func (b *Batched) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
 	if err := b.orders.admitOrder(ctx, strategy.ValidateTake(id, lines)); err != nil {
 		return err
@@ -307,7 +307,9 @@ func (b *Batched) outcome(r *orderReq, reply []any) error {
 	case code == codeFenced, code == codeResolve, code == codeMore:
 		return errAlone
 	case code == codeFailed:
-		return fmt.Errorf("%w: the order failed in its batch's script: %s", stockguard.ErrOutcomeUnknown, replyString(reply, 1))
+		// Its reads come before its writes, and they failed: nothing of it
+		// was applied, as when Redis refuses Atomic's script.
+		return fmt.Errorf("%w: redis refused the order in its batch's script: %s", stockguard.ErrUnavailable, replyString(reply, 1))
 	}
 	i := int(replyInt(reply, 1)) - 1
 	if i >= 0 && i < len(r.lines) {

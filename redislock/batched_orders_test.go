@@ -377,3 +377,33 @@ func TestBatched_Orders_clusterBatchPerSlot(t *testing.T) {
 		t.Errorf("stats %+v, want %+v", got, want)
 	}
 }
+
+// An order that fails in its batch's script with an error of its own (its
+// SKU's holds key holds a string) is ErrUnavailable, nothing of it
+// applied, and the orders before and after it in the batch stand.
+func TestBatched_Orders_failedInBatch(t *testing.T) {
+	g := newGate()
+	b := gatedOrders(t, g, nil, 10, "a", "b")
+	ctx := t.Context()
+	if err := backendstest.RedisClient(t).Set(ctx, b.orders.holdsKey("b"), "not a sorted set", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	release, first := stalledOrder(t, g, b, "first", line("a", 1))
+	done := []<-chan error{goTake(ctx, b, "ok1", line("a", 2))}
+	combinetest.Queued(t, b.placed, "", 1)
+	failed := goTake(ctx, b, "failed", line("a", 3), line("b", 3))
+	combinetest.Queued(t, b.placed, "", 2)
+	done = append(done, goTake(ctx, b, "ok2", line("a", 4)))
+	combinetest.Queued(t, b.placed, "", 3)
+	release()
+	for _, d := range append(done, first) {
+		if err := <-d; err != nil {
+			t.Error(err)
+		}
+	}
+	wantOnly(t, "the failed order", <-failed, stockguard.ErrUnavailable)
+	batchedState(t, b, "failed", 0)
+	if n, err := backendstest.RedisClient(t).Get(ctx, b.orders.keys.Stock("a")).Int64(); err != nil || n != 3 {
+		t.Errorf("level of a: %d, %v; want 3", n, err)
+	}
+}
