@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -17,8 +18,8 @@ import (
 var batchedLua string
 
 // batchedScript is hashed once per process, like atomicScript, and reads
-// levels with the same level.lua.
-var batchedScript = redis.NewScript(levelLua + batchedLua)
+// levels and gives due holds back with the Orders scripts' helpers.
+var batchedScript = ordersScript(batchedLua)
 
 // DefaultBatchSize is NewBatched's default bound on the requests one script
 // call carries.
@@ -78,23 +79,37 @@ func WithBatchSize(n int) Option {
 // NewAtomic. One SKU is one key, so Batched works on a Redis Cluster.
 // Batched is safe for concurrent use; share one instance per process, or it
 // has nothing to combine.
+//
+// Batched is also a stockguard.Orders with Atomic's keys and records, whose
+// order calls of one slot are combined the same way: see Take. Holds due
+// back are given back before a batch of decrements refuses one, as Atomic
+// does.
 type Batched struct {
-	scripts redis.Scripter // the client with EVAL/EVALSHA sent at most once
-	levels  redisx.Levels
-	calls   *combine.Combiner[batchReq]
+	orders *Atomic // its scripts, keys and options; the paths that are not batched
+	calls  *combine.Combiner[batchReq]
+	placed *combine.Combiner[orderReq] // order calls, one queue per slot
 }
 
-var _ stockguard.Inventory = (*Batched)(nil)
+var (
+	_ stockguard.Inventory = (*Batched)(nil)
+	_ stockguard.Orders    = (*Batched)(nil)
+)
 
 // NewBatched returns the combining strategy over rdb (scripting and
 // Process, as NewAtomic). It reads the options WithPrefix,
-// WithBatchSize, WithReplicaAck and WithAOFAck (one WAIT per script call,
-// so per batch; when it falls short every request of the batch gets
-// ErrOutcomeUnknown). The pool needs a connection per SKU being written at
-// once, not per buyer.
+// WithBatchSize, WithOrderRetention, WithAttemptValidity, WithClockSkew,
+// WithReplicaAck and WithAOFAck (one WAIT per script call, so per batch;
+// when it falls short every request of the batch gets ErrOutcomeUnknown).
+// The pool needs a connection per SKU (and, for orders, per slot) being
+// written at once, not per buyer. Over a *redis.Ring it returns an error
+// wrapping stockguard.ErrInvalidRequest, as NewAtomic does, and so do
+// options it does not read.
 func NewBatched(rdb AtomicClient, opts ...Option) (*Batched, error) {
 	o := newOptions(opts)
 	o.only("NewBatched", readsBatched)
+	if _, ok := rdb.(*redis.Ring); ok {
+		o.fail(errors.New("NewBatched over a *redis.Ring: a Ring moves a shard's keys to another shard while it votes the shard down; use one Redis, a failover client or a Cluster"))
+	}
 	if o.err != nil {
 		return nil, o.err
 	}
@@ -103,11 +118,9 @@ func NewBatched(rdb AtomicClient, opts ...Option) (*Batched, error) {
 
 // newBatched builds what NewBatched returns, from valid options.
 func newBatched(rdb AtomicClient, o options) *Batched {
-	b := &Batched{
-		scripts: redisx.OnceScripter(redisx.Acked(rdb, o.ack)),
-		levels:  redisx.Levels{Client: rdb, Writer: redisx.Acked(rdb, o.ack), Keys: o.keys, Pkg: "redislock"},
-	}
+	b := &Batched{orders: newAtomic(rdb, o)}
 	b.calls = combine.New(combine.Config[batchReq]{Size: o.batchSize, Write: b.write, Answer: (*batchReq).result})
+	b.placed = combine.New(combine.Config[orderReq]{Size: o.batchSize, Write: b.writeOrders, Answer: (*orderReq).result})
 	return b
 }
 
@@ -147,7 +160,8 @@ func (r *batchReq) result(err error) error {
 //   - stockguard.ErrUnknownSKU: the stock key does not exist (nothing is
 //     created), or it holds no stock level (then also stockguard.ErrCorruptStock);
 //   - stockguard.ErrInsufficientStock: fewer than qty units were left after
-//     the requests ahead of it in its batch;
+//     the requests ahead of it in its batch, once every hold due back was
+//     back;
 //   - stockguard.ErrContention: Redis is busy (every pooled connection in
 //     use, a script running: BUSY, a resharding: TRYAGAIN); nothing changed;
 //   - stockguard.ErrUnavailable: Redis cannot be reached, or refused the
@@ -165,24 +179,17 @@ func (b *Batched) Decrement(ctx context.Context, sku string, qty int64) error {
 }
 
 // SetStock creates sku with qty units (0…stockguard.MaxQty), or overwrites
-// its stock level, whatever the key held. It returns nil or an error
-// wrapping stockguard.ErrInvalidRequest (bad input or a nil ctx,
-// before any I/O), the context's error, stockguard.ErrContention
-// (Redis busy), stockguard.ErrUnavailable (Redis unreachable or refusing;
-// nothing changed) or stockguard.ErrOutcomeUnknown (the SET may have been
-// applied).
+// its stock level, as Atomic.SetStock does (holds due back are given back
+// first; a level that leaves the units out on open orders no room within
+// MaxQty is refused). Its errors are Atomic.SetStock's.
 func (b *Batched) SetStock(ctx context.Context, sku string, qty int64) error {
-	return b.levels.Set(ctx, sku, qty)
+	return b.orders.SetStock(ctx, sku, qty)
 }
 
-// Stock returns the units of sku left. Its errors wrap
-// stockguard.ErrInvalidRequest (bad sku or a nil ctx, before any
-// I/O), the context's error, stockguard.ErrUnknownSKU (no stock key;
-// with stockguard.ErrCorruptStock, a key that holds no stock level),
-// stockguard.ErrContention (Redis busy) or stockguard.ErrUnavailable (the
-// read failed).
+// Stock returns the units of sku left once every hold due back is back, as
+// Atomic.Stock does. Its errors are Atomic.Stock's.
 func (b *Batched) Stock(ctx context.Context, sku string) (int64, error) {
-	return b.levels.Get(ctx, sku)
+	return b.orders.Stock(ctx, sku)
 }
 
 // check returns the first reason not to serve a request: the request's
@@ -202,16 +209,24 @@ func (b *Batched) write(ctx context.Context, sku string, bt *combine.Batch[batch
 	if len(m) == 0 {
 		return nil
 	}
-	key := b.levels.Keys.Stock(sku)
-	qtys := make([]any, len(m))
+	keys := []string{b.orders.keys.Stock(sku), b.orders.holdsKey(sku)}
+	args := make([]any, 1+len(m))
 	for i, r := range m {
-		qtys[i] = r.qty
+		args[1+i] = r.qty
 	}
-	reply, err := batchedScript.Run(ctx, b.scripts, []string{key}, qtys...).Result()
-	if err != nil {
-		return errtext.Wrap(redisx.Classify(ctx, err, redisx.Write), "redislock: decrement %q (in a call of %d requests)", sku, len(m))
-	}
-	out, err := parseBatchReply(reply, len(m))
+	var out batchReply
+	err := b.orders.withResolve(ctx, func(decide string) (string, []string, string, error) {
+		args[0] = decide
+		reply, err := batchedScript.Run(ctx, b.orders.scripts, keys, args...).Result()
+		if err != nil {
+			return "", nil, "", redisx.Classify(ctx, err, redisx.Write)
+		}
+		if out, err = parseBatchReply(reply, len(m)); err != nil {
+			return "", nil, "", err
+		}
+		return sku, out.remote, out.next, nil
+	})
+	key := keys[0]
 	switch {
 	case err != nil:
 		return errtext.Wrap(err, "redislock: decrement %q (in a call of %d requests)", sku, len(m))
@@ -234,10 +249,12 @@ func (b *Batched) write(ctx context.Context, sku string, bt *combine.Batch[batch
 
 // batchReply is what the batched script answered.
 type batchReply struct {
-	missing bool   // the stock key does not exist
-	corrupt bool   // it holds no stock level
-	level   int64  // the level before the batch
-	granted string // '1' for a granted request, '0' for a refused one
+	missing bool     // the stock key does not exist
+	corrupt bool     // it holds no stock level
+	remote  []string // due holds of two-phase orders to resolve first
+	next    string   // the decide argument to call again with
+	level   int64    // the level the batch took from
+	granted string   // '1' for a granted request, '0' for a refused one
 }
 
 // parseBatchReply reads the script's reply to a call of n requests. A
@@ -254,6 +271,16 @@ func parseBatchReply(reply any, n int) (batchReply, error) {
 			return batchReply{corrupt: true}, nil
 		}
 	case []any:
+		switch replyInt(v, 0) {
+		case codeResolve:
+			if ids := replyStrings(v, 1); len(ids) > 0 {
+				return batchReply{remote: ids}, nil
+			}
+		case codeMore:
+			if next := replyString(v, 1); next != "" {
+				return batchReply{next: next}, nil
+			}
+		}
 		if len(v) == 2 {
 			level, ok1 := v[0].(int64)
 			granted, ok2 := v[1].(string)

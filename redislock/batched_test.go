@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -129,10 +130,13 @@ func TestParseBatchReply(t *testing.T) {
 		{"level not a number", []any{"7", "1"}, 1, batchReply{}, false},
 		{"short array", []any{int64(7)}, 1, batchReply{}, false},
 		{"string", "OK", 1, batchReply{}, false},
+		{"resolve", []any{int64(codeResolve), "o1", "o2"}, 1, batchReply{remote: []string{"o1", "o2"}}, true},
+		{"resolve nothing", []any{int64(codeResolve)}, 1, batchReply{}, false},
+		{"more", []any{int64(codeMore), "1:1:5:0"}, 1, batchReply{next: "1:1:5:0"}, true},
 	} {
 		got, err := parseBatchReply(c.reply, c.n)
 		switch {
-		case c.ok && (err != nil || got != c.want):
+		case c.ok && (err != nil || !reflect.DeepEqual(got, c.want)):
 			t.Errorf("%s: %+v, %v; want %+v", c.name, got, err, c.want)
 		case !c.ok:
 			wantOnly(t, c.name, err, stockguard.ErrOutcomeUnknown)
@@ -313,7 +317,7 @@ func TestBatched_Decrement_unknownSKUCreatesNothing(t *testing.T) {
 		t.Errorf("stats %+v, want %+v", got, want)
 	}
 	rdb := backendstest.RedisClient(t)
-	if n := rdb.Exists(t.Context(), b.levels.Keys.Stock("ghost")).Val(); n != 0 {
+	if n := rdb.Exists(t.Context(), b.orders.keys.Stock("ghost")).Val(); n != 0 {
 		t.Fatalf("EXISTS after Decrement of an unknown sku = %d, want 0", n)
 	}
 	combinetest.Idle(t, b.calls)

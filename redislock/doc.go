@@ -3,7 +3,8 @@
 //
 //	NewAtomic          one Lua script per request; Orders (exactly-once,
 //	                   multi-SKU, holds) — the one to start with
-//	NewBatched         concurrent requests for a SKU combined into one script
+//	NewBatched         concurrent requests combined into one script call:
+//	                   decrements per SKU, Orders per slot
 //	NewGuarded         lock, read, check, write, unlock: a fenced SKU lock
 //	NewRedlockGuarded  the same under a Redlock over independent masters
 //	NewSegmented       a SKU's stock split over segments, so contention spreads
@@ -33,6 +34,8 @@ package redislock
 //	segmented_locks.go  WithSegmentLocks
 //	raw.go        Segmented.RawStock, for audits
 //	batched.go    Batched: requests for a SKU combined into one script (internal/combine)
+//	batched_orders.go  Batched's Orders: a slot's order calls in one script
+//	              (orders_batch.lua over place and act: orders_placing.lua, orders_acting.lua)
 //	orders*.go    Atomic's Orders: one script per one-slot order (orders_local.go,
 //	              orders_slot.go), a two-phase protocol across Cluster slots
 //	              (orders_remote.go, orders_sku.go), the record (orders_record.go)

@@ -19,7 +19,8 @@ import (
 //	NewRedisStore       WithPrefix
 //	NewAtomic           WithPrefix, WithOrderRetention, WithOrderStream, WithAttemptValidity,
 //	                    WithClockSkew
-//	NewBatched          WithPrefix, WithBatchSize
+//	NewBatched          WithPrefix, WithBatchSize, WithOrderRetention, WithAttemptValidity,
+//	                    WithClockSkew
 //	NewGuarded          WithPrefix, WithRetry, WithLockTTL, WithStore
 //	NewSegmented        WithPrefix, WithRetry, WithLockTTL, WithSegments, WithSegmentLocks
 //	NewRedlockGuarded   WithPrefix, WithNodeTimeout, WithDrift, WithRetry, WithLockTTL,
@@ -69,7 +70,7 @@ const (
 	optAck          = optReplicaAck | optAOFAck
 	readsClient     = optPrefix | optAck
 	readsAtomic     = readsClient | optOrderRetention | optOrderStream | optAttemptValidity | optClockSkew
-	readsBatched    = readsClient | optBatchSize
+	readsBatched    = readsClient | optBatchSize | optOrderRetention | optAttemptValidity | optClockSkew
 	readsGuarded    = readsClient | optRetry | optLockTTL | optStore
 	readsSegmented  = readsClient | optRetry | optLockTTL | optSegments | optSegmentLocks
 	readsRedlock    = readsClient | optNodeTimeout | optDrift

@@ -156,19 +156,30 @@ local function refuse(rec, now, ttl)
   redis.call('PEXPIRE', rec, ttl)
 end
 
--- same_lines reports whether the order record rec was applied as kind with
--- the n lines given as (sku, qty) pairs in ARGV from index first on.
-local function same_lines(rec, kind, first, n)
-  local f = {'k', 'c'}
+-- An order's lines are a list of {sku, qty} pairs, qty as the decimal
+-- string the client sent (a record keeps it verbatim); argv_lines reads n
+-- of them from ARGV index first on.
+local function argv_lines(first, n)
+  local ls = {}
   for i = 0, n - 1 do
-    f[#f + 1] = '=' .. ARGV[first + 2 * i]
+    ls[i + 1] = {ARGV[first + 2 * i], ARGV[first + 2 * i + 1]}
+  end
+  return ls
+end
+
+-- same_lines reports whether the order record rec was applied as kind with
+-- the lines ls.
+local function same_lines(rec, kind, ls)
+  local f = {'k', 'c'}
+  for _, l in ipairs(ls) do
+    f[#f + 1] = '=' .. l[1]
   end
   local v = redis.call('HMGET', rec, unpack(f))
-  if v[1] ~= kind or tonumber(v[2]) ~= n then
+  if v[1] ~= kind or tonumber(v[2]) ~= #ls then
     return false
   end
-  for i = 0, n - 1 do
-    if v[3 + i] ~= ARGV[first + 2 * i + 1] then
+  for i, l in ipairs(ls) do
+    if v[2 + i] ~= l[2] then
       return false
     end
   end
@@ -176,12 +187,12 @@ local function same_lines(rec, kind, first, n)
 end
 
 -- record_fields returns the HSET arguments of a new order record: state s,
--- kind, n lines from ARGV index first on, and extra field/value pairs.
-local function record_fields(s, kind, first, n, extra)
-  local f = {'s', s, 'k', kind, 'c', n}
-  for i = 0, n - 1 do
-    f[#f + 1] = '=' .. ARGV[first + 2 * i]
-    f[#f + 1] = ARGV[first + 2 * i + 1]
+-- kind, the lines ls, and extra field/value pairs.
+local function record_fields(s, kind, ls, extra)
+  local f = {'s', s, 'k', kind, 'c', #ls}
+  for _, l in ipairs(ls) do
+    f[#f + 1] = '=' .. l[1]
+    f[#f + 1] = l[2]
   end
   for _, x in ipairs(extra) do
     f[#f + 1] = x
@@ -203,15 +214,15 @@ end
 
 -- stream_effect appends to stream, when there is one, the final effect op
 -- ("T": taken for good, "R": returned after it was) of the order id with
--- the n lines given as (sku, qty) pairs in ARGV from index first on.
-local function stream_effect(stream, op, id, first, n)
+-- the lines ls.
+local function stream_effect(stream, op, id, ls)
   if not stream then
     return
   end
   local f = {'o', op, 'i', id}
-  for i = 0, n - 1 do
-    f[#f + 1] = '=' .. ARGV[first + 2 * i]
-    f[#f + 1] = ARGV[first + 2 * i + 1]
+  for _, l in ipairs(ls) do
+    f[#f + 1] = '=' .. l[1]
+    f[#f + 1] = l[2]
   end
   redis.call('XADD', stream, '*', unpack(f))
 end

@@ -5,20 +5,21 @@ import (
 	"time"
 )
 
-// DefaultOrderRetention is how long NewAtomic's Orders remember an order
-// ID after its last change (see WithOrderRetention).
+// DefaultOrderRetention is how long the Orders of NewAtomic and NewBatched
+// remember an order ID after its last change (see WithOrderRetention).
 const DefaultOrderRetention = 7 * 24 * time.Hour
 
 // MinOrderRetention is the shortest retention WithOrderRetention accepts.
 const MinOrderRetention = time.Second
 
 // DefaultAttemptValidity is how long after it was sent an order attempt of
-// NewAtomic's Orders may still be applied when its context has no earlier
-// deadline (see WithAttemptValidity).
+// the Orders of NewAtomic and NewBatched may still be applied when its
+// context has no earlier deadline (see WithAttemptValidity).
 const DefaultAttemptValidity = 5 * time.Second
 
-// DefaultClockSkew is how far NewAtomic's Orders assume the clocks of their
-// clients and of the Redis servers may differ (see WithClockSkew).
+// DefaultClockSkew is how far the Orders of NewAtomic and NewBatched assume
+// the clocks of their clients and of the Redis servers may differ (see
+// WithClockSkew).
 const DefaultClockSkew = 250 * time.Millisecond
 
 // orderOptions are the settings of Atomic's Orders.

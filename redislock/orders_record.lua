@@ -78,7 +78,7 @@ if op == 'begin' and not s then
     d = now + ttl
   end
   redis.call('DEL', rec) -- a tombstone this attempt was sent after, if any
-  redis.call('HSET', rec, unpack(record_fields('p', kind, 9, n,
+  redis.call('HSET', rec, unpack(record_fields('p', kind, argv_lines(9, n),
     {'n', int(now) .. '.' .. ARGV[4], 'w', int(now + window), 'd', int(d)})))
   redis.call('PEXPIRE', rec, int(math.ceil((window + ttl) / 1000) + retention))
   flag = 'new'
@@ -95,7 +95,7 @@ end
 
 -- Only a settled order can be compared: one pending may yet be undone, and
 -- then nothing was applied under its id.
-if op == 'begin' and flag ~= 'new' and s ~= 'p' and s ~= 'u' and not same_lines(rec, ARGV[3], 9, (#ARGV - 8) / 2) then
+if op == 'begin' and flag ~= 'new' and s ~= 'p' and s ~= 'u' and not same_lines(rec, ARGV[3], argv_lines(9, (#ARGV - 8) / 2)) then
   return {now, 'mismatch'}
 end
 

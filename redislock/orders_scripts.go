@@ -7,7 +7,8 @@ import (
 )
 
 // The scripts of Atomic: each is level.lua and orders_lib.lua followed by
-// its own file, hashed once per process.
+// its own file (the order scripts' after the library functions they share
+// with Batched's orders_batch.lua: place, act), hashed once per process.
 var (
 	//go:embed orders_lib.lua
 	ordersLibLua string
@@ -17,6 +18,10 @@ var (
 	ordersStockLua string
 	//go:embed orders_place.lua
 	ordersPlaceLua string
+	//go:embed orders_placing.lua
+	ordersPlacingLua string
+	//go:embed orders_acting.lua
+	ordersActingLua string
 	//go:embed orders_act.lua
 	ordersActLua string
 	//go:embed orders_restock.lua
@@ -34,8 +39,8 @@ var (
 
 	decrementScript = ordersScript(ordersDecrementLua)
 	stockScript     = ordersScript(ordersStockLua)
-	placeScript     = ordersScript(ordersPlaceLua)
-	actScript       = ordersScript(ordersActLua)
+	placeScript     = ordersScript(ordersPlacingLua + ordersPlaceLua)
+	actScript       = ordersScript(ordersPlacingLua + ordersActingLua + ordersActLua)
 	restockScript   = ordersScript(ordersRestockLua)
 	readScript      = ordersScript(ordersReadLua)
 	recordScript    = ordersScript(ordersRecordLua)

@@ -34,8 +34,8 @@ type ackWriter struct {
 	applied bool
 }
 
-// takeOrders is an Atomic taking through Take, one order per request.
-type takeOrders struct{ *Atomic }
+// takeOrders is an Orders taking through Take, one order per request.
+type takeOrders struct{ stockguard.Orders }
 
 func (o takeOrders) Decrement(ctx context.Context, sku string, qty int64) error {
 	return o.Take(ctx, "o-"+rand.Text()[:12], stockguard.Line{SKU: sku, Qty: qty})
@@ -58,6 +58,9 @@ var ackWriters = []ackWriter{
 	}, stockKeyLevel, true},
 	{"orders", func(rdb redis.UniversalClient, opts ...Option) stockguard.Inventory {
 		return takeOrders{must.New(NewAtomic(rdb, opts...))}
+	}, stockKeyLevel, true},
+	{"batchedOrders", func(rdb redis.UniversalClient, opts ...Option) stockguard.Inventory {
+		return takeOrders{must.New(NewBatched(rdb, opts...))}
 	}, stockKeyLevel, true},
 	{"segmented", func(rdb redis.UniversalClient, opts ...Option) stockguard.Inventory {
 		return must.New(NewSegmented(rdb, append(opts, WithSegments(4))...))
@@ -91,6 +94,10 @@ func TestReplicaAck_conformance(t *testing.T) {
 	t.Run("orders", func(t *testing.T) {
 		prefix := redistest.Prefix(t, rdb)
 		stocktest.RunOrders(t, func(t *testing.T) stockguard.Orders { return must.New(NewAtomic(rdb, WithPrefix(prefix), ack)) })
+	})
+	t.Run("batchedOrders", func(t *testing.T) {
+		prefix := redistest.Prefix(t, rdb)
+		stocktest.RunOrders(t, func(t *testing.T) stockguard.Orders { return must.New(NewBatched(rdb, WithPrefix(prefix), ack)) })
 	})
 }
 

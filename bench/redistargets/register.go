@@ -23,10 +23,10 @@ func init() {
 		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
 			return redislock.NewAtomic(rdb, redislock.WithPrefix(prefix))
 		})))
-	bench.Register(Target("redis-batched", "concurrent requests for a SKU combined into one Lua call that grants them in arrival order",
+	bench.Register(bench.OrdersTarget(Target("redis-batched", "concurrent requests for a SKU, and orders for a slot, combined into one Lua call that applies them in arrival order",
 		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
 			return redislock.NewBatched(rdb, redislock.WithPrefix(prefix))
-		}))
+		})))
 	bench.Register(Target("redis-watchtx", "WATCH, GET, MULTI/DECRBY/EXEC, retry on conflict",
 		func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
 			return watchtx.New(rdb, watchtx.WithPrefix(prefix))

@@ -37,10 +37,10 @@ var strategies = []strategy{
 			}))
 	}},
 	{"batched", func(ack bool) bench.Target {
-		return redistargets.Target("batched", "concurrent requests for a SKU combined into one Lua call"+ackAbout(ack),
+		return bench.OrdersTarget(redistargets.Target("batched", "concurrent requests for a SKU, and orders for a slot, combined into one Lua call"+ackAbout(ack),
 			func(rdb redis.UniversalClient, prefix string) (stockguard.Inventory, error) {
 				return redislock.NewBatched(rdb, redislockOptions(ack, prefix)...)
-			})
+			}))
 	}},
 	{"watchtx", func(ack bool) bench.Target {
 		return redistargets.Target("watchtx", "WATCH, GET, MULTI/DECRBY/EXEC, retry on conflict"+ackAbout(ack),

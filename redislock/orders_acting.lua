@@ -1,0 +1,113 @@
+-- act: Confirm, Return or Order of an order whose keys share one slot, read
+-- before so that its lines' keys are declared. orders_act.lua runs one
+-- order through it, orders_batch.lua the Confirms and Returns of a batch;
+-- it is prepended to both after orders_lib.lua (and orders_placing.lua,
+-- whose memo and note it shares).
+--
+-- o is the order: rec its record key, op "confirm", "return" or "order",
+-- id, retention (ms, decimal), lines a list of {sku, qty, stock key, holds
+-- key}, stream the order stream or nil (a hold confirmed now appends a
+-- take, a taken order returned now a return: see stream_effect). now is
+-- the server's time (nil: read it when needed); memo is place's (nil for
+-- one order).
+--
+-- A held line's units are out while its member is in the SKU's holds; the
+-- one ZREM that removes it decides, once, whether they come back (reclaim,
+-- expiry, Return: INCRBY) or stay (Confirm). So a hold is expired when its
+-- deadline has passed or the SKU side has reclaimed a line.
+-- Returns {0, state, deadline}, or {-3, i} line i's stock key holds no
+-- level (nothing changed), {-5} a restock's id, {-6, state, deadline}
+-- Confirm of a closed order, {-7} no record, {-9} the record is not the one
+-- read (read it again).
+local function act(o, now, memo)
+  local rec, op, id, ls = o.rec, o.op, o.id, o.lines
+  local v = redis.call('HMGET', rec, 's', 'k', 'd')
+  local s, k, d = v[1], v[2], v[3]
+  if not s then
+    return {-7}
+  end
+  if k == 'R' then
+    return {-5}
+  end
+  if not same_lines(rec, k, ls) then
+    return {-9}
+  end
+
+  local function member(l)
+    return l[2] .. ' ' .. id
+  end
+
+  -- back gives line l's units back to its stock.
+  local function back(l)
+    if memo then
+      note(memo, l[3], l[4], -tonumber(l[2]))
+    else
+      redis.call('INCRBY', l[3], l[2])
+      move_back(l[4], l[2])
+    end
+  end
+
+  -- give_back returns the units of every line still held, once.
+  local function give_back()
+    for _, l in ipairs(ls) do
+      if redis.call('ZREM', l[4], member(l)) == 1 then
+        back(l)
+      end
+    end
+  end
+
+  local function set(state)
+    s = state
+    redis.call('HSET', rec, 's', s)
+    redis.call('PEXPIRE', rec, o.retention)
+  end
+
+  -- Units go back only onto stock levels (a missing key is created anew).
+  if s == 'h' or (s == 't' and op == 'return') then
+    for i, l in ipairs(ls) do
+      if not (memo and memo.level[l[3]]) then
+        local _, why = level(l[3])
+        if why == -3 then
+          return {-3, i}
+        end
+      end
+    end
+  end
+
+  if s == 'h' then
+    local live = (now or now_us()) < tonumber(d)
+    for _, l in ipairs(ls) do
+      if live and not redis.call('ZSCORE', l[4], member(l)) then
+        live = false
+      end
+    end
+    if not live then
+      give_back()
+      set('e')
+    end
+  end
+
+  if op == 'confirm' then
+    if s == 'h' then
+      for _, l in ipairs(ls) do
+        redis.call('ZREM', l[4], member(l))
+      end
+      set('t')
+      stream_effect(o.stream, 'T', id, ls)
+    elseif s ~= 't' then
+      return {-6, s, d}
+    end
+  elseif op == 'return' then
+    if s == 'h' then
+      give_back()
+      set('r')
+    elseif s == 't' then
+      for _, l in ipairs(ls) do
+        back(l)
+      end
+      set('r')
+      stream_effect(o.stream, 'R', id, ls)
+    end
+  end
+  return {0, s, d}
+end

@@ -1,0 +1,63 @@
+-- A batch of orders whose keys all share one slot — Takes and Holds, each
+-- applied by place (orders_placing.lua), Confirms and Returns, each by act
+-- (orders_acting.lua) — in arrival order, all or nothing per order, as
+-- orders_place.lua and orders_act.lua would one after the other: the same
+-- records, holds and refusals. The batch reads TIME once, and each SKU's
+-- level and due holds once; the units it takes or gives back of a SKU are
+-- applied and counted once at the end (flush). Each order runs under pcall,
+-- so that an error of one (a key of the wrong type) fails it alone; its
+-- writes come after every read that can fail, so it wrote nothing but what
+-- reclaim gave back.
+--
+-- KEYS: the m orders' records, then (stock level, holds) of each of the k
+-- SKUs the batch names. ARGV[1] m, [2] k, [3] retention (ms), [4] the
+-- call's fence point (us, the client's clock), [5] the tombstone ttl (ms)
+-- of a refusal, then the k SKUs, then each order: op "T" take, "H" hold,
+-- "C" confirm or "R" return, id, hold ttl (us), expiry (us, the client's
+-- clock), n, then n (SKU index 1..k, qty) pairs: a Take's or Hold's lines,
+-- or the lines a Confirm or Return read in the record.
+-- Returns one reply per order: orders_place.lua's (due remote holds
+-- reported, never decided without: the client runs such an order alone)
+-- or orders_act.lua's, or {-19, message} for an order that failed with an
+-- error.
+local m, k = tonumber(ARGV[1]), tonumber(ARGV[2])
+local retention, fence, tomb = ARGV[3], ARGV[4], ARGV[5]
+local now = now_us()
+local memo = {level = {}, swept = {}, take = {}, holds = {}, skus = {}}
+local acts = {C = 'confirm', R = 'return'}
+local out = {}
+local a = 6 + k
+for j = 1, m do
+  local op, n = ARGV[a], tonumber(ARGV[a + 4])
+  local ls = {}
+  for i = 1, n do
+    local s = tonumber(ARGV[a + 3 + 2 * i])
+    ls[i] = {ARGV[5 + s], ARGV[a + 4 + 2 * i], KEYS[m + 2 * s - 1], KEYS[m + 2 * s]}
+  end
+  local ok, r
+  if acts[op] then
+    ok, r = pcall(act, {rec = KEYS[j], op = acts[op], id = ARGV[a + 1], retention = retention, lines = ls}, now, memo)
+  else
+    ok, r = pcall(place, {
+      rec = KEYS[j], kind = op, id = ARGV[a + 1], ttl = ARGV[a + 2], retention = tonumber(retention),
+      decide = '0', lines = ls, fence = fence, expiry = ARGV[a + 3], tomb = tomb,
+    }, now, memo)
+  end
+  if ok then
+    out[j] = r
+  else
+    out[j] = {-19, type(r) == 'table' and r.err or tostring(r)}
+  end
+  a = a + 5 + 2 * n
+end
+for _, stock in ipairs(memo.skus) do
+  local q = memo.take[stock]
+  if q > 0 then
+    redis.call('DECRBY', stock, int(q))
+    move_out(memo.holds[stock], int(q))
+  elseif q < 0 then
+    redis.call('INCRBY', stock, int(-q))
+    move_back(memo.holds[stock], int(-q))
+  end
+end
+return out
