@@ -15,11 +15,12 @@ import (
 // lostRig is a tiered Orders whose front is a private Redis without
 // persistence, restarted (empty) by restart.
 type lostRig struct {
-	srv  *backends.Redis
-	back stockguard.Orders
-	o    *Orders
-	q    *Streams
-	c    *Consumer
+	srv   *backends.Redis
+	table string // the back's mysqllock table
+	back  stockguard.Orders
+	o     *Orders
+	q     *Streams
+	c     *Consumer
 }
 
 // lostLease is the apply lease of a lostRig's Orders and consumers: Recover
@@ -32,7 +33,8 @@ func newLostRig(t *testing.T) *lostRig {
 	rdb := srv.Client()
 	t.Cleanup(func() { rdb.Close() })
 	db := backendstest.DB(t, multi)
-	r := &lostRig{srv: srv, back: must.New(mysqllock.NewBatched(db, mysqllock.WithTable(newTable(t, db))))}
+	r := &lostRig{srv: srv, table: newTable(t, db)}
+	r.back = must.New(mysqllock.NewBatched(db, mysqllock.WithTable(r.table)))
 	r.o = must.New(New(rdb, r.back, WithPrefix("shop:"), WithApplyLease(lostLease)))
 	r.q = NewStreams(rdb, StreamKey("shop:"), DefaultGroup)
 	r.c = must.New(NewConsumer(rdb, r.back, WithPrefix("shop:"), WithConsumerName("c1"), WithApplyLease(lostLease)))
