@@ -41,6 +41,7 @@ type fence struct {
 	name   string
 	epoch  int64
 	lock   string // name → epoch, under a shared lock
+	tidb   string // lock's statement on TiDB: an exclusive lock
 	create string // name: the row at 0, unless it exists
 }
 
@@ -49,6 +50,7 @@ func newFence(table, name string, epoch int64) *fence {
 	return &fence{
 		name: name, epoch: epoch,
 		lock:   "SELECT epoch FROM " + t + " WHERE name = ? LOCK IN SHARE MODE",
+		tidb:   "SELECT epoch FROM " + t + " WHERE name = ? FOR UPDATE",
 		create: "INSERT IGNORE INTO " + t + " (name, epoch) VALUES (?, 0)",
 	}
 }
@@ -123,11 +125,19 @@ func (l *ledger) fenced(ctx context.Context, tx *sqlx.Tx) error {
 	if f == nil {
 		return nil
 	}
+	// TiDB takes no shared row lock (LOCK IN SHARE MODE is refused, or a
+	// no-op under tidb_enable_noop_functions): there the fenced
+	// transactions of a name take its row in turn, which still makes
+	// AdvanceFence wait for each.
+	lock := f.lock
+	if l.engine.known() == EngineTiDB {
+		lock = f.tidb
+	}
 	var n int64
-	err := get(ctx, tx, f.lock, []any{f.name}, &n)
+	err := get(ctx, tx, lock, []any{f.name}, &n)
 	if errors.Is(err, sql.ErrNoRows) {
 		if _, err = execBound(ctx, tx, f.create, f.name); err == nil {
-			err = get(ctx, tx, f.lock, []any{f.name}, &n)
+			err = get(ctx, tx, lock, []any{f.name}, &n)
 		}
 	}
 	if err != nil {
