@@ -66,8 +66,10 @@ import (
 // what the error names is resolved. A front that has its epoch is refused
 // with an error wrapping stockguard.ErrInvalidRequest: Recover would
 // overwrite live levels. Errors wrap stockguard.ErrInvalidRequest,
-// ErrUnknownSKU (a SKU the back lacks), ErrUnavailable, ErrContention or the
-// context's error, as the tiers report them.
+// ErrUnknownSKU (a SKU the back lacks), ErrUnavailable, ErrContention (also:
+// another Recover moved the back's fence on), ErrOutcomeUnknown (a write of
+// a tier, the back's fence included, may have applied: run Recover again)
+// or the context's error, as the tiers report them.
 func (o *Orders) Recover(ctx context.Context, skus, ids []string) error {
 	for _, sku := range skus {
 		if err := strategy.ValidateSKU(sku); err != nil {
