@@ -205,7 +205,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 // (Recover waits that long before it reads the back), and acknowledges
 // them only if the front still has that epoch. Entries in hand of another
 // epoch — a front lost and recovered since they were read — are dropped,
-// never applied or acknowledged (Stats.Dropped, Stats.FrontLost).
+// never applied or acknowledged (Stats.Dropped, Stats.FrontLost). Against a
+// back that is a strategy.Fencer (and a Consumer of NewConsumer), it writes
+// through the back's view fenced at the epoch's number, so that a write the
+// network delivers after the lease changes nothing once Recover has moved
+// the fence: such a refusal (strategy.ErrFenced) ends the Step with
+// ErrFrontLost, and the entries in hand are dropped.
 func (c *Consumer) Step(ctx context.Context) (int, error) {
 	// The lease starts before the epoch is read, so it ends before
 	// Recover's wait, which starts after the epoch changed.
