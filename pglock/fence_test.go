@@ -2,61 +2,18 @@ package pglock
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
-	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/must"
-	"github.com/stockguard/stockguard/strategy"
+	"github.com/stockguard/stockguard/stocktest"
 )
 
-// A fenced view writes while the fence holds its epoch; once AdvanceFence
-// moved it on, the view's Take and Return change nothing and answer
-// ErrFenced, and the view at the new number writes.
+// The fence of NewAtomic and NewBatched: stocktest's check.
 func TestFenced_refusesAnOlderEpoch(t *testing.T) {
 	db := testDB(t)
-	for name, back := range map[string]interface {
-		stockguard.Orders
-		strategy.Fencer
-	}{"atomic": must.New(NewAtomic(db, WithTable(newTable(t, db)))), "batched": must.New(NewBatched(db, WithTable(newTable(t, db))))} {
-		t.Run(name, func(t *testing.T) {
-			ctx := t.Context()
-			if err := back.SetStock(ctx, "a", 10); err != nil {
-				t.Fatal(err)
-			}
-			old := back.Fenced("shop:effects", 0)
-			if err := old.Take(ctx, "o1", stockguard.Line{SKU: "a", Qty: 1}); err != nil {
-				t.Fatalf("Take under the fence's epoch = %v", err)
-			}
-			if n, err := back.AdvanceFence(ctx, "shop:effects"); err != nil || n != 1 {
-				t.Fatalf("AdvanceFence = %d, %v; want 1", n, err)
-			}
-			if err := old.Take(ctx, "o2", stockguard.Line{SKU: "a", Qty: 1}); !errors.Is(err, strategy.ErrFenced) || !errors.Is(err, stockguard.ErrUnavailable) {
-				t.Errorf("Take under an older epoch = %v, want ErrFenced (ErrUnavailable)", err)
-			}
-			if err := old.Return(ctx, "o1"); !errors.Is(err, strategy.ErrFenced) {
-				t.Errorf("Return under an older epoch = %v, want ErrFenced", err)
-			}
-			if n, err := back.Stock(ctx, "a"); err != nil || n != 9 {
-				t.Errorf("Stock = %d, %v; want 9: the fenced calls changed nothing", n, err)
-			}
-			if _, err := back.Order(ctx, "o2"); !errors.Is(err, stockguard.ErrUnknownOrder) {
-				t.Errorf("Order(o2) = %v, want ErrUnknownOrder", err)
-			}
-			now := back.Fenced("shop:effects", 1)
-			if err := now.Return(ctx, "o1"); err != nil {
-				t.Errorf("Return under the new epoch = %v", err)
-			}
-			if n, err := back.Stock(ctx, "a"); err != nil || n != 10 {
-				t.Errorf("Stock = %d, %v; want 10", n, err)
-			}
-			// Another name is a fence of its own.
-			if err := back.Fenced("other", 0).Take(ctx, "o3", stockguard.Line{SKU: "a", Qty: 1}); err != nil {
-				t.Errorf("Take under another fence = %v", err)
-			}
-		})
-	}
+	t.Run("atomic", func(t *testing.T) { stocktest.RunFencer(t, must.New(NewAtomic(db, WithTable(newTable(t, db))))) })
+	t.Run("batched", func(t *testing.T) { stocktest.RunFencer(t, must.New(NewBatched(db, WithTable(newTable(t, db))))) })
 }
 
 // AdvanceFence waits for a fenced transaction in flight: it returns only
