@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"net"
 	"strings"
 	"sync"
@@ -190,4 +191,31 @@ func TestRecover_lateCommitOfALostConsumer_tiersAgree(t *testing.T) {
 			r.agree(t, r.c, "a")
 		})
 	}
+}
+
+// A Consumer whose epoch's number is not the back's fence (here: a front
+// armed by Setup, number 0, over a back whose fence moved on) changes
+// nothing on the back: its Step ends with ErrFrontLost (strategy.ErrFenced),
+// and the entries it had are dropped and counted.
+func TestConsumer_backFencedPastItsEpoch_changesNothing(t *testing.T) {
+	ctx := t.Context()
+	r := newRig(t)
+	stock(t, r.o, 10, "a")
+	if err := r.o.Take(ctx, "o1", line("a", 3)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.back.(strategy.Fencer).AdvanceFence(ctx, StreamKey(r.prefix)); err != nil || n != 1 {
+		t.Fatalf("AdvanceFence = %d, %v", n, err)
+	}
+	c := r.consumer(nil)
+	if _, err := c.Step(ctx); !errors.Is(err, ErrFrontLost) || !errors.Is(err, strategy.ErrFenced) {
+		t.Errorf("Step = %v, want ErrFrontLost and strategy.ErrFenced", err)
+	}
+	if s := c.Stats(); s.FrontLost != 1 || s.Dropped != 1 || s.Applied != 0 {
+		t.Errorf("consumer stats %+v: want the entry dropped, the loss counted, nothing applied", s)
+	}
+	if _, err := r.back.Order(ctx, "o1"); !errors.Is(err, stockguard.ErrUnknownOrder) {
+		t.Errorf("back: Order(o1) = %v, want ErrUnknownOrder: the fenced consumer wrote nothing", err)
+	}
+	wantStock(t, "back", r.back, "a", 10)
 }

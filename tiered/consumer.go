@@ -292,8 +292,13 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 		return 0, ctx.Err()
 	}
 	if c.fenced.Swap(false) {
-		// A newer epoch took the back over: these entries, and those left
-		// for later, are the lost front's (see Stats.Dropped).
+		// A newer epoch took the back over: the entries the back did not
+		// commit, in hand or left for later, are the lost front's, dropped
+		// and counted (Stats.Dropped); those it committed before are the
+		// back's, which Recover read after them.
+		for _, e := range append(later, stuck...) {
+			c.deferred[e.ID] = e
+		}
 		return 0, c.failed(errFenced(epoch))
 	}
 	if len(c.deferred) == 0 {
