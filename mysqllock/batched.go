@@ -100,6 +100,8 @@ type Batched struct {
 	lanes  []string                     // the order queues' keys
 	short  *shortSKUs                   // SKUs a batch lately refused an order on
 	packet *atomic.Int64                // the server's max_allowed_packet once read; 0 until then
+	// batchSize is WithBatchSize, for the combiners of a fenced view.
+	batchSize int
 }
 
 var (
@@ -126,16 +128,21 @@ func NewBatched(db *sqlx.DB, opts ...Option) (*Batched, error) {
 // newBatched builds what NewBatched returns, from valid options.
 func newBatched(db *sqlx.DB, o options) *Batched {
 	o.mode = LockWait // the fallback must see every row, not skip or refuse a busy one
-	b := &Batched{ledger: newLedger(db, o, lockWaitSession(o.lockWait))}
+	return newBatchedLedger(newLedger(db, o, lockWaitSession(o.lockWait)), o.batchSize, o.orderLanes)
+}
+
+// newBatchedLedger is a Batched over l, with combiners of its own.
+func newBatchedLedger(l ledger, batchSize, orderLanes int) *Batched {
+	b := &Batched{ledger: l, batchSize: batchSize}
 	b.writes = combine.New(combine.Config[request]{
-		Size:   o.batchSize,
+		Size:   batchSize,
 		Write:  b.send,
 		Answer: (*request).result,
 	})
-	b.orders = newOrderCombiner(b, o.batchSize)
+	b.orders = newOrderCombiner(b, batchSize)
 	b.short = newShortSKUs()
 	b.packet = new(atomic.Int64)
-	for i := range o.orderLanes {
+	for i := range orderLanes {
 		b.lanes = append(b.lanes, orderQueue+strconv.Itoa(i))
 	}
 	return b

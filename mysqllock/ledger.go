@@ -34,6 +34,8 @@ type ledger struct {
 	retrier *strategy.Retrier
 	session *sessionInit // applied to every connection the ledger uses; nil: none
 	multi   *multiStatements
+	table   string
+	fence   *fence // a fenced view's (see Fenced); nil: unfenced
 }
 
 func newLedger(db *sqlx.DB, o options, session *sessionInit) ledger {
@@ -43,6 +45,7 @@ func newLedger(db *sqlx.DB, o options, session *sessionInit) ledger {
 		retrier: strategy.NewRetrier(o.retryPolicy(strategy.RetryPolicy{})),
 		session: session,
 		multi:   &multiStatements{},
+		table:   o.table,
 	}
 }
 

@@ -64,7 +64,7 @@ func (l *ledger) Hold(ctx context.Context, id string, ttl time.Duration, lines .
 func (l *ledger) place(ctx context.Context, o newOrder) error {
 	return l.retrier.Do(ctx, func(ctx context.Context) error {
 		return l.pinned(ctx, l.session, func(ctx context.Context, conn *sqlx.Conn) error {
-			multi, err := l.multi.check(ctx, conn, l.engine.known())
+			multi, err := l.multiStatements(ctx, conn)
 			if err != nil {
 				return err
 			}
@@ -87,6 +87,9 @@ func (l *ledger) placeAll(ctx context.Context, conn *sqlx.Conn, multi bool, orde
 		return l.placeMulti(ctx, conn, orders, lines, seal)
 	}
 	return inTx(ctx, conn, func(tx *sqlx.Tx) error {
+		if err := l.fenced(ctx, tx); err != nil {
+			return err
+		}
 		if err := l.record(ctx, tx, orders); err != nil {
 			return err
 		}
@@ -111,6 +114,9 @@ func (l *ledger) Confirm(ctx context.Context, id string) error {
 	return l.retrier.Do(ctx, func(ctx context.Context) error {
 		return l.pinned(ctx, l.session, func(ctx context.Context, conn *sqlx.Conn) error {
 			err := inTx(ctx, conn, func(tx *sqlx.Tx) error {
+				if err := l.fenced(ctx, tx); err != nil {
+					return err
+				}
 				// Check and change in one statement, under the row's lock:
 				// a hold is confirmed only before its deadline, and then no
 				// reclaim can end it.
@@ -158,6 +164,9 @@ func (l *ledger) Return(ctx context.Context, id string) error {
 	return l.retrier.Do(ctx, func(ctx context.Context) error {
 		return l.pinned(ctx, l.session, func(ctx context.Context, conn *sqlx.Conn) error {
 			err := inTx(ctx, conn, func(tx *sqlx.Tx) error {
+				if err := l.fenced(ctx, tx); err != nil {
+					return err
+				}
 				h, err := l.lockOrder(ctx, tx, id)
 				switch {
 				case err != nil:

@@ -293,7 +293,7 @@ type orderAttempt struct {
 // ErrOutcomeUnknown has its ID locked until the outcome is known, and a
 // repeat's refusal, decided by a locking read of the ID, waits for it.
 func (b *Batched) writeOrders(ctx context.Context, conn *sqlx.Conn, calls []orderCall, seal func() bool) error {
-	multi, err := b.multi.check(ctx, conn, b.engine.known())
+	multi, err := b.multiStatements(ctx, conn)
 	if err != nil {
 		return err
 	}
@@ -306,6 +306,9 @@ func (b *Batched) writeOrders(ctx context.Context, conn *sqlx.Conn, calls []orde
 	}
 	if errors.Is(err, errNeedsTx) {
 		err = inTx(ctx, conn, func(tx *sqlx.Tx) error {
+			if err := b.fenced(ctx, tx); err != nil {
+				return err
+			}
 			g := groupTx{ledger: &b.ledger, q: tx, tx: tx, calls: calls, refused: b.short, seal: seal}
 			return g.run(ctx)
 		})

@@ -64,6 +64,10 @@ import (
 //	expires    DATETIME(6) NULL       the order's deadline while it is held, else NULL
 //	KEY held (sku, expires)           finds a SKU's expired holds without a sweeper
 //
+//	<table>_fences: one row per fence name (see Atomic.Fenced)
+//	name       VARBINARY(128) PRIMARY KEY
+//	epoch      BIGINT NOT NULL        only grows (AdvanceFence)
+//
 // A ledger made before line_list existed gets the column here; its orders
 // keep their line rows, which every reader still reads, so no row moves.
 // Run it while no Orders call writes (stop the writers, run CreateSchema,
@@ -120,6 +124,12 @@ func CreateSchema(ctx context.Context, db sqlx.ExecerContext, opts ...Option) er
 	expires DATETIME(6) NULL,
 	PRIMARY KEY (order_id, sku),
 	KEY held (sku, expires)
+`); err != nil {
+		return err
+	}
+	if err := createTable(ctx, db, FencesTable(o.table), `
+	name VARBINARY(128) NOT NULL PRIMARY KEY,
+	epoch BIGINT NOT NULL
 `); err != nil {
 		return err
 	}
@@ -198,7 +208,7 @@ func OrderLinesTable(table string) string { return table + "_order_lines" }
 // Tables returns the names of every table CreateSchema creates for the
 // stock table table: what to drop to remove them all.
 func Tables(table string) []string {
-	return []string{table, SegmentsTable(table), OrdersTable(table), OrderLinesTable(table)}
+	return []string{table, SegmentsTable(table), OrdersTable(table), OrderLinesTable(table), FencesTable(table)}
 }
 
 // createTable creates InnoDB table name with columns unless it exists.

@@ -77,6 +77,8 @@ type Batched struct {
 	ledger
 	writes *combine.Combiner[request] // per SKU: Decrements and single-line orders
 	orders *combine.Combiner[request] // one queue: orders of several lines
+	// batchSize is WithBatchSize, for the combiners of a fenced view.
+	batchSize int
 }
 
 var (
@@ -101,16 +103,21 @@ func NewBatched(db *sqlx.DB, opts ...Option) (*Batched, error) {
 // newBatched builds what NewBatched returns, from valid options.
 func newBatched(db *sqlx.DB, o options) *Batched {
 	o.mode = LockWait // the fallback must see every row, not skip or refuse a busy one
-	b := &Batched{ledger: newLedger(db, o, lockTimeoutSession(o.lockWait))}
+	return newBatchedLedger(newLedger(db, o, lockTimeoutSession(o.lockWait)), o.batchSize)
+}
+
+// newBatchedLedger is a Batched over l, with combiners of its own.
+func newBatchedLedger(l ledger, batchSize int) *Batched {
+	b := &Batched{ledger: l, batchSize: batchSize}
 	b.writes = combine.New(combine.Config[request]{
-		Size:   o.batchSize,
+		Size:   batchSize,
 		Write:  b.send,
 		Answer: (*request).result,
 		Apart:  orderID,
 		Sealed: true,
 	})
 	b.orders = combine.New(combine.Config[request]{
-		Size:   o.batchSize,
+		Size:   batchSize,
 		Write:  b.sendOrders,
 		Answer: (*request).result,
 		Apart:  orderID,

@@ -31,6 +31,11 @@ type ledger struct {
 	lq      ledgerQueries
 	retrier *strategy.Retrier
 	session *sessionInit // applied to every connection the ledger uses; nil: none
+	table   string
+	// fence is a fenced view's (see Fenced), fenceInvalid its name's
+	// validation error; nil: unfenced.
+	fence        *fence
+	fenceInvalid error
 }
 
 func newLedger(db *sqlx.DB, o options, session *sessionInit) ledger {
@@ -39,6 +44,7 @@ func newLedger(db *sqlx.DB, o options, session *sessionInit) ledger {
 		lq:      newLedgerQueries(o.table),
 		retrier: strategy.NewRetrier(o.retryPolicy(strategy.RetryPolicy{})),
 		session: session,
+		table:   o.table,
 	}
 }
 

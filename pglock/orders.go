@@ -62,10 +62,13 @@ func (l *ledger) Hold(ctx context.Context, id string, ttl time.Duration, lines .
 func (l *ledger) place(ctx context.Context, o newOrder) error {
 	return l.retrier.Do(ctx, func(ctx context.Context) error {
 		return l.pinned(ctx, l.session, func(conn *sqlx.Conn) error {
-			if len(o.lines) == 1 {
+			if len(o.lines) == 1 && l.fence == nil {
 				return l.settle(ctx, conn, l.placeOne(ctx, conn, o), o)
 			}
 			err := inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
+				if err := l.fenced(ctx, tx); err != nil {
+					return err
+				}
 				if err := l.record(ctx, tx, []newOrder{o}); err != nil {
 					return err
 				}
@@ -87,6 +90,9 @@ func (l *ledger) Confirm(ctx context.Context, id string) error {
 	return l.retrier.Do(ctx, func(ctx context.Context) error {
 		return l.pinned(ctx, l.session, func(conn *sqlx.Conn) error {
 			err := inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
+				if err := l.fenced(ctx, tx); err != nil {
+					return err
+				}
 				// Check and change in one statement, under the row's lock:
 				// a hold is confirmed only before its deadline, and then no
 				// reclaim can end it.
@@ -132,6 +138,9 @@ func (l *ledger) Return(ctx context.Context, id string) error {
 	return l.retrier.Do(ctx, func(ctx context.Context) error {
 		return l.pinned(ctx, l.session, func(conn *sqlx.Conn) error {
 			err := inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
+				if err := l.fenced(ctx, tx); err != nil {
+					return err
+				}
 				h, err := l.lockOrder(ctx, tx, id)
 				switch {
 				case err != nil:

@@ -59,6 +59,9 @@ func (b *Batched) applyOrders(ctx context.Context, conn *sqlx.Conn, sku string, 
 	slices.SortFunc(orders, func(x, y newOrder) int { return cmp.Compare(x.id, y.id) })
 	err := b.withReclaim(ctx, conn, one(sku), func(mayReclaim bool) error {
 		return inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
+			if err := b.fenced(ctx, tx); err != nil {
+				return err
+			}
 			if err := b.record(ctx, tx, orders); err != nil {
 				return err
 			}

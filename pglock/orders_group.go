@@ -66,6 +66,9 @@ func (b *Batched) applyGroup(ctx context.Context, conn *sqlx.Conn, members []*re
 	var short []string
 	err := b.withReclaim(ctx, conn, func() []string { return short }, func(mayReclaim bool) error {
 		return inTx(ctx, conn, nil, func(tx *sqlx.Tx) error {
+			if err := b.fenced(ctx, tx); err != nil {
+				return err
+			}
 			if err := b.record(ctx, tx, orders); err != nil {
 				return err
 			}

@@ -52,6 +52,10 @@ import (
 //	expires    timestamptz NULL        the order's deadline while it is held, else NULL
 //	index <table>_held (sku, expires) WHERE expires IS NOT NULL: a SKU's expired holds without a sweeper
 //
+//	<table>_fences: one row per fence name (see Atomic.Fenced)
+//	name       text COLLATE "C" PRIMARY KEY
+//	epoch      bigint NOT NULL         only grows (AdvanceFence)
+//
 // It returns an error wrapping stockguard.ErrInvalidRequest for an invalid
 // option, else the driver's error.
 func CreateSchema(ctx context.Context, db sqlx.ExecerContext, opts ...Option) error {
@@ -86,6 +90,9 @@ func CreateSchema(ctx context.Context, db sqlx.ExecerContext, opts ...Option) er
 	qty bigint NOT NULL,
 	expires timestamptz NULL,
 	PRIMARY KEY (order_id, sku))`,
+		`CREATE TABLE IF NOT EXISTS ` + quote(FencesTable(o.table)) + ` (
+	name text COLLATE "C" PRIMARY KEY,
+	epoch bigint NOT NULL)`,
 		`CREATE INDEX IF NOT EXISTS ` + quote(o.table+"_held") + ` ON ` + quote(OrderLinesTable(o.table)) + ` (sku, expires) WHERE expires IS NOT NULL`,
 		addOnOrders(o.table),
 	}
@@ -133,7 +140,7 @@ func OrderLinesTable(table string) string { return table + "_order_lines" }
 // Tables returns the names of every table CreateSchema creates for the
 // stock table table: what to drop to remove them all.
 func Tables(table string) []string {
-	return []string{table, SegmentsTable(table), OrdersTable(table), OrderLinesTable(table)}
+	return []string{table, SegmentsTable(table), OrdersTable(table), OrderLinesTable(table), FencesTable(table)}
 }
 
 // quote quotes an identifier that passed the identifier check.

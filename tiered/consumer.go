@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/redisx"
+	"github.com/stockguard/stockguard/strategy"
 )
 
 // Consumer applies the entries of a Queue to the back, in batches, and
@@ -43,6 +45,14 @@ type Consumer struct {
 	back stockguard.Orders
 	name string
 	o    options
+
+	// fence is the name of the back's fence (the stream's key; "" for a
+	// Queue's consumer), view the back as the entries of epoch are
+	// applied to it: fenced at the epoch's number (see backView), and
+	// fenced is set when the back refused a write of the view.
+	fence  string
+	view   strategy.FencedOrders
+	fenced atomic.Bool
 
 	deferred  map[string]Entry // own pending entries the back refused, for now or for good
 	stuck     map[string]bool  // those refused for good
@@ -98,7 +108,9 @@ func NewConsumer(rdb redis.UniversalClient, back stockguard.Orders, opts ...Opti
 	}
 	q := NewStreams(rdb, StreamKey(o.prefix), o.group)
 	q.ack = o.ack
-	return consumerOf(q, back, o), nil
+	c := consumerOf(q, back, o)
+	c.fence = q.stream
+	return c, nil
 }
 
 // NewQueueConsumer returns a Consumer of q applying to back. It reads the
@@ -132,7 +144,7 @@ func consumerOf(q Queue, back stockguard.Orders, o options) *Consumer {
 		o.consumer = "c-" + hex.EncodeToString(b[:])
 	}
 	return &Consumer{
-		q: q, back: back, name: o.consumer, o: o,
+		q: q, back: back, view: back, name: o.consumer, o: o,
 		deferred: map[string]Entry{},
 		stuck:    map[string]bool{},
 		lag:      hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3),
@@ -193,7 +205,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 // (Recover waits that long before it reads the back), and acknowledges
 // them only if the front still has that epoch. Entries in hand of another
 // epoch — a front lost and recovered since they were read — are dropped,
-// never applied or acknowledged (Stats.Dropped, Stats.FrontLost).
+// never applied or acknowledged (Stats.Dropped, Stats.FrontLost). Against a
+// back that is a strategy.Fencer (and a Consumer of NewConsumer), it writes
+// through the back's view fenced at the epoch's number, so that a write the
+// network delivers after the lease changes nothing once Recover has moved
+// the fence: such a refusal (strategy.ErrFenced) ends the Step with
+// ErrFrontLost, and the entries in hand are dropped.
 func (c *Consumer) Step(ctx context.Context) (int, error) {
 	// The lease starts before the epoch is read, so it ends before
 	// Recover's wait, which starts after the epoch changed.
@@ -207,6 +224,7 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 			c.drop()
 		}
 		c.epoch = epoch
+		c.view = backView(c.back, c.fence, epoch)
 	}
 	// Entries left for later are tried again every retryEvery, whether
 	// they are in hand already or come back by a claim or a read: a batch
@@ -272,6 +290,16 @@ func (c *Consumer) Step(ctx context.Context) (int, error) {
 	cancel()
 	if ctx.Err() != nil {
 		return 0, ctx.Err()
+	}
+	if c.fenced.Swap(false) {
+		// A newer epoch took the back over: the entries the back did not
+		// commit, in hand or left for later, are the lost front's, dropped
+		// and counted (Stats.Dropped); those it committed before are the
+		// back's, which Recover read after them.
+		for _, e := range append(later, stuck...) {
+			c.deferred[e.ID] = e
+		}
+		return 0, c.failed(errFenced(epoch))
 	}
 	if len(c.deferred) == 0 {
 		c.lastRetry = c.now() // the first entries left for later wait retryEvery
@@ -408,7 +436,7 @@ func (c *Consumer) apply(ctx context.Context, work []Entry) (done, retry, refuse
 	close(next)
 	wg.Wait()
 
-	for progress := true; progress && ctx.Err() == nil; {
+	for progress := true; progress && ctx.Err() == nil && !c.fenced.Load(); {
 		progress = false
 		blocked := map[string]bool{}
 		for i, e := range work {
@@ -449,7 +477,7 @@ func (c *Consumer) applyOne(ctx context.Context, e Entry) outcome {
 		var err error
 		switch e.Op {
 		case OpTake:
-			err = c.back.Take(ctx, e.Order, e.Lines...)
+			err = c.view.Take(ctx, e.Order, e.Lines...)
 			if errors.Is(err, stockguard.ErrOrderClosed) {
 				err = nil
 			}
@@ -461,6 +489,9 @@ func (c *Consumer) applyOne(ctx context.Context, e Entry) outcome {
 		switch {
 		case err == nil:
 			return applied
+		case errors.Is(err, strategy.ErrFenced):
+			c.fenced.Store(true)
+			return later
 		case errors.Is(err, stockguard.ErrInsufficientStock),
 			errors.Is(err, stockguard.ErrUnknownSKU),
 			errors.Is(err, stockguard.ErrUnknownOrder):
@@ -481,7 +512,7 @@ func (c *Consumer) applyOne(ctx context.Context, e Entry) outcome {
 // e's lines: under an ID reused after the front's retention, the back may
 // hold another order, whose units are not the front's to give back.
 func (c *Consumer) returnOne(ctx context.Context, e Entry) error {
-	info, err := c.back.Order(ctx, e.Order)
+	info, err := c.view.Order(ctx, e.Order)
 	switch {
 	case err != nil:
 		return err
@@ -490,7 +521,7 @@ func (c *Consumer) returnOne(ctx context.Context, e Entry) error {
 	case info.State == stockguard.OrderReturned:
 		return nil
 	}
-	return c.back.Return(ctx, e.Order)
+	return c.view.Return(ctx, e.Order)
 }
 
 // compareIDs orders stream IDs ("<ms>-<seq>") numerically.

@@ -15,11 +15,12 @@ import (
 // lostRig is a tiered Orders whose front is a private Redis without
 // persistence, restarted (empty) by restart.
 type lostRig struct {
-	srv  *backends.Redis
-	back stockguard.Orders
-	o    *Orders
-	q    *Streams
-	c    *Consumer
+	srv   *backends.Redis
+	table string // the back's table (mysqllock's or pglock's)
+	back  stockguard.Orders
+	o     *Orders
+	q     *Streams
+	c     *Consumer
 }
 
 // lostLease is the apply lease of a lostRig's Orders and consumers: Recover
@@ -28,11 +29,18 @@ const lostLease = 500 * time.Millisecond
 
 func newLostRig(t *testing.T) *lostRig {
 	t.Helper()
+	db := backendstest.DB(t, multi)
+	table := newTable(t, db)
+	return newLostRigOn(t, table, must.New(mysqllock.NewBatched(db, mysqllock.WithTable(table))))
+}
+
+// newLostRigOn is a lostRig whose back is back, on table.
+func newLostRigOn(t *testing.T, table string, back stockguard.Orders) *lostRig {
+	t.Helper()
 	srv := backendstest.PrivateRedis(t, 1)[0]
 	rdb := srv.Client()
 	t.Cleanup(func() { rdb.Close() })
-	db := backendstest.DB(t, multi)
-	r := &lostRig{srv: srv, back: must.New(mysqllock.NewBatched(db, mysqllock.WithTable(newTable(t, db))))}
+	r := &lostRig{srv: srv, table: table, back: back}
 	r.o = must.New(New(rdb, r.back, WithPrefix("shop:"), WithApplyLease(lostLease)))
 	r.q = NewStreams(rdb, StreamKey("shop:"), DefaultGroup)
 	r.c = must.New(NewConsumer(rdb, r.back, WithPrefix("shop:"), WithConsumerName("c1"), WithApplyLease(lostLease)))

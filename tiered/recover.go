@@ -26,26 +26,33 @@ import (
 //     call but this Recover's (ErrFrontLost);
 //  2. it waits WithApplyLease and a tenth of it: a Consumer sends the
 //     entries of a read to the back only within its lease, so no consumer
-//     of the lost front applies anything after this;
-//  3. the entries left in the stream (a front that lost only its epoch key)
-//     are applied to the back as a Consumer would, then the stream is
-//     deleted;
-//  4. the back is read: each order of ids, and the level of each SKU of
+//     of the lost front sends anything after this;
+//  3. when the back is a strategy.Fencer, its fence (named after the
+//     stream) moves to a new number, once every fenced transaction in
+//     flight has ended: a consumer's transaction sent within its lease but
+//     delivered late (its COMMIT held by the network) lands before this
+//     returns, or changes nothing (the Consumers write through the view
+//     fenced at their epoch's number);
+//  4. the entries left in the stream (a front that lost only its epoch key)
+//     are applied to the back as a Consumer would (fenced at the new
+//     number), then the stream is deleted;
+//  5. the back is read: each order of ids, and the level of each SKU of
 //     skus and of those orders (the units it has not sold, net of its own
 //     holds: the front's holds were lost with it and never reached it);
-//  5. on the front, each of those SKUs gets exactly the units of its
+//  6. on the front, each of those SKUs gets exactly the units of its
 //     orders, each order the back took or returned is recorded as it is on
 //     the back (so a retry of it is answered — taken already,
 //     ErrOrderClosed, or ErrOrderMismatch for other lines — not taken
 //     again), and each SKU gets the back's level less the units the front
 //     still holds (none on a front restarted empty);
-//  6. the stream, holding the replays' own entries, is created again empty
+//  7. the stream, holding the replays' own entries, is created again empty
 //     with its group;
-//  7. the back's levels are read again: when they moved since step 4 (a
-//     back that committed a lost front's entry after its consumer's
-//     deadline), Recover fails and the front stays refused;
-//  8. the epoch key gets the token: the front sells, and the Consumers go
-//     on under the new epoch.
+//  8. the back's levels are read again: when they moved since step 5 (a
+//     back without a fence that committed a lost front's entry after its
+//     consumer's lease), Recover fails and the front stays refused;
+//  9. the epoch key gets the token, prefixed with the fence's number and a
+//     dot: the front sells, and the Consumers go on under the new epoch,
+//     writing through the back's view fenced at that number.
 //
 // Pass as ids the IDs the back applied within the front's order retention
 // (redislock.WithOrderRetention), for instance from the back's ledger. The
@@ -59,8 +66,10 @@ import (
 // what the error names is resolved. A front that has its epoch is refused
 // with an error wrapping stockguard.ErrInvalidRequest: Recover would
 // overwrite live levels. Errors wrap stockguard.ErrInvalidRequest,
-// ErrUnknownSKU (a SKU the back lacks), ErrUnavailable, ErrContention or the
-// context's error, as the tiers report them.
+// ErrUnknownSKU (a SKU the back lacks), ErrUnavailable, ErrContention (also:
+// another Recover moved the back's fence on), ErrOutcomeUnknown (a write of
+// a tier, the back's fence included, may have applied: run Recover again)
+// or the context's error, as the tiers report them.
 func (o *Orders) Recover(ctx context.Context, skus, ids []string) error {
 	for _, sku := range skus {
 		if err := strategy.ValidateSKU(sku); err != nil {
@@ -93,13 +102,27 @@ func (o *Orders) Recover(ctx context.Context, skus, ids []string) error {
 		return fmt.Errorf("tiered: recover: waiting for the lost front's consumers: %w", err)
 	}
 
-	// 3. What the stream still has reaches the back.
+	// 3. The back's fence moves on, once every fenced transaction in flight
+	// has ended: no consumer of the lost front writes to the back after
+	// this, however late its COMMIT travels.
+	fencer, fenced := o.back.(strategy.Fencer)
+	var number int64
+	view := strategy.FencedOrders(o.back)
+	if fenced {
+		n, err := fencer.AdvanceFence(ctx, o.stream)
+		if err != nil {
+			return errtext.Wrap(err, "tiered: recover: advance the back's fence %q", o.stream)
+		}
+		number, view = n, fencer.Fenced(o.stream, n)
+	}
+
+	// 4. What the stream still has reaches the back.
 	q := NewStreams(o.rdb, o.stream, o.group)
-	if err := o.applyLeft(ctx, q); err != nil {
+	if err := o.applyLeft(ctx, q, view); err != nil {
 		return err
 	}
 
-	// 4. What the back has: its orders of ids, and the levels of their SKUs
+	// 5. What the back has: its orders of ids, and the levels of their SKUs
 	// and of skus; need is what the orders take on the front.
 	var orders []stockguard.OrderInfo
 	levels, need := map[string]int64{}, map[string]int64{}
@@ -131,7 +154,7 @@ func (o *Orders) Recover(ctx context.Context, skus, ids []string) error {
 		return err
 	}
 
-	// 5. The orders first, on levels of exactly their units (a retry of a
+	// 6. The orders first, on levels of exactly their units (a retry of a
 	// previous Recover finds its records and takes nothing), then the
 	// back's levels. Nothing else runs on the front meanwhile: every other
 	// call carries another epoch.
@@ -174,7 +197,7 @@ func (o *Orders) Recover(ctx context.Context, skus, ids []string) error {
 		}
 	}
 
-	// 6. The replays' entries are the back's own effects: they leave with
+	// 7. The replays' entries are the back's own effects: they leave with
 	// the stream, which comes back empty with its group.
 	if err := o.rdb.Del(ctx, o.stream).Err(); err != nil {
 		return errtext.Wrap(redisx.Classify(ctx, err, redisx.Write), "tiered: recover")
@@ -183,7 +206,8 @@ func (o *Orders) Recover(ctx context.Context, skus, ids []string) error {
 		return errtext.Wrap(err, "tiered: recover")
 	}
 
-	// 7. The back did not move while the front was re-seeded.
+	// 8. The back did not move while the front was re-seeded (a back
+	// without a fence: a consumer of the lost front committing late).
 	again := map[string]int64{}
 	if err := o.backLevels(ctx, all, again); err != nil {
 		return err
@@ -195,14 +219,16 @@ func (o *Orders) Recover(ctx context.Context, skus, ids []string) error {
 		}
 	}
 
-	// 8. Arm.
-	switch v, err := armScript.Run(ctx, o.rdb, []string{EpochKey(o.stream)}, recovering+token, token).Result(); {
+	// 9. Arm, under the fence's number: the Consumers write to the back
+	// through the view fenced at it.
+	armed := armedEpoch(number, fenced, token)
+	switch v, err := armScript.Run(ctx, o.rdb, []string{EpochKey(o.stream)}, recovering+token, armed).Result(); {
 	case err != nil:
 		return errtext.Wrap(redisx.Classify(ctx, err, redisx.Write), "tiered: recover: arm the front")
 	case v != int64(1):
 		return fmt.Errorf("%w: tiered: recover: another Recover took over the front; let it finish", stockguard.ErrContention)
 	}
-	o.epoch.Store(&token)
+	o.epoch.Store(&armed)
 	return nil
 }
 
@@ -231,16 +257,20 @@ return 1
 // the stream of q (orders the front acknowledged before it lost its epoch
 // key only, or the replays of an interrupted Recover: no-ops on the back),
 // then deletes the stream. An entry the back does not take stops it.
-func (o *Orders) applyLeft(ctx context.Context, q *Streams) error {
+func (o *Orders) applyLeft(ctx context.Context, q *Streams, view strategy.FencedOrders) error {
 	left, err := q.Backlog(ctx)
 	if err != nil {
 		return errtext.Wrap(err, "tiered: recover: the stream left")
 	}
 	if len(left) > 0 {
 		c := consumerOf(q, o.back, newOptions(nil))
+		c.view = view
 		done, later, stuck := c.apply(ctx, left)
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("tiered: recover: applying the stream left: %w", err)
+		}
+		if c.fenced.Load() {
+			return fmt.Errorf("%w: tiered: recover: another Recover moved the back's fence on; let it finish", stockguard.ErrContention)
 		}
 		var keys []any // the back has these orders now: see IDsKey
 		for _, e := range done {

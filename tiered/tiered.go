@@ -143,14 +143,14 @@ func (o *Orders) Hold(ctx context.Context, id string, ttl time.Duration, lines .
 // back takes its lines when the Consumer applies the entry. Its errors are
 // redislock.Atomic.Confirm's, or ErrFrontLost.
 func (o *Orders) Confirm(ctx context.Context, id string) error {
-	return o.unknown(id, o.call(ctx, func(ctx context.Context) error { return o.front.Confirm(ctx, id) }))
+	return o.unknown(ctx, id, o.call(ctx, func(ctx context.Context) error { return o.front.Confirm(ctx, id) }))
 }
 
 // Return gives the units of the order under id back on the front, and, for
 // an order taken, on the back when the Consumer applies the entry. Its
 // errors are redislock.Atomic.Return's, or ErrFrontLost.
 func (o *Orders) Return(ctx context.Context, id string) error {
-	return o.unknown(id, o.call(ctx, func(ctx context.Context) error { return o.front.Return(ctx, id) }))
+	return o.unknown(ctx, id, o.call(ctx, func(ctx context.Context) error { return o.front.Return(ctx, id) }))
 }
 
 // Order reports the order under id as the front knows it. Its errors are
@@ -158,7 +158,7 @@ func (o *Orders) Return(ctx context.Context, id string) error {
 func (o *Orders) Order(ctx context.Context, id string) (stockguard.OrderInfo, error) {
 	var info stockguard.OrderInfo
 	err := o.call(ctx, func(ctx context.Context) (err error) { info, err = o.front.Order(ctx, id); return err })
-	return info, o.unknown(id, err)
+	return info, o.unknown(ctx, id, err)
 }
 
 // Stock reports the front's level of sku: the units a buyer can have now.
@@ -450,14 +450,22 @@ func (o *Orders) forgotten(ctx context.Context, id string, lines []stockguard.Li
 	return nil
 }
 
-// unknown is err of a Confirm, Return or Order of id: ErrUnknownOrder when
-// the front refused id as an ID it forgot, as it answers any ID past its
-// retention.
-func (o *Orders) unknown(id string, err error) error {
-	if seen(err) {
-		return errtext.UnknownOrder(id)
+// unknown is err of a Confirm, Return or Order of id; when the front
+// refused id as an ID it forgot and the back applied (past its retention,
+// or lost with its data and recovered), ErrOrderMismatch if the back has
+// it as a restock's (the contract's answer for one), else ErrUnknownOrder,
+// as the front answers any ID past its retention.
+func (o *Orders) unknown(ctx context.Context, id string, err error) error {
+	if !seen(err) {
+		return err
 	}
-	return err
+	switch _, err := o.back.Order(ctx, id); {
+	case errors.Is(err, stockguard.ErrOrderMismatch):
+		return err
+	case err != nil && !errors.Is(err, stockguard.ErrUnknownOrder):
+		return errtext.Wrap(err, "tiered: order %q, forgotten by the front, on the back", id)
+	}
+	return errtext.UnknownOrder(id)
 }
 
 // afterBack is the answer when one tier changed and the other then failed

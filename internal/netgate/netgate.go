@@ -19,6 +19,7 @@ type Gate struct {
 	blocked chan struct{}
 	pass    int // with armed: writes let through before the gate shuts
 	armed   bool
+	when    func([]byte) bool // shuts the gate before the first write it matches
 	onRead  func([]byte) bool
 }
 
@@ -42,6 +43,15 @@ func (g *Gate) HoldAfter(n int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.pass, g.armed = n, true
+}
+
+// HoldWhen shuts the gate right before the first write match reports
+// true for (that write is held with every later one): a test holds a
+// transaction's COMMIT on its way while its other statements have run.
+func (g *Gate) HoldWhen(match func([]byte) bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.when = match
 }
 
 // Release opens the gate: what it holds goes on to the server.
@@ -104,6 +114,10 @@ func (c *conn) Write(p []byte) (int, error) {
 			g.shutLocked()
 		}
 		g.pass--
+	}
+	if g.when != nil && g.when(p) {
+		g.when = nil
+		g.shutLocked()
 	}
 	shut := g.shut
 	g.mu.Unlock()
