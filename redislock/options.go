@@ -267,19 +267,12 @@ func WithAOFAck(local, replicas int, timeout time.Duration) Option {
 	}
 }
 
-// setAck records a, or fails when it is invalid or a second ack option.
+// setAck records a, or fails as redisx.Ack.Then says.
 func (o *options) setAck(a redisx.Ack) {
-	if o.ack.On() {
-		o.fail(errors.New("WithReplicaAck and WithAOFAck given together, or one of them twice"))
-		return
-	}
-	if err := a.Validate(); err != nil {
+	ack, err := o.ack.Then(a)
+	if err != nil {
 		o.fail(err)
 		return
 	}
-	if !a.On() {
-		o.fail(errors.New("an ack of 0 replicas within 0s waits for nothing"))
-		return
-	}
-	o.ack = a
+	o.ack = ack
 }

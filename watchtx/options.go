@@ -1,7 +1,6 @@
 package watchtx
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -120,16 +119,12 @@ func WithAOFAck(local, replicas int, timeout time.Duration) Option {
 	}
 }
 
-// setAck records a, or fails when it is invalid or a second ack option.
+// setAck records a, or fails as redisx.Ack.Then says.
 func (o *options) setAck(a redisx.Ack) {
-	switch err := a.Validate(); {
-	case o.ack.On():
-		o.fail(errors.New("WithReplicaAck and WithAOFAck given together, or one of them twice"))
-	case err != nil:
+	ack, err := o.ack.Then(a)
+	if err != nil {
 		o.fail(err)
-	case !a.On():
-		o.fail(errors.New("an ack of 0 replicas within 0s waits for nothing"))
-	default:
-		o.ack = a
+		return
 	}
+	o.ack = ack
 }

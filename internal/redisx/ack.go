@@ -65,6 +65,23 @@ func (a Ack) Validate() error {
 	return nil
 }
 
+// Then is the ack an option set gives after a, the ack already set, when
+// one more ack option sets b: b, or why not — b invalid, b the zero Ack
+// (which would wait for nothing), or a second ack option (a set already).
+// The packages whose options take WithReplicaAck and WithAOFAck share it,
+// so every constructor refuses the same things with the same text.
+func (a Ack) Then(b Ack) (Ack, error) {
+	switch err := b.Validate(); {
+	case a.On():
+		return a, errors.New("WithReplicaAck and WithAOFAck given together, or one of them twice")
+	case err != nil:
+		return a, err
+	case !b.On():
+		return a, errors.New("an ack of 0 replicas within 0s waits for nothing")
+	}
+	return b, nil
+}
+
 // String describes a for error messages: "WAIT 1 250" or "WAITAOF 1 1 250".
 func (a Ack) String() string {
 	if a.AOF {

@@ -35,6 +35,31 @@ func TestAck_Validate(t *testing.T) {
 	}
 }
 
+func TestAck_Then(t *testing.T) {
+	wait := Ack{Replicas: 1, Timeout: time.Second}
+	aof := Ack{AOF: true, Local: 1, Timeout: time.Second}
+	for _, tc := range []struct {
+		name    string
+		set, b  Ack
+		want    Ack
+		refused string
+	}{
+		{"first ack", Ack{}, wait, wait, ""},
+		{"first aof", Ack{}, aof, aof, ""},
+		{"second ack", wait, wait, wait, "given together"},
+		{"ack then aof", wait, aof, wait, "given together"},
+		{"invalid", Ack{}, Ack{Replicas: 1}, Ack{}, "timeout"},
+		{"zero", Ack{}, Ack{}, Ack{}, "waits for nothing"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.set.Then(tc.b)
+			if got != tc.want || (err == nil) != (tc.refused == "") || (err != nil && !strings.Contains(err.Error(), tc.refused)) {
+				t.Errorf("%+v.Then(%+v) = %+v, %v; want %+v, refused %q", tc.set, tc.b, got, err, tc.want, tc.refused)
+			}
+		})
+	}
+}
+
 // TestWitnessKey_sameHashTag: the witness must land in the slot of the
 // key it follows, so its tag is the key's hash tag, or the whole key; and
 // under the key's prefix, so an ACL that lets a user write the key lets it
