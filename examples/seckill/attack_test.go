@@ -35,7 +35,7 @@ func stocked(t *testing.T, sku string, qty int64) (*testAPI, *memorders.Store) {
 // the service refuses to start with it, saying why, before it touches a
 // backend.
 func TestService_refusesStrategyWithoutOrders(t *testing.T) {
-	for _, strategy := range []string{"redis-batched", "redis-guarded", "redis-watchtx", "mysql-pessimistic", "mysql-optimistic", "mutex-counterexample"} {
+	for _, strategy := range []string{"redis-guarded", "redis-watchtx", "mysql-pessimistic", "mysql-optimistic", "mutex-counterexample"} {
 		out, err := runBinary(t, "-strategy", strategy, "-redis-addr", "127.0.0.1:1", "-mysql-dsn", "nobody@tcp(127.0.0.1:1)/none")
 		if err == nil || !strings.Contains(out, "exactly-once") {
 			t.Errorf("-strategy %s: exit %v, want a refusal naming exactly-once:\n%s", strategy, err, out)

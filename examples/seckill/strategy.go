@@ -41,7 +41,7 @@ var strategies = map[string]struct {
 	"redis-atomic": {redis: true, orders: true, build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) (stockguard.Inventory, error) {
 		return redislock.NewAtomic(rdb, redislock.WithPrefix(cfg.prefix))
 	}},
-	"redis-batched": {redis: true, build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) (stockguard.Inventory, error) {
+	"redis-batched": {redis: true, orders: true, build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) (stockguard.Inventory, error) {
 		return redislock.NewBatched(rdb, redislock.WithPrefix(cfg.prefix))
 	}},
 	"redis-guarded": {redis: true, build: func(_ *sqlx.DB, rdb *redis.Client, cfg config) (stockguard.Inventory, error) {
