@@ -1,36 +1,12 @@
 package lock
 
 import (
-	"os"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/stockguard/stockguard/internal/backends"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
 )
-
-// envReplicas is bench's STOCKGUARD_REPLICAS: "full" runs the tests that
-// start a replicated master per Redlock voter (CI does, once).
-const envReplicas = "STOCKGUARD_REPLICAS"
-
-// replicatedVoters starts n voters, each a master with one replica in
-// sync, and returns them with a client on each master.
-func replicatedVoters(t *testing.T, n int) ([]*backends.Replicated, []redis.UniversalClient) {
-	t.Helper()
-	if os.Getenv(envReplicas) != "full" {
-		t.Skipf("%s=full starts a master and a replica per voter", envReplicas)
-	}
-	voters := make([]*backends.Replicated, n)
-	clients := make([]redis.UniversalClient, n)
-	for i := range voters {
-		voters[i] = backendstest.PrivateReplicated(t, 1)
-		c := voters[i].Client()
-		t.Cleanup(func() { c.Close() })
-		clients[i] = c
-	}
-	return voters, clients
-}
 
 // TestRedlock_replicaAckSurvivesAVoterFailover: with one voter down, a
 // lock needs both others, so a vote that only a master has (its replica
@@ -39,7 +15,7 @@ func replicatedVoters(t *testing.T, n int) ([]*backends.Replicated, []redis.Univ
 // replica confirms, the lock is granted, survives the failover of that
 // voter (master killed, replica promoted), and nobody else obtains it.
 func TestRedlock_replicaAckSurvivesAVoterFailover(t *testing.T) {
-	voters, clients := replicatedVoters(t, 3)
+	voters, clients := backendstest.ReplicatedVoters(t, 3)
 	ctx := t.Context()
 	prefix := lockPrefix(t)
 	opts := []Option{WithPrefix(prefix), WithNodeTimeout(time.Second), WithReplicaAck(1, 300*time.Millisecond)}

@@ -347,6 +347,29 @@ func PrivateReplicated(tb testing.TB, replicas int, extra ...string) *backends.R
 	return r
 }
 
+// EnvReplicas is bench's STOCKGUARD_REPLICAS: "full" runs the tests that
+// start a replicated master per Redlock voter (the soak does).
+const EnvReplicas = "STOCKGUARD_REPLICAS"
+
+// ReplicatedVoters starts n Redlock voters for tb, each a private master
+// with one replica in sync, and returns them with a client on each master,
+// closed when tb ends. Unless EnvReplicas is "full" it skips tb.
+func ReplicatedVoters(tb testing.TB, n int) ([]*backends.Replicated, []redis.UniversalClient) {
+	tb.Helper()
+	if os.Getenv(EnvReplicas) != "full" {
+		tb.Skipf("%s=full starts a master and a replica per voter", EnvReplicas)
+	}
+	voters := make([]*backends.Replicated, n)
+	clients := make([]redis.UniversalClient, n)
+	for i := range voters {
+		voters[i] = PrivateReplicated(tb, 1)
+		c := voters[i].Client()
+		tb.Cleanup(func() { c.Close() })
+		clients[i] = c
+	}
+	return voters, clients
+}
+
 // SharedReplicated returns the test binary's private Redis master with one
 // replica, starting it on first use; Main stops it. Tests share it as they
 // share SharedRedis, each on its own keys; a test that pauses or kills the
