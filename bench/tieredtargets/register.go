@@ -198,6 +198,11 @@ func target(name, about string, back Back, late bool, opts ...tiered.Option) ben
 		st.Stats = func() map[string]float64 {
 			figs := map[string]float64{"backlog_max": float64(backlog.Load())}
 			if !handedOff.Load() {
+				// The audit drained the stream, but the consumer counts a
+				// batch only after its acknowledgement, which the drain can
+				// see first: stopped (Close reports its error), its figures
+				// are final.
+				_ = stopConsumer()
 				maps.Copy(figs, figures(c.Stats()))
 			}
 			return figs
