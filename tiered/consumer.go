@@ -107,7 +107,7 @@ func NewConsumer(rdb redis.UniversalClient, back stockguard.Orders, opts ...Opti
 		return nil, err
 	}
 	q := NewStreams(rdb, StreamKey(o.prefix), o.group)
-	q.ack = o.ack
+	q.ack, q.recheck = o.ack, o.claimIdle
 	c := consumerOf(q, back, o)
 	c.fence = q.stream
 	return c, nil
@@ -536,16 +536,20 @@ func compareIDs(a, b string) int {
 // and returns nil; or, when ctx ends first, an error naming the entries
 // still there, with the context's error.
 func Drain(ctx context.Context, q Queue) error {
+	var seen []Entry // the backlog last read: a read cut by ctx's end has none
 	for {
 		left, err := q.Backlog(ctx)
 		if err == nil && len(left) == 0 {
 			return nil
 		}
+		if err == nil {
+			seen = left
+		}
 		if ctx.Err() != nil {
-			if err != nil {
-				return fmt.Errorf("tiered: drain: %w", err)
+			if len(seen) == 0 {
+				return fmt.Errorf("tiered: drain: %w", cmp.Or(err, ctx.Err()))
 			}
-			return fmt.Errorf("tiered: drain: %d entries left, the first %v: %w", len(left), left[0], ctx.Err())
+			return fmt.Errorf("tiered: drain: %d entries left, the first %v: %w", len(seen), seen[0], ctx.Err())
 		}
 		redisx.Sleep(ctx, 10*time.Millisecond)
 	}

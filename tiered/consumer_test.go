@@ -12,6 +12,7 @@ import (
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/netgate"
 )
 
 // countingBack counts the Takes its consumer sends to the back.
@@ -152,4 +153,54 @@ func TestConsumer_failedAck_rereadsItsOwnEntriesNextStep(t *testing.T) {
 		t.Errorf("backlog %v, %v; want empty", left, err)
 	}
 	wantStock(t, "back", r.back, "a", 95)
+}
+
+// A read whose bytes reach Redis after its caller gave up, and after the
+// consumer's next reads, hands the entries it reads to the consumer all
+// the same: the consumer's reads after a failure look at its own pending
+// entries again, and find them, instead of leaving them a claim-idle.
+func TestStreams_readDeliveredLate_entriesReadBackWithinTheClaimIdle(t *testing.T) {
+	ctx := t.Context()
+	r := newRig(t)
+	stock(t, r.o, 100, "a")
+	gate := netgate.New(t)
+	var dialled atomic.Bool
+	// The first connection goes through the gate, the later ones straight.
+	rdb := redis.NewClient(&redis.Options{Addr: backendstest.SharedRedis(t).Addr, PoolSize: 1, ReadTimeout: 200 * time.Millisecond,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if dialled.CompareAndSwap(false, true) {
+				return gate.Dial(ctx, network, addr)
+			}
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}})
+	t.Cleanup(func() { rdb.Close() })
+	q := NewStreams(rdb, StreamKey(r.prefix), DefaultGroup)
+	if _, _, err := q.Read(ctx, "c1", 10, -1); err != nil { // caught up: nothing pending, nothing new
+		t.Fatal(err)
+	}
+	gate.Hold()
+	if got, _, err := q.Read(ctx, "c1", 10, -1); err == nil {
+		t.Fatalf("a read held on its way = %v, nil; want its timeout", got)
+	}
+	if got, _, err := q.Read(ctx, "c1", 10, -1); err != nil || len(got) != 0 {
+		t.Fatalf("the next read = %v, %v; want nothing yet", got, err)
+	}
+	r.takeN(t, "a", 2)
+	gate.Release()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		p, err := r.rdb.XPending(ctx, StreamKey(r.prefix), DefaultGroup).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Count == 2 {
+			break // the late read delivered the 2 entries to c1
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the late read never ran: %+v", p)
+		}
+	}
+	got, _, err := q.Read(ctx, "c1", 10, -1)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("a read after the late one = %v, %v; want the 2 entries it delivered", got, err)
+	}
 }

@@ -49,12 +49,14 @@ type Queue interface {
 	// Read returns up to n entries delivered to no consumer of the group
 	// yet, now delivered to consumer, waiting up to block for the first,
 	// and the front's epoch they were read under.
-	// On consumer's first read, and on the read after a read, claim or
-	// Ack that failed, it returns first the entries already delivered to
-	// consumer and not acknowledged — those of a reply lost on its way, of
-	// a process that ran under the same name before, of an Ack lost — a
-	// batch at a time, each read going on from the last, and new entries
-	// in the rest of the batch.
+	// On consumer's first read, on the read after an Ack that failed, and
+	// on every read for a claim-idle after a read or claim that failed (its
+	// bytes may reach the server after the reads that follow it), it
+	// returns first the entries already delivered to consumer and not
+	// acknowledged — those of a reply lost on its way, of a process that
+	// ran under the same name before, of an Ack lost — a batch at a time,
+	// each read going on from the last, and new entries in the rest of the
+	// batch.
 	Read(ctx context.Context, consumer string, n int, block time.Duration) ([]Entry, string, error)
 	// Claim hands consumer up to n entries delivered to any consumer and
 	// unacknowledged for at least idle, going on through the pending
@@ -90,6 +92,13 @@ type Streams struct {
 	// read. Without it, a lost XREADGROUP reply would leave its entries
 	// to XAUTOCLAIM, a claim-idle later.
 	caughtUp map[string]bool
+	// suspect is, for consumers whose read or claim failed, until when
+	// each of their reads starts with their own pending entries: the
+	// failed command may still reach Redis after the reads that followed
+	// it (a network that delivers late) and hand them entries then. Past
+	// recheck, XAUTOCLAIM finds such entries idle for a claim-idle.
+	suspect map[string]time.Time
+	recheck time.Duration
 	// ownFrom is, for consumers paging through their own pending entries,
 	// the ID after which the next page starts.
 	ownFrom map[string]string
@@ -104,7 +113,8 @@ var _ Queue = (*Streams)(nil)
 // stream of an Orders, StreamKey of its prefix.
 func NewStreams(rdb redis.UniversalClient, stream, group string) *Streams {
 	prefix := strings.TrimSuffix(stream, StreamKey(""))
-	return &Streams{rdb: rdb, stream: stream, group: group, records: recordKeys(prefix), caughtUp: map[string]bool{}, ownFrom: map[string]string{}, claimFrom: map[string]string{}}
+	return &Streams{rdb: rdb, stream: stream, group: group, records: recordKeys(prefix), caughtUp: map[string]bool{}, suspect: map[string]time.Time{}, recheck: DefaultClaimIdle,
+		ownFrom: map[string]string{}, claimFrom: map[string]string{}}
 }
 
 // create creates the group at the start of the stream (and the stream,
@@ -125,7 +135,7 @@ func (s *Streams) create(ctx context.Context) error {
 func (s *Streams) Read(ctx context.Context, consumer string, n int, block time.Duration) ([]Entry, string, error) {
 	s.mu.Lock()
 	from, own := s.ownFrom[consumer]
-	if !own && !s.caughtUp[consumer] {
+	if !own && (!s.caughtUp[consumer] || s.suspected(consumer)) {
 		from, own = "0", true
 	}
 	s.mu.Unlock()
@@ -177,11 +187,23 @@ func (s *Streams) readFailed(ctx context.Context, consumer string, err error) er
 	s.mu.Lock()
 	delete(s.caughtUp, consumer)
 	delete(s.ownFrom, consumer)
+	s.suspect[consumer] = time.Now().Add(s.recheck)
 	s.mu.Unlock()
 	if errors.Is(err, errNoEpoch) || strings.HasPrefix(err.Error(), "NOGROUP") {
 		return fmt.Errorf("%w: stream %q: %v", ErrFrontLost, s.stream, err)
 	}
 	return redisx.Classify(ctx, err, redisx.Read)
+}
+
+// suspected reports whether a failed command of consumer's may still hand
+// it entries; s.mu is held.
+func (s *Streams) suspected(consumer string) bool {
+	until, ok := s.suspect[consumer]
+	if ok && time.Now().After(until) {
+		delete(s.suspect, consumer)
+		return false
+	}
+	return ok
 }
 
 // errNoEpoch: the front has no armed epoch (its key is gone, or Recover
