@@ -97,7 +97,7 @@ var (
 
 // NewBatched returns the combining strategy over rdb (scripting and
 // Process, as NewAtomic). It reads the options WithPrefix,
-// WithBatchSize, WithOrderRetention, WithAttemptValidity, WithClockSkew,
+// WithBatchSize, WithOrderRetention, WithOrderStream, WithAttemptValidity, WithClockSkew,
 // WithReplicaAck and WithAOFAck (one WAIT per script call, so per batch;
 // when it falls short every request of the batch gets ErrOutcomeUnknown).
 // The pool needs a connection per SKU (and, for orders, per slot) being
@@ -175,6 +175,9 @@ func (b *Batched) Decrement(ctx context.Context, sku string, qty int64) error {
 	if err := b.check(ctx, strategy.Validate(sku, qty)); err != nil {
 		return err
 	}
+	if b.orders.stream != "" {
+		return fmt.Errorf("%w: redislock: decrement of %q: with an order stream, take an order instead", stockguard.ErrInvalidRequest, sku)
+	}
 	return b.calls.Do(ctx, sku, batchReq{qty: qty})
 }
 
@@ -190,6 +193,11 @@ func (b *Batched) SetStock(ctx context.Context, sku string, qty int64) error {
 // Atomic.Stock does. Its errors are Atomic.Stock's.
 func (b *Batched) Stock(ctx context.Context, sku string) (int64, error) {
 	return b.orders.Stock(ctx, sku)
+}
+
+// Held is Atomic.Held.
+func (b *Batched) Held(ctx context.Context, sku string) (level, held int64, err error) {
+	return b.orders.Held(ctx, sku)
 }
 
 // check returns the first reason not to serve a request: the request's

@@ -42,6 +42,7 @@ type orderReq struct {
 	ttl      time.Duration
 	lines    []stockguard.Line // sorted by SKU; a Confirm's or Return's as read in the record
 	deadline time.Time         // its caller's ctx deadline; zero for none
+	part     string            // its caller's partition (redisx.Partition): a batch is of one
 
 	err error // its own outcome in the call's reply: nil, or a refusal
 }
@@ -106,8 +107,8 @@ func (b *Batched) Hold(ctx context.Context, id string, ttl time.Duration, lines 
 // Confirm makes the hold under id taken for good, if its deadline has not
 // passed, as Atomic.Confirm does. The record is read first (one HGETALL):
 // an order whose keys share a slot is then decided in a batch with the
-// other orders of its slot (see Take); a two-phase order runs Atomic's
-// protocol. Its errors are Atomic.Confirm's.
+// other orders of its slot (see Take); a two-phase order, and an ID with
+// no record, runs Atomic's script. Its errors are Atomic.Confirm's.
 func (b *Batched) Confirm(ctx context.Context, id string) error {
 	return b.decide(ctx, opConfirm, id)
 }
@@ -144,9 +145,9 @@ func (b *Batched) place(ctx context.Context, kind byte, id string, ttl time.Dura
 	if !a.oneSlot(id, lines) {
 		return a.place(ctx, kind, id, ttl, lines)
 	}
-	r := orderReq{op: kind, id: id, ttl: ttl, lines: lines}
+	r := orderReq{op: kind, id: id, ttl: ttl, lines: lines, part: redisx.Partition(ctx)}
 	r.deadline, _ = ctx.Deadline()
-	err := b.placed.Do(ctx, b.queueOf(id), r)
+	err := b.placed.Do(ctx, b.queueOf(id, r.part), r)
 	if errors.Is(err, errAlone) {
 		return a.place(ctx, kind, id, ttl, lines)
 	}
@@ -172,18 +173,20 @@ func (b *Batched) decide(ctx context.Context, op byte, id string) error {
 		switch {
 		case err != nil:
 			return errtext.Wrap(err, "redislock: %s %q", verb, id)
-		case r.state == 0:
-			return errtext.Wrap(errtext.UnknownOrder(id), "redislock: %s %q", verb, id)
+		case r.state == 0, r.nonce != "":
+			// Unknown here, or two-phase: Atomic's script answers, which a
+			// client that rewrites scripts (a fence) sees, as it sees the
+			// batch's.
+			return a.decide(ctx, verb, id)
 		case r.kind == kindRestock:
 			return errtext.Wrap(errtext.Mismatch(id, "Restock"), "redislock: %s %q", verb, id)
-		case r.nonce != "":
-			return a.decide(ctx, verb, id) // two-phase
 		case op == opConfirm && r.state == 't', op == opReturn && r.state != 'h' && r.state != 't':
 			return nil // nothing to change
 		case op == opConfirm && r.state != 'h':
 			return errtext.Wrap(errtext.Closed(id, orderState(r.state)), "redislock: %s %q", verb, id)
 		}
-		err = b.placed.Do(ctx, b.queueOf(id), orderReq{op: op, id: id, lines: r.lines})
+		part := redisx.Partition(ctx)
+		err = b.placed.Do(ctx, b.queueOf(id, part), orderReq{op: op, id: id, lines: r.lines, part: part})
 		if !errors.Is(err, errReread) {
 			return errtext.Wrap(err, "redislock: %s %q", verb, id)
 		}
@@ -206,13 +209,14 @@ func (b *Batched) record(ctx context.Context, id string) (*record, error) {
 	return parseRecord(reply, false)
 }
 
-// queueOf is the queue of the orders whose record is that of id: one on a
-// single Redis or a failover client, one per slot on a Cluster.
-func (b *Batched) queueOf(id string) string {
+// queueOf is the queue of the orders of partition part whose record is that
+// of id: one per partition on a single Redis or a failover client, one per
+// partition and slot on a Cluster.
+func (b *Batched) queueOf(id, part string) string {
 	if b.orders.sharding != shardedBySlot {
-		return ""
+		return part
 	}
-	return strconv.Itoa(int(slot(b.orders.orderKey(id))))
+	return strconv.Itoa(int(slot(b.orders.orderKey(id)))) + "/" + part
 }
 
 // placeVerb names a Take or a Hold in errors.
@@ -232,7 +236,9 @@ func (b *Batched) writeOrders(ctx context.Context, _ string, bt *combine.Batch[o
 		return nil
 	}
 	a := b.orders
-	keys := make([]string, len(m), 3*len(m))
+	// The members share a queue, so a partition: the call carries it.
+	ctx = redisx.WithPartition(ctx, m[0].part)
+	keys := make([]string, len(m), 3*len(m)+1)
 	index := map[string]int{} // SKU -> its index in the call, from 1
 	var skus []any
 	for i, r := range m {
@@ -244,6 +250,9 @@ func (b *Batched) writeOrders(ctx context.Context, _ string, bt *combine.Batch[o
 				keys = append(keys, a.keys.Stock(l.SKU), a.holdsKey(l.SKU))
 			}
 		}
+	}
+	if a.stream != "" {
+		keys = append(keys, a.stream)
 	}
 	// The call's send time stamps every order of it (see bounds.stamp):
 	// taken now, before the call leaves.

@@ -358,7 +358,7 @@ func TestBatched_Orders_clusterBatchPerSlot(t *testing.T) {
 	o2 := idInSlotOf(t, b.orders, "s", o1)
 	o3 := idInSlotOf(t, b.orders, "s", o1, o2)
 	release, first := stalledOrder(t, g, b, o1, line("s", 1))
-	queue := b.queueOf(o1)
+	queue := b.queueOf(o1, "")
 	second := goTake(ctx, b, o2, line("s", 2))
 	combinetest.Queued(t, b.placed, queue, 1)
 	third := goTake(ctx, b, o3, line("s", 3))

@@ -70,7 +70,7 @@ const (
 	optAck          = optReplicaAck | optAOFAck
 	readsClient     = optPrefix | optAck
 	readsAtomic     = readsClient | optOrderRetention | optOrderStream | optAttemptValidity | optClockSkew
-	readsBatched    = readsClient | optBatchSize | optOrderRetention | optAttemptValidity | optClockSkew
+	readsBatched    = readsClient | optBatchSize | optOrderRetention | optOrderStream | optAttemptValidity | optClockSkew
 	readsGuarded    = readsClient | optRetry | optLockTTL | optStore
 	readsSegmented  = readsClient | optRetry | optLockTTL | optSegments | optSegmentLocks
 	readsRedlock    = readsClient | optNodeTimeout | optDrift

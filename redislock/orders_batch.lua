@@ -10,7 +10,7 @@
 -- reclaim gave back.
 --
 -- KEYS: the m orders' records, then (stock level, holds) of each of the k
--- SKUs the batch names. ARGV[1] m, [2] k, [3] retention (ms), [4] the
+-- SKUs the batch names, then the order stream, if any. ARGV[1] m, [2] k, [3] retention (ms), [4] the
 -- call's fence point (us, the client's clock), [5] the tombstone ttl (ms)
 -- of a refusal, then the k SKUs, then each order: op "T" take, "H" hold,
 -- "C" confirm or "R" return, id, hold ttl (us), expiry (us, the client's
@@ -22,6 +22,7 @@
 -- error.
 local m, k = tonumber(ARGV[1]), tonumber(ARGV[2])
 local retention, fence, tomb = ARGV[3], ARGV[4], ARGV[5]
+local stream = KEYS[m + 2 * k + 1]
 local now = now_us()
 local memo = {level = {}, swept = {}, take = {}, holds = {}, skus = {}}
 local acts = {C = 'confirm', R = 'return'}
@@ -36,11 +37,11 @@ for j = 1, m do
   end
   local ok, r
   if acts[op] then
-    ok, r = pcall(act, {rec = KEYS[j], op = acts[op], id = ARGV[a + 1], retention = retention, lines = ls}, now, memo)
+    ok, r = pcall(act, {rec = KEYS[j], op = acts[op], id = ARGV[a + 1], retention = retention, lines = ls, stream = stream}, now, memo)
   else
     ok, r = pcall(place, {
       rec = KEYS[j], kind = op, id = ARGV[a + 1], ttl = ARGV[a + 2], retention = tonumber(retention),
-      decide = '0', lines = ls, fence = fence, expiry = ARGV[a + 3], tomb = tomb,
+      decide = '0', lines = ls, fence = fence, expiry = ARGV[a + 3], tomb = tomb, stream = stream,
     }, now, memo)
   end
   if ok then

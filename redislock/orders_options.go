@@ -48,7 +48,7 @@ func WithOrderRetention(d time.Duration) Option {
 	}
 }
 
-// WithOrderStream makes the Atomic's Orders append every final effect to the
+// WithOrderStream makes the Orders of an Atomic or a Batched append every final effect to the
 // Redis Stream key, in the same script as the effect, so that a consumer
 // can apply it elsewhere (package tiered does, to a durable Orders): a Take,
 // and a Confirm that makes a hold taken, append {o: "T", i: id, "=<sku>":
@@ -64,7 +64,8 @@ func WithOrderRetention(d time.Duration) Option {
 // keys — its record, its SKUs' keys and the stream — are not in one slot of
 // a Redis Cluster (one script must write them all): both with an error
 // wrapping stockguard.ErrInvalidRequest, before any I/O. An empty key makes
-// NewAtomic return an error wrapping stockguard.ErrInvalidRequest.
+// NewAtomic and NewBatched return an error wrapping
+// stockguard.ErrInvalidRequest.
 func WithOrderStream(key string) Option {
 	return func(o *options) {
 		o.given |= optOrderStream

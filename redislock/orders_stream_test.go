@@ -1,25 +1,54 @@
 package redislock
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
+	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/redistest"
 )
 
+// streamed is an Orders of NewAtomic or NewBatched with an order stream.
+type streamed interface {
+	stockguard.Orders
+	Held(ctx context.Context, sku string) (level, held int64, err error)
+}
+
+// The constructors whose Orders take WithOrderStream.
+var streamedOrders = []struct {
+	name string
+	new  func(rdb *redis.Client, opts ...Option) (streamed, error)
+}{
+	{"atomic", func(rdb *redis.Client, opts ...Option) (streamed, error) { return NewAtomic(rdb, opts...) }},
+	{"batched", func(rdb *redis.Client, opts ...Option) (streamed, error) { return NewBatched(rdb, opts...) }},
+}
+
 // Every final effect is in the stream once, in the order applied; holds,
 // expiries, returned holds and retries add nothing.
-func TestAtomic_WithOrderStream_appendsFinalEffectsOnce(t *testing.T) {
-	rdb := backendstest.RedisClient(t)
-	prefix := redistest.Prefix(t, rdb)
-	stream := prefix + "effects"
-	a, err := NewAtomic(rdb, WithPrefix(prefix), WithOrderStream(stream))
-	if err != nil {
-		t.Fatal(err)
+func TestOrders_WithOrderStream_appendsFinalEffectsOnce(t *testing.T) {
+	for _, c := range streamedOrders {
+		t.Run(c.name, func(t *testing.T) {
+			rdb := backendstest.RedisClient(t)
+			prefix := redistest.Prefix(t, rdb)
+			stream := prefix + "effects"
+			a, err := c.new(rdb, WithPrefix(prefix), WithOrderStream(stream))
+			if err != nil {
+				t.Fatal(err)
+			}
+			appendsFinalEffectsOnce(t, rdb, a, stream)
+		})
 	}
+}
+
+func appendsFinalEffectsOnce(t *testing.T, rdb *redis.Client, a streamed, stream string) {
 	ctx := t.Context()
 	stockAll(t, a, 100, "a", "b")
 	calls := []struct {
@@ -77,6 +106,48 @@ func TestAtomic_WithOrderStream_appendsFinalEffectsOnce(t *testing.T) {
 	}
 }
 
+// Orders placed at once on a Batched, which combines them into script
+// calls, each append their take once.
+func TestBatched_WithOrderStream_concurrentTakesAppendOnce(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	prefix := redistest.Prefix(t, rdb)
+	stream := prefix + "effects"
+	b, err := NewBatched(rdb, WithPrefix(prefix), WithOrderStream(stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	stockAll(t, b, 100, "a", "b")
+	const n = 40
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			id := fmt.Sprintf("o%d", i)
+			for range 2 { // the repeat changes nothing
+				if err := b.Take(ctx, id, line("a", 1), line("b", 2)); err != nil {
+					t.Errorf("take %s: %v", id, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	msgs, err := rdb.XRange(ctx, stream, "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]int{}
+	for _, m := range msgs {
+		if m.Values["o"] != "T" || m.Values["=a"] != "1" || m.Values["=b"] != "2" {
+			t.Errorf("entry %v, want a take of a:1 and b:2", m.Values)
+		}
+		ids[fmt.Sprint(m.Values["i"])]++
+	}
+	if len(msgs) != n || len(ids) != n {
+		t.Errorf("stream holds %d entries of %d orders, want %d of %d", len(msgs), len(ids), n, n)
+	}
+	wantLevels(t, b, map[string]int64{"a": 100 - n, "b": 100 - 2*n})
+}
+
 func TestAtomic_WithOrderStream_refusals(t *testing.T) {
 	rdb := backendstest.RedisClient(t)
 	prefix := redistest.Prefix(t, rdb)
@@ -87,6 +158,10 @@ func TestAtomic_WithOrderStream_refusals(t *testing.T) {
 	stockAll(t, a, 10, "a")
 	if err := a.Decrement(t.Context(), "a", 1); !errors.Is(err, stockguard.ErrInvalidRequest) {
 		t.Errorf("Decrement with a stream: %v, want ErrInvalidRequest", err)
+	}
+	b := must.New(NewBatched(rdb, WithPrefix(prefix), WithOrderStream(prefix+"effects")))
+	if err := b.Decrement(t.Context(), "a", 1); !errors.Is(err, stockguard.ErrInvalidRequest) {
+		t.Errorf("Batched's Decrement with a stream: %v, want ErrInvalidRequest", err)
 	}
 	two := newOrders(rdb, prefix, true, WithOrderStream(prefix+"effects"))
 	if err := two.Take(t.Context(), "x", line("a", 1)); !errors.Is(err, stockguard.ErrInvalidRequest) {

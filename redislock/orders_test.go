@@ -81,7 +81,7 @@ func TestAtomic_conformanceOrders(t *testing.T) {
 func line(sku string, qty int64) stockguard.Line { return stockguard.Line{SKU: sku, Qty: qty} }
 
 // stockAll sets every sku to qty.
-func stockAll(t *testing.T, a *Atomic, qty int64, skus ...string) {
+func stockAll(t *testing.T, a stockguard.Inventory, qty int64, skus ...string) {
 	t.Helper()
 	for _, sku := range skus {
 		if err := a.SetStock(t.Context(), sku, qty); err != nil {
@@ -91,7 +91,7 @@ func stockAll(t *testing.T, a *Atomic, qty int64, skus ...string) {
 }
 
 // wantLevels checks the level of each SKU.
-func wantLevels(t *testing.T, a *Atomic, want map[string]int64) {
+func wantLevels(t *testing.T, a stockguard.Inventory, want map[string]int64) {
 	t.Helper()
 	for sku, n := range want {
 		if got, err := a.Stock(t.Context(), sku); err != nil || got != n {

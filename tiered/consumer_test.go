@@ -40,7 +40,7 @@ func TestConsumer_restartedUnderItsName_readsNewEntriesBehindRefusedOnes(t *test
 	ctx := t.Context()
 	r := newRig(t)
 	stock(t, r.o, 10, "a")
-	if err := r.o.call(ctx, func(ctx context.Context) error { return r.o.front.SetStock(ctx, "z", 10) }); err != nil { // the back lacks z
+	if err := r.o.call(ctx, "", func(ctx context.Context) error { return r.o.front.SetStock(ctx, "z", 10) }); err != nil { // the back lacks z
 		t.Fatal(err)
 	}
 	for _, id := range []string{"z1", "z2"} {

@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard/internal/rediskeys"
+	"github.com/stockguard/stockguard/internal/redisx"
 )
 
 // The front's epoch key holds one of:
@@ -22,25 +24,27 @@ import (
 //	(missing)           the front lost its data.
 const recovering = "recovering:"
 
-// seenCode starts the error reply of a front script on an order ID the
+// seenCode starts the error reply of a front script on order IDs the
 // front forgot (past its order retention) and the back applied:
-// "TIEREDSEEN <record key>".
+// "TIEREDSEEN <record key>", the keys separated by seenSep.
 const seenCode = "TIEREDSEEN"
 
 // fenceCode starts the error reply of a front script refused by its epoch
 // check: "TIEREDFENCE <the value found>".
 const fenceCode = "TIEREDFENCE"
 
-// fencedClient is the front's Redis client as the front's redislock.Atomic
-// sees it: every script the Atomic runs (EVAL, EVALSHA) is sent with a
+// fencedClient is the front's Redis client as the front's redislock.Batched
+// sees it: every script the front runs (EVAL, EVALSHA) is sent with a
 // prelude that compares the epoch key with the value its context carries
-// (withEpoch; none matches no value), in the same script, and answers the error reply fenceCode without running the
-// script when they differ. A call of the front therefore applies under the
-// epoch its caller read, or not at all: a front lost and recovered since
-// (a new epoch), or being recovered, refuses it. Everything else passes
-// through.
+// (withEpoch; none matches no value), in the same script, and answers the
+// error reply fenceCode without running the script when they differ. A
+// call of the front therefore applies under the epoch its caller read, or
+// not at all: a front lost and recovered since (a new epoch), or being
+// recovered, refuses it. A script call that carries several orders (a
+// batch) carries the one epoch of its orders' callers. Everything else
+// passes through.
 //
-// The Atomic sends a script by EVALSHA of its own source's digest, then
+// The front sends a script by EVALSHA of its own source's digest, then
 // EVAL of the source on NOSCRIPT (redis.Script.Run). fencedClient answers
 // NOSCRIPT, without sending, to an EVALSHA whose source it has not seen,
 // learns the source from the EVAL that follows, and from then on sends
@@ -101,7 +105,7 @@ func (c *fencedClient) rewrite(ctx context.Context, cmd redis.Cmder) bool {
 		return true
 	}
 	payload, _ := args[1].(string)
-	epoch, _ := ctx.Value(epochCtx{}).(string)
+	epoch := redisx.Partition(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	digest := payload
@@ -128,30 +132,44 @@ func (c *fencedClient) rewrite(ctx context.Context, cmd redis.Cmder) bool {
 	return true
 }
 
-// epochCtx is the context key of the epoch a front call carries.
-type epochCtx struct{}
-
 // withEpoch returns ctx carrying epoch: the value the epoch key must hold
-// for the front's scripts run under ctx to apply.
+// for the front's scripts run under ctx to apply. It is the calls'
+// partition, so that the front combines only calls of one epoch into a
+// script call (see redislock.Batched), which carries it.
 func withEpoch(ctx context.Context, epoch string) context.Context {
-	return context.WithValue(ctx, epochCtx{}, epoch)
+	return redisx.WithPartition(ctx, epoch)
 }
 
 // fencePrelude is the Lua that refuses a script unless the epoch key holds
 // epoch (a key never holds "", so a call that carries no epoch is refused),
-// and a script on an order record (its first key starts with records) that
-// the front no longer has but whose ID the back applied (listed in the set
-// ids), answering seenCode: the ID is not the front's to apply afresh. It
-// reads keys without declaring them: the front is one Redis (New refuses a
-// Cluster), where a script may read any key.
+// and a script on order records (keys that start with records: one, or a
+// batch's) of which one the front no longer has but whose ID the back
+// applied (listed in the set ids), answering seenCode and every such
+// record key: the ID is not the front's to apply afresh, and the call —
+// the other orders of its batch too — applied nothing. It reads keys
+// without declaring them: the front is one Redis (New refuses a Cluster),
+// where a script may read any key.
 func fencePrelude(key, epoch, ids, records string) string {
 	return "local tiered_epoch = redis.call('GET', " + luaString(key) + ")\n" +
 		"if tiered_epoch ~= " + luaString(epoch) + " then\n" +
 		"  return redis.error_reply('" + fenceCode + " ' .. tostring(tiered_epoch))\n" +
 		"end\n" +
-		"if KEYS[1] and string.sub(KEYS[1], 1, " + fmt.Sprint(len(records)) + ") == " + luaString(records) +
-		" and redis.call('EXISTS', KEYS[1]) == 0 and redis.call('SISMEMBER', " + luaString(ids) + ", KEYS[1]) == 1 then\n" +
-		"  return redis.error_reply('" + seenCode + " ' .. KEYS[1])\n" +
+		"local tiered_recs = {}\n" +
+		"for _, k in ipairs(KEYS) do\n" +
+		"  if string.sub(k, 1, " + fmt.Sprint(len(records)) + ") == " + luaString(records) + " then\n" +
+		"    tiered_recs[#tiered_recs + 1] = k\n" +
+		"  end\n" +
+		"end\n" +
+		"if #tiered_recs > 0 then\n" +
+		"  local listed, seen = redis.call('SMISMEMBER', " + luaString(ids) + ", unpack(tiered_recs)), {}\n" +
+		"  for i, k in ipairs(tiered_recs) do\n" +
+		"    if listed[i] == 1 and redis.call('EXISTS', k) == 0 then\n" +
+		"      seen[#seen + 1] = k\n" +
+		"    end\n" +
+		"  end\n" +
+		"  if #seen > 0 then\n" +
+		"    return redis.error_reply('" + seenCode + " ' .. table.concat(seen, '\\031'))\n" +
+		"  end\n" +
 		"end\n"
 }
 
@@ -190,10 +208,29 @@ func fenced(err error) (found string, ok bool) {
 }
 
 // seen reports whether err is a front script's refusal of an ID the front
-// forgot and the back applied.
-func seen(err error) bool {
-	return redis.HasErrorPrefix(err, seenCode+" ")
+// forgot and the back applied, and the record keys of those IDs.
+func seen(err error) ([]string, bool) {
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return nil, false
+	}
+	keys, ok := strings.CutPrefix(strings.TrimPrefix(reply.Error(), "ERR "), seenCode+" ")
+	return strings.Split(keys, seenSep), ok
 }
+
+// forgot reports whether err is the front's refusal of id as an ID it
+// forgot and the back applied.
+func (o *Orders) forgot(err error, id string) bool {
+	keys, ok := seen(err)
+	return ok && slices.Contains(keys, o.recordKey(id))
+}
+
+// recordKey is the key of id's order record on the front.
+func (o *Orders) recordKey(id string) string { return recordKeys(o.prefix).Name("order", id) }
+
+// seenSep separates the record keys of a seenCode reply: a control
+// character, which no order ID holds (strategy.ValidateID).
+const seenSep = "\x1f"
 
 // recordKeys are the keys of the front's order records under prefix, as
 // redislock names them ("<prefix>order:{<id>}").

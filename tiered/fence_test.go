@@ -72,7 +72,7 @@ func tiersAgree(t *testing.T, o *Orders, back stockguard.Orders, sku string) {
 	t.Helper()
 	ctx := t.Context()
 	var level, held int64
-	err := o.call(ctx, func(ctx context.Context) (err error) { level, held, err = o.front.Held(ctx, sku); return err })
+	err := o.call(ctx, "", func(ctx context.Context) (err error) { level, held, err = o.front.Held(ctx, sku); return err })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,10 +142,11 @@ func (h *returnHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if err != nil || (name != "evalsha" && name != "eval") {
 			return err
 		}
-		// orders_act.lua's arguments: "return", the retention, the ID.
+		// orders_act.lua's arguments: "return", the retention, the ID; a
+		// batch's (orders_batch.lua): "R", the ID.
 		args := cmd.Args()
-		for i := 3; i+2 < len(args); i++ {
-			if args[i] == "return" && args[i+2] == h.id {
+		for i := 3; i+1 < len(args); i++ {
+			if args[i] == "return" && i+2 < len(args) && args[i+2] == h.id || args[i] == "R" && args[i+1] == h.id {
 				h.once.Do(h.inject)
 			}
 		}

@@ -137,8 +137,8 @@ func WithPrefix(p string) Option {
 	}
 }
 
-// WithFront adds options of the front's redislock.NewAtomic
-// (WithOrderRetention, WithReplicaAck, WithAOFAck); New sets WithPrefix and
+// WithFront adds options of the front's redislock.NewBatched
+// (WithOrderRetention, WithBatchSize, WithReplicaAck, WithAOFAck); New sets WithPrefix and
 // WithOrderStream itself, after them. An ack given here covers the front's
 // writes, not the Consumer's reads: on replicas, use this package's
 // WithReplicaAck.

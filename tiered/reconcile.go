@@ -90,7 +90,7 @@ func (r *Reconciler) Check(ctx context.Context, skus ...string) (Report, error) 
 func (r *Reconciler) drift(ctx context.Context, sku string, backlog []Entry) (Drift, error) {
 	d := Drift{SKU: sku}
 	var level, held int64
-	err := r.o.call(ctx, func(ctx context.Context) (err error) { level, held, err = r.o.front.Held(ctx, sku); return err })
+	err := r.o.call(ctx, "", func(ctx context.Context) (err error) { level, held, err = r.o.front.Held(ctx, sku); return err })
 	if err != nil {
 		return d, errtext.Wrap(err, "tiered: check %q on the front", sku)
 	}

@@ -168,7 +168,7 @@ func (o *Orders) Recover(ctx context.Context, skus, ids []string) error {
 		if err == nil && info.State == stockguard.OrderReturned {
 			err = o.front.Return(ctx, info.ID)
 		}
-		if seen(err) {
+		if o.forgot(err, info.ID) {
 			continue // forgotten by the front, its ID already answered from the back (IDsKey)
 		}
 		if err != nil && !errors.Is(err, stockguard.ErrOrderClosed) {

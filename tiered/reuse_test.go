@@ -2,8 +2,13 @@ package tiered
 
 import (
 	"errors"
+	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/must"
@@ -38,6 +43,39 @@ func TestOrders_idReusedPastTheFrontsRetention_tiersAgree(t *testing.T) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// A script call carrying orders of the forgotten ID and of a fresh one
+	// (a batch) applies nothing, and names the forgotten one alone.
+	fc := newFencedClient(r.rdb, StreamKey(r.prefix), r.prefix)
+	keys := []string{recordKeys(r.prefix).Name("order", "probe-1"), recordKeys(r.prefix).Name("order", "reused-1")}
+	cmd := redis.NewCmd(ctx, "eval", "redis.call('SET', KEYS[1], 'x')", len(keys), keys[0], keys[1])
+	err := fc.Process(withEpoch(ctx, *o.epoch.Load()), cmd)
+	if got, ok := seen(err); !ok || !slices.Equal(got, keys[1:]) {
+		t.Errorf("a call on a fresh and a forgotten ID = %v, want the forgotten one's key %q", err, keys[1])
+	}
+	if n, err := r.rdb.Exists(ctx, keys[0]).Result(); err != nil || n != 0 {
+		t.Errorf("the refused call wrote the fresh order's key: %d, %v", n, err)
+	}
+	// Fresh orders placed beside a take under the forgotten ID, in the
+	// front's batches, are taken; the forgotten ID is answered by the back.
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			if err := o.Take(ctx, fmt.Sprintf("fresh-%d", i), line("a", 1)); err != nil {
+				t.Errorf("a fresh take beside a forgotten ID: %v", err)
+			}
+		})
+		wg.Go(func() {
+			if err := o.Take(ctx, "reused-1", line("a", 1)); err != nil {
+				t.Errorf("reused Take beside fresh ones = %v, want nil (taken already)", err)
+			}
+		})
+	}
+	wg.Wait()
+	for i := range 8 {
+		if err := o.Return(ctx, fmt.Sprintf("fresh-%d", i)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// A restock's ID the front forgot is still the contract's mismatch for
 	// Confirm, Return and Order: the back has it.

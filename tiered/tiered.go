@@ -30,7 +30,7 @@ const DefaultPrefix = "stockguard:"
 // An Orders is safe for concurrent use.
 type Orders struct {
 	rdb    redis.UniversalClient
-	front  *redislock.Atomic
+	front  *redislock.Batched
 	back   stockguard.Orders
 	stream string
 	group  string
@@ -71,12 +71,12 @@ func New(rdb redis.UniversalClient, back stockguard.Orders, opts ...Option) (*Or
 	front = append(front, redislock.WithOrderStream(stream))
 	// Every script of the front carries the epoch its call read: see
 	// fencedClient.
-	atomic, err := redislock.NewAtomic(newFencedClient(rdb, stream, o.prefix), front...)
+	batched, err := redislock.NewBatched(newFencedClient(rdb, stream, o.prefix), front...)
 	if err != nil {
 		o.fail(err)
 		return nil, o.err
 	}
-	return &Orders{rdb: rdb, front: atomic, back: back, stream: stream, group: o.group, prefix: o.prefix, lease: o.lease}, nil
+	return &Orders{rdb: rdb, front: batched, back: back, stream: stream, group: o.group, prefix: o.prefix, lease: o.lease}, nil
 }
 
 // Setup makes the front ready to sell: it creates the stream, its consumer
@@ -125,47 +125,47 @@ var ErrFrontLost = fmt.Errorf("%w: tiered: the front lost its data (its epoch ke
 
 // Take takes every line, or none, on the front, for good, under id; the
 // back takes them when the Consumer applies the entry. Its errors are
-// redislock.Atomic.Take's, or ErrFrontLost.
+// redislock.Batched.Take's, or ErrFrontLost.
 func (o *Orders) Take(ctx context.Context, id string, lines ...stockguard.Line) error {
-	err := o.call(ctx, func(ctx context.Context) error { return o.front.Take(ctx, id, lines...) })
+	err := o.call(ctx, id, func(ctx context.Context) error { return o.front.Take(ctx, id, lines...) })
 	return o.forgotten(ctx, id, lines, err)
 }
 
 // Hold holds every line, or none, on the front, until Confirm, Return or
 // ttl; the back hears of it only once it is confirmed. Its errors are
-// redislock.Atomic.Hold's, or ErrFrontLost.
+// redislock.Batched.Hold's, or ErrFrontLost.
 func (o *Orders) Hold(ctx context.Context, id string, ttl time.Duration, lines ...stockguard.Line) error {
-	err := o.call(ctx, func(ctx context.Context) error { return o.front.Hold(ctx, id, ttl, lines...) })
+	err := o.call(ctx, id, func(ctx context.Context) error { return o.front.Hold(ctx, id, ttl, lines...) })
 	return o.forgotten(ctx, id, lines, err)
 }
 
 // Confirm makes the hold under id taken for good on the front, and the
 // back takes its lines when the Consumer applies the entry. Its errors are
-// redislock.Atomic.Confirm's, or ErrFrontLost.
+// redislock.Batched.Confirm's, or ErrFrontLost.
 func (o *Orders) Confirm(ctx context.Context, id string) error {
-	return o.unknown(ctx, id, o.call(ctx, func(ctx context.Context) error { return o.front.Confirm(ctx, id) }))
+	return o.unknown(ctx, id, o.call(ctx, id, func(ctx context.Context) error { return o.front.Confirm(ctx, id) }))
 }
 
 // Return gives the units of the order under id back on the front, and, for
 // an order taken, on the back when the Consumer applies the entry. Its
-// errors are redislock.Atomic.Return's, or ErrFrontLost.
+// errors are redislock.Batched.Return's, or ErrFrontLost.
 func (o *Orders) Return(ctx context.Context, id string) error {
-	return o.unknown(ctx, id, o.call(ctx, func(ctx context.Context) error { return o.front.Return(ctx, id) }))
+	return o.unknown(ctx, id, o.call(ctx, id, func(ctx context.Context) error { return o.front.Return(ctx, id) }))
 }
 
 // Order reports the order under id as the front knows it. Its errors are
-// redislock.Atomic.Order's, or ErrFrontLost.
+// redislock.Batched.Order's, or ErrFrontLost.
 func (o *Orders) Order(ctx context.Context, id string) (stockguard.OrderInfo, error) {
 	var info stockguard.OrderInfo
-	err := o.call(ctx, func(ctx context.Context) (err error) { info, err = o.front.Order(ctx, id); return err })
+	err := o.call(ctx, id, func(ctx context.Context) (err error) { info, err = o.front.Order(ctx, id); return err })
 	return info, o.unknown(ctx, id, err)
 }
 
 // Stock reports the front's level of sku: the units a buyer can have now.
-// Its errors are redislock.Atomic.Stock's, or ErrFrontLost.
+// Its errors are redislock.Batched.Stock's, or ErrFrontLost.
 func (o *Orders) Stock(ctx context.Context, sku string) (int64, error) {
 	var n int64
-	err := o.call(ctx, func(ctx context.Context) (err error) { n, err = o.front.Stock(ctx, sku); return err })
+	err := o.call(ctx, "", func(ctx context.Context) (err error) { n, err = o.front.Stock(ctx, sku); return err })
 	return n, err
 }
 
@@ -198,7 +198,7 @@ func (o *Orders) Restock(ctx context.Context, id, sku string, qty int64) error {
 	switch _, err := o.front.Order(ctx, id); {
 	case err == nil:
 		return errtext.Mismatch(id, "")
-	case seen(err):
+	case o.forgot(err, id):
 		return errtext.Wrap(o.back.Restock(ctx, id, sku, qty), "tiered: restock %q under %q, forgotten by the front, on the back", sku, id)
 	case errors.Is(err, stockguard.ErrOrderMismatch):
 		if err := o.front.Restock(ctx, id, sku, qty); err != nil {
@@ -327,7 +327,7 @@ func (o *Orders) Decrement(ctx context.Context, sku string, qty int64) error {
 	var b [12]byte
 	rand.Read(b[:]) // documented never to return an error
 	id := "dec-" + hex.EncodeToString(b[:])
-	return o.call(ctx, func(ctx context.Context) error { return o.front.Take(ctx, id, stockguard.Line{SKU: sku, Qty: qty}) })
+	return o.call(ctx, id, func(ctx context.Context) error { return o.front.Take(ctx, id, stockguard.Line{SKU: sku, Qty: qty}) })
 }
 
 // armed returns ctx carrying the front's armed epoch, read from the front
@@ -368,9 +368,12 @@ func (o *Orders) readEpoch(ctx context.Context) (string, error) {
 // under the one found, if armed: the first call of an Orders, or the first
 // after Recover armed the front again (a late attempt of the lost front
 // carries the old epoch and applies nothing). A front without an armed
-// epoch is ErrFrontLost. The first attempt goes without a read of its own,
-// so invalid input is refused before any I/O, by the front.
-func (o *Orders) call(ctx context.Context, f func(ctx context.Context) error) error {
+// epoch is ErrFrontLost. When the front refuses f's script call because
+// another order it carried (a batch) is an ID the front forgot — f's
+// order, id, applied nothing — f runs again. The first attempt goes
+// without a read of its own, so invalid input is refused before any I/O,
+// by the front.
+func (o *Orders) call(ctx context.Context, id string, f func(ctx context.Context) error) error {
 	if ctx == nil {
 		return f(ctx) // the front's answer: ErrInvalidRequest
 	}
@@ -378,12 +381,19 @@ func (o *Orders) call(ctx context.Context, f func(ctx context.Context) error) er
 	if e := o.epoch.Load(); e != nil {
 		epoch = *e
 	}
-	for range 3 {
+	for fences, others := 0, 0; fences < 3; {
 		err := f(withEpoch(ctx, epoch))
+		if keys, ok := seen(err); ok && id != "" && !slices.Contains(keys, o.recordKey(id)) && others < 8 {
+			// Another order of its script call was an ID the front forgot:
+			// the call applied nothing, this order included.
+			others++
+			continue
+		}
 		found, ok := fenced(err)
 		if !ok {
 			return err
 		}
+		fences++
 		if found == "false" || strings.HasPrefix(found, recovering) {
 			return o.frontLost(found)
 		}
@@ -433,7 +443,7 @@ func (o *Orders) remember(ctx context.Context, id string) error {
 // answer its take as a retry of the old order, and the front alone would
 // have sold its units.
 func (o *Orders) forgotten(ctx context.Context, id string, lines []stockguard.Line, err error) error {
-	if !seen(err) {
+	if !o.forgot(err, id) {
 		return err
 	}
 	info, err := o.back.Order(ctx, id)
@@ -456,7 +466,7 @@ func (o *Orders) forgotten(ctx context.Context, id string, lines []stockguard.Li
 // it as a restock's (the contract's answer for one), else ErrUnknownOrder,
 // as the front answers any ID past its retention.
 func (o *Orders) unknown(ctx context.Context, id string, err error) error {
-	if !seen(err) {
+	if !o.forgot(err, id) {
 		return err
 	}
 	switch _, err := o.back.Order(ctx, id); {
