@@ -25,9 +25,9 @@ import (
 
 func init() {
 	bench.Register(bench.OrdersTarget(Target("tiered-mysql",
-		"Redis Lua take + stream entry in one script; a consumer group applies it to mysqllock.NewBatched", MySQL)))
+		"Redis orders batched per script call, each with its stream entry; a consumer group applies them to mysqllock.NewBatched", MySQL)))
 	pg := Target("tiered-pg",
-		"Redis Lua take + stream entry in one script; a consumer group applies it to pglock.NewBatched", Postgres)
+		"Redis orders batched per script call, each with its stream entry; a consumer group applies them to pglock.NewBatched", Postgres)
 	pg.IfReachable = true // in a default run when PostgreSQL can be had, as pg-batched
 	bench.Register(bench.OrdersTarget(pg))
 	after := target("tiered-mysql-after",
