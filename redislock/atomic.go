@@ -186,12 +186,22 @@ func (a *Atomic) Decrement(ctx context.Context, sku string, qty int64) error {
 // applied; see Decrement) or stockguard.ErrOutcomeUnknown (the write may
 // have been applied).
 func (a *Atomic) SetStock(ctx context.Context, sku string, qty int64) error {
+	_, err := a.SetStockHeld(ctx, sku, qty)
+	return err
+}
+
+// SetStockHeld is SetStock that also returns the units of sku held on open
+// holds when the level was set, as Held counts them, read in the script
+// that set it: level + held is then the SKU's units not taken for good,
+// however the holds are given back or confirmed after it (package tiered
+// sets its back to it). Its errors are SetStock's.
+func (a *Atomic) SetStockHeld(ctx context.Context, sku string, qty int64) (held int64, err error) {
 	if err := a.admit(ctx, strategy.ValidateSet(sku, qty)); err != nil {
-		return err
+		return 0, err
 	}
 	keys := []string{a.keys.Stock(sku), a.holdsKey(sku)}
 	var out int64 = -1 // the units out on open orders, when they refused qty
-	err := a.withResolve(ctx, func(decide string) (string, []string, string, error) {
+	err = a.withResolve(ctx, func(decide string) (string, []string, string, error) {
 		reply, err := setStockScript.Run(ctx, a.scripts, keys, qty, decide).Slice()
 		if err != nil {
 			return "", nil, "", redisx.Classify(ctx, err, redisx.Write)
@@ -203,17 +213,19 @@ func (a *Atomic) SetStock(ctx context.Context, sku string, qty int64) error {
 			return "", nil, replyString(reply, 1), nil
 		case codeOverflow:
 			out = replyInt(reply, 1)
+		case 0:
+			held = replyInt(reply, 1)
 		}
 		return "", nil, "", nil
 	})
 	switch {
 	case err != nil:
-		return errtext.Wrap(err, "redislock: set stock of %q", sku)
+		return 0, errtext.Wrap(err, "redislock: set stock of %q", sku)
 	case out >= 0:
-		return fmt.Errorf("%w: redislock: set stock of %q: a level of %d leaves no room for the %d units out on open orders within %d",
+		return 0, fmt.Errorf("%w: redislock: set stock of %q: a level of %d leaves no room for the %d units out on open orders within %d",
 			stockguard.ErrInvalidRequest, sku, qty, out, int64(stockguard.MaxQty))
 	}
-	return nil
+	return held, nil
 }
 
 // Stock returns the units of sku left, once every hold due back is back.

@@ -195,6 +195,11 @@ func (b *Batched) Stock(ctx context.Context, sku string) (int64, error) {
 	return b.orders.Stock(ctx, sku)
 }
 
+// SetStockHeld is Atomic.SetStockHeld.
+func (b *Batched) SetStockHeld(ctx context.Context, sku string, qty int64) (held int64, err error) {
+	return b.orders.SetStockHeld(ctx, sku, qty)
+}
+
 // Held is Atomic.Held.
 func (b *Batched) Held(ctx context.Context, sku string) (level, held int64, err error) {
 	return b.orders.Held(ctx, sku)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/stockguard/stockguard/internal/must"
 	"github.com/stockguard/stockguard/internal/netgate"
 	"github.com/stockguard/stockguard/internal/redistest"
+	"github.com/stockguard/stockguard/internal/redisx"
 	"github.com/stockguard/stockguard/internal/redisx/cutproxy"
 	"github.com/stockguard/stockguard/stocktest"
 )
@@ -406,4 +408,67 @@ func TestBatched_Orders_failedInBatch(t *testing.T) {
 	if n, err := backendstest.RedisClient(t).Get(ctx, b.orders.keys.Stock("a")).Int64(); err != nil || n != 3 {
 		t.Errorf("level of a: %d, %v; want 3", n, err)
 	}
+}
+
+// partitions records the partition (redisx.Partition) each script call
+// carries.
+type partitions struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (p *partitions) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (p *partitions) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (p *partitions) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			p.mu.Lock()
+			p.got = append(p.got, redisx.Partition(ctx))
+			p.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// Orders of different partitions never share a script call: one of a
+// partition whose call is held goes out at once, and the batch of the
+// orders queued behind the held call carries their partition.
+func TestBatched_Orders_batchPerPartition(t *testing.T) {
+	g := newGate()
+	b := gatedOrders(t, g, nil, 10, "a")
+	rec := &partitions{}
+	b.orders.rdb.(*redis.Client).AddHook(rec)
+	ctx := t.Context()
+	p1 := redisx.WithPartition(ctx, "p1")
+	release := g.arm()
+	t.Cleanup(release)
+	first := goTake(p1, b, "first", line("a", 1))
+	g.wait(t)
+	if err := b.Take(ctx, "other", line("a", 1)); err != nil {
+		t.Fatalf("an order of another partition while p1's call is held: %v", err)
+	}
+	second := goTake(p1, b, "second", line("a", 1))
+	combinetest.Queued(t, b.placed, "p1", 1)
+	third := goTake(p1, b, "third", line("a", 1))
+	combinetest.Queued(t, b.placed, "p1", 2)
+	release()
+	for _, d := range []<-chan error{first, second, third} {
+		if err := <-d; err != nil {
+			t.Error(err)
+		}
+	}
+	if got, want := b.OrderStats(), (BatchStats{Batches: 3, Requests: 4}); got != want {
+		t.Errorf("stats %+v, want %+v", got, want)
+	}
+	rec.mu.Lock()
+	got := slices.Clone(rec.got)
+	rec.mu.Unlock()
+	if want := []string{"p1", "", "p1"}; !slices.Equal(got, want) {
+		t.Errorf("the script calls carried partitions %q, want %q", got, want)
+	}
+	wantLevels(t, b, map[string]int64{"a": 6})
 }

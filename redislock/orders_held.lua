@@ -7,11 +7,4 @@ local have, why = level(KEYS[1])
 if not have then
   return {why}
 end
-local held = 0
-for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], 0, '+inf')) do
-  local q = string.match(m, '^%d+')
-  if q then
-    held = held + tonumber(q)
-  end
-end
-return {have, held}
+return {have, held_units(KEYS[2])}

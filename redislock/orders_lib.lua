@@ -37,6 +37,19 @@ local function move_out(holds, q)
   redis.call('ZINCRBY', holds, '-' .. q, OUT)
 end
 
+-- held_units sums the units of the one-slot holds in holds, due ones
+-- included (remote ones, "~id", and OUT's negative score are not).
+local function held_units(holds)
+  local held = 0
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', holds, 0, '+inf')) do
+    local q = string.match(m, '^%d+')
+    if q then
+      held = held + tonumber(q)
+    end
+  end
+  return held
+end
+
 -- move_back counts q units of holds' SKU back (q as move_out's).
 local function move_back(holds, q)
   if tonumber(redis.call('ZINCRBY', holds, q, OUT)) >= 0 then

@@ -15,9 +15,10 @@
 -- has had their records asked, which say they are still held); either
 -- followed by ":<score>:<skip>", the cursor a call before returned (see
 -- reclaim in orders_lib.lua).
--- Returns {0}, or {-10, units out}: the level not set; {-8, id...} due
--- remote holds to resolve first; {-17, arg} call again with arg as
--- ARGV[2]. Only {0} set the level.
+-- Returns {0, held}: the level set, and the units of the one-slot holds
+-- left open then (held_units, as Atomic.Held reads them); or {-10, units
+-- out}: the level not set; {-8, id...} due remote holds to resolve first;
+-- {-17, arg} call again with arg as ARGV[2]. Only {0, held} set the level.
 local stock, holds = KEYS[1], KEYS[2]
 local mode, min, skip = string.match(ARGV[2], '^([01]):([^:]+):(%d+)$')
 if not mode then
@@ -65,7 +66,7 @@ for page = 1, 16 do
       return {-10, out}
     end
     redis.call('SET', stock, ARGV[1])
-    return {0}
+    return {0, held_units(holds)}
   end
 end
 if #remote > 0 then

@@ -203,3 +203,28 @@ func TestAtomic_Held_countsDueHoldsWithoutReclaiming(t *testing.T) {
 		t.Errorf("Held of an unknown SKU: %v", err)
 	}
 }
+
+// SetStockHeld reads the holds in the script that sets the level: the open
+// one, not the one due, which it gives back first.
+func TestAtomic_SetStockHeld_readsTheHoldsAsItSets(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	a := must.New(NewAtomic(rdb, WithPrefix(redistest.Prefix(t, rdb))))
+	ctx := t.Context()
+	stockAll(t, a, 10, "a")
+	if err := a.Hold(ctx, "open", time.Minute, line("a", 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Hold(ctx, "due", time.Millisecond, line("a", 4)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if held, err := a.SetStockHeld(ctx, "a", 20); err != nil || held != 2 {
+		t.Errorf("SetStockHeld = %d, %v; want 2 (the open hold; the due one given back first)", held, err)
+	}
+	if level, held, err := a.Held(ctx, "a"); err != nil || level != 20 || held != 2 {
+		t.Errorf("Held after SetStockHeld = %d, %d, %v; want 20, 2", level, held, err)
+	}
+	if _, err := a.SetStockHeld(ctx, "a", -1); !errors.Is(err, stockguard.ErrInvalidRequest) {
+		t.Errorf("SetStockHeld of -1: %v, want ErrInvalidRequest", err)
+	}
+}

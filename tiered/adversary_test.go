@@ -3,6 +3,7 @@ package tiered
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,7 +57,7 @@ func (r *rig) quiet(ctx context.Context, skus []string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := Drain(ctx, r.q); err != nil {
-		return fmt.Errorf("drain the stream: %w", err)
+		return fmt.Errorf("drain the stream: %w%s", err, r.stuck(context.WithoutCancel(ctx)))
 	}
 	rep, err := NewReconciler(r.o, r.q).Check(ctx, skus...)
 	if err != nil {
@@ -66,4 +67,27 @@ func (r *rig) quiet(ctx context.Context, skus []string) error {
 		return fmt.Errorf("the tiers disagree after draining: %+v", rep.Drifts)
 	}
 	return nil
+}
+
+// stuck describes the entries left in the stream: what the back has under
+// each one's ID, and the levels of its SKUs on both tiers.
+func (r *rig) stuck(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	left, err := r.q.Backlog(ctx)
+	if err != nil {
+		return fmt.Sprintf("; backlog: %v", err)
+	}
+	var b strings.Builder
+	for _, e := range left {
+		info, err := r.back.Order(ctx, e.Order)
+		fmt.Fprintf(&b, "; entry %v: the back's order %+v, %v", e, info, err)
+		for _, l := range e.Lines {
+			var level, held int64
+			ferr := r.o.call(ctx, "", func(ctx context.Context) (err error) { level, held, err = r.o.front.Held(ctx, l.SKU); return err })
+			n, berr := r.back.Stock(ctx, l.SKU)
+			fmt.Fprintf(&b, "; %s: front %d held %d (%v), back %d (%v)", l.SKU, level, held, ferr, n, berr)
+		}
+	}
+	return b.String()
 }

@@ -389,83 +389,113 @@ const (
 	stuck                  // refused for good
 )
 
-// apply applies work to the back: the entries of each order in queue
-// order, orders concurrently; then, in queue order, those refused for now,
-// again while that makes progress (a take short only because a return of
-// the same batch had not landed yet). It returns the entries committed, those
-// refused for now, and those refused for good.
+// apply applies work to the back and returns the entries committed, those
+// refused for now, and those refused for good. The entries go in waves,
+// each wave's Returns first and then its Takes, each part concurrently: an
+// entry goes once the entries of its order before it are applied, and a
+// Take once every Return of work before it in the queue on one of its SKUs
+// is applied or refused. So the back takes in the order the front took: a
+// Take that overtook a Return before it could take the units that a Take
+// before that Return needs, and that Take, refused, would hold back its
+// own order's Return for good. An entry behind one of its order refused
+// is left for later with it.
 func (c *Consumer) apply(ctx context.Context, work []Entry) (done, retry, refused []Entry) {
 	slices.SortFunc(work, func(a, b Entry) int { return compareIDs(a.ID, b.ID) })
-	var orders [][]Entry
-	index := map[string]int{}
-	for _, e := range work {
-		i, ok := index[e.Order]
-		if !ok {
-			i = len(orders)
-			index[e.Order] = i
-			orders = append(orders, nil)
-		}
-		orders[i] = append(orders[i], e)
-	}
+	const pending outcome = -1
 	results := make([]outcome, len(work))
-	pos := map[string]int{}
+	for i := range results {
+		results[i] = pending
+	}
+	returns := map[string][]int{} // per SKU, the indexes of work's Returns
 	for i, e := range work {
-		pos[e.ID] = i
-	}
-	next := make(chan []Entry)
-	var wg sync.WaitGroup
-	for range min(c.o.workers, len(orders)) {
-		wg.Go(func() {
-			for es := range next {
-				blocked := false
-				for _, e := range es {
-					if blocked { // an earlier entry of the order has not landed
-						results[pos[e.ID]] = later
-						continue
-					}
-					r := c.applyOne(ctx, e)
-					results[pos[e.ID]] = r
-					blocked = r != applied
-				}
+		if e.Op == OpReturn {
+			for _, l := range e.Lines {
+				returns[l.SKU] = append(returns[l.SKU], i)
 			}
-		})
+		}
 	}
-	for _, es := range orders {
-		next <- es
-	}
-	close(next)
-	wg.Wait()
-
-	for progress := true; progress && ctx.Err() == nil && !c.fenced.Load(); {
-		progress = false
-		blocked := map[string]bool{}
-		for i, e := range work {
-			if results[i] == stuck {
-				blocked[e.Order] = true // its later entries wait behind it
-			}
-			if results[i] != later || blocked[e.Order] {
+	// ready reports whether work[i] may go now (wait false), or must be
+	// left for later (both false): an entry of its order before it was
+	// refused.
+	ready := func(i int) (ok, wait bool) {
+		e := work[i]
+		for j := i - 1; j >= 0; j-- {
+			if work[j].Order != e.Order {
 				continue
 			}
-			r := c.applyOne(ctx, e)
-			results[i] = r
-			if r == applied {
-				progress = true
-			} else {
-				blocked[e.Order] = true
+			switch results[j] {
+			case pending:
+				return false, true
+			case applied:
+			default:
+				return false, false
 			}
+		}
+		if e.Op != OpTake {
+			return true, false
+		}
+		for _, l := range e.Lines {
+			for _, j := range returns[l.SKU] {
+				if j < i && results[j] == pending {
+					return false, true
+				}
+			}
+		}
+		return true, false
+	}
+	for ctx.Err() == nil && !c.fenced.Load() {
+		moved := false
+		for _, op := range []Op{OpReturn, OpTake} {
+			var wave []int
+			for i, e := range work {
+				if results[i] != pending || e.Op != op && (e.Op == OpTake || e.Op == OpReturn) {
+					continue
+				}
+				switch ok, wait := ready(i); {
+				case ok:
+					wave = append(wave, i)
+				case !wait:
+					results[i] = later // behind an entry refused or not in hand
+					moved = true
+				}
+			}
+			c.applyAll(ctx, work, wave, results)
+			moved = moved || len(wave) > 0
+		}
+		if !moved {
+			break
 		}
 	}
 	for i, e := range work {
 		switch results[i] {
 		case applied:
 			done = append(done, e)
-		case later:
+		case later, pending:
 			retry = append(retry, e)
 		default:
 			refused = append(refused, e)
 		}
 	}
 	return done, retry, refused
+}
+
+// applyAll applies the entries of work at the indexes wave concurrently,
+// WithApplyWorkers at most, and puts their outcomes in results.
+func (c *Consumer) applyAll(ctx context.Context, work []Entry, wave []int, results []outcome) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(c.o.workers, len(wave)) {
+		wg.Go(func() {
+			for i := range next {
+				results[i] = c.applyOne(ctx, work[i])
+			}
+		})
+	}
+	for _, i := range wave {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 // applyOne applies e to the back, retrying while the back cannot serve.

@@ -226,7 +226,7 @@ func (o *Orders) Restock(ctx context.Context, id, sku string, qty int64) error {
 // SetStock sets sku's level to qty on the front, then, once the Consumer
 // has applied every order of sku that was on its way to the back when the
 // front was set (up to 30 s or ctx's end), the back's to qty plus the
-// units held on the front (the back never sees holds). It is for stocking
+// units held on the front as it was set (the back never sees holds). It is for stocking
 // a SKU, or resetting one no order is placed on meanwhile: an order of sku
 // placed on the front while SetStock runs may reach the back after its
 // level and leave it off (the Reconciler reports it); add units to a live
@@ -242,7 +242,13 @@ func (o *Orders) SetStock(ctx context.Context, sku string, qty int64) error {
 	if err != nil {
 		return err
 	}
-	if err := o.front.SetStock(ctx, sku, qty); err != nil {
+	// The back never hears of holds: its level is the front's plus the
+	// units held there, read in the script that set the front, which a
+	// Confirm takes from both tiers later, and a hold given back returns
+	// to the front alone. Held read later would miss a hold given back in
+	// between, and the back would lack its units.
+	held, err := o.front.SetStockHeld(ctx, sku, qty)
+	if err != nil {
 		return errtext.Wrap(o.pinned(err), "tiered: set stock of %q on the front", sku)
 	}
 	// Orders of sku the front took or gave back before this level was set
@@ -258,12 +264,6 @@ func (o *Orders) SetStock(ctx context.Context, sku string, qty int64) error {
 		if err := o.waitApplied(ctx, id, giveUp); err != nil {
 			return afterBack(err, "tiered: set stock of %q on the back", sku)
 		}
-	}
-	// The back never hears of holds: its level is the front's plus the
-	// units held there, which a Confirm takes from both tiers.
-	_, held, err := o.front.Held(ctx, sku)
-	if err != nil {
-		return afterBack(o.pinned(err), "tiered: set stock of %q: held units on the front", sku)
 	}
 	if err := o.back.SetStock(ctx, sku, qty+held); err != nil {
 		return afterBack(err, "tiered: set stock of %q on the back", sku)

@@ -270,6 +270,46 @@ func TestOrders_SetStock_afterOrdersOnTheirWay_waitsForTheBack(t *testing.T) {
 	wantStock(t, "back", r.back, "b", 50)
 }
 
+// A hold that falls due while SetStock waits for the orders on their way,
+// and is given back by a read meanwhile, is counted on the back as it was
+// when the front was set: the back's level is the front's plus the units
+// held at that instant, and the tiers agree after it.
+func TestOrders_SetStock_holdGivenBackWhileItWaits_tiersAgree(t *testing.T) {
+	ctx := t.Context()
+	r := newRig(t)
+	o := r.o
+	c := r.consumer(nil)
+	stock(t, o, 10, "a")
+	if err := o.Hold(ctx, "h1", 300*time.Millisecond, line("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Take(ctx, "t1", line("a", 2)); err != nil { // on its way: SetStock waits for it
+		t.Fatal(err)
+	}
+	due := time.Now().Add(300 * time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- o.SetStock(ctx, "a", 5) }()
+	for { // the front is set: 5 on the shelf, h1's unit out
+		var level, held int64
+		err := o.call(ctx, "", func(ctx context.Context) (err error) { level, held, err = o.front.Held(ctx, "a"); return err })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if level == 5 && held == 1 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(time.Until(due) + 50*time.Millisecond)
+	wantStock(t, "front, h1 given back", o, "a", 6)
+	r.stepUntilDrained(t, c)
+	if err := <-done; err != nil {
+		t.Fatalf("SetStock = %v", err)
+	}
+	tiersAgree(t, o, r.back, "a")
+	wantStock(t, "back", r.back, "a", 6)
+}
+
 // With no Consumer to apply the Return, SetStock gives up when ctx ends:
 // the front is set and the back is not, so the answer is ErrOutcomeUnknown,
 // never ErrInvalidRequest (which promises that nothing changed).
