@@ -63,13 +63,17 @@ local function act(o, now, memo)
   end
 
   -- Units go back only onto stock levels (a missing key is created anew).
+  -- left is each line's level, for a hold confirmed now (stream_effect).
+  local left = {}
   if s == 'h' or (s == 't' and op == 'return') then
     for i, l in ipairs(ls) do
-      if not (memo and memo.level[l[3]]) then
-        local _, why = level(l[3])
+      left[i] = memo and memo.level[l[3]]
+      if not left[i] then
+        local have, why = level(l[3])
         if why == -3 then
           return {-3, i}
         end
+        left[i] = have
       end
     end
   end
@@ -93,7 +97,7 @@ local function act(o, now, memo)
         redis.call('ZREM', l[4], member(l))
       end
       set('t')
-      stream_effect(o.stream, 'T', id, ls)
+      stream_effect(o.stream, 'T', id, ls, left)
     elseif s ~= 't' then
       return {-6, s, d}
     end

@@ -227,15 +227,21 @@ end
 
 -- stream_effect appends to stream, when there is one, the final effect op
 -- ("T": taken for good, "R": returned after it was) of the order id with
--- the lines ls.
-local function stream_effect(stream, op, id, ls)
+-- the lines ls ("=<sku>": qty), and with left, when given, each line's
+-- stock level right after the effect ("^<sku>": units; a consumer orders
+-- a take behind the returns before it only when it may need their units).
+local function stream_effect(stream, op, id, ls, left)
   if not stream then
     return
   end
   local f = {'o', op, 'i', id}
-  for _, l in ipairs(ls) do
+  for i, l in ipairs(ls) do
     f[#f + 1] = '=' .. l[1]
     f[#f + 1] = l[2]
+    if left and left[i] then
+      f[#f + 1] = '^' .. l[1]
+      f[#f + 1] = int(left[i])
+    end
   end
   redis.call('XADD', stream, '*', unpack(f))
 end

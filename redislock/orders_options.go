@@ -52,7 +52,8 @@ func WithOrderRetention(d time.Duration) Option {
 // Redis Stream key, in the same script as the effect, so that a consumer
 // can apply it elsewhere (package tiered does, to a durable Orders): a Take,
 // and a Confirm that makes a hold taken, append {o: "T", i: id, "=<sku>":
-// qty per line}; a Return of a taken order appends the same with o: "R". Holds,
+// qty and "^<sku>": the SKU's level right after, per line}; a Return of a
+// taken order appends {o: "R", i: id, "=<sku>": qty per line}. Holds,
 // expiries and the Return of a hold append nothing (their units never left
 // for good), and neither does a retried call that changes nothing, so the
 // stream carries each order's effect once. The key is used as given (no

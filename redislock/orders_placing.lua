@@ -59,6 +59,7 @@ local function place(o, now, memo)
   end
 
   local remote, from, min, skip = decide_arg(o.decide)
+  local left = {} -- each line's level once the order has taken it
   for i, l in ipairs(ls) do
     local stock, holds, q = l[3], l[4], tonumber(l[2])
     local have, why
@@ -97,6 +98,7 @@ local function place(o, now, memo)
       refuse(rec, now, o.tomb)
       return {-2, i}
     end
+    left[i] = have - q
   end
   if found[2] then
     redis.call('DEL', rec) -- the tombstone of a refusal this attempt was sent after
@@ -122,7 +124,7 @@ local function place(o, now, memo)
   redis.call('HSET', rec, unpack(record_fields(s, o.kind, ls, {'d', d})))
   redis.call('PEXPIRE', rec, int(ttl))
   if o.kind == 'T' then
-    stream_effect(o.stream, 'T', o.id, ls)
+    stream_effect(o.stream, 'T', o.id, ls, left)
   end
   return {0, s, d}
 end

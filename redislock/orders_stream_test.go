@@ -85,8 +85,8 @@ func appendsFinalEffectsOnce(t *testing.T, rdb *redis.Client, a streamed, stream
 		t.Fatal(err)
 	}
 	want := []map[string]any{
-		{"o": "T", "i": "t1", "=a": "2", "=b": "1"},
-		{"o": "T", "i": "h1", "=a": "3"},
+		{"o": "T", "i": "t1", "=a": "2", "=b": "1", "^a": "98", "^b": "99"},
+		{"o": "T", "i": "h1", "=a": "3", "^a": "95"},
 		{"o": "R", "i": "t1", "=a": "2", "=b": "1"},
 	}
 	if len(msgs) != len(want) {

@@ -393,12 +393,13 @@ const (
 // refused for now, and those refused for good. The entries go in waves,
 // each wave's Returns first and then its Takes, each part concurrently: an
 // entry goes once the entries of its order before it are applied, and a
-// Take once every Return of work before it in the queue on one of its SKUs
-// is applied or refused. So the back takes in the order the front took: a
-// Take that overtook a Return before it could take the units that a Take
-// before that Return needs, and that Take, refused, would hold back its
-// own order's Return for good. An entry behind one of its order refused
-// is left for later with it.
+// Take whose SKU's level on the front right after it (Entry.Left) was
+// below the units of the Returns of work before it on that SKU not applied
+// yet goes once they are applied or refused: it may need their units. A
+// Take that overtook such a Return could take the units that a Take before
+// that Return needs, and that Take, refused, would hold back its own
+// order's Return for good. An entry behind one of its order refused is
+// left for later with it.
 func (c *Consumer) apply(ctx context.Context, work []Entry) (done, retry, refused []Entry) {
 	slices.SortFunc(work, func(a, b Entry) int { return compareIDs(a.ID, b.ID) })
 	const pending outcome = -1
@@ -435,10 +436,14 @@ func (c *Consumer) apply(ctx context.Context, work []Entry) (done, retry, refuse
 			return true, false
 		}
 		for _, l := range e.Lines {
+			var back int64 // the units of the Returns before it still to land
 			for _, j := range returns[l.SKU] {
 				if j < i && results[j] == pending {
-					return false, true
+					back += qtyOf(work[j].Lines, l.SKU)
 				}
+			}
+			if left, ok := e.Left[l.SKU]; back > 0 && (!ok || left < back) {
+				return false, true
 			}
 		}
 		return true, false
@@ -477,6 +482,16 @@ func (c *Consumer) apply(ctx context.Context, work []Entry) (done, retry, refuse
 		}
 	}
 	return done, retry, refused
+}
+
+// qtyOf is the quantity of sku's line in lines, 0 for none.
+func qtyOf(lines []stockguard.Line, sku string) int64 {
+	for _, l := range lines {
+		if l.SKU == sku {
+			return l.Qty
+		}
+	}
+	return 0
 }
 
 // applyAll applies the entries of work at the indexes wave concurrently,

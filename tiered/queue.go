@@ -33,6 +33,9 @@ type Entry struct {
 	Order    string
 	Lines    []stockguard.Line // in SKU order
 	Appended time.Time         // when the front appended it, by the front's clock
+	// Left is, for a take, each SKU's level on the front right after it,
+	// when the front wrote it: the units the front had beyond it.
+	Left map[string]int64
 }
 
 // Queue is what a Consumer and a Reconciler need of the channel between the
@@ -418,6 +421,13 @@ func parseEntry(m redis.XMessage) Entry {
 				return e
 			}
 			e.Lines = append(e.Lines, stockguard.Line{SKU: k[1:], Qty: q})
+		case strings.HasPrefix(k, "^"):
+			if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+				if e.Left == nil {
+					e.Left = map[string]int64{}
+				}
+				e.Left[k[1:]] = n
+			}
 		}
 	}
 	slices.SortFunc(e.Lines, func(a, b stockguard.Line) int { return strings.Compare(a.SKU, b.SKU) })
