@@ -109,7 +109,7 @@ func TestOptions_unreadIsRefusedByTheConstructor(t *testing.T) {
 		{"New", client, func(o ...Option) (any, error) { return New(rdb, o...) }},
 		{"NewRedisStore", client, func(o ...Option) (any, error) { return NewRedisStore(rdb, o...) }},
 		{"NewAtomic", slices.Concat(client, []string{"WithOrderRetention", "WithOrderStream", "WithAttemptValidity", "WithClockSkew"}), func(o ...Option) (any, error) { return NewAtomic(rdb, o...) }},
-		{"NewBatched", slices.Concat(client, []string{"WithBatchSize", "WithOrderRetention", "WithAttemptValidity", "WithClockSkew"}), func(o ...Option) (any, error) { return NewBatched(rdb, o...) }},
+		{"NewBatched", slices.Concat(client, []string{"WithBatchSize", "WithOrderRetention", "WithOrderStream", "WithAttemptValidity", "WithClockSkew"}), func(o ...Option) (any, error) { return NewBatched(rdb, o...) }},
 		{"NewGuarded", slices.Concat(client, []string{"WithRetry", "WithLockTTL", "WithStore"}), func(o ...Option) (any, error) { return NewGuarded(rdb, o...) }},
 		{"NewSegmented", slices.Concat(client, []string{"WithRetry", "WithLockTTL", "WithSegments", "WithSegmentLocks"}), func(o ...Option) (any, error) { return NewSegmented(rdb, o...) }},
 		{"NewRedlock", redlock, func(o ...Option) (any, error) { return NewRedlock(masters, o...) }},
