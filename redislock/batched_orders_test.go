@@ -179,7 +179,8 @@ func TestBatched_Orders_cancelledWhileQueued(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	left := goTake(ctx, b, "left", line("a", 2))
 	combinetest.Queued(t, b.placed, "", 1)
-	stays := queueTakes(t, b, []string{"stays"}, line("a", 3))
+	stays := []<-chan error{goTake(t.Context(), b, "stays", line("a", 3))}
+	combinetest.Queued(t, b.placed, "", 2) // behind the one that leaves
 	cancel()
 	if err := <-left; !errors.Is(err, context.Canceled) {
 		t.Errorf("the caller that left: %v, want context.Canceled", err)
