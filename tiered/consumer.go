@@ -407,8 +407,15 @@ func (c *Consumer) apply(ctx context.Context, work []Entry) (done, retry, refuse
 	for i := range results {
 		results[i] = pending
 	}
-	returns := map[string][]int{} // per SKU, the indexes of work's Returns
+	returns := map[string][]int{}  // per SKU, the indexes of work's Returns
+	prev := make([]int, len(work)) // the index of the entry of its order before it; -1 none
+	last := map[string]int{}
 	for i, e := range work {
+		prev[i] = -1
+		if j, ok := last[e.Order]; ok {
+			prev[i] = j
+		}
+		last[e.Order] = i
 		if e.Op == OpReturn {
 			for _, l := range e.Lines {
 				returns[l.SKU] = append(returns[l.SKU], i)
@@ -417,13 +424,11 @@ func (c *Consumer) apply(ctx context.Context, work []Entry) (done, retry, refuse
 	}
 	// ready reports whether work[i] may go now (wait false), or must be
 	// left for later (both false): an entry of its order before it was
-	// refused.
+	// refused. The entry of its order right before it went only once the
+	// ones before that were applied, so it alone is looked at.
 	ready := func(i int) (ok, wait bool) {
 		e := work[i]
-		for j := i - 1; j >= 0; j-- {
-			if work[j].Order != e.Order {
-				continue
-			}
+		if j := prev[i]; j >= 0 {
 			switch results[j] {
 			case pending:
 				return false, true

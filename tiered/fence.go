@@ -198,24 +198,29 @@ func sha1Hex(s string) string {
 // fenced reports whether err is a front script's refusal by its epoch
 // check, and the value it found ("false" when the key is missing).
 func fenced(err error) (found string, ok bool) {
+	return replyOf(err, fenceCode)
+}
+
+// replyOf reports whether err is a front script's error reply starting
+// with code, and the text after it.
+func replyOf(err error, code string) (string, bool) {
 	var reply redis.Error
 	if !errors.As(err, &reply) {
 		return "", false
 	}
 	// Redis puts ERR in front of a reply whose first word is not a code it
 	// knows (Valkey too); KVRocks in front of any.
-	return strings.CutPrefix(strings.TrimPrefix(reply.Error(), "ERR "), fenceCode+" ")
+	return strings.CutPrefix(strings.TrimPrefix(reply.Error(), "ERR "), code+" ")
 }
 
 // seen reports whether err is a front script's refusal of an ID the front
 // forgot and the back applied, and the record keys of those IDs.
 func seen(err error) ([]string, bool) {
-	var reply redis.Error
-	if !errors.As(err, &reply) {
+	keys, ok := replyOf(err, seenCode)
+	if !ok {
 		return nil, false
 	}
-	keys, ok := strings.CutPrefix(strings.TrimPrefix(reply.Error(), "ERR "), seenCode+" ")
-	return strings.Split(keys, seenSep), ok
+	return strings.Split(keys, seenSep), true
 }
 
 // forgot reports whether err is the front's refusal of id as an ID it
