@@ -88,6 +88,7 @@ type Batched struct {
 	orders *Atomic // its scripts, keys and options; the paths that are not batched
 	calls  *combine.Combiner[batchReq]
 	placed *combine.Combiner[orderReq] // order calls, one queue per slot
+	known  *placedLines                // the lines of orders placed here
 }
 
 var (
@@ -118,7 +119,7 @@ func NewBatched(rdb AtomicClient, opts ...Option) (*Batched, error) {
 
 // newBatched builds what NewBatched returns, from valid options.
 func newBatched(rdb AtomicClient, o options) *Batched {
-	b := &Batched{orders: newAtomic(rdb, o)}
+	b := &Batched{orders: newAtomic(rdb, o), known: newPlacedLines(placedKept)}
 	b.calls = combine.New(combine.Config[batchReq]{Size: o.batchSize, Write: b.write, Answer: (*batchReq).result})
 	b.placed = combine.New(combine.Config[orderReq]{Size: o.batchSize, Write: b.writeOrders, Answer: (*orderReq).result})
 	return b

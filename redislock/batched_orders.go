@@ -105,10 +105,13 @@ func (b *Batched) Hold(ctx context.Context, id string, ttl time.Duration, lines 
 }
 
 // Confirm makes the hold under id taken for good, if its deadline has not
-// passed, as Atomic.Confirm does. The record is read first (one HGETALL):
-// an order whose keys share a slot is then decided in a batch with the
-// other orders of its slot (see Take); a two-phase order, and an ID with
-// no record, runs Atomic's script. Its errors are Atomic.Confirm's.
+// passed, as Atomic.Confirm does. An order this instance placed (one of
+// the last 16,384) is decided in a batch with the other orders of its slot
+// (see Take) on the lines it was placed with, which the script checks
+// against the record first. Any other order's record is read first (one
+// HGETALL), and, when its keys share a slot, it is then decided in such a
+// batch; a two-phase order, and an ID with no record, runs Atomic's
+// script. Its errors are Atomic.Confirm's.
 func (b *Batched) Confirm(ctx context.Context, id string) error {
 	return b.decide(ctx, opConfirm, id)
 }
@@ -149,17 +152,19 @@ func (b *Batched) place(ctx context.Context, kind byte, id string, ttl time.Dura
 	r.deadline, _ = ctx.Deadline()
 	err := b.placed.Do(ctx, b.queueOf(id, r.part), r)
 	if errors.Is(err, errAlone) {
-		return a.place(ctx, kind, id, ttl, lines)
+		err = a.place(ctx, kind, id, ttl, lines)
 	}
 	if err != nil {
 		return errtext.Wrap(err, "redislock: %s %q", placeVerb(kind), id)
 	}
+	b.known.keep(id, lines)
 	return nil
 }
 
-// decide runs a Confirm or a Return: the record read, then the decision
-// in a batch of the record's slot, read again when the record changed in
-// between.
+// decide runs a Confirm or a Return: the decision in a batch of the
+// record's slot, on the lines the order was placed with here if they are
+// known and the record's, else on the record read first, read again when
+// it changed in between.
 func (b *Batched) decide(ctx context.Context, op byte, id string) error {
 	a, verb := b.orders, "confirm"
 	if op == opReturn {
@@ -167,6 +172,19 @@ func (b *Batched) decide(ctx context.Context, op byte, id string) error {
 	}
 	if err := a.admitOrder(ctx, strategy.ValidateID(id)); err != nil {
 		return err
+	}
+	if lines, ok := b.known.get(id); ok {
+		// Placed here: the batch checks these lines against the record, and
+		// acts only when they are its lines (else it answers errReread).
+		part := redisx.Partition(ctx)
+		err := b.placed.Do(ctx, b.queueOf(id, part), orderReq{op: op, id: id, lines: lines, part: part})
+		if !errors.Is(err, errReread) {
+			if err == nil && op == opReturn {
+				b.known.forget(id)
+			}
+			return errtext.Wrap(err, "redislock: %s %q", verb, id)
+		}
+		b.known.forget(id)
 	}
 	for range 3 {
 		r, err := b.record(ctx, id)

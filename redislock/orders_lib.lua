@@ -66,6 +66,10 @@ local function int(n)
   return string.format('%d', n)
 end
 
+-- COUNTS spells the small counts a record keeps (its lines): a number
+-- argument would be formatted by %.17g.
+local COUNTS = {'1', '2', '3', '4', '5', '6', '7', '8', '9'}
+
 -- decide_arg parses a SKU-side script's decide argument: "0" collect the
 -- due remote holds; "1" decide without them; "1:<i>:<score>:<skip>" decide
 -- without them, line i's holds walked on from the cursor (see reclaim) a
@@ -81,6 +85,8 @@ local function decide_arg(a)
   end
   return nil, 0
 end
+
+local last_now, last_upto -- now as reclaim last spelled it: once per script
 
 -- reclaim gives back to stock, whose level is have, the units of the local
 -- holds in holds due by now, oldest first, 64 at a time, and, unless
@@ -100,7 +106,10 @@ end
 -- "<score>:<skip>" when it stopped short of need to go on in another call.
 local function reclaim(stock, holds, now, have, need, budget, remote, min, skip)
   local examined, pages, gave = 0, 0, false
-  local upto = int(now)
+  if now ~= last_now then
+    last_now, last_upto = now, int(now)
+  end
+  local upto = last_upto
   min, skip = min or '0', skip or 0
   -- Mostly nothing is due: a count, four arguments and an integer reply,
   -- says so for less than the page read below.
@@ -202,7 +211,7 @@ end
 -- record_fields returns the HSET arguments of a new order record: state s,
 -- kind, the lines ls, and extra field/value pairs.
 local function record_fields(s, kind, ls, extra)
-  local f = {'s', s, 'k', kind, 'c', #ls}
+  local f = {'s', s, 'k', kind, 'c', COUNTS[#ls] or #ls}
   for _, l in ipairs(ls) do
     f[#f + 1] = '=' .. l[1]
     f[#f + 1] = l[2]
