@@ -33,10 +33,10 @@ local acting = {retention = retention, stream = stream}
 local placing = {retention = retention, decide = '0', fence = fence, tomb = tomb, stream = stream}
 local a = 6 + k
 for j = 1, m do
-  local op, n = ARGV[a], tonumber(ARGV[a + 4])
+  local op, n = ARGV[a], num[ARGV[a + 4]]
   local ls = {}
   for i = 1, n do
-    local s = tonumber(ARGV[a + 3 + 2 * i])
+    local s = num[ARGV[a + 3 + 2 * i]]
     ls[i] = {ARGV[5 + s], ARGV[a + 4 + 2 * i], KEYS[m + 2 * s - 1], KEYS[m + 2 * s]}
   end
   local ok, r

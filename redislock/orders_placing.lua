@@ -61,7 +61,7 @@ local function place(o, now, memo)
   local remote, from, min, skip = decide_arg(o.decide)
   local left = o.stream and {} -- each line's level once the order has taken it
   for i, l in ipairs(ls) do
-    local stock, holds, q = l[3], l[4], tonumber(l[2])
+    local stock, holds, q = l[3], l[4], num[l[2]]
     local have, why
     if memo then
       have = memo.level[stock]
@@ -108,13 +108,13 @@ local function place(o, now, memo)
 
   local s, d, ttl = 't', '0', o.retention
   if o.kind == 'H' then
-    s, d = 'h', int(now + tonumber(o.ttl))
-    ttl = int(tonumber(ttl) + math.ceil(tonumber(o.ttl) / 1000))
+    s, d = 'h', int(now + num[o.ttl])
+    ttl = int(num[ttl] + math.ceil(num[o.ttl] / 1000))
   end
   for _, l in ipairs(ls) do
     local stock, holds = l[3], l[4]
     if memo then
-      note(memo, stock, holds, tonumber(l[2]))
+      note(memo, stock, holds, num[l[2]])
     else
       redis.call('DECRBY', stock, l[2])
       move_out(holds, l[2])
