@@ -8,25 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stockguard/stockguard"
+	"github.com/stockguard/stockguard/internal/redistest"
 )
-
-// reads counts the HGETALLs a client sends.
-type reads struct{ n atomic.Int64 }
-
-func (h *reads) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *reads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-func (h *reads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() == "hgetall" {
-			h.n.Add(1)
-		}
-		return next(ctx, cmd)
-	}
-}
 
 // sharing returns another Batched instance over b's keys, with a client of
 // its own.
@@ -46,8 +29,13 @@ func sharing(t *testing.T, b *Batched) *Batched {
 // an order placed elsewhere reads it.
 func TestBatched_Confirm_placedHereSkipsTheRead(t *testing.T) {
 	b := gatedOrders(t, newGate(), nil, 10, "a", "b")
-	seen := &reads{}
-	b.orders.rdb.(*redis.Client).AddHook(seen)
+	var seen atomic.Int64 // HGETALLs sent
+	b.orders.rdb.(*redis.Client).AddHook(redistest.OnProcess(func(_ context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "hgetall" {
+			seen.Add(1)
+		}
+		return nil
+	}))
 	ctx := t.Context()
 	if err := b.Hold(ctx, "h1", time.Minute, line("a", 2)); err != nil {
 		t.Fatal(err)
@@ -64,7 +52,7 @@ func TestBatched_Confirm_placedHereSkipsTheRead(t *testing.T) {
 	if err := b.Return(ctx, "t1"); err != nil {
 		t.Fatalf("Return again: %v", err)
 	}
-	if n := seen.n.Load(); n != 1 {
+	if n := seen.Load(); n != 1 {
 		// The second Return of t1 reads: the first one's success dropped it.
 		t.Errorf("%d record reads, want 1", n)
 	}
@@ -79,7 +67,7 @@ func TestBatched_Confirm_placedHereSkipsTheRead(t *testing.T) {
 	if err := b.Confirm(ctx, "h2"); err != nil {
 		t.Fatal(err)
 	}
-	if n := seen.n.Load(); n != 2 {
+	if n := seen.Load(); n != 2 {
 		t.Errorf("%d record reads, want 2: the Confirm of an order placed elsewhere reads its record", n)
 	}
 	batchedState(t, b, "h2", stockguard.OrderTaken)

@@ -14,6 +14,7 @@ import (
 	"github.com/stockguard/stockguard"
 	"github.com/stockguard/stockguard/internal/backends/backendstest"
 	"github.com/stockguard/stockguard/internal/netgate"
+	"github.com/stockguard/stockguard/internal/redistest"
 )
 
 // countingBack counts the Takes its consumer sends to the back.
@@ -105,27 +106,6 @@ func TestConsumer_claim_goesOnPastTheHeadOfThePendingList(t *testing.T) {
 	wantStock(t, "back", r.back, "a", 99)
 }
 
-// failAck makes every script its client runs — a consumer's
-// acknowledgement — fail, unsent, while armed.
-type failAck struct{ armed atomic.Bool }
-
-func (h *failAck) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *failAck) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-func (h *failAck) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if name := cmd.Name(); (name == "evalsha" || name == "eval") && h.armed.Load() {
-			err := &net.OpError{Op: "write", Net: "tcp", Err: errors.New("connection cut by the test")}
-			cmd.SetErr(err)
-			return err
-		}
-		return next(ctx, cmd)
-	}
-}
-
 // After an acknowledgement that failed, the consumer reads its own
 // pending entries again at its next Step — applies them again, no-ops on
 // the back, and acknowledges them — instead of leaving them a claim-idle.
@@ -135,17 +115,24 @@ func TestConsumer_failedAck_rereadsItsOwnEntriesNextStep(t *testing.T) {
 	stock(t, r.o, 100, "a")
 	r.takeN(t, "a", 5)
 	rdb := backendstest.RedisClient(t)
-	hook := &failAck{}
-	rdb.AddHook(hook)
+	// Every script the client runs — the consumer's acknowledgement — fails
+	// unsent while armed.
+	var armed atomic.Bool
+	rdb.AddHook(redistest.OnProcess(func(_ context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); (name == "evalsha" || name == "eval") && armed.Load() {
+			return &net.OpError{Op: "write", Net: "tcp", Err: errors.New("connection cut by the test")}
+		}
+		return nil
+	}))
 	c, err := NewConsumer(rdb, r.back, WithPrefix(r.prefix), WithConsumerName("c1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hook.armed.Store(true)
+	armed.Store(true)
 	if _, err := c.Step(ctx); err == nil {
 		t.Fatal("Step with its acknowledgement cut = nil, want the error")
 	}
-	hook.armed.Store(false)
+	armed.Store(false)
 	n, err := c.Step(ctx)
 	if err != nil || n != 5 {
 		t.Fatalf("next Step = %d, %v; want the 5 entries acknowledged", n, err)
