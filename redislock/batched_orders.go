@@ -173,18 +173,20 @@ func (b *Batched) decide(ctx context.Context, op byte, id string) error {
 	if err := a.admitOrder(ctx, strategy.ValidateID(id)); err != nil {
 		return err
 	}
+	// batch decides the order on lines in a batch of its slot; the script
+	// acts only when they are the record's, else it answers errReread.
+	part := redisx.Partition(ctx)
+	batch := func(lines []stockguard.Line) error {
+		return b.placed.Do(ctx, b.queueOf(id, part), orderReq{op: op, id: id, lines: lines, part: part})
+	}
 	if lines, ok := b.known.get(id); ok {
-		// Placed here: the batch checks these lines against the record, and
-		// acts only when they are its lines (else it answers errReread).
-		part := redisx.Partition(ctx)
-		err := b.placed.Do(ctx, b.queueOf(id, part), orderReq{op: op, id: id, lines: lines, part: part})
+		err := batch(lines)
+		if errors.Is(err, errReread) || err == nil && op == opReturn {
+			b.known.forget(id) // not the record's lines, or the order is over
+		}
 		if !errors.Is(err, errReread) {
-			if err == nil && op == opReturn {
-				b.known.forget(id)
-			}
 			return errtext.Wrap(err, "redislock: %s %q", verb, id)
 		}
-		b.known.forget(id)
 	}
 	for range 3 {
 		r, err := b.record(ctx, id)
@@ -203,8 +205,7 @@ func (b *Batched) decide(ctx context.Context, op byte, id string) error {
 		case op == opConfirm && r.state != 'h':
 			return errtext.Wrap(errtext.Closed(id, orderState(r.state)), "redislock: %s %q", verb, id)
 		}
-		part := redisx.Partition(ctx)
-		err = b.placed.Do(ctx, b.queueOf(id, part), orderReq{op: op, id: id, lines: r.lines, part: part})
+		err = batch(r.lines)
 		if !errors.Is(err, errReread) {
 			return errtext.Wrap(err, "redislock: %s %q", verb, id)
 		}
