@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -211,6 +212,74 @@ func distinct(masters map[uint16]string) map[string]bool {
 		names[m] = true
 	}
 	return names
+}
+
+// TestAtomic_twoPhase_resumersLateTakeAfterTheUndo_takesNothing: a repeat
+// resumes a pending two-phase attempt while its first caller still runs
+// it, and the repeat's take of line a is held on its way while its caller
+// leaves; the first caller then has a line refused, undoes the attempt
+// and is answered ErrInsufficientStock; the refused line is restocked;
+// the held bytes reach Redis. Nothing of the refused order may be taken:
+// the undo must fence every line against the takes of everyone resuming
+// the attempt, the lines the first caller took and those refused to it.
+func TestAtomic_twoPhase_resumersLateTakeAfterTheUndo_takesNothing(t *testing.T) {
+	shared := backendstest.SharedRedis(t)
+	plain := backendstest.RedisClient(t)
+	for _, c := range []struct {
+		name    string
+		lines   []stockguard.Line
+		initial map[string]int64 // before the order
+		restock string           // the SKU refused, restocked before the delivery
+		want    map[string]int64
+	}{
+		{"refusedLine", []stockguard.Line{line("a", 1)}, map[string]int64{"a": 0}, "a", map[string]int64{"a": 1}},
+		{"takenLine", []stockguard.Line{line("a", 1), line("b", 1)}, map[string]int64{"a": 1, "b": 0}, "b", map[string]int64{"a": 1, "b": 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			gate := netgate.New(t)
+			name := "resumer-" + c.name
+			opt, _ := gatedOptions(gate, name)
+			opt.Addr = shared.Addr
+			l := newLate(t, plain, redis.NewClient(&opt), gate, name, true)
+			stockAll(t, l.repeat, 1, "warm")
+			if err := l.first.Take(t.Context(), "warm", line("warm", 1)); err != nil {
+				t.Fatal(err)
+			}
+			for sku, n := range c.initial {
+				stockAll(t, l.repeat, n, sku)
+			}
+			const id = "x"
+			key := []byte(l.first.lineKey("a", id))
+			gate.HoldWhen(func(p []byte) bool { return bytes.Contains(p, []byte("take")) && bytes.Contains(p, key) })
+			resumed := false
+			l.repeat.hook = func(point string) error {
+				if point != "begun" || resumed {
+					return nil
+				}
+				resumed = true
+				ctx, leave := context.WithCancel(t.Context())
+				done := make(chan error, 1)
+				go func() { done <- l.first.Take(ctx, id, c.lines...) }()
+				<-gate.Blocked()
+				leave()
+				if err := <-done; !errors.Is(err, stockguard.ErrOutcomeUnknown) {
+					t.Errorf("the resumer, caller left: %v, want ErrOutcomeUnknown", err)
+				}
+				return nil
+			}
+			if err := l.repeat.Take(t.Context(), id, c.lines...); !errors.Is(err, stockguard.ErrInsufficientStock) {
+				t.Fatalf("first caller: %v, want ErrInsufficientStock", err)
+			}
+			l.repeat.hook = nil
+			if !resumed {
+				t.Fatal("the attempt was never begun")
+			}
+			stockAll(t, l.repeat, 1, c.restock)
+			l.delivered(t)
+			wantState(t, l.repeat, id, 0)
+			wantLevels(t, l.repeat, c.want)
+		})
+	}
 }
 
 // TestAtomic_lateFirstAttempt_pastItsDeadline_isNeverApplied: a first

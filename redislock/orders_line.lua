@@ -22,8 +22,8 @@
 --   restock  [4] qty [5] how long the line is kept (ms): the pending
 --            window and the retention, so it outlives the record's
 --            pending state [6] the expiry, as take's
---   undo     [4] tombstone ttl (ms), "" for none: gives this attempt's (or
---            an older one's) units back; with a ttl, leaves a tombstone
+--   undo     [4] tombstone ttl (ms): gives this attempt's (or an older
+--            one's) units back and leaves a tombstone
 --   finalize [4] retention (ms): p -> t; {-13} for a line a Return armed
 --   arm      p, t or a -> a, due now (an armed line's grace starts again);
 --            {-14} for no line record (a taken line past its retention)
@@ -33,8 +33,10 @@
 --            time it was read (us) [7] its hold deadline (us) [8] how long
 --            a Return may take (us) [9] how long ago, at most, the client
 --            asked for the record (us) [10] "1": the record was read by its
---            disarm op: applies what the record says, for the SKU side
--- Returns {0}; for resolve {1} when it changed the line, {2} when a Return
+--            disarm op [11] tombstone ttl (ms) of a line whose attempt is
+--            over: applies what the record says, for the SKU side
+-- Returns {0}; for resolve {1} when the line is settled (changed, or given
+-- back by another call since it was found due), {2} when a Return
 -- is deciding it, {3} when it may take the line back from a Return only
 -- once the record is disarmed (read it so and resolve again); or {-1|-2|-3}
 -- unknown / short / corrupt SKU, {-8, id...} see orders_decrement.lua,
@@ -149,11 +151,10 @@ if op == 'take' or op == 'restock' then
 end
 
 if op == 'undo' then
-  local ttl = ARGV[4] ~= '' and ARGV[4] or nil
   if st and (owner == nonce or begun(owner) < begun(nonce)) then
-    back(nonce, ttl)
-  elseif not st and ttl then
-    put('x', '0', nonce, ttl)
+    back(nonce, ARGV[4])
+  elseif not st then
+    put('x', '0', nonce, ARGV[4])
   end
 elseif op == 'finalize' then
   if st == 'p' and owner == nonce then
@@ -177,13 +178,19 @@ elseif op == 'unarm' then
   end
 elseif op == 'resolve' then
   local s = ARGV[5]
-  if not st then
-    changed = redis.call('ZREM', holds, member)
+  if not st or st == 'x' then
+    -- No units out: given back, by this call or another since the caller
+    -- found the line due, so it is settled either way. A tombstone stays:
+    -- a take of its attempt may still be on its way, from any caller
+    -- that resumed the attempt.
+    redis.call('ZREM', holds, member)
+    changed = 1
   elseif owner ~= nonce then
     -- The record no longer knows this line's attempt: if the attempt began
-    -- before the record was read, it is over, and its units go back.
+    -- before the record was read, it is over, and its units go back; the
+    -- tombstone fences its takes still on their way.
     if begun(owner) < tonumber(ARGV[6]) then
-      back(owner)
+      back(owner, ARGV[11])
     end
   elseif st == 'a' and s ~= 'r' and s ~= 'e' and
       now_us() - tonumber(ARGV[9] or 0) - tonumber(redis.call('ZSCORE', holds, member) or 0) < tonumber(ARGV[8]) then
@@ -224,7 +231,7 @@ elseif op == 'resolve' then
   elseif s == 'r' or s == 'e' then
     back(nonce, ARGV[4])
   elseif s ~= 'p' then
-    back(nonce)
+    back(nonce, ARGV[11]) -- undoing: as its undo would
   end
 end
 return {changed}

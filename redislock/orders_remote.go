@@ -236,17 +236,13 @@ func (a *Atomic) forgotten(ctx context.Context, id string, r *record) error {
 // It returns the record as it left it and, for an attempt undone because a
 // line was refused, that refusal; or errRestart when the attempt was
 // undone under it. mine is the nonce of the attempt this call began, ""
-// for none: only that attempt's takes are all this call's, so only its
-// undo may spare a line the tombstone that stops a late copy of a take.
+// for none.
 func (a *Atomic) finish(ctx context.Context, id string, r *record, mine string) (*record, error) {
-	var (
-		refusal error
-		known   []outcome // of this call's takes, for the undo after its abort
-	)
+	var refusal error
 	for {
 		switch r.state {
 		case 'u':
-			if err := a.undoLines(ctx, id, r, known); err != nil {
+			if err := a.undoLines(ctx, id, r); err != nil {
 				return nil, pending(err)
 			}
 			next, err := a.recordOp(ctx, id, "drop", r.nonce, a.bounds.tombstone())
@@ -256,9 +252,9 @@ func (a *Atomic) finish(ctx context.Context, id string, r *record, mine string) 
 			if next.state == 0 || next.nonce == r.nonce {
 				return next, refusal
 			}
-			r, known = next, nil // someone else's new attempt: finish it too
+			r = next // someone else's new attempt: finish it too
 		case 'p':
-			outcomes, why, err := a.takeLines(ctx, id, r)
+			why, err := a.takeLines(ctx, id, r)
 			if err != nil {
 				return nil, pending(err)
 			}
@@ -272,14 +268,8 @@ func (a *Atomic) finish(ctx context.Context, id string, r *record, mine string) 
 			if r, err = a.recordOp(ctx, id, op, attempt.nonce); err != nil {
 				return nil, pending(err)
 			}
-			if attempt.nonce != mine {
-				// Resumed: its client may yet deliver takes of its own.
-				outcomes = nil
-			}
 			switch {
-			case r.nonce == attempt.nonce && r.state == 'u':
-				known = outcomes
-			case r.nonce == attempt.nonce && (r.state == 't' || r.state == 'h'):
+			case r.nonce == attempt.nonce && (r.state == 'u' || r.state == 't' || r.state == 'h'):
 			case r.nonce == attempt.nonce:
 				// Closed (returned, expired) by other callers while this
 				// one took lines, which their undo may have missed.
@@ -289,7 +279,7 @@ func (a *Atomic) finish(ctx context.Context, id string, r *record, mine string) 
 			default:
 				// Undone and deleted by other callers while this one took
 				// lines, which their undo may have missed: give them back.
-				if err := a.undoLines(ctx, id, attempt, outcomes); err != nil {
+				if err := a.undoLines(ctx, id, attempt); err != nil {
 					return nil, pending(err)
 				}
 			}
@@ -323,30 +313,18 @@ func (a *Atomic) finish(ctx context.Context, id string, r *record, mine string) 
 	}
 }
 
-// outcome is what a line's take did, as far as its client knows.
-type outcome int8
-
-const (
-	outTaken   outcome = iota + 1 // the script replied: taken (or restocked)
-	outRefused                    // the script replied: refused, nothing written
-	outUnknown                    // no reply: it may still land
-)
-
 // takeLines takes (or restocks) every line of the pending attempt r, in
-// parallel, each in its own slot, and returns what each did. It also
-// returns why a line was refused (ErrInsufficientStock, ErrUnknownSKU,
-// ErrInvalidRequest for a restock past MaxQty, errRestart), or else any
-// other error.
-func (a *Atomic) takeLines(ctx context.Context, id string, r *record) (outcomes []outcome, refusal, err error) {
+// parallel, each in its own slot. It returns why a line was refused
+// (ErrInsufficientStock, ErrUnknownSKU, ErrInvalidRequest for a restock
+// past MaxQty, errRestart), or else any other error.
+func (a *Atomic) takeLines(ctx context.Context, id string, r *record) (refusal, err error) {
 	// A hold's lines are due at the pending deadline too: should the
 	// attempt be abandoned, they come back then, not at a distant deadline.
 	due := r.pending
 	if r.kind == kindHold {
 		due = min(due, r.deadline)
 	}
-	outcomes = make([]outcome, len(r.lines))
-	errs := forLines(r.lines, func(i int, l stockguard.Line) error {
-		outcomes[i] = outUnknown
+	errs := forLines(r.lines, func(_ int, l stockguard.Line) error {
 		return a.withResolve(ctx, func(decide string) (string, []string, string, error) {
 			_, expiry := a.bounds.stamp(ctx)
 			args := []any{"take", id, r.nonce, l.Qty, r.in(due), decide, expiry}
@@ -361,21 +339,17 @@ func (a *Atomic) takeLines(ctx context.Context, id string, r *record) (outcomes 
 			}
 			switch code := replyInt(reply, 0); code {
 			case 0:
-				outcomes[i] = outTaken
 				return "", nil, "", nil
 			case codeMore:
 				return "", nil, replyString(reply, 1), nil
 			case codeResolve:
 				return l.SKU, replyStrings(reply, 1), "", nil
 			case codeLineUndone, codeLineNewer:
-				outcomes[i] = outRefused
 				return "", nil, "", errRestart
 			case codeStale:
-				outcomes[i] = outRefused
 				return "", nil, "", errStale
 			default:
 				if err := a.refusal(code, l); err != nil {
-					outcomes[i] = outRefused
 					return "", nil, "", err
 				}
 				return "", nil, "", unexpected(reply)
@@ -393,31 +367,27 @@ func (a *Atomic) takeLines(ctx context.Context, id string, r *record) (outcomes 
 		}
 	}
 	if refusal != nil {
-		return outcomes, refusal, nil
+		return refusal, nil
 	}
-	return outcomes, nil, err
+	return nil, err
 }
 
-// undoLines gives back the lines of the undoing attempt r. known, when
-// this call took them, says which it need not touch (refused: nothing was
-// written) and which need no tombstone (taken: no copy of the take is on
-// its way); otherwise every line gets one, for the pending window, so
-// that nothing of an abandoned attempt lands after its record is gone.
-func (a *Atomic) undoLines(ctx context.Context, id string, r *record, known []outcome) error {
-	// Long enough for a take's expiry to pass too (see bounds).
-	tomb := strconv.FormatInt(max(a.window(), a.bounds.validity+2*a.bounds.skew).Milliseconds(), 10)
-	return errors.Join(forLines(r.lines, func(i int, l stockguard.Line) error {
-		ttl := tomb
-		if len(known) == len(r.lines) {
-			switch known[i] {
-			case outRefused:
-				return nil
-			case outTaken:
-				ttl = ""
-			}
-		}
-		return a.lineOp(ctx, id, r, l, "undo", ttl)
+// undoLines gives back the lines of the undoing attempt r, each leaving a
+// tombstone that no take of the attempt passes: whichever call undoes it,
+// others may have resumed the attempt and have takes of its lines on
+// their way — to a line this call took, or one refused to it.
+func (a *Atomic) undoLines(ctx context.Context, id string, r *record) error {
+	tomb := a.lineTomb()
+	return errors.Join(forLines(r.lines, func(_ int, l stockguard.Line) error {
+		return a.lineOp(ctx, id, r, l, "undo", tomb)
 	})...)
+}
+
+// lineTomb is how long the tombstone of an undone attempt's line is kept
+// (ms): past the pending window, in which the attempt may be resumed, and
+// past the expiry of any take sent before it.
+func (a *Atomic) lineTomb() string {
+	return strconv.FormatInt(max(a.window(), a.bounds.validity+2*a.bounds.skew).Milliseconds(), 10)
 }
 
 // lineOps runs op ("undo", "finalize", "arm"; see orders_line.lua) on

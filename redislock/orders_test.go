@@ -44,20 +44,31 @@ func footprint(t *testing.T, rdb redis.UniversalClient, prefix string) func(ctx 
 	}
 }
 
-// kept lists the keys under prefix but order records that hold only the
-// tombstone of a refusal: those expire by themselves, WithAttemptValidity
-// plus twice WithClockSkew after the refusal, whatever anyone does, so
-// requests that create nothing else pile up nothing.
+// kept lists the keys under prefix but the tombstones of refusals: order
+// records that hold only one, which expire WithAttemptValidity plus twice
+// WithClockSkew after the refusal, and the line records of a refused
+// two-phase attempt, which expire a pending window after its undo —
+// whatever anyone does, so requests that create nothing else pile up
+// nothing.
 func kept(ctx context.Context, t *testing.T, rdb redis.UniversalClient, prefix string) []string {
 	t.Helper()
 	var out []string
 	for _, k := range redistest.Keys(ctx, t, rdb, prefix) {
-		if strings.HasPrefix(k, prefix+"order:") {
+		switch {
+		case strings.HasPrefix(k, prefix+"order:"):
 			f, err := rdb.HKeys(ctx, k).Result()
 			if err != nil {
 				t.Error(err)
 			}
 			if len(f) == 1 && f[0] == "x" {
+				continue
+			}
+		case strings.HasPrefix(k, prefix+"line:"):
+			v, err := rdb.Get(ctx, k).Result()
+			if err != nil && err != redis.Nil {
+				t.Error(err)
+			}
+			if ttl := rdb.PTTL(ctx, k).Val(); strings.HasPrefix(v, "x") && ttl > 0 && ttl <= pendingWindow {
 				continue
 			}
 		}
