@@ -21,7 +21,7 @@
 -- read (read it again).
 local function act(o, now, memo)
   local rec, op, id, ls = o.rec, o.op, o.id, o.lines
-  local v = redis.call('HMGET', rec, 's', 'k', 'd')
+  local v, same = read_lines(rec, ls, {'s', 'k', 'd'})
   local s, k, d = v[1], v[2], v[3]
   if not s then
     return {-7}
@@ -29,7 +29,7 @@ local function act(o, now, memo)
   if k == 'R' then
     return {-5}
   end
-  if not same_lines(rec, k, ls) then
+  if not same then
     return {-9}
   end
 
@@ -40,7 +40,7 @@ local function act(o, now, memo)
   -- back gives line l's units back to its stock.
   local function back(l)
     if memo then
-      note(memo, l[3], l[4], -tonumber(l[2]))
+      note(memo, l[3], l[4], -num[l[2]])
     else
       redis.call('INCRBY', l[3], l[2])
       move_back(l[4], l[2])
@@ -74,6 +74,9 @@ local function act(o, now, memo)
           return {-3, i}
         end
         left[i] = have
+        if memo then
+          memo.level[l[3]] = have -- untouched by the batch so far: its level
+        end
       end
     end
   end

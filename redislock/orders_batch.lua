@@ -27,22 +27,25 @@ local now = now_us()
 local memo = {level = {}, swept = {}, take = {}, holds = {}, skus = {}}
 local acts = {C = 'confirm', R = 'return'}
 local out = {}
+-- One table per kind of call, its order's fields set anew for each order:
+-- place and act keep nothing of it.
+local acting = {retention = retention, stream = stream}
+local placing = {retention = retention, decide = '0', fence = fence, tomb = tomb, stream = stream}
 local a = 6 + k
 for j = 1, m do
-  local op, n = ARGV[a], tonumber(ARGV[a + 4])
+  local op, n = ARGV[a], num[ARGV[a + 4]]
   local ls = {}
   for i = 1, n do
-    local s = tonumber(ARGV[a + 3 + 2 * i])
+    local s = num[ARGV[a + 3 + 2 * i]]
     ls[i] = {ARGV[5 + s], ARGV[a + 4 + 2 * i], KEYS[m + 2 * s - 1], KEYS[m + 2 * s]}
   end
   local ok, r
   if acts[op] then
-    ok, r = pcall(act, {rec = KEYS[j], op = acts[op], id = ARGV[a + 1], retention = retention, lines = ls, stream = stream}, now, memo)
+    acting.rec, acting.op, acting.id, acting.lines = KEYS[j], acts[op], ARGV[a + 1], ls
+    ok, r = pcall(act, acting, now, memo)
   else
-    ok, r = pcall(place, {
-      rec = KEYS[j], kind = op, id = ARGV[a + 1], ttl = ARGV[a + 2], retention = tonumber(retention),
-      decide = '0', lines = ls, fence = fence, expiry = ARGV[a + 3], tomb = tomb, stream = stream,
-    }, now, memo)
+    placing.rec, placing.kind, placing.id, placing.ttl, placing.expiry, placing.lines = KEYS[j], op, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ls
+    ok, r = pcall(place, placing, now, memo)
   end
   if ok then
     out[j] = r
@@ -54,11 +57,13 @@ end
 for _, stock in ipairs(memo.skus) do
   local q = memo.take[stock]
   if q > 0 then
-    redis.call('DECRBY', stock, int(q))
-    move_out(memo.holds[stock], int(q))
+    q = int(q)
+    redis.call('DECRBY', stock, q)
+    move_out(memo.holds[stock], q)
   elseif q < 0 then
-    redis.call('INCRBY', stock, int(-q))
-    move_back(memo.holds[stock], int(-q))
+    q = int(-q)
+    redis.call('INCRBY', stock, q)
+    move_back(memo.holds[stock], q)
   end
 end
 return out

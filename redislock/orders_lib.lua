@@ -66,6 +66,19 @@ local function int(n)
   return string.format('%d', n)
 end
 
+-- num[s] is tonumber(s), converted once per script for each distinct s:
+-- for the decimals a batch repeats (quantities, a hold's ttl, indexes),
+-- each of which strtod would parse again at every use.
+local num = setmetatable({}, {__index = function(t, s)
+  local n = tonumber(s)
+  t[s] = n
+  return n
+end})
+
+-- COUNTS spells the small counts a record keeps (its lines): a number
+-- argument would be formatted by %.17g.
+local COUNTS = {'1', '2', '3', '4', '5', '6', '7', '8', '9'}
+
 -- decide_arg parses a SKU-side script's decide argument: "0" collect the
 -- due remote holds; "1" decide without them; "1:<i>:<score>:<skip>" decide
 -- without them, line i's holds walked on from the cursor (see reclaim) a
@@ -81,6 +94,8 @@ local function decide_arg(a)
   end
   return nil, 0
 end
+
+local last_now, last_upto -- now as reclaim last spelled it: once per script
 
 -- reclaim gives back to stock, whose level is have, the units of the local
 -- holds in holds due by now, oldest first, 64 at a time, and, unless
@@ -100,7 +115,10 @@ end
 -- "<score>:<skip>" when it stopped short of need to go on in another call.
 local function reclaim(stock, holds, now, have, need, budget, remote, min, skip)
   local examined, pages, gave = 0, 0, false
-  local upto = int(now)
+  if now ~= last_now then
+    last_now, last_upto = now, int(now)
+  end
+  local upto = last_upto
   min, skip = min or '0', skip or 0
   -- Mostly nothing is due: a count, four arguments and an integer reply,
   -- says so for less than the page read below.
@@ -180,29 +198,39 @@ local function argv_lines(first, n)
   return ls
 end
 
+-- read_lines reads the fields f of the order record rec and its lines in
+-- one HMGET: it returns the values of f, and whether the record was
+-- applied with the lines ls.
+local function read_lines(rec, ls, f)
+  local n = #f
+  local q = {unpack(f)}
+  q[n + 1] = 'c'
+  for _, l in ipairs(ls) do
+    q[#q + 1] = '=' .. l[1]
+  end
+  local v = redis.call('HMGET', rec, unpack(q))
+  if tonumber(v[n + 1]) ~= #ls then
+    return v, false
+  end
+  for i, l in ipairs(ls) do
+    if v[n + 1 + i] ~= l[2] then
+      return v, false
+    end
+  end
+  return v, true
+end
+
 -- same_lines reports whether the order record rec was applied as kind with
 -- the lines ls.
 local function same_lines(rec, kind, ls)
-  local f = {'k', 'c'}
-  for _, l in ipairs(ls) do
-    f[#f + 1] = '=' .. l[1]
-  end
-  local v = redis.call('HMGET', rec, unpack(f))
-  if v[1] ~= kind or tonumber(v[2]) ~= #ls then
-    return false
-  end
-  for i, l in ipairs(ls) do
-    if v[2 + i] ~= l[2] then
-      return false
-    end
-  end
-  return true
+  local v, same = read_lines(rec, ls, {'k'})
+  return same and v[1] == kind
 end
 
 -- record_fields returns the HSET arguments of a new order record: state s,
 -- kind, the lines ls, and extra field/value pairs.
 local function record_fields(s, kind, ls, extra)
-  local f = {'s', s, 'k', kind, 'c', #ls}
+  local f = {'s', s, 'k', kind, 'c', COUNTS[#ls] or #ls}
   for _, l in ipairs(ls) do
     f[#f + 1] = '=' .. l[1]
     f[#f + 1] = l[2]

@@ -26,7 +26,7 @@ for i = 1, n do
   ls[i] = {ARGV[4 + 2 * i], ARGV[5 + 2 * i], KEYS[2 * i], KEYS[2 * i + 1]}
 end
 return place({
-  rec = KEYS[1], kind = ARGV[1], id = ARGV[5], ttl = ARGV[2], retention = tonumber(ARGV[3]),
+  rec = KEYS[1], kind = ARGV[1], id = ARGV[5], ttl = ARGV[2], retention = ARGV[3],
   decide = ARGV[4], lines = ls, fence = ARGV[tail], expiry = ARGV[tail + 1], tomb = ARGV[tail + 2],
   stream = stream,
 }, now_us(), nil)

@@ -4,7 +4,7 @@
 -- arrival order; it is prepended to both after orders_lib.lua.
 --
 -- o is the order: rec its record key, kind "T" (take) or "H" (hold), id,
--- ttl the hold's ttl (us, decimal), retention (ms), decide how to treat due
+-- ttl the hold's ttl (us, decimal), retention (ms, decimal), decide how to treat due
 -- remote holds (see decide_arg), lines a list of {sku, qty, stock key,
 -- holds key} (qty the decimal the client sent), fence and expiry the
 -- attempt's (us, the client's clock), tomb the tombstone ttl (ms) of a
@@ -59,9 +59,9 @@ local function place(o, now, memo)
   end
 
   local remote, from, min, skip = decide_arg(o.decide)
-  local left = {} -- each line's level once the order has taken it
+  local left = o.stream and {} -- each line's level once the order has taken it
   for i, l in ipairs(ls) do
-    local stock, holds, q = l[3], l[4], tonumber(l[2])
+    local stock, holds, q = l[3], l[4], num[l[2]]
     local have, why
     if memo then
       have = memo.level[stock]
@@ -98,7 +98,9 @@ local function place(o, now, memo)
       refuse(rec, now, o.tomb)
       return {-2, i}
     end
-    left[i] = have - q
+    if left then
+      left[i] = have - q
+    end
   end
   if found[2] then
     redis.call('DEL', rec) -- the tombstone of a refusal this attempt was sent after
@@ -106,13 +108,13 @@ local function place(o, now, memo)
 
   local s, d, ttl = 't', '0', o.retention
   if o.kind == 'H' then
-    s, d = 'h', int(now + tonumber(o.ttl))
-    ttl = ttl + math.ceil(tonumber(o.ttl) / 1000)
+    s, d = 'h', int(now + num[o.ttl])
+    ttl = int(num[ttl] + math.ceil(num[o.ttl] / 1000))
   end
   for _, l in ipairs(ls) do
     local stock, holds = l[3], l[4]
     if memo then
-      note(memo, stock, holds, tonumber(l[2]))
+      note(memo, stock, holds, num[l[2]])
     else
       redis.call('DECRBY', stock, l[2])
       move_out(holds, l[2])
@@ -122,7 +124,7 @@ local function place(o, now, memo)
     end
   end
   redis.call('HSET', rec, unpack(record_fields(s, o.kind, ls, {'d', d})))
-  redis.call('PEXPIRE', rec, int(ttl))
+  redis.call('PEXPIRE', rec, ttl)
   if o.kind == 'T' then
     stream_effect(o.stream, 'T', o.id, ls, left)
   end
