@@ -134,6 +134,7 @@ type advRestock struct {
 type ownSKU struct {
 	name   string
 	lo, hi int64
+	sets   []string // its latest SetStock calls, for a violation's report
 }
 
 // ordersRun is one Orders run of an adversary.
@@ -430,6 +431,21 @@ func (w *ordersWorker) shelf(own *ownSKU, iv span, skip *advOrder) (lo, hi int64
 		}
 	}
 	return lo, hi
+}
+
+// ordersOf lists the last n of the worker's orders whose calls named sku,
+// recorded or not, each with what the model holds of it and its calls.
+func (w *ordersWorker) ordersOf(sku string, n int) string {
+	var b strings.Builder
+	for i := len(w.orders) - 1; i >= 0 && n > 0; i-- {
+		o := w.orders[i]
+		if !slices.ContainsFunc(o.hist, func(h string) bool { return strings.Contains(h, sku) }) {
+			continue
+		}
+		n--
+		fmt.Fprintf(&b, "\n\torder %q (%v):%s", o.id, o, o.history())
+	}
+	return b.String()
 }
 
 func qtyOf(lines []stockguard.Line, sku string) int64 {
@@ -983,6 +999,7 @@ func (w *ordersWorker) setOwn(own *ownSKU) {
 	own.lo, own.hi = level, level
 	lo, hi := w.shelf(own, span{a.sent, a.ret}, nil)
 	own.lo, own.hi = 2*level-hi, 2*level-lo
+	own.sets = append(own.sets[max(0, len(own.sets)-3):], fmt.Sprintf("SetStock(%d) → %s@%s, model %d…%d", level, a, w.run.since(a.sent), own.lo, own.hi))
 }
 
 func (w *ordersWorker) readSet(o *advOrder) {
@@ -1037,7 +1054,8 @@ func (w *ordersWorker) stock() {
 	case own != nil:
 		lo, hi := w.shelf(own, span{a.sent, a.ret}, nil)
 		if a.err != nil || got < max(lo, 0) || got > hi {
-			w.run.vs.add("Stock(%q) = %d, %s; its only buyer's model allows %d…%d", sku, got, answer(a.err), max(lo, 0), hi)
+			w.run.vs.add("Stock(%q) = %d, %s@%s; its only buyer's model allows %d…%d; its latest SetStock calls:\n\t%s\n\tits latest orders:%s",
+				sku, got, answer(a.err), w.run.since(a.sent), max(lo, 0), hi, strings.Join(own.sets, "\n\t"), w.ordersOf(sku, 6))
 		}
 	default:
 		ceiling := w.run.initial[i]
