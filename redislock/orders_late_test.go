@@ -282,6 +282,38 @@ func TestAtomic_twoPhase_resumersLateTakeAfterTheUndo_takesNothing(t *testing.T)
 	}
 }
 
+// TestAtomic_twoPhase_lateTakeOfAHold_isDueByItsDeadline: a two-phase
+// hold's take is held on its way past the hold's deadline, then delivered;
+// the hold commits (already past its deadline). Its unit must count as
+// back at once: the line may be due no later than the record's deadline,
+// however late its take landed.
+func TestAtomic_twoPhase_lateTakeOfAHold_isDueByItsDeadline(t *testing.T) {
+	shared := backendstest.SharedRedis(t)
+	plain := backendstest.RedisClient(t)
+	gate := netgate.New(t)
+	const name = "late-hold-take"
+	opt, _ := gatedOptions(gate, name)
+	opt.Addr = shared.Addr
+	l := newLate(t, plain, redis.NewClient(&opt), gate, name, true)
+	stockAll(t, l.repeat, 1, "warm", "s")
+	if err := l.first.Take(t.Context(), "warm", line("warm", 1)); err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 100 * time.Millisecond
+	key := []byte(l.first.lineKey("s", "h"))
+	gate.HoldWhen(func(p []byte) bool { return bytes.Contains(p, []byte("take")) && bytes.Contains(p, key) })
+	done := make(chan error, 1)
+	go func() { done <- l.first.Hold(t.Context(), "h", ttl, line("s", 1)) }()
+	<-gate.Blocked()
+	time.Sleep(3 * ttl)
+	gate.Release()
+	if err := <-done; err != nil {
+		t.Fatalf("Hold whose take arrived late: %v", err)
+	}
+	wantLevels(t, l.repeat, map[string]int64{"s": 1})
+	wantState(t, l.repeat, "h", stockguard.OrderExpired)
+}
+
 // TestAtomic_lateFirstAttempt_pastItsDeadline_isNeverApplied: a first
 // attempt whose bytes reach Redis past its validity plus the clock skew
 // does nothing, with no refusal to fence it: one script, and a two-phase

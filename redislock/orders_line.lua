@@ -18,7 +18,9 @@
 --            how to treat due remote holds (see decide_arg in
 --            orders_lib.lua) [7] the expiry of the
 --            attempt that sends it (us, its client's clock: see late in
---            orders_lib.lua)
+--            orders_lib.lua) [8] the latest due time (us, the client's
+--            clock): [5] counts from when the take lands, so a take held
+--            on its way would make the line due past the record's deadline
 --   restock  [4] qty [5] how long the line is kept (ms): the pending
 --            window and the retention, so it outlives the record's
 --            pending state [6] the expiry, as take's
@@ -34,7 +36,8 @@
 --            a Return may take (us) [9] how long ago, at most, the client
 --            asked for the record (us) [10] "1": the record was read by its
 --            disarm op [11] tombstone ttl (ms) of a line whose attempt is
---            over: applies what the record says, for the SKU side
+--            over [12] the hold deadline (us, the client's clock, as take's
+--            [8]): applies what the record says, for the SKU side
 -- Returns {0}; for resolve {1} when the line is settled (changed, or given
 -- back by another call since it was found due), {2} when a Return
 -- is deciding it, {3} when it may take the line back from a Return only
@@ -146,7 +149,7 @@ if op == 'take' or op == 'restock' then
   redis.call('DECRBY', stock, ARGV[4])
   move_out(holds, ARGV[4])
   put('p', ARGV[4], nonce)
-  redis.call('ZADD', holds, now_us() + tonumber(ARGV[5]), member)
+  redis.call('ZADD', holds, math.min(now_us() + tonumber(ARGV[5]), tonumber(ARGV[8])), member)
   return {0}
 end
 
@@ -222,11 +225,18 @@ elseif op == 'resolve' then
     -- d is of the record's clock: what crosses over is how long it had to
     -- go (d less the time of the read, both the record's), less the view's
     -- age; it is due then by this server's clock.
+    -- Landing late, that comes out late too, so the due time is also
+    -- capped by d in the client's clock (ARGV[12], see take): a reader
+    -- past d must find the line due. When the cap has passed here (a
+    -- client clock behind this one), the line stays due, and the reader
+    -- decides without it: the record says held.
     local left = tonumber(ARGV[7]) - tonumber(ARGV[6])
     if (st == 'p' or st == 'a') and left > 0 then
-      changed = 1
+      local now = now_us()
+      local at = math.min(now + math.max(left - tonumber(ARGV[9] or 0), 0), tonumber(ARGV[12]))
       put('p', qty, nonce)
-      redis.call('ZADD', holds, now_us() + math.max(left - tonumber(ARGV[9] or 0), 0), member)
+      redis.call('ZADD', holds, at, member)
+      changed = at > now and 1 or 0
     end
   elseif s == 'r' or s == 'e' then
     back(nonce, ARGV[4])

@@ -42,6 +42,16 @@ func (r *record) in(t int64) int64 {
 	return t - r.now - time.Since(r.asked).Microseconds()
 }
 
+// at converts t, a time of the record's server's clock, into the client's
+// clock, erring early as in does: a bound for a script that counts in from
+// when it runs, which is later than it was sent by however long the
+// request was held on its way. It assumes the clocks agree within the
+// clock skew, as the fence does (see bounds); a server ahead of the client
+// only finds the time early.
+func (r *record) at(t int64) int64 {
+	return r.asked.UnixMicro() + t - r.now
+}
+
 // parseRecord reads a script's reply: the server's time, flag when hasFlag,
 // then the record's fields and values.
 func parseRecord(reply []any, hasFlag bool) (*record, error) {

@@ -327,7 +327,7 @@ func (a *Atomic) takeLines(ctx context.Context, id string, r *record) (refusal, 
 	errs := forLines(r.lines, func(_ int, l stockguard.Line) error {
 		return a.withResolve(ctx, func(decide string) (string, []string, string, error) {
 			_, expiry := a.bounds.stamp(ctx)
-			args := []any{"take", id, r.nonce, l.Qty, r.in(due), decide, expiry}
+			args := []any{"take", id, r.nonce, l.Qty, r.in(due), decide, expiry, r.at(due)}
 			if r.kind == kindRestock {
 				// The line says the units were added for as long as a
 				// retry may resume the attempt: the record's lifetime.

@@ -118,7 +118,7 @@ func (a *Atomic) resolve(ctx context.Context, sku string, ids []string) (settled
 func (a *Atomic) resolveLine(ctx context.Context, sku, id string, r *record, disarmed bool) ([]any, error) {
 	reply, err := lineScript.Run(ctx, a.scripts, a.lineKeys(sku, id), "resolve", id, r.nonce,
 		a.retention.Milliseconds(), string(r.stateOrNone()), r.now, r.deadline, a.returnGrace().Microseconds(),
-		time.Since(r.asked).Microseconds(), flag01(disarmed), a.lineTomb()).Slice()
+		time.Since(r.asked).Microseconds(), flag01(disarmed), a.lineTomb(), r.at(r.deadline)).Slice()
 	if err != nil {
 		return nil, redisx.Classify(ctx, err, redisx.Read)
 	}
