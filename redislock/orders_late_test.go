@@ -45,6 +45,29 @@ func newLate(t *testing.T, plain redis.UniversalClient, gated redis.UniversalCli
 		first: newOrders(gated, prefix, twoPhase, opts...), repeat: newOrders(plain, prefix, twoPhase, opts...)}
 }
 
+// newGatedLate is newLate on the shared Redis, first's client through a
+// new gate under name, with the scripts loaded and the gated connection
+// opened by an order on the SKU "warm".
+func newGatedLate(t *testing.T, name string, twoPhase bool, opts ...Option) late {
+	t.Helper()
+	gate := netgate.New(t)
+	opt, _ := gatedOptions(gate, name)
+	opt.Addr = backendstest.SharedRedis(t).Addr
+	l := newLate(t, backendstest.RedisClient(t), redis.NewClient(&opt), gate, name, twoPhase, opts...)
+	stockAll(t, l.repeat, 1, "warm")
+	if err := l.first.Take(t.Context(), "warm", line("warm", 1)); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// holdTake shuts the gate right before first sends the take of the line
+// of sku of the two-phase order id.
+func (l late) holdTake(sku, id string) {
+	key := []byte(l.first.lineKey(sku, id))
+	l.gate.HoldWhen(func(p []byte) bool { return bytes.Contains(p, []byte("take")) && bytes.Contains(p, key) })
+}
+
 // leave runs first.Take(id, sku: 1) with the gate shut after pass writes,
 // has its caller leave once the gate holds a write, and returns its answer.
 func (l late) leave(t *testing.T, pass int, id, sku string) error {
@@ -128,8 +151,6 @@ func (l late) refusedThenLate(t *testing.T, pass int, id, sku string) {
 // is never applied — held as its order script (one slot), its begin or its
 // line's take (two-phase, the take then resumed by the repeat).
 func TestAtomic_lateFirstAttempt_refusedRepeatIsFinal(t *testing.T) {
-	shared := backendstest.SharedRedis(t)
-	plain := backendstest.RedisClient(t)
 	for _, c := range []struct {
 		name     string
 		twoPhase bool
@@ -140,16 +161,7 @@ func TestAtomic_lateFirstAttempt_refusedRepeatIsFinal(t *testing.T) {
 		{"twoPhase/take", true, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			gate := netgate.New(t)
-			name := "late-" + strings.ReplaceAll(c.name, "/", "-")
-			opt, _ := gatedOptions(gate, name)
-			opt.Addr = shared.Addr
-			l := newLate(t, plain, redis.NewClient(&opt), gate, name, c.twoPhase)
-			// Loads the scripts and opens the gated connection.
-			stockAll(t, l.repeat, 1, "warm")
-			if err := l.first.Take(t.Context(), "warm", line("warm", 1)); err != nil {
-				t.Fatal(err)
-			}
+			l := newGatedLate(t, "late-"+strings.ReplaceAll(c.name, "/", "-"), c.twoPhase)
 			l.refusedThenLate(t, c.pass, "x", "s")
 		})
 	}
@@ -223,8 +235,6 @@ func distinct(masters map[uint16]string) map[string]bool {
 // the undo must fence every line against the takes of everyone resuming
 // the attempt, the lines the first caller took and those refused to it.
 func TestAtomic_twoPhase_resumersLateTakeAfterTheUndo_takesNothing(t *testing.T) {
-	shared := backendstest.SharedRedis(t)
-	plain := backendstest.RedisClient(t)
 	for _, c := range []struct {
 		name    string
 		lines   []stockguard.Line
@@ -236,21 +246,12 @@ func TestAtomic_twoPhase_resumersLateTakeAfterTheUndo_takesNothing(t *testing.T)
 		{"takenLine", []stockguard.Line{line("a", 1), line("b", 1)}, map[string]int64{"a": 1, "b": 0}, "b", map[string]int64{"a": 1, "b": 1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			gate := netgate.New(t)
-			name := "resumer-" + c.name
-			opt, _ := gatedOptions(gate, name)
-			opt.Addr = shared.Addr
-			l := newLate(t, plain, redis.NewClient(&opt), gate, name, true)
-			stockAll(t, l.repeat, 1, "warm")
-			if err := l.first.Take(t.Context(), "warm", line("warm", 1)); err != nil {
-				t.Fatal(err)
-			}
+			l := newGatedLate(t, "resumer-"+c.name, true)
 			for sku, n := range c.initial {
 				stockAll(t, l.repeat, n, sku)
 			}
 			const id = "x"
-			key := []byte(l.first.lineKey("a", id))
-			gate.HoldWhen(func(p []byte) bool { return bytes.Contains(p, []byte("take")) && bytes.Contains(p, key) })
+			l.holdTake("a", id)
 			resumed := false
 			l.repeat.hook = func(point string) error {
 				if point != "begun" || resumed {
@@ -260,7 +261,7 @@ func TestAtomic_twoPhase_resumersLateTakeAfterTheUndo_takesNothing(t *testing.T)
 				ctx, leave := context.WithCancel(t.Context())
 				done := make(chan error, 1)
 				go func() { done <- l.first.Take(ctx, id, c.lines...) }()
-				<-gate.Blocked()
+				<-l.gate.Blocked()
 				leave()
 				if err := <-done; !errors.Is(err, stockguard.ErrOutcomeUnknown) {
 					t.Errorf("the resumer, caller left: %v, want ErrOutcomeUnknown", err)
@@ -288,25 +289,15 @@ func TestAtomic_twoPhase_resumersLateTakeAfterTheUndo_takesNothing(t *testing.T)
 // back at once: the line may be due no later than the record's deadline,
 // however late its take landed.
 func TestAtomic_twoPhase_lateTakeOfAHold_isDueByItsDeadline(t *testing.T) {
-	shared := backendstest.SharedRedis(t)
-	plain := backendstest.RedisClient(t)
-	gate := netgate.New(t)
-	const name = "late-hold-take"
-	opt, _ := gatedOptions(gate, name)
-	opt.Addr = shared.Addr
-	l := newLate(t, plain, redis.NewClient(&opt), gate, name, true)
-	stockAll(t, l.repeat, 1, "warm", "s")
-	if err := l.first.Take(t.Context(), "warm", line("warm", 1)); err != nil {
-		t.Fatal(err)
-	}
+	l := newGatedLate(t, "late-hold-take", true)
+	stockAll(t, l.repeat, 1, "s")
 	const ttl = 100 * time.Millisecond
-	key := []byte(l.first.lineKey("s", "h"))
-	gate.HoldWhen(func(p []byte) bool { return bytes.Contains(p, []byte("take")) && bytes.Contains(p, key) })
+	l.holdTake("s", "h")
 	done := make(chan error, 1)
 	go func() { done <- l.first.Hold(t.Context(), "h", ttl, line("s", 1)) }()
-	<-gate.Blocked()
+	<-l.gate.Blocked()
 	time.Sleep(3 * ttl)
-	gate.Release()
+	l.gate.Release()
 	if err := <-done; err != nil {
 		t.Fatalf("Hold whose take arrived late: %v", err)
 	}
@@ -319,20 +310,11 @@ func TestAtomic_twoPhase_lateTakeOfAHold_isDueByItsDeadline(t *testing.T) {
 // does nothing, with no refusal to fence it: one script, and a two-phase
 // begin.
 func TestAtomic_lateFirstAttempt_pastItsDeadline_isNeverApplied(t *testing.T) {
-	shared := backendstest.SharedRedis(t)
-	plain := backendstest.RedisClient(t)
 	const validity, skew = 50 * time.Millisecond, time.Millisecond
 	for _, m := range orderModes {
 		t.Run(m.name, func(t *testing.T) {
-			gate := netgate.New(t)
-			name := "expired-" + m.name
-			opt, _ := gatedOptions(gate, name)
-			opt.Addr = shared.Addr
-			l := newLate(t, plain, redis.NewClient(&opt), gate, name, m.twoPhase, WithAttemptValidity(validity), WithClockSkew(skew))
-			stockAll(t, l.repeat, 1, "warm", "s")
-			if err := l.first.Take(t.Context(), "warm", line("warm", 1)); err != nil {
-				t.Fatal(err)
-			}
+			l := newGatedLate(t, "expired-"+m.name, m.twoPhase, WithAttemptValidity(validity), WithClockSkew(skew))
+			stockAll(t, l.repeat, 1, "s")
 			sent := time.Now()
 			if err := l.leave(t, 0, "x", "s"); !errors.Is(err, stockguard.ErrOutcomeUnknown) {
 				t.Fatalf("first attempt, caller left: %v, want ErrOutcomeUnknown", err)

@@ -57,7 +57,7 @@ func (a *Atomic) placeRemote(ctx context.Context, kind byte, id string, ttl time
 				return err
 			}
 		}
-		r, err = a.finish(ctx, id, r, mine)
+		r, err = a.finish(ctx, id, r)
 		switch {
 		case ours && (errors.Is(err, errRestart) || err == nil && (r.state == 0 || r.nonce != mine)):
 			// Undone under us, or by a caller that found it abandoned; and
@@ -107,7 +107,7 @@ func (a *Atomic) settleRemote(ctx context.Context, op, id string) (*record, erro
 	if err != nil {
 		return nil, err
 	}
-	r, err = a.finish(ctx, id, r, "")
+	r, err = a.finish(ctx, id, r)
 	switch {
 	case err != nil && !errors.Is(err, errRestart) && !refused(err):
 		return nil, err
@@ -235,9 +235,8 @@ func (a *Atomic) forgotten(ctx context.Context, id string, r *record) error {
 // and its record deleted (r.state 0), leaving the tombstone of a refusal.
 // It returns the record as it left it and, for an attempt undone because a
 // line was refused, that refusal; or errRestart when the attempt was
-// undone under it. mine is the nonce of the attempt this call began, ""
-// for none.
-func (a *Atomic) finish(ctx context.Context, id string, r *record, mine string) (*record, error) {
+// undone under it.
+func (a *Atomic) finish(ctx context.Context, id string, r *record) (*record, error) {
 	var refusal error
 	for {
 		switch r.state {
@@ -269,17 +268,16 @@ func (a *Atomic) finish(ctx context.Context, id string, r *record, mine string) 
 				return nil, pending(err)
 			}
 			switch {
-			case r.nonce == attempt.nonce && (r.state == 'u' || r.state == 't' || r.state == 'h'):
-			case r.nonce == attempt.nonce:
-				// Closed (returned, expired) by other callers while this
-				// one took lines, which their undo may have missed.
-				if err := a.lineOps(ctx, id, attempt, "undo"); err != nil {
-					return nil, pending(err)
-				}
-			default:
+			case r.nonce != attempt.nonce:
 				// Undone and deleted by other callers while this one took
 				// lines, which their undo may have missed: give them back.
 				if err := a.undoLines(ctx, id, attempt); err != nil {
+					return nil, pending(err)
+				}
+			case r.state == 'r' || r.state == 'e':
+				// Closed (returned, expired) by other callers while this
+				// one took lines, which their undo may have missed.
+				if err := a.lineOps(ctx, id, attempt, "undo"); err != nil {
 					return nil, pending(err)
 				}
 			}
