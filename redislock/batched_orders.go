@@ -293,22 +293,22 @@ func (b *Batched) writeOrders(ctx context.Context, _ string, bt *combine.Batch[o
 	if err != nil {
 		return errtext.Wrap(redisx.Classify(ctx, err, redisx.Write), "redislock: %d orders in one call", len(m))
 	}
-	if len(reply) != len(m) {
+	if len(reply) != 3*len(m) {
 		return errtext.Wrap(unexpected(reply), "redislock: %d orders in one call", len(m))
 	}
 	for i, r := range m {
-		one, _ := reply[i].([]any)
-		r.err = b.outcome(r, one)
+		r.err = b.outcome(r, reply[3*i:3*i+3])
 	}
 	return nil
 }
 
-// outcome is the answer of the order call r from its reply in a batch.
+// outcome is the answer of the order call r from its three elements of a
+// batch's reply.
 func (b *Batched) outcome(r *orderReq, reply []any) error {
 	code := replyInt(reply, 0)
 	act := r.op == opConfirm || r.op == opReturn
 	switch {
-	case len(reply) == 0:
+	case len(reply) == 0 || reply[0] == nil:
 		return unexpected(reply)
 	case act && code == 0:
 		return nil

@@ -42,15 +42,16 @@ local function act(o, now, memo)
     if memo then
       note(memo, l[3], l[4], -num[l[2]])
     else
-      redis.call('INCRBY', l[3], l[2])
+      call('INCRBY', l[3], l[2])
       move_back(l[4], l[2])
     end
   end
 
   -- give_back returns the units of every line still held, once.
   local function give_back()
-    for _, l in ipairs(ls) do
-      if redis.call('ZREM', l[4], member(l)) == 1 then
+    for j = 1, #ls do
+      local l = ls[j]
+      if call('ZREM', l[4], member(l)) == 1 then
         back(l)
       end
     end
@@ -58,15 +59,16 @@ local function act(o, now, memo)
 
   local function set(state)
     s = state
-    redis.call('HSET', rec, 's', s)
-    redis.call('PEXPIRE', rec, o.retention)
+    call('HSET', rec, 's', s)
+    call('PEXPIRE', rec, o.retention)
   end
 
   -- Units go back only onto stock levels (a missing key is created anew).
   -- left is each line's level, for a hold confirmed now (stream_effect).
   local left = {}
   if s == 'h' or (s == 't' and op == 'return') then
-    for i, l in ipairs(ls) do
+    for i = 1, #ls do
+      local l = ls[i]
       left[i] = memo and memo.level[l[3]]
       if not left[i] then
         local have, why = level(l[3])
@@ -83,8 +85,9 @@ local function act(o, now, memo)
 
   if s == 'h' then
     local live = (now or now_us()) < tonumber(d)
-    for _, l in ipairs(ls) do
-      if live and not redis.call('ZSCORE', l[4], member(l)) then
+    for j = 1, #ls do
+      local l = ls[j]
+      if live and not call('ZSCORE', l[4], member(l)) then
         live = false
       end
     end
@@ -96,8 +99,9 @@ local function act(o, now, memo)
 
   if op == 'confirm' then
     if s == 'h' then
-      for _, l in ipairs(ls) do
-        redis.call('ZREM', l[4], member(l))
+      for j = 1, #ls do
+        local l = ls[j]
+        call('ZREM', l[4], member(l))
       end
       set('t')
       stream_effect(o.stream, 'T', id, ls, left)
@@ -109,7 +113,8 @@ local function act(o, now, memo)
       give_back()
       set('r')
     elseif s == 't' then
-      for _, l in ipairs(ls) do
+      for j = 1, #ls do
+        local l = ls[j]
         back(l)
       end
       set('r')

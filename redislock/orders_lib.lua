@@ -23,10 +23,14 @@
 -- stays counted: its units can no longer come back, but nothing tells the
 -- SKU side. The count errs on the side that refuses.)
 local OUT = '#out'
+
+-- The globals a script reads most, as locals: a global costs a table lookup
+-- at each use, a local or upvalue none.
+local call, KEYS, ARGV, tonumber = redis.call, KEYS, ARGV, tonumber
 local MAX = 9007199254740991
 
 local function units_out(holds)
-  return -(tonumber(redis.call('ZSCORE', holds, OUT)) or 0)
+  return -(tonumber(call('ZSCORE', holds, OUT)) or 0)
 end
 
 -- move_out counts q more units of holds' SKU out, q the decimal of a
@@ -34,14 +38,14 @@ end
 -- stays unread: Lua formats a number argument (%.17g) and parses a float
 -- reply (strtod) at about the cost of a redis.call each.
 local function move_out(holds, q)
-  redis.call('ZINCRBY', holds, '-' .. q, OUT)
+  call('ZINCRBY', holds, '-' .. q, OUT)
 end
 
 -- held_units sums the units of the one-slot holds in holds, due ones
 -- included (remote ones, "~id", and OUT's negative score are not).
 local function held_units(holds)
   local held = 0
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', holds, 0, '+inf')) do
+  for _, m in ipairs(call('ZRANGEBYSCORE', holds, 0, '+inf')) do
     local q = string.match(m, '^%d+')
     if q then
       held = held + tonumber(q)
@@ -52,13 +56,13 @@ end
 
 -- move_back counts q units of holds' SKU back (q as move_out's).
 local function move_back(holds, q)
-  if tonumber(redis.call('ZINCRBY', holds, q, OUT)) >= 0 then
-    redis.call('ZREM', holds, OUT)
+  if tonumber(call('ZINCRBY', holds, q, OUT)) >= 0 then
+    call('ZREM', holds, OUT)
   end
 end
 
 local function now_us()
-  local t = redis.call('TIME')
+  local t = call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
@@ -122,11 +126,11 @@ local function reclaim(stock, holds, now, have, need, budget, remote, min, skip)
   min, skip = min or '0', skip or 0
   -- Mostly nothing is due: a count, four arguments and an integer reply,
   -- says so for less than the page read below.
-  if redis.call('ZCOUNT', holds, '0', upto) == 0 then
+  if call('ZCOUNT', holds, '0', upto) == 0 then
     return have, false
   end
   while true do
-    local due = redis.call('ZRANGEBYSCORE', holds, min, upto, 'WITHSCORES', 'LIMIT', skip == 0 and '0' or int(skip), '64')
+    local due = call('ZRANGEBYSCORE', holds, min, upto, 'WITHSCORES', 'LIMIT', skip == 0 and '0' or int(skip), '64')
     local n = #due / 2
     examined, pages = examined + n, pages + 1
     for i = 1, #due, 2 do
@@ -142,8 +146,8 @@ local function reclaim(stock, holds, now, have, need, budget, remote, min, skip)
         end
       else
         local q = string.match(m, '^%d+')
-        redis.call('ZREM', holds, m)
-        redis.call('INCRBY', stock, q)
+        call('ZREM', holds, m)
+        call('INCRBY', stock, q)
         move_back(holds, q)
         have = have + tonumber(q)
         gave = true
@@ -183,8 +187,8 @@ end
 -- refuse leaves the tombstone of a refusal at now under the record rec,
 -- which holds no other field, for ttl ms.
 local function refuse(rec, now, ttl)
-  redis.call('HSET', rec, X, int(now))
-  redis.call('PEXPIRE', rec, ttl)
+  call('HSET', rec, X, int(now))
+  call('PEXPIRE', rec, ttl)
 end
 
 -- An order's lines are a list of {sku, qty} pairs, qty as the decimal
@@ -205,14 +209,16 @@ local function read_lines(rec, ls, f)
   local n = #f
   local q = {unpack(f)}
   q[n + 1] = 'c'
-  for _, l in ipairs(ls) do
+  for j = 1, #ls do
+    local l = ls[j]
     q[#q + 1] = '=' .. l[1]
   end
-  local v = redis.call('HMGET', rec, unpack(q))
+  local v = call('HMGET', rec, unpack(q))
   if tonumber(v[n + 1]) ~= #ls then
     return v, false
   end
-  for i, l in ipairs(ls) do
+  for i = 1, #ls do
+    local l = ls[i]
     if v[n + 1 + i] ~= l[2] then
       return v, false
     end
@@ -228,15 +234,13 @@ local function same_lines(rec, kind, ls)
 end
 
 -- record_fields returns the HSET arguments of a new order record: state s,
--- kind, the lines ls, and extra field/value pairs.
-local function record_fields(s, kind, ls, extra)
-  local f = {'s', s, 'k', kind, 'c', COUNTS[#ls] or #ls}
-  for _, l in ipairs(ls) do
+-- kind, the lines ls, and the extra field/value pairs after them.
+local function record_fields(s, kind, ls, ...)
+  local f = {'s', s, 'k', kind, 'c', COUNTS[#ls] or #ls, ...}
+  for j = 1, #ls do
+    local l = ls[j]
     f[#f + 1] = '=' .. l[1]
     f[#f + 1] = l[2]
-  end
-  for _, x in ipairs(extra) do
-    f[#f + 1] = x
   end
   return f
 end
@@ -263,7 +267,8 @@ local function stream_effect(stream, op, id, ls, left)
     return
   end
   local f = {'o', op, 'i', id}
-  for i, l in ipairs(ls) do
+  for i = 1, #ls do
+    local l = ls[i]
     f[#f + 1] = '=' .. l[1]
     f[#f + 1] = l[2]
     if left and left[i] then
@@ -271,5 +276,5 @@ local function stream_effect(stream, op, id, ls, left)
       f[#f + 1] = int(left[i])
     end
   end
-  redis.call('XADD', stream, '*', unpack(f))
+  call('XADD', stream, '*', unpack(f))
 end

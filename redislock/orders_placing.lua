@@ -41,7 +41,7 @@ end
 
 local function place(o, now, memo)
   local rec, ls = o.rec, o.lines
-  local found = redis.call('HMGET', rec, 'k', X)
+  local found = call('HMGET', rec, 'k', X)
   local stop = late(now, found[2], o.fence, o.expiry)
   if stop then
     return stop
@@ -50,7 +50,7 @@ local function place(o, now, memo)
     if not same_lines(rec, o.kind, ls) then
       return {-5}
     end
-    local v = redis.call('HMGET', rec, 's', 'd')
+    local v = call('HMGET', rec, 's', 'd')
     local s, d = v[1], v[2]
     if s == 'h' and now >= tonumber(d) then
       s = 'e' -- its units go back by the SKU side's reclaim or Order's
@@ -60,7 +60,8 @@ local function place(o, now, memo)
 
   local remote, from, min, skip = decide_arg(o.decide)
   local left = o.stream and {} -- each line's level once the order has taken it
-  for i, l in ipairs(ls) do
+  for i = 1, #ls do
+    local l = ls[i]
     local stock, holds, q = l[3], l[4], num[l[2]]
     local have, why
     if memo then
@@ -103,7 +104,7 @@ local function place(o, now, memo)
     end
   end
   if found[2] then
-    redis.call('DEL', rec) -- the tombstone of a refusal this attempt was sent after
+    call('DEL', rec) -- the tombstone of a refusal this attempt was sent after
   end
 
   local s, d, ttl = 't', '0', o.retention
@@ -111,20 +112,21 @@ local function place(o, now, memo)
     s, d = 'h', int(now + num[o.ttl])
     ttl = int(num[ttl] + math.ceil(num[o.ttl] / 1000))
   end
-  for _, l in ipairs(ls) do
+  for j = 1, #ls do
+    local l = ls[j]
     local stock, holds = l[3], l[4]
     if memo then
       note(memo, stock, holds, num[l[2]])
     else
-      redis.call('DECRBY', stock, l[2])
+      call('DECRBY', stock, l[2])
       move_out(holds, l[2])
     end
     if o.kind == 'H' then
-      redis.call('ZADD', holds, d, l[2] .. ' ' .. o.id)
+      call('ZADD', holds, d, l[2] .. ' ' .. o.id)
     end
   end
-  redis.call('HSET', rec, unpack(record_fields(s, o.kind, ls, {'d', d})))
-  redis.call('PEXPIRE', rec, ttl)
+  call('HSET', rec, unpack(record_fields(s, o.kind, ls, 'd', d)))
+  call('PEXPIRE', rec, ttl)
   if o.kind == 'T' then
     stream_effect(o.stream, 'T', o.id, ls, left)
   end

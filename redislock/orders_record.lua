@@ -79,7 +79,7 @@ if op == 'begin' and not s then
   end
   redis.call('DEL', rec) -- a tombstone this attempt was sent after, if any
   redis.call('HSET', rec, unpack(record_fields('p', kind, argv_lines(9, n),
-    {'n', int(now) .. '.' .. ARGV[4], 'w', int(now + window), 'd', int(d)})))
+    'n', int(now) .. '.' .. ARGV[4], 'w', int(now + window), 'd', int(d))))
   redis.call('PEXPIRE', rec, int(math.ceil((window + ttl) / 1000) + retention))
   flag = 'new'
   s = 'p'

@@ -32,6 +32,6 @@ if found[2] then
   redis.call('DEL', KEYS[1]) -- the tombstone of a refusal this attempt was sent after
 end
 redis.call('INCRBY', KEYS[2], ARGV[3])
-redis.call('HSET', KEYS[1], unpack(record_fields('t', 'R', argv_lines(2, 1), {})))
+redis.call('HSET', KEYS[1], unpack(record_fields('t', 'R', argv_lines(2, 1))))
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return {0}
