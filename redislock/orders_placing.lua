@@ -75,6 +75,9 @@ local function place(o, now, memo)
       return {why, i}
     end
     local cursor
+    -- The first look at a SKU's holds in a batch is also the read that
+    -- fails on a holds key of another type, under this order's pcall and
+    -- before any write: the flush's writes to it then cannot fail.
     if not (memo and memo.swept[holds]) or have < q then
       local _
       if from == i then
