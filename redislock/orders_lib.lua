@@ -1,5 +1,9 @@
 -- Helpers of the Orders scripts, prepended to each of them after level.lua.
---
+
+-- The globals a script reads most, as locals: a global costs a table lookup
+-- at each use, a local or upvalue none.
+local call, KEYS, ARGV, tonumber = redis.call, KEYS, ARGV, tonumber
+
 -- Times are microseconds of the server's own clock (TIME), never the
 -- client's: a deadline is compared with the clock of the Redis that keeps
 -- it. 1.7e15 us is well inside the 2^53 a Lua number holds exactly, and a
@@ -23,10 +27,6 @@
 -- stays counted: its units can no longer come back, but nothing tells the
 -- SKU side. The count errs on the side that refuses.)
 local OUT = '#out'
-
--- The globals a script reads most, as locals: a global costs a table lookup
--- at each use, a local or upvalue none.
-local call, KEYS, ARGV, tonumber = redis.call, KEYS, ARGV, tonumber
 local MAX = 9007199254740991
 
 local function units_out(holds)
