@@ -85,6 +85,34 @@ local function act(o, now, memo)
 
   if s == 'h' then
     local live = (now or now_us()) < tonumber(d)
+    if live and op ~= 'order' then
+      -- A Confirm or Return of a hold in time removes each line's member,
+      -- and that ZREM decides alone: a member already gone was reclaimed by
+      -- the SKU side, so the hold expired, and the lines removed here go
+      -- back with it.
+      local removed = {}
+      for j = 1, #ls do
+        local l = ls[j]
+        if call('ZREM', l[4], member(l)) == 1 then
+          removed[#removed + 1] = l
+        else
+          live = false
+        end
+      end
+      if live and op == 'confirm' then
+        set('t')
+        stream_effect(o.stream, 'T', id, ls, left)
+        return {0, s, d}
+      end
+      for j = 1, #removed do
+        back(removed[j])
+      end
+      set(live and 'r' or 'e')
+      if op == 'confirm' then
+        return {-6, s, d}
+      end
+      return {0, s, d}
+    end
     for j = 1, #ls do
       local l = ls[j]
       if live and not call('ZSCORE', l[4], member(l)) then
@@ -98,28 +126,16 @@ local function act(o, now, memo)
   end
 
   if op == 'confirm' then
-    if s == 'h' then
-      for j = 1, #ls do
-        local l = ls[j]
-        call('ZREM', l[4], member(l))
-      end
-      set('t')
-      stream_effect(o.stream, 'T', id, ls, left)
-    elseif s ~= 't' then
+    if s ~= 't' then
       return {-6, s, d}
     end
-  elseif op == 'return' then
-    if s == 'h' then
-      give_back()
-      set('r')
-    elseif s == 't' then
-      for j = 1, #ls do
-        local l = ls[j]
-        back(l)
-      end
-      set('r')
-      stream_effect(o.stream, 'R', id, ls)
+  elseif op == 'return' and s == 't' then
+    for j = 1, #ls do
+      local l = ls[j]
+      back(l)
     end
+    set('r')
+    stream_effect(o.stream, 'R', id, ls)
   end
   return {0, s, d}
 end

@@ -446,3 +446,57 @@ func TestAtomic_Orders_concurrentCarts(t *testing.T) {
 		})
 	}
 }
+
+// TestOrders_actOnHoldWithALineReclaimed removes one line's member from its
+// SKU's holds while the hold is still in time, as only the SKU side's
+// reclaim does: the Confirm or Return that then finds it gone decides that
+// the hold expired, and gives back the units of the other line, once —
+// through Atomic's script and through Batched's batch alike.
+func TestOrders_actOnHoldWithALineReclaimed(t *testing.T) {
+	rdb := backendstest.RedisClient(t)
+	for _, tc := range []struct {
+		name    string
+		batched bool
+		confirm bool
+	}{
+		{"atomic/confirm", false, true},
+		{"atomic/return", false, false},
+		{"batched/confirm", true, true},
+		{"batched/return", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prefix := redistest.Prefix(t, rdb)
+			a := newOrders(rdb, prefix, false)
+			var o stockguard.Orders = a
+			if tc.batched {
+				o = must.New(NewBatched(rdb, WithPrefix(prefix)))
+			}
+			ctx := t.Context()
+			stockAll(t, a, 10, "a", "b")
+			if err := o.Hold(ctx, "h", time.Minute, line("a", 2), line("b", 3)); err != nil {
+				t.Fatal(err)
+			}
+			// The SKU side's reclaim removes a member and gives its units back
+			// in one script: this test does both.
+			if n, err := rdb.ZRem(ctx, a.holdsKey("b"), "3 h").Result(); err != nil || n != 1 {
+				t.Fatalf("ZREM of b's member: %d, %v", n, err)
+			}
+			if err := rdb.IncrBy(ctx, a.keys.Stock("b"), 3).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if tc.confirm {
+				if err := o.Confirm(ctx, "h"); !errors.Is(err, stockguard.ErrOrderClosed) {
+					t.Errorf("Confirm: %v, want ErrOrderClosed", err)
+				}
+			} else if err := o.Return(ctx, "h"); err != nil {
+				t.Errorf("Return: %v, want nil", err)
+			}
+			wantState(t, a, "h", stockguard.OrderExpired)
+			wantLevels(t, a, map[string]int64{"a": 10, "b": 10})
+			if err := o.Return(ctx, "h"); err != nil {
+				t.Errorf("Return again: %v", err)
+			}
+			wantLevels(t, a, map[string]int64{"a": 10, "b": 10})
+		})
+	}
+}
