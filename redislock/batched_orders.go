@@ -308,7 +308,7 @@ func (b *Batched) outcome(r *orderReq, reply []any) error {
 	code := replyInt(reply, 0)
 	act := r.op == opConfirm || r.op == opReturn
 	switch {
-	case len(reply) == 0 || reply[0] == nil:
+	case reply[0] == nil:
 		return unexpected(reply)
 	case act && code == 0:
 		return nil

@@ -47,13 +47,26 @@ local function act(o, now, memo)
     end
   end
 
-  -- give_back returns the units of every line still held, once.
-  local function give_back()
+  -- remove takes each line's member out of its SKU's holds: the one ZREM
+  -- that decides its units. It returns the lines it removed, and whether
+  -- every member was there (one gone was reclaimed by the SKU side).
+  local function remove()
+    local removed, all = {}, true
     for j = 1, #ls do
       local l = ls[j]
       if call('ZREM', l[4], member(l)) == 1 then
-        back(l)
+        removed[#removed + 1] = l
+      else
+        all = false
       end
+    end
+    return removed, all
+  end
+
+  -- give_back returns the units of the lines removed, once.
+  local function give_back(removed)
+    for j = 1, #removed do
+      back(removed[j])
     end
   end
 
@@ -86,28 +99,17 @@ local function act(o, now, memo)
   if s == 'h' then
     local live = (now or now_us()) < tonumber(d)
     if live and op ~= 'order' then
-      -- A Confirm or Return of a hold in time removes each line's member,
-      -- and that ZREM decides alone: a member already gone was reclaimed by
-      -- the SKU side, so the hold expired, and the lines removed here go
-      -- back with it.
-      local removed = {}
-      for j = 1, #ls do
-        local l = ls[j]
-        if call('ZREM', l[4], member(l)) == 1 then
-          removed[#removed + 1] = l
-        else
-          live = false
-        end
-      end
-      if live and op == 'confirm' then
+      -- A Confirm or Return of a hold in time decides on remove alone: a
+      -- member already gone means the hold expired, and the lines removed
+      -- here go back with it.
+      local removed, all = remove()
+      if all and op == 'confirm' then
         set('t')
         stream_effect(o.stream, 'T', id, ls, left)
         return {0, s, d}
       end
-      for j = 1, #removed do
-        back(removed[j])
-      end
-      set(live and 'r' or 'e')
+      give_back(removed)
+      set(all and 'r' or 'e')
       if op == 'confirm' then
         return {-6, s, d}
       end
@@ -120,7 +122,7 @@ local function act(o, now, memo)
       end
     end
     if not live then
-      give_back()
+      give_back(remove())
       set('e')
     end
   end

@@ -28,4 +28,4 @@ if have < q then
     return {-2}
   end
 end
-return {redis.call('DECRBY', KEYS[1], ARGV[1])}
+return {call('DECRBY', KEYS[1], ARGV[1])}

@@ -53,7 +53,7 @@ local member = '~' .. id
 local st, qty, owner
 local changed = 0
 do
-  local v = redis.call('GET', line)
+  local v = call('GET', line)
   if v then
     st, qty, owner = string.match(v, '^(%a)(%d+):(.*)$')
   end
@@ -66,9 +66,9 @@ end
 
 local function put(s, q, n, ttl)
   if ttl then
-    redis.call('SET', line, s .. q .. ':' .. n, 'PX', ttl)
+    call('SET', line, s .. q .. ':' .. n, 'PX', ttl)
   else
-    redis.call('SET', line, s .. q .. ':' .. n)
+    call('SET', line, s .. q .. ':' .. n)
   end
 end
 
@@ -77,14 +77,14 @@ end
 local function back(n, ttl)
   changed = 1
   if st == 'p' or st == 't' or st == 'a' then
-    redis.call('INCRBY', stock, qty)
+    call('INCRBY', stock, qty)
     move_back(holds, qty)
   end
-  redis.call('ZREM', holds, member)
+  call('ZREM', holds, member)
   if ttl then
     put('x', qty or '0', n, ttl)
   else
-    redis.call('DEL', line)
+    call('DEL', line)
   end
 end
 
@@ -124,7 +124,7 @@ if op == 'take' or op == 'restock' then
     if st then
       back(owner)
     end
-    redis.call('INCRBY', stock, ARGV[4])
+    call('INCRBY', stock, ARGV[4])
     put('r', ARGV[4], nonce, ARGV[5])
     return {0}
   end
@@ -146,10 +146,10 @@ if op == 'take' or op == 'restock' then
   if st then
     back(owner)
   end
-  redis.call('DECRBY', stock, ARGV[4])
+  call('DECRBY', stock, ARGV[4])
   move_out(holds, ARGV[4])
   put('p', ARGV[4], nonce)
-  redis.call('ZADD', holds, math.min(now_us() + tonumber(ARGV[5]), tonumber(ARGV[8])), member)
+  call('ZADD', holds, math.min(now_us() + tonumber(ARGV[5]), tonumber(ARGV[8])), member)
   return {0}
 end
 
@@ -161,7 +161,7 @@ if op == 'undo' then
   end
 elseif op == 'finalize' then
   if st == 'p' and owner == nonce then
-    redis.call('ZREM', holds, member)
+    call('ZREM', holds, member)
     put('t', qty, nonce, ARGV[4])
   elseif st == 'a' and owner == nonce then
     -- A Return is deciding: the record may not be sealed under it.
@@ -170,13 +170,13 @@ elseif op == 'finalize' then
 elseif op == 'arm' then
   if (st == 'p' or st == 't' or st == 'a') and owner == nonce then
     put('a', qty, nonce)
-    redis.call('ZADD', holds, now_us(), member)
+    call('ZADD', holds, now_us(), member)
   elseif not st then
     return {-14}
   end
 elseif op == 'unarm' then
   if st == 'a' and owner == nonce then
-    redis.call('ZREM', holds, member)
+    call('ZREM', holds, member)
     put('t', qty, nonce, ARGV[4])
   end
 elseif op == 'resolve' then
@@ -186,7 +186,7 @@ elseif op == 'resolve' then
     -- found the line due, so it is settled either way. A tombstone stays:
     -- a take of its attempt may still be on its way, from any caller
     -- that resumed the attempt.
-    redis.call('ZREM', holds, member)
+    call('ZREM', holds, member)
     changed = 1
   elseif owner ~= nonce then
     -- The record no longer knows this line's attempt: if the attempt began
@@ -196,7 +196,7 @@ elseif op == 'resolve' then
       back(owner, ARGV[11])
     end
   elseif st == 'a' and s ~= 'r' and s ~= 'e' and
-      now_us() - tonumber(ARGV[9] or 0) - tonumber(redis.call('ZSCORE', holds, member) or 0) < tonumber(ARGV[8]) then
+      now_us() - tonumber(ARGV[9] or 0) - tonumber(call('ZSCORE', holds, member) or 0) < tonumber(ARGV[8]) then
     -- A Return in progress: the record may decide it any moment, and a
     -- reader after that must find the line due, so it stays armed (and
     -- the reader asks again) until its client has had ARGV[8] to finish —
@@ -217,7 +217,7 @@ elseif op == 'resolve' then
   elseif s == 't' then
     if st == 'p' or st == 'a' then
       changed = 1
-      redis.call('ZREM', holds, member)
+      call('ZREM', holds, member)
       put('t', qty, nonce, ARGV[4])
     end
   elseif s == 'h' then
@@ -235,7 +235,7 @@ elseif op == 'resolve' then
       local now = now_us()
       local at = math.min(now + math.max(left - tonumber(ARGV[9] or 0), 0), tonumber(ARGV[12]))
       put('p', qty, nonce)
-      redis.call('ZADD', holds, at, member)
+      call('ZADD', holds, at, member)
       changed = at > now and 1 or 0
     end
   elseif s == 'r' or s == 'e' then

@@ -50,13 +50,13 @@ local now = now_us()
 local flag = ''
 
 local function get(f)
-  return redis.call('HGET', rec, f)
+  return call('HGET', rec, f)
 end
 
 local function set(s, ttl)
-  redis.call('HSET', rec, 's', s)
+  call('HSET', rec, 's', s)
   if ttl then
-    redis.call('PEXPIRE', rec, int(ttl))
+    call('PEXPIRE', rec, int(ttl))
   end
 end
 
@@ -77,10 +77,10 @@ if op == 'begin' and not s then
   if kind == 'H' then
     d = now + ttl
   end
-  redis.call('DEL', rec) -- a tombstone this attempt was sent after, if any
-  redis.call('HSET', rec, unpack(record_fields('p', kind, argv_lines(9, n),
+  call('DEL', rec) -- a tombstone this attempt was sent after, if any
+  call('HSET', rec, unpack(record_fields('p', kind, argv_lines(9, n),
     'n', int(now) .. '.' .. ARGV[4], 'w', int(now + window), 'd', int(d))))
-  redis.call('PEXPIRE', rec, int(math.ceil((window + ttl) / 1000) + retention))
+  call('PEXPIRE', rec, int(math.ceil((window + ttl) / 1000) + retention))
   flag = 'new'
   s = 'p'
 elseif s == 'p' and get('k') ~= 'R' and now >= tonumber(get('w')) then
@@ -102,7 +102,7 @@ end
 -- taken keeps the record until it is sealed (see above).
 local function taken()
   set('t')
-  redis.call('PERSIST', rec)
+  call('PERSIST', rec)
 end
 
 if op == 'commit' and s == 'p' and get('n') == ARGV[3] then
@@ -113,7 +113,7 @@ if op == 'commit' and s == 'p' and get('n') == ARGV[3] then
     taken()
   else
     -- A restock's line adds units and is never given back: sealed at once.
-    redis.call('HSET', rec, 'z', '1')
+    call('HSET', rec, 'z', '1')
     set('t', retention)
   end
 elseif op == 'abort' and s == 'p' and get('n') == ARGV[3] then
@@ -121,8 +121,8 @@ elseif op == 'abort' and s == 'p' and get('n') == ARGV[3] then
 elseif op == 'confirm' and s == 'h' then
   taken()
 elseif op == 'seal' and s == 't' and get('n') == ARGV[3] and get('z') ~= '1' then
-  redis.call('HSET', rec, 'z', '1')
-  redis.call('PEXPIRE', rec, int(retention))
+  call('HSET', rec, 'z', '1')
+  call('PEXPIRE', rec, int(retention))
 elseif op == 'return' and (s == 'h' or s == 't') then
   if (get('v') or '0') == ARGV[3] then
     set('r', retention)
@@ -130,17 +130,17 @@ elseif op == 'return' and (s == 'h' or s == 't') then
     flag = 'disarmed'
   end
 elseif op == 'arming' and s == 't' and get('k') ~= 'R' then
-  redis.call('HDEL', rec, 'z')
-  redis.call('PERSIST', rec)
+  call('HDEL', rec, 'z')
+  call('PERSIST', rec)
   flag = 'arming'
 elseif op == 'disarm' and (s == 'h' or s == 't') then
-  redis.call('HINCRBY', rec, 'v', 1)
+  call('HINCRBY', rec, 'v', 1)
 elseif op == 'drop' and s == 'u' and get('n') == ARGV[3] then
-  redis.call('DEL', rec)
+  call('DEL', rec)
   refuse(rec, now, ARGV[4])
 end
 
-local out = redis.call('HGETALL', rec)
+local out = call('HGETALL', rec)
 table.insert(out, 1, flag)
 table.insert(out, 1, now)
 return out

@@ -8,7 +8,7 @@
 -- 2^53-1 (nothing changed but the ID's tombstone); {-5} the id was applied
 -- otherwise, {-15, R} or {-16} see orders_place.lua (nothing changed).
 local now = now_us()
-local found = redis.call('HMGET', KEYS[1], 'k', X)
+local found = call('HMGET', KEYS[1], 'k', X)
 local stop = late(now, found[2], ARGV[4], ARGV[5])
 if stop then
   return stop
@@ -29,9 +29,9 @@ if have + units_out(KEYS[3]) + tonumber(ARGV[3]) > MAX then
   return {-10}
 end
 if found[2] then
-  redis.call('DEL', KEYS[1]) -- the tombstone of a refusal this attempt was sent after
+  call('DEL', KEYS[1]) -- the tombstone of a refusal this attempt was sent after
 end
-redis.call('INCRBY', KEYS[2], ARGV[3])
-redis.call('HSET', KEYS[1], unpack(record_fields('t', 'R', argv_lines(2, 1))))
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
+call('INCRBY', KEYS[2], ARGV[3])
+call('HSET', KEYS[1], unpack(record_fields('t', 'R', argv_lines(2, 1))))
+call('PEXPIRE', KEYS[1], ARGV[1])
 return {0}

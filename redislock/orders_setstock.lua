@@ -33,7 +33,7 @@ local have, why = level(stock)
 local onto = have ~= nil or why == -1
 local upto = int(now_us())
 for page = 1, 16 do
-  local due = redis.call('ZRANGEBYSCORE', holds, min, upto, 'WITHSCORES', 'LIMIT', int(skip), '64')
+  local due = call('ZRANGEBYSCORE', holds, min, upto, 'WITHSCORES', 'LIMIT', int(skip), '64')
   for i = 1, #due, 2 do
     local m, score = due[i], due[i + 1]
     if string.byte(m, 1) == 126 then -- "~": remote, passed over
@@ -47,9 +47,9 @@ for page = 1, 16 do
       end
     else
       local q = string.match(m, '^%d+')
-      redis.call('ZREM', holds, m)
+      call('ZREM', holds, m)
       if onto then
-        redis.call('INCRBY', stock, q)
+        call('INCRBY', stock, q)
       end
       move_back(holds, q)
     end
@@ -65,7 +65,7 @@ for page = 1, 16 do
     if out > MAX - tonumber(ARGV[1]) then
       return {-10, out}
     end
-    redis.call('SET', stock, ARGV[1])
+    call('SET', stock, ARGV[1])
     return {0, held_units(holds)}
   end
 end
