@@ -582,24 +582,25 @@ func compareIDs(a, b string) int {
 	return cmp.Or(cmp.Compare(num(am), num(bm)), cmp.Compare(num(as), num(bs)), strings.Compare(a, b))
 }
 
-// Drain waits until q holds no entry left to apply, polling every 10 ms,
-// and returns nil; or, when ctx ends first, an error naming the entries
-// still there, with the context's error.
+// Drain waits until q holds no entry left to apply, polling their number
+// (Queue.Len) every 10 ms, and returns nil; or, when ctx ends first, an
+// error saying how many entries are still there, with the context's error.
+// It never reads the entries: the consumer it waits for has them to apply.
 func Drain(ctx context.Context, q Queue) error {
-	var seen []Entry // the backlog last read: a read cut by ctx's end has none
+	left := int64(-1) // the number last read: a read cut by ctx's end has none
 	for {
-		left, err := q.Backlog(ctx)
-		if err == nil && len(left) == 0 {
+		n, err := q.Len(ctx)
+		if err == nil && n == 0 {
 			return nil
 		}
 		if err == nil {
-			seen = left
+			left = n
 		}
 		if ctx.Err() != nil {
-			if len(seen) == 0 {
+			if left < 0 {
 				return fmt.Errorf("tiered: drain: %w", cmp.Or(err, ctx.Err()))
 			}
-			return fmt.Errorf("tiered: drain: %d entries left, the first %v: %w", len(seen), seen[0], ctx.Err())
+			return fmt.Errorf("tiered: drain: %d entries left: %w", left, ctx.Err())
 		}
 		redisx.Sleep(ctx, 10*time.Millisecond)
 	}

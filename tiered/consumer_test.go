@@ -3,6 +3,7 @@ package tiered
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -243,4 +244,59 @@ func TestConsumer_takeBehindAReturn_waitsForIt(t *testing.T) {
 	}
 	r.settled(t, "a")
 	wantStock(t, "back", r.back, "a", 0)
+}
+
+// entriesRead counts the stream entries its client's replies carried.
+type entriesRead struct {
+	entries, cmds atomic.Int64
+}
+
+func (h *entriesRead) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *entriesRead) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.cmds.Add(1)
+		if c, ok := cmd.(*redis.XMessageSliceCmd); ok {
+			h.entries.Add(int64(len(c.Val())))
+		}
+		return err
+	}
+}
+
+func (h *entriesRead) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// Drain polls how many entries are left, never the entries themselves: a
+// backlog read whole at every poll would cost Redis and the caller the
+// backlog's size a hundred times a second, while the consumer it waits for
+// needs them to apply it.
+func TestDrain_pollsWithoutReadingTheBacklog(t *testing.T) {
+	ctx := t.Context()
+	r := newRig(t)
+	stock(t, r.o, 100, "a")
+	for i := range 50 {
+		if err := r.o.Take(ctx, fmt.Sprint("o", i), line("a", 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := *r.rdb.Options()
+	rdb := redis.NewClient(&opts)
+	t.Cleanup(func() { rdb.Close() })
+	h := &entriesRead{}
+	rdb.AddHook(h)
+	done := make(chan error, 1)
+	go func() { done <- Drain(ctx, NewStreams(rdb, StreamKey(r.prefix), DefaultGroup)) }()
+	for h.cmds.Load() < 3 { // three polls of the backlog, then the consumer
+		time.Sleep(time.Millisecond)
+	}
+	run(t, r.consumer(nil))
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := h.entries.Load(); n > 0 {
+		t.Errorf("Drain read %d entries over %d commands, want none: it polls their number", n, h.cmds.Load())
+	}
+	wantStock(t, "back", r.back, "a", 50)
 }

@@ -74,6 +74,9 @@ type Queue interface {
 	// Backlog returns every entry not acknowledged yet, delivered or not,
 	// in queue order.
 	Backlog(ctx context.Context) ([]Entry, error)
+	// Len returns how many entries Backlog would return, without reading
+	// them.
+	Len(ctx context.Context) (int64, error)
 }
 
 // Streams is the Queue over the Redis Stream of an Orders' front, read by
@@ -396,6 +399,16 @@ func (s *Streams) Backlog(ctx context.Context) ([]Entry, error) {
 		}
 		start = "(" + msgs[len(msgs)-1].ID
 	}
+}
+
+// Len implements Queue: the stream's length, as it holds exactly the
+// entries not acknowledged.
+func (s *Streams) Len(ctx context.Context) (int64, error) {
+	n, err := s.rdb.XLen(ctx, s.stream).Result()
+	if err != nil {
+		return 0, redisx.Classify(ctx, err, redisx.Read)
+	}
+	return n, nil
 }
 
 // parseEntry reads a stream message appended by the front's scripts
