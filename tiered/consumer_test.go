@@ -300,3 +300,62 @@ func TestDrain_pollsWithoutReadingTheBacklog(t *testing.T) {
 	}
 	wantStock(t, "back", r.back, "a", 50)
 }
+
+// Ack leaves the stream holding exactly the entries not acknowledged,
+// whichever order they are acknowledged in: those before the oldest
+// pending one go by a trim, the others one by one, and none delivered to
+// no consumer yet goes with them.
+func TestStreams_ack_leavesExactlyTheEntriesNotAcknowledged(t *testing.T) {
+	ctx := t.Context()
+	r := newRig(t)
+	stock(t, r.o, 100, "a")
+	for i := range 8 {
+		if err := r.o.Take(ctx, fmt.Sprint("o", i), line("a", 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read, epoch, err := r.q.Read(ctx, "c1", 6, -1)
+	if err != nil || len(read) != 6 {
+		t.Fatalf("Read = %d entries, %v; want 6", len(read), err)
+	}
+	left := func(want ...int) {
+		t.Helper()
+		got, err := r.q.Backlog(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var orders []string
+		for _, e := range got {
+			orders = append(orders, e.Order)
+		}
+		var wants []string
+		for _, i := range want {
+			wants = append(wants, fmt.Sprint("o", i))
+		}
+		if fmt.Sprint(orders) != fmt.Sprint(wants) {
+			t.Fatalf("backlog %v, want %v", orders, wants)
+		}
+		if n, err := r.q.Len(ctx); err != nil || n != int64(len(want)) {
+			t.Fatalf("Len = %d, %v; want %d", n, err, len(want))
+		}
+	}
+	for _, step := range []struct {
+		ack  []int // indexes into read
+		left []int
+	}{
+		{[]int{1, 3}, []int{0, 2, 4, 5, 6, 7}}, // after the oldest pending: one by one
+		{[]int{3}, []int{0, 2, 4, 5, 6, 7}},    // acknowledged again: nothing more
+		{[]int{0}, []int{2, 4, 5, 6, 7}},       // the oldest: trimmed up to the next pending
+		{[]int{5, 2}, []int{4, 6, 7}},          // on both sides of the oldest pending
+		{[]int{4}, []int{6, 7}},                // none pending: the two never delivered stay
+	} {
+		var es []Entry
+		for _, i := range step.ack {
+			es = append(es, read[i])
+		}
+		if err := r.q.Ack(ctx, epoch, es...); err != nil {
+			t.Fatal(err)
+		}
+		left(step.left...)
+	}
+}

@@ -331,16 +331,66 @@ func (s *Streams) Claim(ctx context.Context, consumer string, idle time.Duration
 // stream, ARGV[2] the group, ARGV[3] the number n of entry IDs that
 // follow, then the record keys. Otherwise it answers the fence's error
 // reply, acknowledging nothing.
+//
+// It deletes the entries before the oldest one still pending with one
+// XTRIM MINID, and only those after it one by one: an XDEL costs Redis
+// about ten times an XACK per entry, a trim a fraction of one per entry
+// (it drops whole nodes of the stream). Every entry before the oldest
+// pending one was delivered (the group delivers in order) and is no
+// longer pending, so acknowledged: the stream still holds exactly the
+// entries not acknowledged. With none pending, the newest entry
+// acknowledged now stands for that bound: every entry up to it was
+// delivered.
 var ackScript = redis.NewScript(`
+local stream, group = KEYS[2], ARGV[2]
 local epoch = redis.call('GET', KEYS[1])
 if epoch ~= ARGV[1] then
   return redis.error_reply('` + fenceCode + ` ' .. tostring(epoch))
 end
 local last = 3 + tonumber(ARGV[3])
 for i = 4, last, 1000 do
-  local ids = {unpack(ARGV, i, math.min(i + 999, last))}
-  redis.call('XACK', KEYS[2], ARGV[2], unpack(ids))
-  redis.call('XDEL', KEYS[2], unpack(ids))
+  redis.call('XACK', stream, group, unpack(ARGV, i, math.min(i + 999, last)))
+end
+-- id splits a stream ID into its two decimals; after compares them as
+-- numbers of any length.
+local function id(s)
+  local ms, seq = string.match(s, '^(%d+)-(%d+)$')
+  return ms, seq
+end
+local function above(a, b)
+  if #a ~= #b then
+    return #a > #b
+  end
+  return a > b
+end
+local function after(x, y)
+  local xm, xs = id(x)
+  local ym, ys = id(y)
+  if xm ~= ym then
+    return above(xm, ym)
+  end
+  return above(xs, ys)
+end
+local low = redis.call('XPENDING', stream, group)[2]
+local rest = {}
+if low then
+  for i = 4, last do
+    if after(ARGV[i], low) then
+      rest[#rest + 1] = ARGV[i]
+    end
+  end
+else
+  low = ARGV[4]
+  for i = 5, last do
+    if after(ARGV[i], low) then
+      low = ARGV[i]
+    end
+  end
+  rest[1] = low
+end
+redis.call('XTRIM', stream, 'MINID', '=', low)
+for i = 1, #rest, 1000 do
+  redis.call('XDEL', stream, unpack(rest, i, math.min(i + 999, #rest)))
 end
 for i = last + 1, #ARGV, 1000 do
   redis.call('SADD', KEYS[3], unpack(ARGV, i, math.min(i + 999, #ARGV)))
