@@ -155,8 +155,10 @@ func fencePrelude(key, epoch, ids, records string) string {
 		"  return redis.error_reply('" + fenceCode + " ' .. tostring(tiered_epoch))\n" +
 		"end\n" +
 		"local tiered_recs = {}\n" +
-		"for _, k in ipairs(KEYS) do\n" +
-		"  if string.sub(k, 1, " + fmt.Sprint(len(records)) + ") == " + luaString(records) + " then\n" +
+		"local tiered_find = string.find\n" +
+		"for i = 1, #KEYS do\n" +
+		"  local k = KEYS[i]\n" +
+		"  if tiered_find(k, " + luaString(records) + ", 1, true) == 1 then\n" +
 		"    tiered_recs[#tiered_recs + 1] = k\n" +
 		"  end\n" +
 		"end\n" +
