@@ -97,6 +97,7 @@ type Batched struct {
 	ledger
 	writes *combine.Combiner[request]   // Decrements, per SKU
 	orders *combine.Combiner[orderCall] // order calls, one queue per lane
+	reads  *combine.Combiner[orderRead] // Order calls, one queue
 	lanes  []string                     // the order queues' keys
 	short  *shortSKUs                   // SKUs a batch lately refused an order on
 	packet *atomic.Int64                // the server's max_allowed_packet once read; 0 until then
@@ -140,6 +141,7 @@ func newBatchedLedger(l ledger, batchSize, orderLanes int) *Batched {
 		Answer: (*request).result,
 	})
 	b.orders = newOrderCombiner(b, batchSize)
+	b.reads = combine.New(combine.Config[orderRead]{Size: batchSize, Write: b.readOrders, Answer: (*orderRead).result})
 	b.short = newShortSKUs()
 	b.packet = new(atomic.Int64)
 	for i := range orderLanes {

@@ -380,11 +380,7 @@ func (l *ledger) Order(ctx context.Context, id string) (stockguard.OrderInfo, er
 					return strategy.Retry(errChanged)
 				}
 			}
-			info := stockguard.OrderInfo{ID: id, State: rec.state, Lines: rec.lines}
-			// A confirmed hold is taken and expires no more: no deadline.
-			if rec.deadline.Valid && rec.state != stockguard.OrderTaken {
-				info.Deadline = time.UnixMicro(rec.deadline.Int64)
-			}
+			info := infoOf(id, rec)
 			found.Store(&info)
 			return nil
 		})
@@ -394,6 +390,16 @@ func (l *ledger) Order(ctx context.Context, id string) (stockguard.OrderInfo, er
 		return stockguard.OrderInfo{}, readOnly(err)
 	}
 	return *info, nil
+}
+
+// infoOf is Order's answer from rec, id's record.
+func infoOf(id string, rec orderRecord) stockguard.OrderInfo {
+	info := stockguard.OrderInfo{ID: id, State: rec.state, Lines: rec.lines}
+	// A confirmed hold is taken and expires no more: no deadline.
+	if rec.deadline.Valid && rec.state != stockguard.OrderTaken {
+		info.Deadline = time.UnixMicro(rec.deadline.Int64)
+	}
+	return info
 }
 
 // readOnly is the error of a read (Order, Stock) whose reclaim of expired
