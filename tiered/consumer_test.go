@@ -246,6 +246,18 @@ func TestConsumer_takeBehindAReturn_waitsForIt(t *testing.T) {
 	wantStock(t, "back", r.back, "a", 0)
 }
 
+// takes stocks "a" with 100 units and takes n of them, one an order, "o0"
+// to "o<n-1>": n entries in the stream.
+func (r *rig) takes(t *testing.T, n int) {
+	t.Helper()
+	stock(t, r.o, 100, "a")
+	for i := range n {
+		if err := r.o.Take(t.Context(), fmt.Sprint("o", i), line("a", 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // entriesRead counts the stream entries its client's replies carried.
 type entriesRead struct {
 	entries, cmds atomic.Int64
@@ -275,12 +287,7 @@ func (h *entriesRead) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 func TestDrain_pollsWithoutReadingTheBacklog(t *testing.T) {
 	ctx := t.Context()
 	r := newRig(t)
-	stock(t, r.o, 100, "a")
-	for i := range 50 {
-		if err := r.o.Take(ctx, fmt.Sprint("o", i), line("a", 1)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.takes(t, 50)
 	opts := *r.rdb.Options()
 	rdb := redis.NewClient(&opts)
 	t.Cleanup(func() { rdb.Close() })
@@ -308,12 +315,7 @@ func TestDrain_pollsWithoutReadingTheBacklog(t *testing.T) {
 func TestStreams_ack_leavesExactlyTheEntriesNotAcknowledged(t *testing.T) {
 	ctx := t.Context()
 	r := newRig(t)
-	stock(t, r.o, 100, "a")
-	for i := range 8 {
-		if err := r.o.Take(ctx, fmt.Sprint("o", i), line("a", 1)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.takes(t, 8)
 	read, epoch, err := r.q.Read(ctx, "c1", 6, -1)
 	if err != nil || len(read) != 6 {
 		t.Fatalf("Read = %d entries, %v; want 6", len(read), err)
