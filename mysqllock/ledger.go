@@ -125,19 +125,11 @@ const recordLines = "o.line_list, l.sku, l.qty"
 // kind, state, expired, deadline µs, then recordLines'.
 const recordColumns = "o.kind, o.state, COALESCE(o.deadline <= " + now + ", FALSE), TIMESTAMPDIFF(MICROSECOND, '1970-01-01', o.deadline), " + recordLines
 
-// reads returns the query of Order's read of n orders at once, id IN (n
-// placeholders): id, then recordColumns, a row per line row or one for an
-// order of line_list.
-func (q ledgerQueries) reads(n int) string {
-	return "SELECT o.id, " + recordColumns + " FROM " + q.orders + " o LEFT JOIN " + q.lines + " l ON l.order_id = o.id WHERE o.id IN (" + list(n) + ") ORDER BY o.id, l.sku"
-}
-
 // records returns the query for the records of n orders, id IN (n
-// placeholders): id, kind, state, expired and recordLines, a row per line
-// row or one for an order of line_list (see scanRecord).
+// placeholders): id, then recordColumns, a row per line row or one for an
+// order of line_list (see scanRecord).
 func (q ledgerQueries) records(n int) string {
-	return "SELECT o.id, o.kind, o.state, COALESCE(o.deadline <= " + now + ", FALSE), " + recordLines + " FROM " +
-		q.orders + " o LEFT JOIN " + q.lines + " l ON l.order_id = o.id WHERE o.id IN (" + list(n) + ")"
+	return "SELECT o.id, " + recordColumns + " FROM " + q.orders + " o LEFT JOIN " + q.lines + " l ON l.order_id = o.id WHERE o.id IN (" + list(n) + ")"
 }
 
 // candidateBatch bounds how many expired holds one reclaiming transaction
@@ -152,19 +144,20 @@ func newLedgerQueries(table string) ledgerQueries {
 		insertTaken:    "(?, ?, ?, NULL, " + now + ", " + now + ", ?)",
 		insertHeld:     "(?, ?, ?, " + holdClock + " + INTERVAL ? MICROSECOND, " + holdClock + ", " + holdClock + ", NULL)",
 		insertHeldLine: "(?, ?, ?, " + holdClock + " + INTERVAL ? MICROSECOND)",
-		record:         "SELECT " + recordColumns + " FROM " + o + " o LEFT JOIN " + l + " l ON l.order_id = o.id WHERE o.id = ? ORDER BY l.sku",
-		lockOrder:      "SELECT kind, state, COALESCE(deadline <= " + now + ", FALSE), line_list FROM " + o + " WHERE id = ? FOR UPDATE",
-		confirm:        fmt.Sprintf("UPDATE %s SET state = %d, changed_at = %s WHERE id = ? AND kind = %d AND state = %d AND deadline > %s", o, stockguard.OrderTaken, now, kindHold, stockguard.OrderHeld, now),
-		setState:       "UPDATE " + o + " SET state = ?, changed_at = " + now + " WHERE id = ?",
-		clearExpires:   "UPDATE " + l + " SET expires = NULL WHERE order_id = ?",
-		orderLines:     "SELECT sku, qty FROM " + l + " WHERE order_id = ? ORDER BY sku",
-		candidates:     fmt.Sprintf("SELECT DISTINCT order_id FROM %s WHERE sku = ? AND expires <= %s AND order_id > ? ORDER BY order_id LIMIT %d", l, now, candidateBatch),
-		level:          "SELECT qty, " + expired + " FROM " + s + " WHERE sku = ?",
-		hasExpired:     "SELECT EXISTS(SELECT 1 FROM " + l + " WHERE sku = ? AND expires <= " + now + ")",
-		lockLevel:      "SELECT qty FROM " + s + " WHERE sku = ? FOR UPDATE",
-		restock:        "UPDATE " + s + " SET qty = qty + ?, version = version + 1 WHERE sku = ? AND qty <= ?",
-		lockUnits:      "SELECT qty, on_orders FROM " + s + " WHERE sku = ? FOR UPDATE",
-		takeOrdered:    "UPDATE " + s + " SET qty = qty - ?, on_orders = on_orders + ?, version = version + 1 WHERE sku = ? AND qty >= ?",
+		record: "SELECT " + recordColumns + " FROM " + o + " o LEFT JOIN " + l +
+			" l ON l.order_id = o.id WHERE o.id = ? ORDER BY l.sku",
+		lockOrder:    "SELECT kind, state, COALESCE(deadline <= " + now + ", FALSE), line_list FROM " + o + " WHERE id = ? FOR UPDATE",
+		confirm:      fmt.Sprintf("UPDATE %s SET state = %d, changed_at = %s WHERE id = ? AND kind = %d AND state = %d AND deadline > %s", o, stockguard.OrderTaken, now, kindHold, stockguard.OrderHeld, now),
+		setState:     "UPDATE " + o + " SET state = ?, changed_at = " + now + " WHERE id = ?",
+		clearExpires: "UPDATE " + l + " SET expires = NULL WHERE order_id = ?",
+		orderLines:   "SELECT sku, qty FROM " + l + " WHERE order_id = ? ORDER BY sku",
+		candidates:   fmt.Sprintf("SELECT DISTINCT order_id FROM %s WHERE sku = ? AND expires <= %s AND order_id > ? ORDER BY order_id LIMIT %d", l, now, candidateBatch),
+		level:        "SELECT qty, " + expired + " FROM " + s + " WHERE sku = ?",
+		hasExpired:   "SELECT EXISTS(SELECT 1 FROM " + l + " WHERE sku = ? AND expires <= " + now + ")",
+		lockLevel:    "SELECT qty FROM " + s + " WHERE sku = ? FOR UPDATE",
+		restock:      "UPDATE " + s + " SET qty = qty + ?, version = version + 1 WHERE sku = ? AND qty <= ?",
+		lockUnits:    "SELECT qty, on_orders FROM " + s + " WHERE sku = ? FOR UPDATE",
+		takeOrdered:  "UPDATE " + s + " SET qty = qty - ?, on_orders = on_orders + ?, version = version + 1 WHERE sku = ? AND qty >= ?",
 	}
 }
 
@@ -650,15 +643,14 @@ func (r orderRecord) effective() stockguard.OrderState {
 	return r.state
 }
 
-// scanRecord adds a row of id, kind, state, expired and recordLines to the
-// record of id in records.
+// scanRecord adds a row of records' query to the record of id in records.
 func scanRecord(rows *sql.Rows, records map[string]orderRecord) error {
 	var id string
 	var rec orderRecord
 	var list []byte
 	var sku sql.NullString
 	var qty sql.NullInt64
-	if err := rows.Scan(&id, &rec.kind, &rec.state, &rec.expired, &list, &sku, &qty); err != nil {
+	if err := rows.Scan(&id, &rec.kind, &rec.state, &rec.expired, &rec.deadline, &list, &sku, &qty); err != nil {
 		return err
 	}
 	rec.lines = records[id].lines
@@ -687,19 +679,8 @@ func (l *ledger) read(ctx context.Context, conn *sqlx.Conn, id string) (rec orde
 // snapshot), as read does one; an ID with none is missing from the map.
 func (l *ledger) readAll(ctx context.Context, conn *sqlx.Conn, ids []any) (map[string]orderRecord, error) {
 	records := map[string]orderRecord{}
-	err := eachRow(ctx, conn, l.lq.reads(len(ids)), ids, func(rows *sql.Rows) error {
-		var id string
-		var list []byte
-		var sku sql.NullString
-		var qty sql.NullInt64
-		rec := orderRecord{}
-		if err := rows.Scan(&id, &rec.kind, &rec.state, &rec.expired, &rec.deadline, &list, &sku, &qty); err != nil {
-			return err
-		}
-		rec.lines = records[id].lines
-		err := rec.addLines(list, sku, qty)
-		records[id] = rec
-		return err
+	err := eachRow(ctx, conn, l.lq.records(len(ids))+" ORDER BY o.id, l.sku", ids, func(rows *sql.Rows) error {
+		return scanRecord(rows, records)
 	})
 	return records, err
 }

@@ -70,28 +70,27 @@ func (b *Batched) readOrders(ctx context.Context, _ string, bt *combine.Batch[or
 	// The read runs on a supervised goroutine that may outlive the batch
 	// when every caller left: it hands its result over atomically.
 	var found atomic.Pointer[map[string]orderRecord]
-	err := b.pinned(ctx, b.session, func(ctx context.Context, conn *sqlx.Conn) error {
+	_ = b.pinned(ctx, b.session, func(ctx context.Context, conn *sqlx.Conn) error {
 		records, err := b.readAll(ctx, conn, ids)
 		if err == nil {
 			found.Store(&records)
 		}
 		return err
 	})
-	records := found.Load()
+	records := found.Load() // nil when the read failed
 	for _, r := range reads {
-		var rec orderRecord
-		ok := false
-		if records != nil {
-			rec, ok = (*records)[r.id]
+		if records == nil {
+			r.out.alone = true // Order's own read retries
+			continue
 		}
+		rec, ok := (*records)[r.id]
 		switch {
-		case err != nil || records == nil, rec.state == stockguard.OrderHeld && rec.expired:
-			// Order's own read retries, and reclaims an expired hold.
-			r.out.alone = true
 		case !ok:
 			r.out.err = unknownOrder(r.id)
 		case rec.kind == kindRestock:
 			r.out.err = mismatch(r.id, rec.kind)
+		case rec.state == stockguard.OrderHeld && rec.expired:
+			r.out.alone = true // Order's own read reclaims it
 		default:
 			r.out.info = infoOf(r.id, rec)
 		}

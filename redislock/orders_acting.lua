@@ -63,7 +63,7 @@ local function act(o, now, memo)
     return removed, all
   end
 
-  -- give_back returns the units of the lines removed, once.
+  -- give_back returns the units of the lines it is handed, once.
   local function give_back(removed)
     for j = 1, #removed do
       back(removed[j])
@@ -132,10 +132,7 @@ local function act(o, now, memo)
       return {-6, s, d}
     end
   elseif op == 'return' and s == 't' then
-    for j = 1, #ls do
-      local l = ls[j]
-      back(l)
-    end
+    give_back(ls)
     set('r')
     stream_effect(o.stream, 'R', id, ls)
   end

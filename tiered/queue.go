@@ -351,12 +351,8 @@ local last = 3 + tonumber(ARGV[3])
 for i = 4, last, 1000 do
   redis.call('XACK', stream, group, unpack(ARGV, i, math.min(i + 999, last)))
 end
--- id splits a stream ID into its two decimals; after compares them as
--- numbers of any length.
-local function id(s)
-  local ms, seq = string.match(s, '^(%d+)-(%d+)$')
-  return ms, seq
-end
+-- after compares two stream IDs, their two decimals as numbers of any
+-- length.
 local function above(a, b)
   if #a ~= #b then
     return #a > #b
@@ -364,8 +360,8 @@ local function above(a, b)
   return a > b
 end
 local function after(x, y)
-  local xm, xs = id(x)
-  local ym, ys = id(y)
+  local xm, xs = string.match(x, '^(%d+)-(%d+)$')
+  local ym, ys = string.match(y, '^(%d+)-(%d+)$')
   if xm ~= ym then
     return above(xm, ym)
   end
