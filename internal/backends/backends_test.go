@@ -115,12 +115,12 @@ func TestStartLocalRedis_killRestartClose(t *testing.T) {
 	}
 }
 
-// TestRedisRestart_portHeldByAnotherServer gives a server's Redis the
-// address of another one, as when both were handed the same free port and
-// the other bound it first: Restart must fail, not count the other's PONG
-// as its own server's (TestRestart_withoutPersistence of bench/faults then
-// read the stock back "after the restart").
-func TestRedisRestart_portHeldByAnotherServer(t *testing.T) {
+// TestWaitReady_portHeldByAnotherServer gives a server's Process the port of
+// another one, as when both were handed the same free port and the other
+// bound it first: its readiness must fail although the port answers, not
+// count the other's answer as its own server's (a Restart then "succeeded"
+// against the other server and its data).
+func TestWaitReady_portHeldByAnotherServer(t *testing.T) {
 	skipShort(t)
 	ctx := t.Context()
 	var rs [2]*Redis
@@ -132,14 +132,17 @@ func TestRedisRestart_portHeldByAnotherServer(t *testing.T) {
 		t.Cleanup(func() { r.Close() })
 		rs[i] = r
 	}
-	loser := &Redis{Addr: rs[0].Addr, Source: SourceLocal, Proc: rs[1].Proc}
-	if err := loser.ping(ctx); err == nil || !strings.Contains(err.Error(), "another server holds its port") {
-		t.Fatalf("ping of %s, served by another process: %v, want an error naming the other server", loser.Addr, err)
+	if err := rs[0].Proc.holdsPort(); err != nil {
+		t.Fatalf("the server on its own port: %v", err)
 	}
-	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	loser := &Process{Dir: rs[1].Proc.Dir, Args: rs[1].Proc.Args, Port: rs[0].Proc.Port, pid: rs[1].Proc.Pid()}
+	if err := loser.holdsPort(); err == nil || !strings.Contains(err.Error(), "another server does") {
+		t.Fatalf("a server on another's port: %v, want an error saying so", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if err := loser.Restart(rctx); err == nil {
-		t.Fatal("Restart succeeded on a port another server holds")
+	if err := loser.waitReady(wctx, rs[0].ping); err == nil {
+		t.Fatal("ready on a port another server holds, answered by that server")
 	}
 }
 

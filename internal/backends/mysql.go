@@ -168,7 +168,7 @@ func StartLocalMySQL(ctx context.Context, opts ...MySQLOption) (*MySQL, error) {
 			"--skip-name-resolve", "--max-connections=1000",
 			"--innodb-buffer-pool-size=256M", "--performance-schema=OFF",
 		}, o.durabilityArgs(dir)...)
-		p, err := start(dir, args...)
+		p, err := start(dir, port, args...)
 		if err != nil {
 			os.RemoveAll(dir)
 			return nil, err

@@ -352,7 +352,7 @@ func StartLocalPostgres(ctx context.Context, opts ...PostgresOption) (*Postgres,
 			"-c", "shared_buffers=128MB", "-c", "logging_collector=off",
 			"-c", "dynamic_shared_memory_type=mmap", "-c", "max_locks_per_transaction=256"),
 			o.durabilityArgs()...)
-		p, err := start(dir, args...)
+		p, err := start(dir, port, args...)
 		if err != nil {
 			os.RemoveAll(dir)
 			return nil, err

@@ -47,6 +47,7 @@ kill -KILL "$pid"; wait "$pid"
 type Process struct {
 	Dir  string   // the server's private temp dir, removed on Close
 	Args []string // the command line it was started with
+	Port int      // the loopback TCP port it listens on (see waitReady)
 
 	mu    sync.Mutex
 	pid   int
@@ -55,9 +56,10 @@ type Process struct {
 	done  chan struct{}
 }
 
-// start runs argv under the reaper in dir, logging to dir/server.log.
-func start(dir string, argv ...string) (*Process, error) {
-	p := &Process{Dir: dir, Args: argv}
+// start runs argv, a server that listens on port (0: none), under the reaper in
+// dir, logging to dir/server.log.
+func start(dir string, port int, argv ...string) (*Process, error) {
+	p := &Process{Dir: dir, Args: argv, Port: port}
 	return p, p.spawn()
 }
 
@@ -335,14 +337,17 @@ func lastLines(log string, limit int) string {
 	return b.String()
 }
 
-// waitReady polls check until it succeeds, the server dies or ctx ends.
+// waitReady polls check until it succeeds and p holds the listener of its
+// port (holdsPort), the server dies or ctx ends.
 func (p *Process) waitReady(ctx context.Context, check func(context.Context) error) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	var last error
 	for {
 		if last = check(ctx); last == nil {
-			return nil
+			if last = p.holdsPort(); last == nil {
+				return nil
+			}
 		}
 		if !p.Alive() {
 			return fmt.Errorf("backends: %s exited: %v\n%s", p.Args[0], last, p.logTail())
@@ -353,6 +358,61 @@ func (p *Process) waitReady(ctx context.Context, check func(context.Context) err
 		case <-tick.C:
 		}
 	}
+}
+
+// holdsPort returns an error unless p's server holds the listening socket
+// of p.Port. A check's answer says that some server listens on the port,
+// not that it is p's: freePort's port is free only until a server binds
+// it, and another test binary (go test runs packages in parallel) may be
+// handed it too, or take it while a Restart or Respawn has it free. The
+// server that loses the bind exits, but until it has, the winner answers
+// its checks: two servers of one test shared a port, and a Restart
+// "succeeded" against the other one and its data.
+func (p *Process) holdsPort() error {
+	if p.Port == 0 {
+		return nil
+	}
+	inodes, err := listeners(p.Port)
+	if err != nil {
+		return err
+	}
+	pid := p.Pid()
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return fmt.Errorf("backends: %s (pid %d): %w", p.Args[0], pid, err)
+	}
+	for _, fd := range fds {
+		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if err == nil && inodes[link] {
+			return nil
+		}
+	}
+	return fmt.Errorf("backends: %s (pid %d) does not hold port %d: another server does", p.Args[0], pid, p.Port)
+}
+
+// listeners returns the sockets listening on TCP port of this network
+// namespace, as their fd links read ("socket:[<inode>]"), from
+// /proc/net/tcp and tcp6.
+func listeners(port int) (map[string]bool, error) {
+	out := map[string]bool{}
+	want := fmt.Sprintf(":%04X", port)
+	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && file == "/proc/net/tcp6" {
+				continue // no IPv6
+			}
+			return nil, err
+		}
+		for l := range strings.Lines(string(b)) {
+			// sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+			f := strings.Fields(l)
+			if len(f) > 9 && strings.HasSuffix(f[1], want) && f[3] == "0A" { // 0A: LISTEN
+				out["socket:["+f[9]+"]"] = true
+			}
+		}
+	}
+	return out, nil
 }
 
 // handedOut is every port freePort has returned in this process. The

@@ -13,7 +13,7 @@ func TestProcess_CPU_countsTheServersTime(t *testing.T) {
 		{"a child", "sh -c 'while :; do :; done' & trap 'kill $!' TERM; wait"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := start(t.TempDir(), "/bin/sh", "-c", c.script)
+			p, err := start(t.TempDir(), 0, "/bin/sh", "-c", c.script)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -383,7 +383,7 @@ sentinel parallel-syncs %s 1
 			os.RemoveAll(dir)
 			return nil, err
 		}
-		proc, err := start(dir, bin, file, "--sentinel")
+		proc, err := start(dir, p, bin, file, "--sentinel")
 		if err != nil {
 			os.RemoveAll(dir)
 			return nil, err

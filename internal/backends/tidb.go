@@ -108,7 +108,7 @@ func StartLocalTiDB(ctx context.Context) (*MySQL, error) {
 		// With -path "" unistore keeps its store in a fresh dir under
 		// TMPDIR in volatile mode (no fsync, small tables): TMPDIR is the
 		// private dir, so the store goes with it.
-		p, err := start(dir, "env", "TMPDIR="+dir, bin, "-config", conf,
+		p, err := start(dir, port, "env", "TMPDIR="+dir, bin, "-config", conf,
 			"-store", "unistore", "-path", "",
 			"-host", "127.0.0.1", "-P", strconv.Itoa(port),
 			"-status-host", "127.0.0.1", "-status", strconv.Itoa(status),
