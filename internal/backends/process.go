@@ -56,8 +56,8 @@ type Process struct {
 	done  chan struct{}
 }
 
-// start runs argv, a server that listens on port (0: none), under the reaper in
-// dir, logging to dir/server.log.
+// start runs argv, a server that listens on port (0: none), under the
+// reaper in dir, logging to dir/server.log.
 func start(dir string, port int, argv ...string) (*Process, error) {
 	p := &Process{Dir: dir, Args: argv, Port: port}
 	return p, p.spawn()
@@ -366,8 +366,8 @@ func (p *Process) waitReady(ctx context.Context, check func(context.Context) err
 // it, and another test binary (go test runs packages in parallel) may be
 // handed it too, or take it while a Restart or Respawn has it free. The
 // server that loses the bind exits, but until it has, the winner answers
-// its checks: two servers of one test shared a port, and a Restart
-// "succeeded" against the other one and its data.
+// its checks, and a test would go on against the other server and its
+// data (a Restart "succeeding" with the data still there).
 func (p *Process) holdsPort() error {
 	if p.Port == 0 {
 		return nil
