@@ -360,14 +360,14 @@ func (l *ledger) Order(ctx context.Context, id string) (stockguard.OrderInfo, er
 	err := l.retrier.Do(ctx, func(ctx context.Context) error {
 		return l.pinned(ctx, l.session, func(ctx context.Context, conn *sqlx.Conn) error {
 			rec, ok, err := l.read(ctx, conn, id)
-			switch {
-			case err != nil:
+			if err != nil {
 				return err
-			case !ok:
-				return unknownOrder(id)
-			case rec.kind == kindRestock:
-				return mismatch(id, rec.kind)
-			case rec.state == stockguard.OrderHeld && rec.expired:
+			}
+			info, due, err := answerOf(id, rec, ok)
+			if err != nil {
+				return err
+			}
+			if due {
 				// Reclaim it, then report what the reclaim found: a Confirm
 				// that beat the deadline may have made it taken meanwhile.
 				if _, err := l.expire(ctx, conn, []string{id}); err != nil {
@@ -379,8 +379,8 @@ func (l *ledger) Order(ctx context.Context, id string) (stockguard.OrderInfo, er
 				if rec.state == stockguard.OrderHeld {
 					return strategy.Retry(errChanged)
 				}
+				info = infoOf(id, rec)
 			}
-			info := infoOf(id, rec)
 			found.Store(&info)
 			return nil
 		})
@@ -390,6 +390,20 @@ func (l *ledger) Order(ctx context.Context, id string) (stockguard.OrderInfo, er
 		return stockguard.OrderInfo{}, readOnly(err)
 	}
 	return *info, nil
+}
+
+// answerOf is Order's answer from id's record rec (ok: id has one), or due
+// when rec is a hold past its deadline, to reclaim before answering.
+func answerOf(id string, rec orderRecord, ok bool) (info stockguard.OrderInfo, due bool, err error) {
+	switch {
+	case !ok:
+		return info, false, unknownOrder(id)
+	case rec.kind == kindRestock:
+		return info, false, mismatch(id, rec.kind)
+	case rec.state == stockguard.OrderHeld && rec.expired:
+		return info, true, nil
+	}
+	return infoOf(id, rec), false, nil
 }
 
 // infoOf is Order's answer from rec, id's record.

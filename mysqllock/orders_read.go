@@ -84,16 +84,9 @@ func (b *Batched) readOrders(ctx context.Context, _ string, bt *combine.Batch[or
 			continue
 		}
 		rec, ok := (*records)[r.id]
-		switch {
-		case !ok:
-			r.out.err = unknownOrder(r.id)
-		case rec.kind == kindRestock:
-			r.out.err = mismatch(r.id, rec.kind)
-		case rec.state == stockguard.OrderHeld && rec.expired:
-			r.out.alone = true // Order's own read reclaims it
-		default:
-			r.out.info = infoOf(r.id, rec)
-		}
+		// A hold past its deadline is read again alone: Order's own read
+		// reclaims it.
+		r.out.info, r.out.alone, r.out.err = answerOf(r.id, rec, ok)
 	}
 	return nil
 }
